@@ -1,0 +1,90 @@
+"""Minibatch streams: one independent minibatch per chain, drawn from the run's generator.
+
+Modes
+-----
+``"epoch"`` (default)
+    Each chain reshuffles the data every epoch and walks through it in contiguous slices of
+    ``batch_size``; the last partial batch of an epoch is dropped, so every batch has the same
+    size and ``steps_per_epoch = N // batch_size``. With one chain the data are permuted once
+    per epoch into a contiguous copy, so a step slices a view instead of gathering rows.
+``"with_replacement"``
+    Every step draws ``batch_size`` indices uniformly with replacement (MAMBA reference code).
+``"without_replacement"``
+    Every step draws a fresh uniform subset (i.i.d. across steps, no repeats within a batch).
+
+All three give an unbiased minibatch energy. ``batch_size=None`` (or N) uses the full data.
+Batches are tuples of ``[C, n, ...]`` tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+MODES = ("epoch", "with_replacement", "without_replacement")
+
+
+class MinibatchStream:
+    def __init__(self, data: Sequence[Tensor], batch_size: int | None, num_chains: int,
+                 generator: torch.Generator, mode: str = "epoch"):
+        if mode not in MODES:
+            raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
+        self.data = tuple(data)
+        self.num_data = int(self.data[0].shape[0])
+        self.batch_size = self.num_data if batch_size is None else int(batch_size)
+        self.full = self.batch_size == self.num_data and mode != "with_replacement"
+        self.num_chains = num_chains
+        self.generator = generator
+        self.mode = mode
+        self.device = self.data[0].device
+        self.steps_per_epoch = max(1, self.num_data // self.batch_size)
+        self._perm: Tensor | None = None  # [C, N] current epoch's order
+        self._epoch_data: tuple[Tensor, ...] | None = None  # one chain: data in that order
+        self._pos = 0
+        if self.full:
+            self._full_batch = tuple(t.unsqueeze(0).expand(num_chains, *t.shape) for t in self.data)
+
+    def _new_epoch(self) -> None:
+        C, N = self.num_chains, self.num_data
+        if C == 1:
+            self._perm = torch.randperm(N, generator=self.generator, device=self.device).unsqueeze(0)
+            self._epoch_data = tuple(t[self._perm[0]] for t in self.data)
+        else:  # one independent permutation per chain in one op
+            self._perm = torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)
+            self._epoch_data = None
+        self._pos = 0
+
+    def _gather(self, idx: Tensor) -> tuple[Tensor, ...]:
+        return tuple(t[idx] for t in self.data)  # idx [C, n] -> [C, n, ...]
+
+    def next(self) -> tuple[Tensor, ...]:
+        if self.full:
+            return self._full_batch
+        C, N, n = self.num_chains, self.num_data, self.batch_size
+        if self.mode == "with_replacement":
+            return self._gather(torch.randint(N, (C, n), generator=self.generator, device=self.device))
+        if self.mode == "without_replacement":
+            idx = torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)[:, :n]
+            return self._gather(idx)
+        if self._perm is None or self._pos + n > N:
+            self._new_epoch()
+        lo, hi = self._pos, self._pos + n
+        self._pos = hi
+        if self._epoch_data is not None:
+            return tuple(t[lo:hi].unsqueeze(0) for t in self._epoch_data)
+        return self._gather(self._perm[:, lo:hi])
+
+    # -- checkpointing ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"perm": None if self._perm is None else self._perm.cpu(), "pos": self._pos}
+
+    def load_state_dict(self, state: dict) -> None:
+        perm = state["perm"]
+        self._pos = int(state["pos"])
+        if perm is None:
+            self._perm = self._epoch_data = None
+            return
+        self._perm = perm.to(self.device)
+        self._epoch_data = tuple(t[self._perm[0]] for t in self.data) if self.num_chains == 1 else None

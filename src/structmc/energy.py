@@ -1,0 +1,406 @@
+r"""Energies: the negative log posterior as a function of a flat parameter vector.
+
+An energy maps a batch of chains ``theta: [C, P]`` and a minibatch to ``U: [C]`` and its
+gradient ``[C, P]``. Convention (docs/conventions.md):
+
+.. math::  \hat U(\theta) = -\frac{N}{n}\sum_{i\in\text{batch}} \log p(y_i\mid x_i,\theta) - \log p(\theta)
+
+``num_data`` is N. The N/n scaling lives here and nowhere else: with ``num_data=N`` the
+minibatch energy is an unbiased estimate of the full-data energy; with ``num_data=None`` no
+scaling is applied (the batch is treated as the whole data set) — :func:`structmc.sample`
+fills ``num_data`` with the length of ``data`` when it is left ``None``.
+
+Minibatches reach an energy as a tuple of tensors with a leading chain dimension
+(``[C, n, ...]``), one independent minibatch per chain; for a module the last tensor is the
+target and the others are the module's inputs. ``batch=None`` means "no data".
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+
+from .space import ParamSpace
+
+Batch = Sequence[Tensor] | None
+
+
+@runtime_checkable
+class Energy(Protocol):
+    """What samplers and the run loop need from a target."""
+
+    space: ParamSpace
+    num_data: int | None
+
+    def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``theta [C, P]`` -> (energy ``[C]``, gradient ``[C, P]``), both detached."""
+        ...
+
+    def value(self, theta: Tensor, batch: Batch) -> Tensor:
+        """Energy ``[C]`` without gradient."""
+        ...
+
+    def with_num_data(self, num_data: int | None) -> "Energy":
+        ...
+
+
+def _chain_slice(batch: Batch, c: int) -> Batch:
+    return None if batch is None else tuple(t[c] for t in batch)
+
+
+def _check_theta(theta: Tensor, dim: int) -> None:
+    if theta.dim() != 2 or theta.shape[1] != dim:
+        raise ValueError(f"theta must have shape [chains, {dim}], got {tuple(theta.shape)}")
+
+
+# ---------------------------------------------------------------------------------------
+# Energies from a user log density
+# ---------------------------------------------------------------------------------------
+class LogDensityEnergy:
+    """Energy ``U = -log_prob(theta, batch)`` of a user log density over a flat vector.
+
+    ``log_prob(theta [P], batch) -> scalar`` must already be an (unbiased estimate of the)
+    full-data log posterior up to a constant; no N/n scaling is added. ``batch`` is the
+    chain's minibatch (a tuple of ``[n, ...]`` tensors) or ``None``. Chains are evaluated with
+    ``torch.func.vmap``; if ``log_prob`` cannot be vmapped we fall back to a loop over chains
+    (with a warning). With ``vectorized=True`` the function itself takes ``[C, P]`` and the
+    chain-batched minibatch and returns ``[C]``.
+    """
+
+    def __init__(self, log_prob: Callable, dim: int, *, vectorized: bool = False, num_data: int | None = None):
+        if not callable(log_prob):
+            raise TypeError("log_prob must be callable")
+        if int(dim) < 1:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self.log_prob = log_prob
+        self.space = ParamSpace.flat(int(dim))
+        self.vectorized = vectorized
+        self.num_data = num_data
+        self._use_vmap = True
+
+    def with_num_data(self, num_data):
+        new = copy.copy(self)
+        new.num_data = num_data
+        return new
+
+    def _log_prob_chains(self, theta: Tensor, batch: Batch) -> Tensor:
+        if self.vectorized:
+            return self.log_prob(theta, batch).reshape(theta.shape[0])
+        if theta.shape[0] == 1:
+            return self.log_prob(theta[0], _chain_slice(batch, 0)).reshape(1)
+        if self._use_vmap:
+            try:
+                if batch is None:
+                    return vmap(lambda t: self.log_prob(t, None))(theta)
+                return vmap(lambda t, *b: self.log_prob(t, tuple(b)))(theta, *batch)
+            except Exception as err:  # vmap-incompatible user code: correct but slower
+                warnings.warn(f"log_prob could not be vmapped ({err}); evaluating chains in a loop")
+                self._use_vmap = False
+        return torch.stack([self.log_prob(theta[c], _chain_slice(batch, c)) for c in range(theta.shape[0])])
+
+    def value_and_grad(self, theta, batch):
+        _check_theta(theta, self.space.dim)
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(True)
+            energy = -self._log_prob_chains(leaf, batch)
+            (grad,) = torch.autograd.grad(energy.sum(), leaf)
+        return energy.detach(), grad
+
+    @torch.no_grad()
+    def value(self, theta, batch):
+        _check_theta(theta, self.space.dim)
+        return -self._log_prob_chains(theta, batch)
+
+
+# ---------------------------------------------------------------------------------------
+# Likelihoods for modules
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Likelihood:
+    """Observation model of a module's output. ``log_lik`` sums over the minibatch."""
+
+    name: str
+    log_lik: Callable[[Tensor, Tensor], Tensor]
+    noise_std: float | None = None
+
+    def predict(self, outputs: Tensor) -> dict[str, Tensor]:
+        """Posterior predictive summary from outputs of S draws, ``[S, n, ...]``."""
+        if self.name == "categorical":
+            return {"probs": outputs.softmax(-1).mean(0)}
+        if self.name == "bernoulli":
+            return {"probs": torch.sigmoid(outputs.squeeze(-1)).mean(0)}
+        if self.name == "gaussian":
+            f = outputs.squeeze(-1) if outputs.dim() > 2 and outputs.shape[-1] == 1 else outputs
+            var = f.var(0, unbiased=False) + self.noise_std**2
+            return {"mean": f.mean(0), "var": var}
+        raise ValueError(f"no predictive summary for custom likelihood {self.name!r}")
+
+
+def _categorical(out: Tensor, y: Tensor) -> Tensor:
+    return -F.cross_entropy(out, y, reduction="sum")
+
+
+def _bernoulli(out: Tensor, y: Tensor) -> Tensor:
+    return -F.binary_cross_entropy_with_logits(out.reshape(y.shape), y.to(out.dtype), reduction="sum")
+
+
+def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | None = None) -> Likelihood:
+    """``"categorical"`` (logits), ``"bernoulli"`` (logit), ``"gaussian"`` (known ``noise_std``),
+    a :class:`Likelihood`, or a callable ``(output, target) -> summed log-likelihood``."""
+    if isinstance(likelihood, Likelihood):
+        return likelihood
+    if callable(likelihood):
+        return Likelihood("custom", likelihood)
+    if likelihood == "categorical":
+        return Likelihood("categorical", _categorical)
+    if likelihood == "bernoulli":
+        return Likelihood("bernoulli", _bernoulli)
+    if likelihood == "gaussian":
+        if noise_std is None or not noise_std > 0:
+            raise ValueError("the gaussian likelihood needs noise_std > 0")
+        inv_var = 1.0 / noise_std**2
+
+        def _gaussian(out: Tensor, y: Tensor) -> Tensor:
+            return -0.5 * inv_var * (y - out.reshape(y.shape)).square().sum()
+
+        return Likelihood("gaussian", _gaussian, float(noise_std))
+    raise ValueError(f"unknown likelihood {likelihood!r}; use categorical, bernoulli, gaussian or a callable")
+
+
+# ---------------------------------------------------------------------------------------
+# Energies from an nn.Module
+# ---------------------------------------------------------------------------------------
+class ModuleEnergy:
+    r"""Energy of an ``nn.Module`` with a likelihood and a Normal(0, σ²) prior per parameter.
+
+    ``U(θ) = -(N/n) Σ_batch log p(y|x, θ) + ½ Σ_j θ_j²/σ_j²`` (constants dropped).
+
+    ``prior_std`` is a float or a ``{name pattern: σ}`` map (``{"*.bias": 10, "*": 1}``).
+    The module is deep-copied; its parameters become views of one flat buffer so a single
+    chain runs the module's own forward with no per-tensor work and the backward pass writes
+    straight into one flat gradient. Several chains use ``vmap`` over
+    ``torch.func.functional_call``. Modules with buffers (BatchNorm statistics) keep one set
+    of buffers per chain and evaluate chains one after another; buffers are not sampled.
+    The module is evaluated in the train/eval mode it was given in.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        likelihood: str | Likelihood | Callable = "categorical",
+        *,
+        prior_std: float | Mapping[str, float] = 1.0,
+        num_data: int | None = None,
+        noise_std: float | None = None,
+    ):
+        self.module = copy.deepcopy(module)
+        for p in self.module.parameters():
+            p.grad = None
+        self.space = ParamSpace.from_module(self.module)
+        if self.space.dim == 0:
+            raise ValueError("the module has no trainable parameters")
+        self.likelihood = make_likelihood(likelihood, noise_std)
+        self.num_data = None if num_data is None else int(num_data)
+        if self.num_data is not None and self.num_data < 1:
+            raise ValueError(f"num_data must be positive, got {num_data}")
+        stds = self.space.per_param_vector(prior_std)
+        if not bool(torch.all(stds > 0)) or not bool(torch.all(torch.isfinite(stds))):
+            raise ValueError("prior_std must be positive and finite")
+        self.prior_std = prior_std
+        self._has_buffers = any(True for _ in self.module.buffers())
+        self._chain_buffers: list[dict[str, Tensor]] | None = None
+        ref = next(self.module.parameters())
+        self._prior_precision = stds.to(ref).pow(-2)
+        self._bind()
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _bind(self) -> None:
+        """Make the module's parameters views of one flat vector and one flat gradient."""
+        params = dict(self.module.named_parameters())
+        flat = self.space.flatten(params).clone()
+        grad = torch.zeros_like(flat)
+        for info in self.space.params:
+            p = params[info.name]
+            p.data = flat[info.slice].view(info.shape)
+            p.grad = grad[info.slice].view(info.shape)
+        self._flat, self._grad = flat, grad
+
+    def to(self, device=None, dtype=None) -> "ModuleEnergy":
+        """Move the module (and the flat buffers) in place; returns self."""
+        self.module.to(device=device, dtype=dtype)
+        self._prior_precision = self._prior_precision.to(device=device, dtype=dtype)
+        self._chain_buffers = None
+        self._bind()
+        return self
+
+    def with_num_data(self, num_data):
+        new = copy.copy(self)
+        new.num_data = None if num_data is None else int(num_data)
+        return new
+
+    @property
+    def device(self) -> torch.device:
+        return self._flat.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._flat.dtype
+
+    def initial_position(self) -> Tensor:
+        """The module's parameters at construction, as a flat ``[P]`` vector."""
+        return self._flat.detach().clone()
+
+    def _scale(self, batch: Batch) -> float:
+        if batch is None:
+            raise ValueError("a module energy needs data: pass data=(inputs..., targets)")
+        n = batch[-1].shape[1]
+        return 1.0 if self.num_data is None else self.num_data / n
+
+    def _prior_terms(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        scaled = theta * self._prior_precision  # ∇(-log prior)
+        return 0.5 * (scaled * theta).sum(-1), scaled
+
+    # -- evaluation --------------------------------------------------------------------------
+    def _single(self, theta1: Tensor, inputs: Sequence[Tensor], target: Tensor, scale: float, grad: bool):
+        """One chain through the bound module; returns (negative scaled log-lik, grad)."""
+        if theta1.data_ptr() != self._flat.data_ptr():
+            self._flat.copy_(theta1)
+        if not grad:
+            with torch.no_grad():
+                return -scale * self.likelihood.log_lik(self.module(*inputs), target), None
+        self._grad.zero_()
+        with torch.enable_grad():
+            nll = -scale * self.likelihood.log_lik(self.module(*inputs), target)
+            nll.backward()
+        return nll.detach(), self._grad
+
+    def _swap_buffers(self, c: int, n_chains: int, save: bool) -> None:
+        live = dict(self.module.named_buffers())
+        if self._chain_buffers is None or len(self._chain_buffers) != n_chains:
+            self._chain_buffers = [{k: v.detach().clone() for k, v in live.items()} for _ in range(n_chains)]
+        store = self._chain_buffers[c]
+        for k, v in live.items():
+            (store[k] if save else v).copy_(v if save else store[k])
+
+    def _looped(self, theta, batch, scale, grad):
+        """Chains one after another through the bound module (modules with buffers)."""
+        C = theta.shape[0]
+        nll = theta.new_empty(C)
+        g = torch.empty_like(theta) if grad else None
+        for c in range(C):
+            if self._has_buffers and C > 1:
+                self._swap_buffers(c, C, save=False)
+            nll_c, g_c = self._single(theta[c], [t[c] for t in batch[:-1]], batch[-1][c], scale, grad)
+            nll[c] = nll_c
+            if grad:
+                g[c] = g_c
+            if self._has_buffers and C > 1:
+                self._swap_buffers(c, C, save=True)
+        return nll, g
+
+    def _vmapped(self, theta, batch, scale, grad):
+        module, space, lik = self.module, self.space, self.likelihood
+
+        def chain_log_lik(flat, *b):
+            out = functional_call(module, space.unflatten(flat), tuple(b[:-1]))
+            return lik.log_lik(out, b[-1])
+
+        with torch.enable_grad() if grad else torch.no_grad():
+            leaf = theta.detach().requires_grad_(grad)
+            nll = -scale * vmap(chain_log_lik)(leaf, *batch)
+            if not grad:
+                return nll, None
+            (g,) = torch.autograd.grad(nll.sum(), leaf)
+        return nll.detach(), g
+
+    def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
+        _check_theta(theta, self.space.dim)
+        scale = self._scale(batch)
+        if theta.shape[0] == 1 or self._has_buffers:
+            nll, g = self._looped(theta, batch, scale, grad)
+        else:
+            nll, g = self._vmapped(theta, batch, scale, grad)
+        prior_energy, prior_grad = self._prior_terms(theta.detach())
+        return nll + prior_energy, (None if g is None else g + prior_grad)
+
+    def value_and_grad(self, theta, batch):
+        return self._evaluate(theta, batch, grad=True)
+
+    def value(self, theta, batch):
+        return self._evaluate(theta, batch, grad=False)[0]
+
+    def reference_value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        """Readable per-chain ``functional_call`` + autograd path, used to test the fast ones."""
+        _check_theta(theta, self.space.dim)
+        scale = self._scale(batch)
+        values, grads = [], []
+        for c in range(theta.shape[0]):
+            leaf = theta[c].detach().clone().requires_grad_(True)
+            with torch.enable_grad():
+                out = functional_call(self.module, self.space.unflatten(leaf), tuple(t[c] for t in batch[:-1]))
+                log_prior = -0.5 * (leaf.square() * self._prior_precision).sum()
+                u = -scale * self.likelihood.log_lik(out, batch[-1][c]) - log_prior
+                (g,) = torch.autograd.grad(u, leaf)
+            values.append(u.detach())
+            grads.append(g)
+        return torch.stack(values), torch.stack(grads)
+
+    # -- prediction ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64) -> Tensor:
+        """Module outputs for each parameter draw: ``samples [S, P]`` -> ``[S, n, ...]``.
+
+        Runs in eval mode (running BatchNorm statistics), draws vmapped in groups.
+        """
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            outs = []
+            for s0 in range(0, samples.shape[0], draws_per_call):
+                chunk = samples[s0 : s0 + draws_per_call].to(self._flat)
+                outs.append(
+                    vmap(lambda flat: functional_call(self.module, self.space.unflatten(flat), tuple(inputs)))(chunk)
+                )
+            return torch.cat(outs)
+        finally:
+            self.module.train(was_training)
+
+
+def as_energy(target, dim: int | None = None) -> Energy:
+    """An :class:`Energy` as is, or a log density callable wrapped as :class:`LogDensityEnergy`."""
+    if isinstance(target, Energy):
+        return target
+    if isinstance(target, nn.Module):
+        raise TypeError("wrap a module as ModuleEnergy(module, likelihood, prior_std=..., num_data=...)")
+    if callable(target):
+        if dim is None:
+            raise ValueError("dim is needed to wrap a log density; it is taken from init")
+        return LogDensityEnergy(target, dim)
+    raise TypeError(f"expected an Energy or a log density callable, got {type(target).__name__}")
+
+
+def full_data_value_and_grad(energy: Energy, theta: Tensor, data: Sequence[Tensor], chunk_size: int = 4096):
+    """Exact full-data energy and gradient, accumulated over contiguous chunks of ``data``.
+
+    Each chunk's N/n-scaled energy is weighted by n_k/N, so the likelihood sums exactly once
+    and the prior (present in every chunk) gets total weight one.
+    """
+    n_total = int(data[0].shape[0])
+    if energy.num_data is None and n_total > chunk_size:
+        raise ValueError("full-data evaluation in chunks needs energy.num_data (the N/n scaling)")
+    C = theta.shape[0]
+    value, grad = theta.new_zeros(C), torch.zeros_like(theta)
+    for start in range(0, n_total, chunk_size):
+        chunk = tuple(t[start : start + chunk_size].expand(C, *t[start : start + chunk_size].shape) for t in data)
+        weight = chunk[-1].shape[1] / n_total if energy.num_data is not None else 1.0
+        u, g = energy.value_and_grad(theta, chunk)
+        value += weight * u
+        grad += weight * g
+    return value, grad

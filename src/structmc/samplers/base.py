@@ -1,0 +1,95 @@
+"""Shared pieces of the samplers: state saving, noise, validation, the iteration driver.
+
+A sampler owns only its update math. ``init(theta) -> state`` and
+``update(state, grad, lr, generator) -> state`` (one diffusion step), where ``grad`` is an
+estimate of ∇Û at ``state.theta`` from any gradient estimator (minibatch, control variate,
+structured energies). ``update`` works in place on the state's tensors (like ``torch.optim``)
+and returns the state. ``step`` runs one kept iteration: ``num_leapfrog`` updates, each with
+a fresh gradient from ``grad_fn``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from ..schedules import Schedule, as_schedule
+
+GradFn = Callable[[Tensor], "tuple[Tensor, Tensor]"]
+
+
+def normal_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    return torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+
+
+def check_nonnegative(name: str, value: float) -> float:
+    value = float(value)
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+    return value
+
+
+def check_positive_int(name: str, value: int) -> int:
+    if int(value) != value or int(value) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+    return int(value)
+
+
+def state_to_dict(state) -> dict[str, Any]:
+    return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+
+
+class Sampler:
+    """Base class: hyperparameters live on the sampler, positions in its state."""
+
+    name = "sampler"
+    State: type
+
+    def __init__(self, lr: float | Schedule, temperature: float = 1.0, num_leapfrog: int = 1):
+        self.lr = as_schedule(lr)
+        self.temperature = check_nonnegative("temperature", temperature)
+        self.num_leapfrog = check_positive_int("num_leapfrog", num_leapfrog)
+
+    # -- interface ----------------------------------------------------------------------------
+    def init(self, theta: Tensor, generator: torch.Generator | None = None):
+        raise NotImplementedError
+
+    def update(self, state, grad: Tensor, lr: float, generator: torch.Generator | None):
+        raise NotImplementedError
+
+    def begin(self, state, lr: float, generator: torch.Generator | None):
+        """Hook before each kept iteration (momentum resampling); default: nothing."""
+        return state
+
+    def step(self, state, grad_fn: GradFn, lr: float, generator: torch.Generator | None):
+        """One kept iteration; returns (state, energy estimate at the last gradient)."""
+        state = self.begin(state, lr, generator)
+        energy = None
+        for _ in range(self.num_leapfrog):
+            energy, grad = grad_fn(state.theta)
+            state = self.update(state, grad, lr, generator)
+        return state, energy
+
+    # -- saving -------------------------------------------------------------------------------
+    def state_dict(self, state) -> dict[str, Any]:
+        return state_to_dict(state)
+
+    def load_state(self, d: dict[str, Any]):
+        return self.State(**d)
+
+    def config(self) -> dict[str, Any]:
+        """Hyperparameters, for reports and run folders."""
+        out = {"sampler": self.name}
+        for k, v in vars(self).items():
+            if k.startswith("_"):
+                continue
+            out[k] = dataclasses.asdict(v) | {"kind": type(v).__name__} if dataclasses.is_dataclass(v) else v
+        return out
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"

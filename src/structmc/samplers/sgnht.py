@@ -1,0 +1,54 @@
+r"""Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014, Alg. 2, in the
+SGHMC-style parameterisation u = εp, η = ε²).
+
+.. math::
+    u_{t+1} &= u_t - \xi_t u_t - \eta\nabla\hat U(\theta_t) + \mathcal N(0, 2 a \eta T) \\
+    \theta_{t+1} &= \theta_t + u_{t+1} \\
+    \xi_{t+1} &= \xi_t + \tfrac{1}{P}u_{t+1}^\top u_{t+1} - \eta T
+
+``lr`` is η, ``a`` the diffusion parameter (the thermostat starts at ξ₀ = a). The thermostat
+ξ is one scalar per chain; it adapts the friction until the kinetic temperature
+uᵀu/P equals ηT, absorbing unknown gradient noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .base import Sampler, check_nonnegative, normal_like
+
+
+@dataclass
+class SGNHTState:
+    theta: Tensor  # [C, P]
+    momentum: Tensor  # u, [C, P]
+    thermostat: Tensor  # ξ, [C, 1]
+    step: int = 0
+
+
+class SGNHT(Sampler):
+    name = "sgnht"
+    State = SGNHTState
+
+    def __init__(self, lr, a: float = 0.01, *, num_leapfrog: int = 1, temperature: float = 1.0):
+        super().__init__(lr, temperature, num_leapfrog)
+        self.a = check_nonnegative("a", a)
+
+    def init(self, theta: Tensor, generator=None) -> SGNHTState:
+        theta = theta.detach().clone()
+        u = normal_like(theta, generator).mul_(math.sqrt(self.lr(0) * self.temperature))
+        return SGNHTState(theta, u, theta.new_full((theta.shape[0], 1), self.a))
+
+    def update(self, state: SGNHTState, grad: Tensor, lr: float, generator) -> SGNHTState:
+        u = state.momentum
+        u.sub_(u * state.thermostat).add_(grad, alpha=-lr)
+        if self.a > 0 and self.temperature > 0:
+            u.add_(normal_like(u, generator), alpha=math.sqrt(2 * self.a * lr * self.temperature))
+        state.theta.add_(u)
+        state.thermostat.add_(u.square().mean(-1, keepdim=True) - lr * self.temperature)
+        state.step += 1
+        return state
