@@ -3,17 +3,18 @@
 Modes
 -----
 ``"epoch"`` (default)
-    Each chain reshuffles the data every epoch and walks through it in contiguous slices of
+    Each chain reshuffles the data every epoch and walks through its permutation in slices of
     ``batch_size``; the last partial batch of an epoch is dropped, so every batch has the same
-    size and ``steps_per_epoch = N // batch_size``. With one chain the data are permuted once
-    per epoch into a contiguous copy, so a step slices a view instead of gathering rows.
+    size and ``steps_per_epoch = N // batch_size``.
 ``"with_replacement"``
     Every step draws ``batch_size`` indices uniformly with replacement (MAMBA reference code).
 ``"without_replacement"``
     Every step draws a fresh uniform subset (i.i.d. across steps, no repeats within a batch).
 
 All three give an unbiased minibatch energy. ``batch_size=None`` (or N) uses the full data.
-Batches are tuples of ``[C, n, ...]`` tensors.
+Batches are tuples of ``[C, n, ...]`` tensors, gathered with ``index_select`` into buffers
+that are reused from step to step (measured ~7x faster than advanced indexing on CPU): a
+batch is valid until the next call to ``next``.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class MinibatchStream:
         self.device = self.data[0].device
         self.steps_per_epoch = max(1, self.num_data // self.batch_size)
         self._perm: Tensor | None = None  # [C, N] current epoch's order
-        self._epoch_data: tuple[Tensor, ...] | None = None  # one chain: data in that order
         self._pos = 0
+        self._buffers = tuple(t.new_empty((num_chains * self.batch_size, *t.shape[1:])) for t in self.data)
         if self.full:
             self._full_batch = tuple(t.unsqueeze(0).expand(num_chains, *t.shape) for t in self.data)
 
@@ -50,14 +51,15 @@ class MinibatchStream:
         C, N = self.num_chains, self.num_data
         if C == 1:
             self._perm = torch.randperm(N, generator=self.generator, device=self.device).unsqueeze(0)
-            self._epoch_data = tuple(t[self._perm[0]] for t in self.data)
         else:  # one independent permutation per chain in one op
             self._perm = torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)
-            self._epoch_data = None
         self._pos = 0
 
     def _gather(self, idx: Tensor) -> tuple[Tensor, ...]:
-        return tuple(t[idx] for t in self.data)  # idx [C, n] -> [C, n, ...]
+        """``idx [C, n]`` -> tuple of ``[C, n, ...]`` batches, written into the reused buffers."""
+        flat = idx.reshape(-1)
+        return tuple(torch.index_select(t, 0, flat, out=buf).view(*idx.shape, *t.shape[1:])
+                     for t, buf in zip(self.data, self._buffers))
 
     def next(self) -> tuple[Tensor, ...]:
         if self.full:
@@ -72,8 +74,6 @@ class MinibatchStream:
             self._new_epoch()
         lo, hi = self._pos, self._pos + n
         self._pos = hi
-        if self._epoch_data is not None:
-            return tuple(t[lo:hi].unsqueeze(0) for t in self._epoch_data)
         return self._gather(self._perm[:, lo:hi])
 
     # -- checkpointing ---------------------------------------------------------------------
@@ -83,8 +83,4 @@ class MinibatchStream:
     def load_state_dict(self, state: dict) -> None:
         perm = state["perm"]
         self._pos = int(state["pos"])
-        if perm is None:
-            self._perm = self._epoch_data = None
-            return
-        self._perm = perm.to(self.device)
-        self._epoch_data = tuple(t[self._perm[0]] for t in self.data) if self.num_chains == 1 else None
+        self._perm = None if perm is None else perm.to(self.device)

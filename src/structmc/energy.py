@@ -215,10 +215,14 @@ class ModuleEnergy:
             raise ValueError("prior_std must be positive and finite")
         self.prior_std = prior_std
         self._has_buffers = any(True for _ in self.module.buffers())
-        self._chain_buffers: list[dict[str, Tensor]] | None = None
+        # per-chain buffer copies; a dict so that with_num_data() copies share it
+        self._buffer_store: dict[str, list[dict[str, Tensor]]] = {}
         ref = next(self.module.parameters())
         self._prior_precision = stds.to(ref).pow(-2)
+        first = float(self._prior_precision[0])
+        self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
         self._bind()
+        self._initial = self._flat.detach().clone()
 
     # -- set-up ----------------------------------------------------------------------------
     def _bind(self) -> None:
@@ -236,8 +240,9 @@ class ModuleEnergy:
         """Move the module (and the flat buffers) in place; returns self."""
         self.module.to(device=device, dtype=dtype)
         self._prior_precision = self._prior_precision.to(device=device, dtype=dtype)
-        self._chain_buffers = None
+        self._buffer_store.clear()
         self._bind()
+        self._initial = self._initial.to(self._flat)
         return self
 
     def with_num_data(self, num_data):
@@ -255,7 +260,7 @@ class ModuleEnergy:
 
     def initial_position(self) -> Tensor:
         """The module's parameters at construction, as a flat ``[P]`` vector."""
-        return self._flat.detach().clone()
+        return self._initial.clone()
 
     def _scale(self, batch: Batch) -> float:
         if batch is None:
@@ -263,11 +268,18 @@ class ModuleEnergy:
         n = batch[-1].shape[1]
         return 1.0 if self.num_data is None else self.num_data / n
 
-    def _prior_terms(self, theta: Tensor) -> tuple[Tensor, Tensor]:
-        scaled = theta * self._prior_precision  # ∇(-log prior)
-        return 0.5 * (scaled * theta).sum(-1), scaled
+    def _prior_energy(self, theta: Tensor) -> Tensor:
+        """½ Σ θ²/σ² per chain (one fused op when all σ are equal)."""
+        if self._uniform_precision is not None:
+            return (0.5 * self._uniform_precision) * torch.linalg.vecdot(theta, theta)
+        return 0.5 * torch.linalg.vecdot(theta * self._prior_precision, theta)
 
-    # -- evaluation --------------------------------------------------------------------------
+    def _add_prior_grad(self, lik_grad: Tensor, theta: Tensor) -> Tensor:
+        """A new tensor ∇(-log-lik) + θ/σ²."""
+        if self._uniform_precision is not None:
+            return lik_grad.add(theta, alpha=self._uniform_precision)
+        return torch.addcmul(lik_grad, theta, self._prior_precision)
+
     def _single(self, theta1: Tensor, inputs: Sequence[Tensor], target: Tensor, scale: float, grad: bool):
         """One chain through the bound module; returns (negative scaled log-lik, grad)."""
         if theta1.data_ptr() != self._flat.data_ptr():
@@ -283,26 +295,26 @@ class ModuleEnergy:
 
     def _swap_buffers(self, c: int, n_chains: int, save: bool) -> None:
         live = dict(self.module.named_buffers())
-        if self._chain_buffers is None or len(self._chain_buffers) != n_chains:
-            self._chain_buffers = [{k: v.detach().clone() for k, v in live.items()} for _ in range(n_chains)]
-        store = self._chain_buffers[c]
+        chains = self._buffer_store.get("chains")
+        if chains is None or len(chains) != n_chains:
+            chains = self._buffer_store["chains"] = [{k: v.detach().clone() for k, v in live.items()}
+                                                     for _ in range(n_chains)]
+        store = chains[c]
         for k, v in live.items():
             (store[k] if save else v).copy_(v if save else store[k])
 
     def _looped(self, theta, batch, scale, grad):
-        """Chains one after another through the bound module (modules with buffers)."""
+        """Chains one after another through the bound module, each with its own buffers."""
         C = theta.shape[0]
         nll = theta.new_empty(C)
         g = torch.empty_like(theta) if grad else None
         for c in range(C):
-            if self._has_buffers and C > 1:
-                self._swap_buffers(c, C, save=False)
+            self._swap_buffers(c, C, save=False)
             nll_c, g_c = self._single(theta[c], [t[c] for t in batch[:-1]], batch[-1][c], scale, grad)
             nll[c] = nll_c
             if grad:
                 g[c] = g_c
-            if self._has_buffers and C > 1:
-                self._swap_buffers(c, C, save=True)
+            self._swap_buffers(c, C, save=True)
         return nll, g
 
     def _vmapped(self, theta, batch, scale, grad):
@@ -323,12 +335,17 @@ class ModuleEnergy:
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         _check_theta(theta, self.space.dim)
         scale = self._scale(batch)
-        if theta.shape[0] == 1 or self._has_buffers:
+        theta = theta.detach()
+        if theta.shape[0] == 1:  # the hot path: no per-chain bookkeeping
+            nll, g = self._single(theta[0], [t[0] for t in batch[:-1]], batch[-1][0], scale, grad)
+            nll = nll.reshape(1)
+            g = None if g is None else g.unsqueeze(0)
+        elif self._has_buffers:
             nll, g = self._looped(theta, batch, scale, grad)
         else:
             nll, g = self._vmapped(theta, batch, scale, grad)
-        prior_energy, prior_grad = self._prior_terms(theta.detach())
-        return nll + prior_energy, (None if g is None else g + prior_grad)
+        energy = nll + self._prior_energy(theta)
+        return energy, (None if g is None else self._add_prior_grad(g, theta))
 
     def value_and_grad(self, theta, batch):
         return self._evaluate(theta, batch, grad=True)
@@ -351,6 +368,13 @@ class ModuleEnergy:
             values.append(u.detach())
             grads.append(g)
         return torch.stack(values), torch.stack(grads)
+
+    def chain_buffers(self, chain: int) -> dict[str, Tensor]:
+        """Buffers (e.g. BatchNorm running statistics) of one chain of the last multi-chain run."""
+        chains = self._buffer_store.get("chains")
+        if chains is None:
+            return {k: v.detach().clone() for k, v in self.module.named_buffers()}
+        return chains[chain]
 
     # -- prediction ---------------------------------------------------------------------------
     @torch.no_grad()

@@ -26,6 +26,20 @@ def normal_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
     return torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
 
 
+class NoiseBuffer:
+    """Standard normal draws into one reused buffer: ``normal_`` in place is ~30% cheaper
+    than allocating ``randn`` on CPU. The returned tensor is overwritten by the next draw."""
+
+    def __init__(self):
+        self._buf: Tensor | None = None
+
+    def __call__(self, x: Tensor, generator: torch.Generator | None) -> Tensor:
+        buf = self._buf
+        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device:
+            buf = self._buf = torch.empty_like(x)
+        return buf.normal_(generator=generator)
+
+
 def check_nonnegative(name: str, value: float) -> float:
     value = float(value)
     if not (value >= 0 and math.isfinite(value)):
@@ -53,6 +67,7 @@ class Sampler:
         self.lr = as_schedule(lr)
         self.temperature = check_nonnegative("temperature", temperature)
         self.num_leapfrog = check_positive_int("num_leapfrog", num_leapfrog)
+        self._noise = NoiseBuffer()
 
     # -- interface ----------------------------------------------------------------------------
     def init(self, theta: Tensor, generator: torch.Generator | None = None):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_nonnegative, normal_like
+from .base import Sampler, check_nonnegative
 
 
 @dataclass
@@ -62,7 +62,7 @@ class PSGLD(Sampler):
         precond = state.square_avg.sqrt().add_(self.eps).reciprocal_()  # G
         state.theta.addcmul_(precond, grad, value=-0.5 * lr)
         if self.temperature > 0:
-            noise = normal_like(state.theta, generator).mul_(precond.sqrt_())
+            noise = self._noise(state.theta, generator).mul_(precond.sqrt_())
             state.theta.add_(noise, alpha=(lr * self.temperature) ** 0.5)
         state.step += 1
         return state

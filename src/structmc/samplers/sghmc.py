@@ -61,7 +61,7 @@ class SGHMC(Sampler):
         v.mul_(1 - self.friction).add_(grad, alpha=-lr)
         noise_var = 2 * (self.friction - self.beta_hat) * lr * self.temperature
         if noise_var > 0:
-            v.add_(normal_like(v, generator), alpha=math.sqrt(noise_var))
+            v.add_(self._noise(v, generator), alpha=math.sqrt(noise_var))
         state.theta.add_(v)
         state.step += 1
         return state

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, normal_like
+from .base import Sampler
 
 
 @dataclass
@@ -36,6 +36,6 @@ class SGLD(Sampler):
     def update(self, state: SGLDState, grad: Tensor, lr: float, generator) -> SGLDState:
         state.theta.add_(grad, alpha=-0.5 * lr)
         if self.temperature > 0:
-            state.theta.add_(normal_like(state.theta, generator), alpha=math.sqrt(lr * self.temperature))
+            state.theta.add_(self._noise(state.theta, generator), alpha=math.sqrt(lr * self.temperature))
         state.step += 1
         return state

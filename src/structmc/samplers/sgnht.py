@@ -47,7 +47,7 @@ class SGNHT(Sampler):
         u = state.momentum
         u.sub_(u * state.thermostat).add_(grad, alpha=-lr)
         if self.a > 0 and self.temperature > 0:
-            u.add_(normal_like(u, generator), alpha=math.sqrt(2 * self.a * lr * self.temperature))
+            u.add_(self._noise(u, generator), alpha=math.sqrt(2 * self.a * lr * self.temperature))
         state.theta.add_(u)
         state.thermostat.add_(u.square().mean(-1, keepdim=True) - lr * self.temperature)
         state.step += 1
