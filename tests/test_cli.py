@@ -1,0 +1,61 @@
+"""Every entry point runs end to end with tiny arguments (numpyro test_examples style)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from structmc.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_tiny_writes_report(tmp_path):
+    assert main(["demo", "--preset", "tiny", "--out", str(tmp_path), "--quiet"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert set(report["samplers"]) == {"SGLD", "pSGLD", "SGHMC", "SGNHT", "SGLD-CV"}
+    for r in report["samplers"].values():
+        assert 0 < r["sd_ratio_median"] < 3 and r["test_rmse"] > 0
+    assert (tmp_path / "report.md").read_text().startswith("# structmc demo")
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+def test_sample_from_config_file(tmp_path, suffix):
+    body = {
+        ".toml": 'dataset = "iris"\nmodel = "mlp"\nhidden = [8]\nsampler = "sgnht"\nlr = 1e-4\nnum_steps = 60\n'
+                 'burn_in = 20\n[schedule]\nkind = "cyclical"\nnum_steps = 60\n',
+        ".yaml": "dataset: iris\nsampler: psgld\nlr: 1.0e-5\nnum_steps: 60\nburn_in: 20\ngradient: cv\n",
+        ".json": json.dumps({"dataset": "diabetes", "sampler": "sghmc", "lr": 1e-6, "num_steps": 60, "burn_in": 20}),
+    }[suffix]
+    cfg = tmp_path / f"run{suffix}"
+    cfg.write_text(body)
+    out = tmp_path / "out"
+    assert main(["sample", "--config", str(cfg), "--out", str(out), "--quiet", "--chains", "2"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["metrics"]["num_draws"] == 2 * (60 - 20) // 5
+    assert (out / "trace.png").exists() and (out / "run" / "checkpoint.pt").exists()
+
+
+def test_sample_rejects_bad_config(tmp_path, capsys):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('sampler = "sgld"\nlearning_rate = 0.1\n')
+    with pytest.raises(SystemExit, match="unknown keys"):
+        main(["sample", "--config", str(cfg), "--out", str(tmp_path / "o")])
+    assert main(["sample", "--lr", "-1", "--out", str(tmp_path / "o2"), "--quiet"]) == 2
+    assert "lr must be positive" in capsys.readouterr().err
+
+
+def test_console_script_and_benchmark_quick(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "structmc.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "demo" in out.stdout
+    bench = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_samplers.py"), "--quick", "--num-data", "1000",
+                            "--json", str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300)
+    assert bench.returncode == 0, bench.stderr
+    rows = json.loads((tmp_path / "b.json").read_text())
+    assert rows["hand-written SGLD loop"]["ratio_to_hand_loop"] == 1.0
+    assert all(r["ms_per_step"] > 0 for r in rows.values())
