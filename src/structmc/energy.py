@@ -50,6 +50,8 @@ class Energy(Protocol):
     def with_num_data(self, num_data: int | None) -> "Energy":
         ...
 
+    # Optional: ``hessian_diag(theta, batch, generator, num_probes) -> [C, P]`` (pSGLD's Γ).
+
 
 def _chain_slice(batch: Batch, c: int) -> Batch:
     return None if batch is None else tuple(t[c] for t in batch)
@@ -58,6 +60,23 @@ def _chain_slice(batch: Batch, c: int) -> Batch:
 def _check_theta(theta: Tensor, dim: int) -> None:
     if theta.dim() != 2 or theta.shape[1] != dim:
         raise ValueError(f"theta must have shape [chains, {dim}], got {tuple(theta.shape)}")
+
+
+def hutchinson_diag(energy_of: Callable[[Tensor], Tensor], theta: Tensor, generator: torch.Generator | None,
+                    num_probes: int = 1) -> Tensor:
+    """Unbiased estimate of diag ∇²U per chain: E_z[z ⊙ (∇²U z)], z Rademacher (Hutchinson).
+
+    Exact when the Hessian is diagonal. ``energy_of(theta) -> [C]`` must build a graph.
+    """
+    with torch.enable_grad():
+        leaf = theta.detach().requires_grad_(True)
+        (grad,) = torch.autograd.grad(energy_of(leaf).sum(), leaf, create_graph=True)
+        est = torch.zeros_like(theta)
+        for k in range(num_probes):
+            z = torch.randint(0, 2, theta.shape, generator=generator, device=theta.device).to(theta.dtype).mul_(2).sub_(1)
+            (hz,) = torch.autograd.grad(grad, leaf, grad_outputs=z, retain_graph=k < num_probes - 1)
+            est += z * hz
+    return est / num_probes
 
 
 # ---------------------------------------------------------------------------------------
@@ -117,6 +136,11 @@ class LogDensityEnergy:
     def value(self, theta, batch):
         _check_theta(theta, self.space.dim)
         return -self._log_prob_chains(theta, batch)
+
+    def hessian_diag(self, theta: Tensor, batch: Batch, generator=None, num_probes: int = 1) -> Tensor:
+        """Hutchinson estimate of diag ∇²U ``[C, P]`` (for pSGLD's Γ term)."""
+        _check_theta(theta, self.space.dim)
+        return hutchinson_diag(lambda t: -self._log_prob_chains(t, batch), theta, generator, num_probes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -352,6 +376,25 @@ class ModuleEnergy:
 
     def value(self, theta, batch):
         return self._evaluate(theta, batch, grad=False)[0]
+
+    def hessian_diag(self, theta: Tensor, batch: Batch, generator=None, num_probes: int = 1) -> Tensor:
+        """diag ∇²U ``[C, P]``: Hutchinson for the likelihood (through ``functional_call``, with
+        copies of the buffers so running statistics are not updated twice) plus the exact prior
+        term 1/σ². Used by pSGLD's Γ term."""
+        _check_theta(theta, self.space.dim)
+        scale = self._scale(batch)
+        module, space, lik = self.module, self.space, self.likelihood
+        buffers = {k: v.detach().clone() for k, v in module.named_buffers()}
+
+        def chain_log_lik(flat, *b):
+            out = functional_call(module, {**space.unflatten(flat), **buffers}, tuple(b[:-1]))
+            return lik.log_lik(out, b[-1])
+
+        if buffers:
+            nll = lambda t: -scale * torch.stack([chain_log_lik(t[c], *(x[c] for x in batch)) for c in range(t.shape[0])])
+        else:
+            nll = lambda t: -scale * vmap(chain_log_lik)(t, *batch)
+        return hutchinson_diag(nll, theta, generator, num_probes) + self._prior_precision
 
     def reference_value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Readable per-chain ``functional_call`` + autograd path, used to test the fast ones."""

@@ -167,6 +167,8 @@ def sample(
     if getattr(sampler, "num_data", "absent") is None and energy.num_data is not None:
         sampler.num_data = energy.num_data  # pSGLD's per-datum preconditioner scale
     estimator = as_estimator(gradient)
+    if getattr(sampler, "include_gamma", False) and not hasattr(energy, "hessian_diag"):
+        raise ValueError("pSGLD with include_gamma=True needs an energy with hessian_diag()")
     lr0 = sampler.lr(0)
     if not (lr0 > 0 and math.isfinite(lr0)):
         raise ValueError(f"step size must be positive, got {lr0}")
@@ -248,15 +250,7 @@ def sample(
     pending: list[Tensor] = []
     current = {"step": start}
 
-    def grad_fn(theta: Tensor):
-        batch = stream.next() if stream is not None else None
-        value, grad = estimator(energy, theta, batch)
-        if not math.isfinite(float(value.sum() + grad.sum())):
-            bad = "energy" if not bool(torch.isfinite(value).all()) else "gradient"
-            raise DivergenceError(
-                f"{sampler.name}: non-finite {bad} at iteration {current['step'] + 1} "
-                f"(lr={info_lr[current['step']].item():.3g}); reduce the step size", current["step"] + 1)
-        return value, grad
+    grad_fn = _GradientOracle(energy, estimator, stream, generator, sampler.name, current, info_lr)
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = None
@@ -308,6 +302,29 @@ def sample(
     if folder is not None:
         checkpoint(num_steps)
     return current_chain(num_steps)
+
+
+class _GradientOracle:
+    """What a sampler's ``step`` calls: draws the next minibatch, estimates (Û, ∇Û), checks
+    them for NaN/Inf, and can return the Hessian diagonal on the same minibatch."""
+
+    def __init__(self, energy, estimator, stream, generator, sampler_name, current, info_lr):
+        self.energy, self.estimator, self.stream, self.generator = energy, estimator, stream, generator
+        self.sampler_name, self.current, self.info_lr = sampler_name, current, info_lr
+        self.batch = None
+
+    def __call__(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        self.batch = self.stream.next() if self.stream is not None else None
+        value, grad = self.estimator(self.energy, theta, self.batch)
+        if not math.isfinite(float(value.sum() + grad.sum())):
+            step = self.current["step"]
+            bad = "energy" if not bool(torch.isfinite(value).all()) else "gradient"
+            raise DivergenceError(f"{self.sampler_name}: non-finite {bad} at iteration {step + 1} "
+                                  f"(lr={self.info_lr[step].item():.3g}); reduce the step size", step + 1)
+        return value, grad
+
+    def hessian_diag(self, theta: Tensor, num_probes: int = 1) -> Tensor:
+        return self.energy.hessian_diag(theta, self.batch, self.generator, num_probes)
 
 
 def _estimator_state(estimator) -> dict | None:

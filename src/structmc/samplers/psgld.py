@@ -9,9 +9,15 @@ r"""Preconditioned SGLD with an RMSprop preconditioner (Li, Chen, Carlson & Cari
 with ḡ the per-datum gradient, taken here as ∇Û/N (``num_data`` = N; the prior's share,
 divided by N, is included). Defaults α = 0.99, λ = 1e-5, V₀ = 0 as in Algorithm 1
 (``v_init="first"`` starts from ḡ₁², as the authors' Matlab code does).
-Γ, the derivative of G (Γ_i = ∂G_ii/∂θ_i), is omitted — the paper's practical choice, with
-an O((1-α)/α) bias (their §"Preconditioned SGLD Algorithms in Practice"). Our ``update`` only
-sees gradients, so Γ is not offered: it needs the diagonal of the energy's Hessian.
+Γ_i = ∂G_ii/∂θ_i is omitted by default — the paper's practical choice, with an O((1-α)/α)
+bias (their §"Preconditioned SGLD Algorithms in Practice"). With ``include_gamma=True`` it is
+computed by the chain rule through the V update,
+
+.. math:: \Gamma_i = -\frac{(1-\alpha)\,\bar g_i\, h_i / N}{(\lambda+\sqrt{V_i})^2\sqrt{V_i}},
+          \qquad h_i = \partial^2 \hat U/\partial\theta_i^2,
+
+with h from the energy's ``hessian_diag`` (Hutchinson, ``gamma_probes`` Rademacher probes, on
+the same minibatch; one extra backward pass per probe).
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ class PSGLD(Sampler):
     State = PSGLDState
 
     def __init__(self, lr, alpha: float = 0.99, eps: float = 1e-5, *, num_data: int | None = None,
-                 temperature: float = 1.0, v_init: str = "zeros"):
+                 temperature: float = 1.0, v_init: str = "zeros", include_gamma: bool = False,
+                 gamma_probes: int = 1):
         super().__init__(lr, temperature)
         if not 0 <= alpha < 1:
             raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
@@ -48,19 +55,38 @@ class PSGLD(Sampler):
         self.eps = check_nonnegative("eps", eps)
         self.num_data = None if num_data is None else int(num_data)
         self.v_init = v_init
+        self.include_gamma = bool(include_gamma)
+        self.gamma_probes = int(gamma_probes)
+        if self.gamma_probes < 1:
+            raise ValueError(f"gamma_probes must be >= 1, got {gamma_probes}")
 
     def init(self, theta: Tensor, generator=None) -> PSGLDState:
         theta = theta.detach().clone()
         return PSGLDState(theta, torch.zeros_like(theta))
 
-    def update(self, state: PSGLDState, grad: Tensor, lr: float, generator) -> PSGLDState:
+    def step(self, state, grad_fn, lr, generator):
+        energy, grad = grad_fn(state.theta)
+        hdiag = grad_fn.hessian_diag(state.theta, self.gamma_probes) if self.include_gamma else None
+        return self.update(state, grad, lr, generator, hessian_diag=hdiag), energy
+
+    def update(self, state: PSGLDState, grad: Tensor, lr: float, generator,
+               hessian_diag: Tensor | None = None) -> PSGLDState:
         per_datum = grad if self.num_data is None else grad / self.num_data
-        if state.step == 0 and self.v_init == "first":
+        first = state.step == 0 and self.v_init == "first"
+        if first:
             state.square_avg.copy_(per_datum.square())
         else:
             state.square_avg.mul_(self.alpha).addcmul_(per_datum, per_datum, value=1 - self.alpha)
-        precond = state.square_avg.sqrt().add_(self.eps).reciprocal_()  # G
+        root_v = state.square_avg.sqrt()
+        precond = (root_v + self.eps).reciprocal_()  # G
         state.theta.addcmul_(precond, grad, value=-0.5 * lr)
+        if self.include_gamma:
+            if hessian_diag is None:
+                raise ValueError("include_gamma=True needs the energy's Hessian diagonal")
+            h_per_datum = hessian_diag if self.num_data is None else hessian_diag / self.num_data
+            weight = 1.0 if first else 1 - self.alpha  # ∂V/∂θ = 2·weight·ḡ·h̄
+            gamma = -weight * per_datum * h_per_datum * precond.square() / root_v
+            state.theta.add_(torch.nan_to_num(gamma, nan=0.0, posinf=0.0, neginf=0.0), alpha=0.5 * lr)
         if self.temperature > 0:
             noise = self._noise(state.theta, generator).mul_(precond.sqrt_())
             state.theta.add_(noise, alpha=(lr * self.temperature) ** 0.5)
