@@ -39,7 +39,9 @@ class ControlVariate:
     gradient ∇U(θ̂), computed once in :meth:`prepare` over chunks of the data (or given).
     Both minibatch terms use the same batch. Costs two gradient evaluations per step; its
     variance vanishes as θ → θ̂, which is what makes small batches usable near the mode.
-    The reported energy is the plain minibatch estimate Û_b(θ).
+    The reported energy is the plain minibatch estimate Û_b(θ). On a structured energy the
+    centre terms use its base energy: for S-SGMCMC the masks sum to one per parameter, so
+    Σ_m mask_m ⊙ (∇Û_b(θ^(m)) − ∇Û_b(θ̂) + ∇U(θ̂)) is exactly this estimator.
     """
 
     name = "control_variate"
@@ -64,6 +66,7 @@ class ControlVariate:
         if centre.shape[-1] != P or centre.shape[0] not in (1, num_chains):
             raise ValueError(f"centre must have shape [{P}] or [{num_chains}, {P}], got {tuple(self.centre.shape)}")
         centre = centre.to(theta)
+        energy = getattr(energy, "cv_base", energy)  # structured energies: centre terms of the base
         if self.centre_grad is not None:
             full = self.centre_grad.to(centre).reshape(-1, P)
         elif data is None:
@@ -78,7 +81,7 @@ class ControlVariate:
         if self._centre_c is None:
             raise RuntimeError("ControlVariate.prepare(energy, data, theta) must run first")
         value, grad = energy.value_and_grad(theta, batch)
-        _, grad_centre = energy.value_and_grad(self._centre_c, batch)
+        _, grad_centre = getattr(energy, "cv_base", energy).value_and_grad(self._centre_c, batch)
         return value, grad.sub_(grad_centre).add_(self._full_grad_c)
 
     def config(self) -> dict:

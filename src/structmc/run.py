@@ -191,6 +191,9 @@ def sample(
         _check_resume_compatible(ckpt["settings"], settings)
     if folder is not None:
         folder.create(settings)
+    has_history = hasattr(energy, "observe")
+    if has_history:
+        energy.start(theta0)
     estimator.prepare(energy, data, theta0)
 
     C, P = theta0.shape
@@ -213,6 +216,8 @@ def sample(
         if stream is not None:
             stream.load_state_dict(ckpt["stream"])
         _restore_estimator(estimator, ckpt)
+        if has_history:
+            energy.load_state_dict(ckpt["energy_state"], device)
         S0 = ckpt["step"]
         info_lr[:S0], info_energy[:, :S0], info_time[:S0] = ckpt["info"]["lr"][:S0], ckpt["info"]["energy"][:, :S0], ckpt["info"]["time"][:S0]
         elapsed0 = float(info_time[S0 - 1]) if S0 > 0 else 0.0
@@ -244,6 +249,7 @@ def sample(
             "sampler_state": {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in sampler.state_dict(state).items()},
             "generator": generator.get_state(), "stream": stream.state_dict() if stream is not None else None,
             "estimator": _estimator_state(estimator),
+            "energy_state": energy.state_dict() if has_history else None,
             "info": {"lr": info_lr[:step].clone(), "energy": info_energy[:, :step].clone(), "time": info_time[:step].clone()},
         })
 
@@ -269,6 +275,8 @@ def sample(
             info_lr[t] = lr
             state, value = sampler.step(state, grad_fn, lr, generator)
             info_energy[:, t] = value
+            if has_history:
+                energy.observe(state.theta)
             info_time[t] = elapsed0 + time.perf_counter() - t_start
             k = t + 1 - burn_in
             if k > 0 and k % thin == 0:

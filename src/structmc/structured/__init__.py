@@ -1,0 +1,10 @@
+"""Structured SGMCMC (Alexos, Boyd & Mandt 2022): partitions, chain history, S and Sd energies."""
+
+from .energies import BernoulliMask, BetaMask, StructuredEnergy, UniformMask, make_mask, structured_optimum_gaussian
+from .history import ChainHistory
+from .partitions import (Partition, by_finer_nodes, by_layer, by_neuron, custom, fully_factorized, fully_joint,
+                         make_partition, node_blocks, random_partition, round_robin)
+
+__all__ = ["BernoulliMask", "BetaMask", "UniformMask", "StructuredEnergy", "make_mask", "structured_optimum_gaussian",
+           "ChainHistory", "Partition", "by_finer_nodes", "by_layer", "by_neuron", "custom", "fully_factorized",
+           "fully_joint", "make_partition", "node_blocks", "random_partition", "round_robin"]

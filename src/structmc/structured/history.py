@@ -1,0 +1,97 @@
+"""The chain's own past samples: the θ̃ source of structured SGMCMC.
+
+:class:`ChainHistory` keeps, per chain, up to ``capacity`` past positions in one
+``[C, W, P]`` buffer on the chain's device, optionally in a lower precision (bfloat16 halves
+the memory; draws are cast back to the chain's dtype).
+
+* ``mode="window"``: the last W stored samples (FIFO ring buffer).
+* ``mode="reservoir"``: a uniform sample of all stored positions so far (Vitter's Algorithm
+  R), i.e. θ̃ is drawn from the whole chain, not just its recent past.
+* ``thin``: only every ``thin``-th observed position is stored.
+
+Before the buffer is full, draws are uniform over the samples stored so far (the reference
+code's ``randint(W) % count`` over-weights early samples; we do not). The first observed
+position (the chain's start) is stored, so a draw is always possible.
+
+Drawing: for every chain, copy k and group g an independent time index
+t ~ U{0..count-1}; parameter j of copy k takes the value of slot t[k, group(j)] — one
+``torch.gather`` over the buffer, no Python loop.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class ChainHistory:
+    def __init__(self, capacity: int, *, mode: str = "window", thin: int = 1, dtype: torch.dtype | None = None):
+        if int(capacity) < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if mode not in ("window", "reservoir"):
+            raise ValueError(f"mode must be 'window' or 'reservoir', got {mode!r}")
+        if int(thin) < 1:
+            raise ValueError(f"thin must be >= 1, got {thin}")
+        self.capacity, self.mode, self.thin, self.storage_dtype = int(capacity), mode, int(thin), dtype
+        self.buffer: Tensor | None = None  # [C, W, P]
+        self.count = 0  # filled slots
+        self.seen = 0  # positions offered to the store (after thinning)
+        self.observed = 0  # positions observed (before thinning)
+        self._next = 0  # window: slot to overwrite next
+
+    def reset(self, theta: Tensor) -> None:
+        """Empty the store for chains shaped like ``theta [C, P]`` and store ``theta``."""
+        C, P = theta.shape
+        self.buffer = torch.empty(C, self.capacity, P, dtype=self.storage_dtype or theta.dtype, device=theta.device)
+        self.count = self.seen = self.observed = self._next = 0
+        self.push(theta)
+
+    def push(self, theta: Tensor, generator: torch.Generator | None = None) -> None:
+        if self.buffer is None:
+            self.reset(theta)
+            return
+        self.observed += 1
+        if (self.observed - 1) % self.thin:
+            return
+        self.seen += 1
+        if self.count < self.capacity:
+            slot = self.count
+            self.count += 1
+        elif self.mode == "window":
+            slot = self._next
+        else:  # reservoir: keep the new sample with probability W / seen
+            j = int(torch.randint(self.seen, (1,), generator=generator, device=theta.device))
+            if j >= self.capacity:
+                return
+            slot = j
+        self.buffer[:, slot].copy_(theta)
+        self._next = (slot + 1) % self.capacity
+
+    def draw(self, num_copies: int, group_ids: Tensor, num_groups: int, generator: torch.Generator | None,
+             dtype: torch.dtype | None = None) -> Tensor:
+        """θ̃ for ``num_copies`` copies: ``[C, K, P]``, an independent past time per group."""
+        if self.buffer is None:
+            raise RuntimeError("the history is empty: call reset(theta) first")
+        C, _, P = self.buffer.shape
+        times = torch.randint(self.count, (C, num_copies, num_groups), generator=generator, device=self.buffer.device)
+        index = times[:, :, group_ids]  # [C, K, P]
+        out = torch.gather(self.buffer, 1, index)
+        return out if dtype is None else out.to(dtype)
+
+    def state_dict(self) -> dict:
+        return {"buffer": None if self.buffer is None else self.buffer[:, : self.count].cpu(), "count": self.count,
+                "seen": self.seen, "observed": self.observed, "next": self._next}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        buf = state["buffer"]
+        if buf is None:
+            self.buffer = None
+        else:
+            C, n, P = buf.shape
+            self.buffer = torch.empty(C, self.capacity, P, dtype=buf.dtype, device=device)
+            self.buffer[:, :n].copy_(buf.to(device))
+        self.count, self.seen, self.observed, self._next = state["count"], state["seen"], state["observed"], state["next"]
+
+    def memory_bytes(self) -> int:
+        return 0 if self.buffer is None else self.buffer.numel() * self.buffer.element_size()
+
