@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
@@ -165,6 +166,7 @@ def sample(
     if not bool(torch.isfinite(theta0).all()):
         raise ValueError("init contains NaN or Inf")
     if getattr(sampler, "num_data", "absent") is None and energy.num_data is not None:
+        sampler = copy.copy(sampler)  # never mutate the caller's sampler
         sampler.num_data = energy.num_data  # pSGLD's per-datum preconditioner scale
     estimator = as_estimator(gradient)
     if getattr(sampler, "include_gamma", False) and not hasattr(energy, "hessian_diag"):

@@ -9,8 +9,11 @@ r"""Preconditioned SGLD with an RMSprop preconditioner (Li, Chen, Carlson & Cari
 with ḡ the per-datum gradient, taken here as ∇Û/N (``num_data`` = N; the prior's share,
 divided by N, is included). Defaults α = 0.99, λ = 1e-5, V₀ = 0 as in Algorithm 1
 (``v_init="first"`` starts from ḡ₁², as the authors' Matlab code does).
-Γ_i = ∂G_ii/∂θ_i is omitted by default — the paper's practical choice, with an O((1-α)/α)
-bias (their §"Preconditioned SGLD Algorithms in Practice"). With ``include_gamma=True`` it is
+Γ_i = ∂G_ii/∂θ_i is omitted by default — the paper's practical choice (their §"Preconditioned
+SGLD Algorithms in Practice"). Note that the larger bias of adaptive preconditioning comes from
+V lagging θ's recent history, which Γ does not model: on a N(0, 100) coordinate with εGh ≈ 0.004
+we measured the variance inflated by 65% at α = 0.99, 20% at 0.999 and 2% at 0.9999, with or
+without Γ (tests/test_samplers_statistical.py). Use α close to 1 when the variance matters. With ``include_gamma=True`` it is
 computed by the chain rule through the V update,
 
 .. math:: \Gamma_i = -\frac{(1-\alpha)\,\bar g_i\, h_i / N}{(\lambda+\sqrt{V_i})^2\sqrt{V_i}},

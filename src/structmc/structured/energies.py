@@ -35,6 +35,7 @@ iterations use the base energy (the reference code's plain-sampler first epoch).
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -58,14 +59,17 @@ class BernoulliMask:
             raise ValueError(f"rho must lie in (0, 1], got {self.rho}")
 
     def sample(self, shape, generator, dtype, device) -> Tensor:
-        r = (torch.rand(shape, generator=generator, device=device) < self.rho).to(dtype)
-        if self.at_least_one:  # redraw the empty masks (rejection sampling, exact conditioning)
-            empty = r.sum(-1) == 0
-            while bool(empty.any()):
-                redraw = (torch.rand(shape, generator=generator, device=device) < self.rho).to(dtype)
-                r = torch.where(empty.unsqueeze(-1), redraw, r)
-                empty = r.sum(-1) == 0
-        return r
+        r = torch.rand(shape, generator=generator, device=device) < self.rho
+        if self.at_least_one and self.rho < 1:
+            # exact conditioning on Σr > 0 without rejection: the first selected group j has a
+            # truncated geometric law P(j) ∝ ρ(1-ρ)^j, j < M; groups after j stay Bernoulli(ρ)
+            M = shape[-1]
+            u = torch.rand(shape[:-1], generator=generator, device=device, dtype=torch.float64)
+            q = 1 - self.rho
+            first = torch.floor(torch.log1p(-u * (1 - q**M)) / math.log(q)).long().clamp_(0, M - 1)
+            pos = torch.arange(M, device=device)
+            r = (r & (pos > first.unsqueeze(-1))) | (pos == first.unsqueeze(-1))
+        return r.to(dtype)
 
     def mean_sum(self, M: int) -> float:
         if self.at_least_one:
