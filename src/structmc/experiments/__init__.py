@@ -6,6 +6,7 @@ import importlib
 
 REGISTRY = {
     "demo": "structmc.experiments.demo",
+    "structured_linreg": "structmc.experiments.structured_linreg",
 }
 
 

@@ -1,0 +1,19 @@
+"""Models of the four papers as ``nn.Module`` s (plus PMF as a log density), their paper's
+likelihoods and priors (:func:`energy_for`), and their layer structure for partitions
+(:func:`layer_structure`). Building a model loads no data."""
+
+from __future__ import annotations
+
+from .cnn import ConvNet
+from .linear import LinearRegression, LogisticRegression, SoftmaxRegression
+from .mlp import ACTIVATIONS, MLP
+from .pmf import PMF, pmf_rmse
+from .resnet import ResNet, resnet20
+from .structure import LayerInfo, layer_ids, layer_structure, unit_ids
+from .zoo import MODELS, ModelSpec, build_model, energy_for
+
+__all__ = [
+    "LinearRegression", "LogisticRegression", "SoftmaxRegression", "MLP", "ACTIVATIONS", "ConvNet", "ResNet",
+    "resnet20", "PMF", "pmf_rmse", "LayerInfo", "layer_structure", "unit_ids", "layer_ids", "MODELS", "ModelSpec",
+    "build_model", "energy_for",
+]
