@@ -179,7 +179,7 @@ class StructuredEnergy:
     def start(self, theta0: Tensor) -> None:
         self._state["generator"] = torch.Generator(device=theta0.device).manual_seed(self.seed)
         self._state["steps"] = 0
-        self.history.reset(theta0)
+        self.history.reset(theta0, self.partition.group_ids)
 
     def observe(self, theta: Tensor) -> None:
         self._state["steps"] += 1
@@ -222,7 +222,7 @@ class StructuredEnergy:
             r = self._copy_masks(C, k0, k1, theta.dtype, theta.device, generator)[:, :, ids]  # [C, k, P]
             tilde = self.history.draw(k, ids, M, generator, theta.dtype)  # [C, k, P]
             mixed = torch.addcmul(tilde, r, theta.unsqueeze(1) - tilde).reshape(C * k, P)
-            rep = None if batch is None else tuple(t.repeat_interleave(k, dim=0) for t in batch)
+            rep = None if batch is None else tuple(_repeat_chains(t, k) for t in batch)
             if grad:
                 u, g = self.base.value_and_grad(mixed, rep)
                 total += (r * g.view(C, k, P)).sum(1)
@@ -233,6 +233,14 @@ class StructuredEnergy:
         if grad and self.scale != 1.0:
             total *= self.scale
         return value, total
+
+
+def _repeat_chains(t: Tensor, k: int) -> Tensor:
+    """``[C, n, ...]`` -> ``[C·k, n, ...]``, each chain's batch for its k copies; a zero-copy
+    expand for one chain (the batch is read-only)."""
+    if t.shape[0] == 1:
+        return t.expand(k, *t.shape[1:])
+    return t.repeat_interleave(k, dim=0)
 
 
 def structured_optimum_gaussian(mean: Tensor, precision: Tensor, partition: Partition) -> tuple[Tensor, Tensor]:

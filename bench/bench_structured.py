@@ -1,0 +1,93 @@
+"""Cost of structured SGMCMC steps relative to the base sampler's step, side by side.
+
+MLP 784-50-50-10, batch 500 of N = 10,000 MNIST-shaped points, SGLD, one chain, CPU.
+Sd-SGLD with K = 2, 4, 8 Bernoulli(0.5) masks over a round-robin partition (M = 64) and
+S-SGLD with M = 4, 8 groups evaluate K (or M) mixed parameter vectors per step in one
+vmapped call. Targets (issue 4): Sd ≤ 1.15·K and S ≤ 1.15·M times the base step.
+Also: drawing θ̃ for a fully factorized partition (M = P = 42,310) from a 5,000-sample window.
+
+    python bench/bench_structured.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import structmc as sm
+from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, fully_factorized, round_robin
+
+from bench_samplers import make_problem
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.steps, args.rounds = 4, 1
+    X, y, model = make_problem(10_000)
+    energy = sm.ModuleEnergy(model, "categorical", prior_std=1.0)
+    P = energy.space.dim
+    contenders = {"base SGLD": (energy, 1)}
+    for K in (2, 4, 8):
+        contenders[f"Sd-SGLD K={K}"] = (StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100),
+                                                         mask=BernoulliMask(0.5), num_copies=K), K)
+    for M in (4, 8):
+        contenders[f"S-SGLD M={M}"] = (StructuredEnergy(energy, round_robin(P, M), ChainHistory(100)), M)
+
+    def run(target, n):
+        sm.sample(target, None, sm.SGLD(1e-5), n, data=(X, y), batch_size=500, thin=n, progress=False)
+
+    for target, _ in contenders.values():
+        run(target, 2)
+    times = {k: [] for k in contenders}
+    for _ in range(args.rounds):
+        for name, (target, _) in contenders.items():
+            t0 = time.perf_counter()
+            run(target, args.steps)
+            times[name].append((time.perf_counter() - t0) / args.steps)
+    base = statistics.median(times["base SGLD"])
+    rows = {}
+    print(f"MLP 784-50-50-10, batch 500, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps")
+    print(f"{'step':16s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  target <= 1.15")
+    for name, (target, copies) in contenders.items():
+        t = statistics.median(times[name])
+        rows[name] = {"ms_per_step": 1e3 * t, "ratio_to_base": t / base, "copies": copies,
+                      "ratio_per_copy": t / base / copies}
+        print(f"{name:16s} {1e3 * t:9.3f} {t / base:7.2f} {copies:6d} {t / base / copies:15.3f}")
+
+    # θ̃ draws for a fully factorized partition from a 5,000-sample window
+    W = 5000 if not args.quick else 200
+    hist = ChainHistory(W)
+    theta = torch.randn(1, P)
+    hist.reset(theta)
+    hist.buffer.normal_()
+    hist.count = W
+    part = fully_factorized(P)
+    g = torch.Generator().manual_seed(0)
+    for K in (1, 8):
+        hist.draw(K, part.group_ids, part.num_groups, g)
+        t0 = time.perf_counter()
+        reps = 20 if not args.quick else 2
+        for _ in range(reps):
+            hist.draw(K, part.group_ids, part.num_groups, g)
+        t = (time.perf_counter() - t0) / reps
+        rows[f"draw theta~ factorized K={K}"] = {"ms": 1e3 * t, "ratio_to_base_step": t / base}
+        print(f"draw θ̃, M = P = {P}, window {W}, K={K}: {1e3 * t:.3f} ms ({t / base:.2f} x base step); "
+              f"window memory {hist.memory_bytes() / 2**20:.0f} MiB")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
