@@ -24,6 +24,15 @@ def test_demo_tiny_writes_report(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
 
 
+def test_structured_linreg_experiment_tiny(tmp_path):
+    assert main(["experiment", "structured_linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert len(report["scenarios"]) == 5
+    s = report["scenarios"]["S-SGLD {w1},{w2},{w3},{b}"]
+    assert s["num_groups"] == 4 and s["exact_structured_optimum"]["corr"][0][1] == 0.0
+    assert (tmp_path / "pairs.png").exists()
+
+
 @pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
 def test_sample_from_config_file(tmp_path, suffix):
     body = {
@@ -59,3 +68,11 @@ def test_console_script_and_benchmark_quick(tmp_path):
     rows = json.loads((tmp_path / "b.json").read_text())
     assert rows["hand-written SGLD loop"]["ratio_to_hand_loop"] == 1.0
     assert all(r["ms_per_step"] > 0 for r in rows.values())
+
+
+def test_structured_benchmark_quick(tmp_path):
+    bench = subprocess.run([sys.executable, "bench_structured.py", "--quick", "--json", str(tmp_path / "s.json")],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT / "bench")
+    assert bench.returncode == 0, bench.stderr
+    rows = json.loads((tmp_path / "s.json").read_text())
+    assert rows["Sd-SGLD K=4"]["copies"] == 4 and rows["S-SGLD M=8"]["ratio_to_base"] > 0

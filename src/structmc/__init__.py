@@ -13,6 +13,7 @@ from .run import DivergenceError, sample
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
+from . import structured  # noqa: E402  (structmc.structured.StructuredEnergy, partitions, history)
 
 __version__ = "0.1.0"
 
