@@ -371,3 +371,18 @@ def test_group_sorted_layout_gives_the_same_draws_and_survives_a_checkpoint():
     back = ChainHistory(4)
     back.load_state_dict(sorted_.state_dict())
     assert torch.equal(back.draw(5, ids, 3, torch.Generator().manual_seed(3)), a)
+
+
+def test_chunked_copies_equal_one_batched_evaluation():
+    energy, (X, y) = mlp_problem()
+    energy = energy.with_num_data(40)
+    part = by_neuron(energy.space)
+    theta = energy.initial_position().unsqueeze(0)
+    batch = (X[:10].unsqueeze(0), y[:10].unsqueeze(0))
+    out = []
+    for chunk in (None, 2):
+        s = StructuredEnergy(energy, part, ChainHistory(10), max_copies_per_call=chunk, seed=7)
+        s.start(theta)
+        s.observe(theta + 0.1)
+        out.append(s.value_and_grad(theta + 0.05, batch))
+    assert torch.allclose(out[0][0], out[1][0], atol=1e-10) and torch.allclose(out[0][1], out[1][1], atol=1e-10)
