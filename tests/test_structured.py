@@ -67,7 +67,7 @@ def test_invalid_partitions_are_rejected():
         Partition(torch.tensor([0, 0, 2]), 3)
     with pytest.raises(ValueError, match="group ids"):
         Partition(torch.tensor([0, 3]), 2)
-    with pytest.raises(ValueError, match="in no group"):
+    with pytest.raises(ValueError, match="matches no pattern"):
         custom(space, {"0.*": 0})
     with pytest.raises(ValueError, match="shape"):
         custom(space, torch.zeros(3, dtype=torch.long))

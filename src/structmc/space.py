@@ -91,15 +91,21 @@ class ParamSpace:
         out = torch.empty(self.dim, **kw)
         if not isinstance(values, Mapping):
             return out.fill_(float(values))
+        for info, v in self.first_match(values, "add a '*' default"):
+            out[info.slice] = float(v)
+        return out
+
+    def first_match(self, patterns: Mapping[str, object], hint: str = "") -> list[tuple[ParamInfo, object]]:
+        """``(param, value)`` for every parameter, value of the first pattern matching its
+        name (insertion order); a parameter matching none is an error."""
+        out = []
         for info in self.params:
-            for pattern, v in values.items():
+            for pattern, v in patterns.items():
                 if fnmatch.fnmatchcase(info.name, pattern):
-                    out[info.slice] = float(v)
+                    out.append((info, v))
                     break
             else:
-                raise ValueError(
-                    f"parameter {info.name!r} matches no pattern in {list(values)}; add a '*' default"
-                )
+                raise ValueError(f"parameter {info.name!r} matches no pattern in {list(patterns)}; {hint}".rstrip("; "))
         return out
 
     # -- views --------------------------------------------------------------------------

@@ -13,7 +13,6 @@ the weight (all its incoming weights) together with bias ``j`` — the reference
 
 from __future__ import annotations
 
-import fnmatch
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -191,13 +190,8 @@ def custom(space: ParamSpace | int, groups: Tensor | Sequence[int] | Mapping[str
     if not isinstance(groups, Mapping):
         groups = {pat: g for g, pats in enumerate(groups) for pat in pats}
     ids = torch.full((space.dim,), -1, dtype=torch.long)
-    for info in space.params:
-        for pattern, g in groups.items():
-            if fnmatch.fnmatchcase(info.name, pattern):
-                ids[info.slice] = int(g)
-                break
-        else:
-            raise ValueError(f"parameter {info.name!r} is in no group; patterns: {list(groups)}")
+    for info, g in space.first_match(groups, "every parameter needs a group"):
+        ids[info.slice] = int(g)
     return _relabel(ids, "custom")
 
 
