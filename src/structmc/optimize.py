@@ -23,9 +23,12 @@ def find_map(target: Energy, init: Tensor, *, data: Sequence[Tensor] | None = No
     if data is not None and energy.num_data is None:
         energy = energy.with_num_data(int(data[0].shape[0]))
     scale = 1.0 / (energy.num_data or 1)
-    theta = init.reshape(1, -1).clone().to(getattr(energy, "dtype", init.dtype))
+    theta = init.reshape(1, -1).clone().to(device=getattr(energy, "device", init.device),
+                                           dtype=getattr(energy, "dtype", init.dtype))
     generator = torch.Generator(device=theta.device).manual_seed(seed)
-    stream = MinibatchStream(tuple(data), batch_size, 1, generator) if data is not None else None
+    stream = None
+    if data is not None:
+        stream = MinibatchStream(tuple(t.to(theta.device) for t in data), batch_size, 1, generator)
     theta.requires_grad_(True)
     opt = torch.optim.Adam([theta], lr=lr)
     for _ in range(int(num_steps)):

@@ -1,0 +1,71 @@
+"""The same code paths on a CUDA device (skipped where there is none, e.g. in CI)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import structmc as sm
+from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, by_neuron
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+
+def problem(device, dtype=torch.float32):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3)).to(device=device, dtype=dtype)
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 6, generator=g, dtype=dtype)
+    y = torch.randint(0, 3, (300,), generator=g)
+    return sm.ModuleEnergy(net, "categorical", prior_std=1.0), (X, y)
+
+
+def test_module_energy_on_cuda_matches_cpu():
+    cpu, (X, y) = problem("cpu", torch.float64)
+    gpu, _ = problem("cuda", torch.float64)
+    cpu, gpu = cpu.with_num_data(300), gpu.with_num_data(300)
+    theta = cpu.initial_position().expand(3, -1) + 0.01 * torch.randn(3, cpu.space.dim, dtype=torch.float64)
+    batch = (X[:50].expand(3, 50, 6), y[:50].expand(3, 50))
+    v, g = cpu.value_and_grad(theta, batch)
+    vg, gg = gpu.value_and_grad(theta.cuda(), tuple(t.cuda() for t in batch))
+    assert torch.allclose(vg.cpu(), v, atol=1e-9) and torch.allclose(gg.cpu(), g, atol=1e-9)
+    v1, g1 = gpu.value_and_grad(theta[:1].cuda(), tuple(t[:1].cuda() for t in batch))
+    assert torch.allclose(g1.cpu(), g[:1], atol=1e-9)
+
+
+@pytest.mark.parametrize("make", [lambda: sm.SGLD(1e-3), lambda: sm.PSGLD(1e-4), lambda: sm.SGHMC(1e-4, friction=0.1),
+                                  lambda: sm.SGNHT(1e-4, a=0.1)])
+@pytest.mark.parametrize("num_chains", [1, 4])
+def test_samplers_run_and_reproduce_on_cuda(make, num_chains):
+    energy, data = problem("cuda")
+    run = lambda: sm.sample(energy, None, make(), 50, data=data, batch_size=32, num_chains=num_chains, seed=3,
+                            progress=False)
+    a, b = run(), run()
+    assert a.samples.is_cuda and torch.equal(a.samples, b.samples)
+    assert bool(torch.isfinite(a.samples).all())
+
+
+def test_cv_structured_checkpoint_and_predictive_on_cuda(tmp_path):
+    energy, data = problem("cuda")
+    centre = sm.find_map(energy, energy.initial_position(), data=data, batch_size=50, num_steps=100)
+    make = lambda: StructuredEnergy(energy, by_neuron(energy.space), ChainHistory(30), mask=BernoulliMask(0.5),
+                                    num_copies=4, seed=1)
+    kw = dict(data=data, batch_size=32, num_chains=2, seed=0, progress=False, gradient=sm.ControlVariate(centre))
+    full = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop(t, state):
+        if t == 23:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
+                  callback=stop, **kw)
+    resumed = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
+                        resume=True, **kw)
+    assert torch.equal(resumed.samples, full.samples)
+    probs = sm.predictive(energy, full, data[0][:20])["probs"]
+    assert probs.is_cuda and torch.allclose(probs.sum(-1), torch.ones(20, device="cuda"), atol=1e-5)
