@@ -199,9 +199,7 @@ def sample(
     estimator.prepare(energy, data, theta0)
 
     C, P = theta0.shape
-    info_lr = torch.zeros(num_steps, dtype=torch.float64)
-    info_energy = torch.full((C, num_steps), math.nan, dtype=torch.float64)
-    info_time = torch.zeros(num_steps, dtype=torch.float64)
+    log = _StepLog(C, num_steps)
     samples = torch.empty(C, num_draws, P, dtype=theta0.dtype, device=device) if keep_in_memory else None
     draw_steps = torch.empty(num_draws, dtype=torch.long)
     written = 0  # draws already in chunk files
@@ -221,8 +219,8 @@ def sample(
         if has_history:
             energy.load_state_dict(ckpt["energy_state"], device)
         S0 = ckpt["step"]
-        info_lr[:S0], info_energy[:, :S0], info_time[:S0] = ckpt["info"]["lr"][:S0], ckpt["info"]["energy"][:, :S0], ckpt["info"]["time"][:S0]
-        elapsed0 = float(info_time[S0 - 1]) if S0 > 0 else 0.0
+        log.load(ckpt["info"], S0)
+        elapsed0 = log.times[-1] if S0 > 0 else 0.0
         folder.drop_chunks_from(n_chunks)
         got = folder.read_chunks(n_chunks)
         if got is not None:
@@ -231,7 +229,7 @@ def sample(
                 samples[:, :kept] = got[0].to(samples)
 
     def current_chain(upto_step: int) -> Chain:
-        info = {"lr": info_lr[:upto_step], "energy": info_energy[:, :upto_step], "time": info_time[:upto_step]}
+        info = log.upto(upto_step)
         s = samples[:, :kept] if samples is not None else folder.read_chunks()[0] if written else torch.empty(C, 0, P)
         return Chain(s, energy.space, draw_steps[:kept].clone(), info, settings["config"])
 
@@ -252,13 +250,13 @@ def sample(
             "generator": generator.get_state(), "stream": stream.state_dict() if stream is not None else None,
             "estimator": _estimator_state(estimator),
             "energy_state": energy.state_dict() if has_history else None,
-            "info": {"lr": info_lr[:step].clone(), "energy": info_energy[:, :step].clone(), "time": info_time[:step].clone()},
+            "info": log.upto(step),
         })
 
     pending: list[Tensor] = []
     current = {"step": start}
 
-    grad_fn = _GradientOracle(energy, estimator, stream, generator, sampler.name, current, info_lr)
+    grad_fn = _GradientOracle(energy, estimator, stream, generator, sampler.name, current, log.lrs)
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = None
@@ -274,12 +272,12 @@ def sample(
         for t in range(start, num_steps):
             current["step"] = t
             lr = sampler.lr(t)
-            info_lr[t] = lr
+            log.lrs.append(lr)
             state, value = sampler.step(state, grad_fn, lr, generator)
-            info_energy[:, t] = value
+            log.add_energy(value)
             if has_history:
                 energy.observe(state.theta)
-            info_time[t] = elapsed0 + time.perf_counter() - t_start
+            log.times.append(elapsed0 + time.perf_counter() - t_start)
             k = t + 1 - burn_in
             if k > 0 and k % thin == 0:
                 if not math.isfinite(float(state.theta.sum())):
@@ -314,6 +312,44 @@ def sample(
     return current_chain(num_steps)
 
 
+class _StepLog:
+    """Per-iteration records, kept cheap in the hot loop: Python lists for the step size and
+    the clock, and the energy tensors gathered in blocks (one copy per block, not per step)."""
+
+    BLOCK = 256
+
+    def __init__(self, num_chains: int, num_steps: int):
+        self.lrs: list[float] = []
+        self.times: list[float] = []
+        self.energy = torch.full((num_chains, num_steps), math.nan, dtype=torch.float64)
+        self._pending: list[Tensor] = []
+        self._filled = 0
+
+    def add_energy(self, value: Tensor) -> None:
+        self._pending.append(value)
+        if len(self._pending) >= self.BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            block = torch.stack(self._pending, 1).to(device="cpu", dtype=torch.float64)
+            self.energy[:, self._filled : self._filled + block.shape[1]] = block
+            self._filled += block.shape[1]
+            self._pending.clear()
+
+    def upto(self, steps: int) -> dict[str, Tensor]:
+        self._flush()
+        return {"lr": torch.tensor(self.lrs[:steps], dtype=torch.float64),
+                "energy": self.energy[:, :steps].clone(),
+                "time": torch.tensor(self.times[:steps], dtype=torch.float64)}
+
+    def load(self, info: dict, steps: int) -> None:
+        self.lrs = info["lr"][:steps].tolist()
+        self.times = info["time"][:steps].tolist()
+        self.energy[:, :steps] = info["energy"][:, :steps]
+        self._filled = steps
+
+
 class _GradientOracle:
     """What a sampler's ``step`` calls: draws the next minibatch, estimates (Û, ∇Û), checks
     them for NaN/Inf, and can return the Hessian diagonal on the same minibatch."""
@@ -330,7 +366,7 @@ class _GradientOracle:
             step = self.current["step"]
             bad = "energy" if not bool(torch.isfinite(value).all()) else "gradient"
             raise DivergenceError(f"{self.sampler_name}: non-finite {bad} at iteration {step + 1} "
-                                  f"(lr={self.info_lr[step].item():.3g}); reduce the step size", step + 1)
+                                  f"(lr={self.info_lr[step]:.3g}); reduce the step size", step + 1)
         return value, grad
 
     def hessian_diag(self, theta: Tensor, num_probes: int = 1) -> Tensor:
