@@ -76,3 +76,16 @@ def test_structured_benchmark_quick(tmp_path):
     assert bench.returncode == 0, bench.stderr
     rows = json.loads((tmp_path / "s.json").read_text())
     assert rows["Sd-SGLD K=4"]["copies"] == 4 and rows["S-SGLD M=8"]["ratio_to_base"] > 0
+
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (SHARED / "SHA256SUMS").exists(), reason="reference data folder ../shared/data not found")
+def test_sample_on_a_paper_data_set(tmp_path):
+    out = tmp_path / "mnist"
+    assert main(["sample", "--dataset", "mnist", "--data-dir", str(SHARED), "--model", "mlp", "--hidden", "50,50",
+                 "--sampler", "psgld", "--lr", "3e-8", "--steps", "300", "--burn-in", "150", "--thin", "10",
+                 "--batch-size", "100", "--chains", "1", "--out", str(out), "--quiet"]) == 0
+    metrics = json.loads((out / "report.json").read_text())["metrics"]
+    assert metrics["test_accuracy"] > 0.8  # 10 classes: chance is 0.1

@@ -14,7 +14,7 @@ SAMPLE_DEFAULTS = {
     "sampler": "sgld", "lr": 1e-4, "friction": 0.05, "a": 0.05, "alpha": 0.99, "num_leapfrog": 1,
     "temperature": 1.0, "schedule": None, "gradient": "minibatch", "prior_std": 1.0, "noise_std": None,
     "num_steps": 5000, "burn_in": 1000, "thin": 5, "num_chains": 2, "batch_size": 32, "seed": 0,
-    "checkpoint_every": None,
+    "checkpoint_every": None, "data_dir": None,
 }
 
 
@@ -86,7 +86,7 @@ def build_model(s: dict, data):
     if s["model"] not in ("linear", "mlp"):
         raise SystemExit(f"unknown model {s['model']!r}; choose linear or mlp")
     act = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}[s["activation"]]
-    layers: list[nn.Module] = []
+    layers: list[nn.Module] = [nn.Flatten()] if data.x_train.dim() > 2 else []
     for k, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
         layers.append(nn.Linear(a, b))
         if k < len(widths) - 2:
@@ -99,11 +99,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
     from . import ControlVariate, ModuleEnergy, find_map, predictive, sample
-    from .builtin import load_builtin
 
     s = _sample_settings(args)
     out = Path(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}")
-    data = load_builtin(s["dataset"], seed=s["seed"])
+    data = _load_dataset(s)
     model = build_model(s, data)
     likelihood = {"regression": "gaussian", "binary": "bernoulli", "multiclass": "categorical"}[data.task]
     noise_std = s["noise_std"] if s["noise_std"] is not None else (0.7 if likelihood == "gaussian" else None)
@@ -128,7 +127,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if data.task == "regression":
         err = (pred["mean"] - data.y_test).double()
         var = pred["var"].double()
-        metrics["test_rmse"] = float(err.square().mean().sqrt()) * data.y_scale
+        metrics["test_rmse"] = float(err.square().mean().sqrt()) * _y_scale(data)
         metrics["test_nll"] = float((0.5 * (err.square() / var + var.log() + math.log(2 * math.pi))).mean())
     else:
         probs = pred["probs"].double()
@@ -146,6 +145,25 @@ def cmd_sample(args: argparse.Namespace) -> int:
     print("\n".join(md))
     print(f"\nwrote {out}/report.json, report.md, trace.png and the draws in {out}/run")
     return 0
+
+
+def _load_dataset(s: dict):
+    """A scikit-learn set (structmc.builtin) or a paper data set (structmc.data, real files)."""
+    from .builtin import DATASETS, load_builtin
+
+    if s["dataset"] in DATASETS:
+        return load_builtin(s["dataset"], seed=s["seed"])
+    from . import data as datasets
+
+    ds = datasets.load(s["dataset"], **({"data_dir": s["data_dir"]} if s["data_dir"] else {}))
+    if ds.task not in ("regression", "binary", "multiclass") or ds.x_test is None:
+        raise ValueError(f"structmc sample needs a classification or regression set with a test split; "
+                         f"{s['dataset']!r} is {ds.task!r}")
+    return ds
+
+
+def _y_scale(data) -> float:
+    return float(getattr(data, "y_scale", None) or data.meta.get("y_std", 1.0))
 
 
 def _trace_plot(path: Path, chain) -> None:
@@ -209,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("sample", help="run a sampler on a built-in model / data set")
     p.add_argument("--config", help="TOML, YAML or JSON file with any of the flags below (flags win)")
-    p.add_argument("--dataset", choices=["diabetes", "breast_cancer", "digits", "wine", "iris"])
+    p.add_argument("--dataset", help="scikit-learn: diabetes, breast_cancer, digits, wine, iris; paper sets: "
+                   "mnist, fashion-mnist, cifar10, svhn, adult, boston, concrete, ... (see structmc.data)")
+    p.add_argument("--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)")
     p.add_argument("--model", choices=["linear", "mlp"])
     p.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")], help="MLP widths, e.g. 50,50")
     p.add_argument("--activation", choices=["relu", "tanh", "sigmoid"])

@@ -21,6 +21,11 @@ computed by the chain rule through the V update,
 
 with h from the energy's ``hessian_diag`` (Hutchinson, ``gamma_probes`` Rademacher probes, on
 the same minibatch; one extra backward pass per probe).
+
+Step size: G ≈ 1/|ḡ| makes the drift (ε/2)G∇Û ≈ εN/2 per coordinate, so ε is typically N
+times smaller than for a per-datum-loss optimiser. The authors' Matlab code applies its
+``learningRate`` to G·ḡ (no factor N), i.e. ε = 2·learningRate/N, and divides its noise by N
+(an effective temperature of 1/N); here T stays explicit.
 """
 
 from __future__ import annotations
