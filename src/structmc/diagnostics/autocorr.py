@@ -27,14 +27,23 @@ def _next_fast_len(n: int) -> int:
     return best
 
 
-def _autocov(x: Tensor) -> Tensor:
-    """``[C, D, p]`` -> biased autocovariance ``[C, D, p]`` (divisor D, per-chain mean removed)."""
-    D = x.shape[1]
-    xc = x - x.mean(dim=1, keepdim=True)
+def _autocov(t: Tensor, max_lag: int | None = None) -> Tensor:
+    """``[..., D]`` -> biased autocovariance ``[..., L]`` (divisor D, mean removed), by FFT,
+    for lags ``0..L-1`` (``L = max_lag + 1``, default D)."""
+    D = t.shape[-1]
+    L = D if max_lag is None else min(int(max_lag) + 1, D)
+    tc = t - t.mean(dim=-1, keepdim=True)
     # zero padding to >= 2D makes the circular correlation equal to the linear one
-    f = torch.fft.rfft(xc, n=_next_fast_len(2 * D), dim=1)
-    acov = torch.fft.irfft(f.real.square() + f.imag.square(), dim=1, n=_next_fast_len(2 * D))[:, :D]
-    return acov / D
+    m = _next_fast_len(2 * D)
+    f = torch.fft.rfft(tc, n=m, dim=-1)
+    f.mul_(f.conj())  # power spectrum, kept complex so irfft needs no conversion copy
+    return torch.fft.irfft(f, n=m, dim=-1)[..., :L] / D
+
+
+def _to_chain_lag(out: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``[*shape, C, L]`` (map_params output) -> ``[C, L, *shape]``."""
+    k = len(shape)
+    return out.movedim(k, 0).movedim(k + 1, 1)
 
 
 def autocovariance(x, max_lag: int | None = None, chunk: int | None = None) -> Tensor:
@@ -46,18 +55,18 @@ def autocovariance(x, max_lag: int | None = None, chunk: int | None = None) -> T
     """
     x = as_draws(x)
     L = x.shape[1] if max_lag is None else min(int(max_lag) + 1, x.shape[1])
-    return map_params(lambda t: _autocov(t)[:, :L], x, chunk)
+    return _to_chain_lag(map_params(lambda t: _autocov(t)[..., :L], x, chunk), tuple(x.shape[2:]))
 
 
-def _autocorr(x: Tensor) -> Tensor:
-    acov = _autocov(x)
-    var = acov[:, :1]
+def _autocorr(t: Tensor) -> Tensor:
+    acov = _autocov(t)
+    var = acov[..., :1]
     rho = acov / var
     # a constant chain has no defined autocorrelation: treat it as white noise (τ = 1)
     const = var == 0
     if bool(const.any()):
         white = torch.zeros_like(rho)
-        white[:, 0] = 1.0
+        white[..., 0] = 1.0
         rho = torch.where(const, white, rho)
     return rho
 
@@ -69,25 +78,25 @@ def autocorrelation(x, max_lag: int | None = None, chunk: int | None = None) -> 
     """
     x = as_draws(x)
     L = x.shape[1] if max_lag is None else min(int(max_lag) + 1, x.shape[1])
-    return map_params(lambda t: _autocorr(t)[:, :L], x, chunk)
+    return _to_chain_lag(map_params(lambda t: _autocorr(t)[..., :L], x, chunk), tuple(x.shape[2:]))
 
 
-def _iat_sokal(x: Tensor, c: float) -> Tensor:
-    rho = _autocorr(x).mean(dim=0)  # [D, p], averaged over chains as emcee does over walkers
-    D = rho.shape[0]
-    taus = 2.0 * rho.cumsum(dim=0) - 1.0
-    lags = torch.arange(D, device=x.device, dtype=rho.dtype).unsqueeze(1)
+def _iat_sokal(t: Tensor, c: float) -> Tensor:
+    rho = _autocorr(t).mean(dim=1)  # [p, D], averaged over chains as emcee does over walkers
+    D = rho.shape[-1]
+    taus = 2.0 * rho.cumsum(dim=-1) - 1.0
+    lags = torch.arange(D, device=t.device, dtype=rho.dtype)
     ok = lags >= c * taus
-    # first lag M with M >= c·τ(M); if the chain is too short for any, use the last lag
-    # (emcee returns lag 0, i.e. τ = 1, in that case, which hides the problem)
-    M = torch.where(ok.any(dim=0), ok.to(torch.uint8).argmax(dim=0), torch.full_like(ok[0], D - 1, dtype=torch.long))
-    return taus.gather(0, M.unsqueeze(0)).squeeze(0)
+    # first lag M with M >= c·τ(M); one always exists because the mean-centred sample
+    # autocorrelations sum to zero (τ(D−1) = 0), the fallback only guards NaN input
+    M = torch.where(ok.any(dim=-1), ok.to(torch.uint8).argmax(dim=-1), D - 1)
+    return taus.gather(-1, M.unsqueeze(-1)).squeeze(-1)
 
 
-def _iat_direct(x: Tensor) -> Tensor:
-    rho = _autocorr(x).mean(dim=0)  # [D, p]
-    keep = (rho >= 0).to(rho.dtype).cumprod(dim=0)  # 1 up to the first negative lag, then 0
-    return 2.0 * (rho * keep).sum(dim=0) - 1.0
+def _iat_direct(t: Tensor) -> Tensor:
+    rho = _autocorr(t).mean(dim=1)  # [p, D]
+    keep = (rho >= 0).to(rho.dtype).cumprod(dim=-1)  # 1 up to the first negative lag, then 0
+    return 2.0 * (rho * keep).sum(dim=-1) - 1.0
 
 
 def integrated_time(x, method: str = "sokal", c: float = 5.0, chunk: int | None = None) -> Tensor:
@@ -98,9 +107,9 @@ def integrated_time(x, method: str = "sokal", c: float = 5.0, chunk: int | None 
 
     * ``method="sokal"`` (default): Sokal's adaptive window (Sokal 1997, "Monte Carlo methods in
       statistical mechanics", §3; Goodman & Weare 2010). ``τ(M) = 1 + 2 Σ_{k=1}^{M} ρ̄(k)`` with
-      M the smallest lag satisfying ``M >= c·τ(M)``, ``c = 5`` as in emcee ``integrated_time``.
-      Matches emcee except when no lag satisfies the rule (chain shorter than ~cτ): emcee
-      then returns τ = 1, here τ(D−1) is returned.
+      M the smallest lag satisfying ``M >= c·τ(M)``, ``c = 5`` as in emcee ``integrated_time``
+      (same numbers; emcee's ``tol`` check is left to the caller: trust τ only when
+      ``D >= 50 τ``, the estimate is biased low for short chains).
     * ``method="direct"``: the definition summed up to the first negative autocorrelation,
       ``τ = 1 + 2 Σ_{k=1}^{K-1} ρ̄(k)`` with K the first lag where ``ρ̄(K) < 0`` (all lags if none);
       the same truncation as TFP's default ``filter_threshold=0``.

@@ -13,8 +13,8 @@ divided by N, is included). Defaults α = 0.99, λ = 1e-5, V₀ = 0 as in Algori
 SGLD Algorithms in Practice"). Note that the larger bias of adaptive preconditioning comes from
 V lagging θ's recent history, which Γ does not model: on a N(0, 100) coordinate with εGh ≈ 0.004
 we measured the variance inflated by 65% at α = 0.99, 20% at 0.999 and 2% at 0.9999, with or
-without Γ (tests/test_samplers_statistical.py). Use α close to 1 when the variance matters. With ``include_gamma=True`` it is
-computed by the chain rule through the V update,
+without Γ (tests/test_samplers_statistical.py); use α close to 1 when the variance matters.
+With ``include_gamma=True``, Γ is computed by the chain rule through the V update,
 
 .. math:: \Gamma_i = -\frac{(1-\alpha)\,\bar g_i\, h_i / N}{(\lambda+\sqrt{V_i})^2\sqrt{V_i}},
           \qquad h_i = \partial^2 \hat U/\partial\theta_i^2,
