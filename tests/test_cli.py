@@ -89,3 +89,14 @@ def test_sample_on_a_paper_data_set(tmp_path):
                  "--batch-size", "100", "--chains", "1", "--out", str(out), "--quiet"]) == 0
     metrics = json.loads((out / "report.json").read_text())["metrics"]
     assert metrics["test_accuracy"] > 0.8  # 10 classes: chance is 0.1
+
+
+def test_diagnose_a_saved_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["sample", "--dataset", "iris", "--sampler", "sgld", "--lr", "1e-3", "--steps", "200", "--burn-in",
+                 "50", "--chains", "2", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["diagnose", str(out / "run"), "--out", str(tmp_path / "diag")]) == 0
+    text = capsys.readouterr().out
+    assert "ess" in text.lower() and "hat" in text.lower()
+    assert any((tmp_path / "diag").glob("*.png"))

@@ -61,6 +61,12 @@ class Chain:
         return (f"Chain(chains={self.num_chains}, draws={self.num_draws}, dim={self.dim}, "
                 f"sampler={self.config.get('sampler', {}).get('sampler')})")
 
+    def to_arviz(self, var_names=None):
+        """ArviZ InferenceData with dims (chain, draw, ...) (needs ``structmc[arviz]``)."""
+        from .diagnostics.interop import to_arviz
+
+        return to_arviz(self, var_names=var_names)
+
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """Write ``chain.pt`` (tensors) and ``chain.json`` (config) into the folder ``path``."""

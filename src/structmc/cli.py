@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -99,6 +98,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
     from . import ControlVariate, ModuleEnergy, find_map, predictive, sample
+    from .diagnostics import classification_metrics, regression_metrics
 
     s = _sample_settings(args)
     out = Path(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -125,17 +125,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
     pred = predictive(energy, chain, data.x_test)
     metrics = {"seconds": seconds, "num_draws": chain.num_draws * chain.num_chains}
     if data.task == "regression":
-        err = (pred["mean"] - data.y_test).double()
-        var = pred["var"].double()
-        metrics["test_rmse"] = float(err.square().mean().sqrt()) * _y_scale(data)
-        metrics["test_nll"] = float((0.5 * (err.square() / var + var.log() + math.log(2 * math.pi))).mean())
+        reg = regression_metrics(pred["mean"].double(), pred["var"].double(), data.y_test.double())
+        metrics.update(test_rmse=reg["rmse"] * _y_scale(data), test_nll=reg["nll"])
     else:
-        probs = pred["probs"].double()
-        if data.task == "binary":
-            probs = torch.stack([1 - probs, probs], -1)
-        y = data.y_test.long()
-        metrics["test_accuracy"] = float((probs.argmax(-1) == y).double().mean())
-        metrics["test_nll"] = float(-probs.gather(1, y.unsqueeze(1)).clamp_min(1e-12).log().mean())
+        cls = classification_metrics(pred["probs"].double(), data.y_test.long())
+        metrics.update({f"test_{k}": v for k, v in cls.items()})
     report = {"settings": s, "sampler": sampler.config(), "metrics": metrics, "run_dir": str(out / "run")}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     md = [f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})", "",

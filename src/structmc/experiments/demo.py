@@ -22,6 +22,7 @@ from torch import nn
 
 from .. import ControlVariate, ModuleEnergy, PSGLD, SGHMC, SGLD, SGNHT, find_map, predictive, sample
 from ..builtin import load_builtin
+from ..diagnostics import regression_metrics
 
 
 @dataclass
@@ -96,14 +97,12 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progr
         z_mean = ((draws.mean(0) - mean) / exact_sd).abs()
         sd_ratio = draws.std(0) / exact_sd
         pred = predictive(energy, chain, data.x_test)
-        err = pred["mean"].double() - data.y_test.double()
-        var = pred["var"].double()
+        reg = regression_metrics(pred["mean"].double(), pred["var"].double(), data.y_test.double())
         results[name] = {
             "max_abs_mean_error_in_posterior_sd": float(z_mean.max()),
             "sd_ratio_min": float(sd_ratio.min()), "sd_ratio_max": float(sd_ratio.max()),
             "sd_ratio_median": float(sd_ratio.median()),
-            "test_rmse": float(err.square().mean().sqrt()) * data.y_scale,
-            "test_nll": float((0.5 * (err.square() / var + var.log() + math.log(2 * math.pi))).mean()),
+            "test_rmse": reg["rmse"] * data.y_scale, "test_nll": reg["nll"],
             "seconds": seconds, "ms_per_step": 1e3 * seconds / cfg.num_steps,
         }
         chains[name] = chain

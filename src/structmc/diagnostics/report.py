@@ -1,0 +1,127 @@
+"""``diagnose_run``: the text report and plots of ``structmc diagnose RUN_DIR``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from ._utils import quantiles
+from .summary import mixing, select_random, select_top_variance, summary
+
+
+def _fmt(v: float) -> str:
+    return "nan" if not math.isfinite(v) else f"{v:.4g}"
+
+
+def _dist(name: str, v: torch.Tensor) -> str:
+    v = v.detach().double().reshape(-1)
+    v = v[torch.isfinite(v)]
+    if v.numel() == 0:
+        return f"  {name:<10} (undefined: constant or non-finite draws)"
+    q = quantiles(v, (0.0, 0.05, 0.5, 0.95, 1.0))
+    return (f"  {name:<10} min {_fmt(q[0])}  5% {_fmt(q[1])}  median {_fmt(q[2])}  "
+            f"95% {_fmt(q[3])}  max {_fmt(q[4])}")
+
+
+def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
+    """Load ``Chain.load(run_dir)``, return a printable report and write plots.
+
+    The report gives the run settings, step size and energy, the distribution over *all*
+    parameters of rank-normalised split R-hat, bulk/tail ESS and Sokal IAC (vectorised, so
+    fine for 10^5-10^6 parameters), and a :func:`summary` table of ``num_params`` parameters
+    (half with the largest posterior variance, half uniformly at random with ``seed``).
+    Plots (trace, autocorrelation, pair, energy vs iteration and time, step size) go to
+    ``out_dir`` (default ``run_dir/diagnostics``) with ``summary.txt``; without matplotlib they
+    are skipped and the report says so.
+    """
+    from ..chain import Chain
+
+    run_dir = Path(run_dir)
+    chain = Chain.load(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir / "diagnostics"
+    C, D, P = chain.num_chains, chain.num_draws, chain.dim
+    cfg = chain.config or {}
+    sampler = cfg.get("sampler", {})
+    lines = [f"structmc diagnostics: {run_dir}",
+             f"chain: {C} chains x {D} draws, {P} parameters"
+             + (f"; sampler {sampler.get('sampler', sampler)}" if sampler else "")
+             + (f"; gradient {cfg['gradient']}" if cfg.get("gradient") else "")]
+    info = chain.info or {}
+    if D:
+        ds = chain.draw_steps
+        lines.append(f"draws kept at iterations {int(ds[0])}..{int(ds[-1])}")
+    if "time" in info and info["time"].numel():
+        S, T = info["time"].numel(), float(info["time"][-1])
+        lines.append(f"iterations run: {S}, sampling time {T:.3g} s ({S / T:.4g} it/s)" if T > 0 else f"iterations run: {S}")
+    if "lr" in info and info["lr"].numel():
+        lines.append(f"step size: first {_fmt(float(info['lr'][0]))}, last {_fmt(float(info['lr'][-1]))}")
+    if "energy" in info and info["energy"].numel():
+        e = info["energy"]
+        tail = e[:, -max(1, e.shape[1] // 10):]
+        lines.append("minibatch energy, mean of the last 10% of iterations per chain: "
+                     + ", ".join(_fmt(float(v)) for v in tail.nanmean(dim=1)))
+
+    if D < 4:
+        lines.append("too few draws (< 4) for ESS / R-hat")
+        text = "\n".join(lines)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.txt").write_text(text + "\n")
+        return text
+
+    x = chain.samples
+    m = mixing(x)
+    r, eb, et, tau = m["rhat"], m["ess_bulk"], m["ess_tail"], m["iac"]
+    lines.append(f"mixing over all {P} parameters (rank-normalised split R-hat and ESS of Vehtari et al. 2021; "
+                 "IAC: Sokal window, c = 5):")
+    lines += [_dist("R-hat", r), _dist("ESS bulk", eb), _dist("ESS tail", et), _dist("IAC", tau)]
+    finite = torch.isfinite(r)
+    if bool(finite.any()):
+        rf = r[finite]
+        lines.append(f"  R-hat > 1.01: {float((rf > 1.01).double().mean()) * 100:.1f}% of parameters, "
+                     f"> 1.1: {float((rf > 1.1).double().mean()) * 100:.1f}%")
+    k = min(num_params, P)
+    top = select_top_variance(x, (k + 1) // 2)
+    taken = set(top.tolist())
+    rest = torch.tensor([i for i in select_random(P, k, seed).tolist() if i not in taken][: k - top.numel()],
+                        dtype=torch.long)
+    idx = torch.cat([top, rest])
+    table = summary(chain, idx)
+    lines.append(f"selected parameters ({top.numel()} of largest variance, {rest.numel()} at random, seed {seed}):")
+    lines.append(str(table))
+
+    written = []
+    if plots:
+        try:
+            from . import plots as P_
+            from .plots import save_figure
+
+            out.mkdir(parents=True, exist_ok=True)
+            sel = idx[: min(6, idx.numel())]
+            written.append(save_figure(P_.plot_trace(chain, sel), out / "trace.png"))
+            written.append(save_figure(P_.plot_autocorr(chain, sel, max_lag=min(100, D - 1)), out / "autocorr.png"))
+            written.append(save_figure(P_.plot_pair(chain, idx[: min(4, idx.numel())]), out / "pair.png"))
+            if "energy" in info and info["energy"].numel():
+                S = info["energy"].shape[1]
+                written.append(save_figure(P_.plot_metric_vs_steps(torch.arange(1, S + 1), info["energy"],
+                                                                   ylabel="minibatch energy"), out / "energy_vs_steps.png"))
+                if "time" in info and info["time"].numel() == S:
+                    written.append(save_figure(P_.plot_metric_vs_time(info["time"], info["energy"],
+                                                                      ylabel="minibatch energy"), out / "energy_vs_time.png"))
+            if "lr" in info and info["lr"].numel():
+                written.append(save_figure(P_.plot_metric_vs_steps(torch.arange(1, info["lr"].numel() + 1), info["lr"],
+                                                                   ylabel="step size", logy=bool((info["lr"] > 0).all())),
+                                           out / "step_size.png"))
+            if "accept" in info and info["accept"].numel():
+                acc = info["accept"].double()
+                rates = acc.mean(dim=-1) if acc.dim() > 1 else acc.mean().reshape(1)
+                written.append(save_figure(P_.plot_acceptance(rates), out / "acceptance.png"))
+        except ImportError as err:
+            lines.append(f"plots skipped: {err}")
+    if written:
+        lines.append(f"plots written to {out}: " + ", ".join(p.name for p in written))
+    text = "\n".join(lines)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.txt").write_text(text + "\n")
+    return text

@@ -1,0 +1,211 @@
+"""Posterior summary table for selected parameters or function-space quantities, and helpers
+to choose a parameter subset when P is too large to tabulate."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from ._utils import (as_draws, check_min_draws, map_params, quantile_select, quantile_sorted, quantiles as _quantiles,
+                     split_chains, z_scale)
+from .autocorr import _iat_sokal
+from .ess import _geyer_ess
+from .rhat import _rhat_rank_from
+
+
+def _mixing_chunk(t: Tensor) -> Tensor:
+    p, C, D = t.shape
+    s = split_chains(t)
+    z, srt = z_scale(s, return_sorted=True)
+    bulk = _geyer_ess(z)
+    r = _rhat_rank_from(s, z, srt)
+    # tail quantiles are taken over all draws; the split pool is the same set when D is even
+    qs = [quantile_sorted(srt, q) if D % 2 == 0 else quantile_select(t.reshape(p, -1), q) for q in (0.05, 0.95)]
+    ind = torch.stack([t <= q.view(p, 1, 1) for q in qs]).to(t.dtype)
+    tail = _geyer_ess(split_chains(ind.reshape(2 * p, C, D))).view(2, p).amin(dim=0)
+    return torch.stack([bulk, tail, r, _iat_sokal(t, 5.0)], dim=-1)
+
+
+def mixing(x, chunk: int | None = None) -> dict[str, Tensor]:
+    """``{"ess_bulk", "ess_tail", "rhat", "iac"}`` per parameter in one pass.
+
+    Same values as :func:`ess_bulk`, :func:`ess_tail`, :func:`rhat` (rank) and
+    :func:`integrated_time` (Sokal, c = 5), sharing the sort of the split chains between the
+    bulk ESS, the bulk R-hat, the median for folding and the tail quantiles.
+    """
+    x = as_draws(x)
+    check_min_draws(x)
+    out = map_params(_mixing_chunk, x, chunk)
+    return {k: out[..., i] for i, k in enumerate(("ess_bulk", "ess_tail", "rhat", "iac"))}
+
+
+def _is_chain(obj) -> bool:
+    return hasattr(obj, "samples") and hasattr(obj, "space")
+
+
+def _multi_index(i: int, shape: tuple[int, ...]) -> str:
+    idx = []
+    for s in reversed(shape):
+        idx.append(i % s)
+        i //= s
+    return ",".join(str(v) for v in reversed(idx))
+
+
+def param_labels(space, indices) -> list[str]:
+    """Readable labels ``name[i,j]`` (``name`` for scalars) of flat indices of a ParamSpace."""
+    out = []
+    for i in torch.as_tensor(indices).reshape(-1).tolist():
+        for info in space.params:
+            if info.offset <= i < info.offset + info.numel:
+                out.append(info.name if info.shape == () else f"{info.name}[{_multi_index(i - info.offset, info.shape)}]")
+                break
+        else:
+            raise IndexError(f"flat index {i} outside the parameter space of dimension {space.dim}")
+    return out
+
+
+def _resolve_chain_params(chain, params) -> Tensor:
+    space = chain.space
+    if isinstance(params, str):
+        params = [params]
+    if isinstance(params, Tensor) or (isinstance(params, Sequence) and params and not isinstance(params[0], str)):
+        return torch.as_tensor(params, dtype=torch.long).reshape(-1)
+    idx = []
+    for p in params:
+        infos = [space[p]] if p in space.names else [i for i in space.params if fnmatch.fnmatchcase(i.name, p)]
+        if not infos:
+            raise KeyError(f"no parameter matches {p!r}; names: {space.names}")
+        for info in infos:
+            idx.append(torch.arange(info.offset, info.offset + info.numel))
+    return torch.cat(idx) if idx else torch.empty(0, dtype=torch.long)
+
+
+def select_random(obj, k: int, seed: int = 0) -> Tensor:
+    """``k`` distinct flat parameter indices drawn uniformly with a seeded generator, sorted.
+
+    ``obj`` is a Chain, a ``[C, D, ...]`` tensor or the dimension P itself.
+    """
+    P = obj if isinstance(obj, int) else (obj.dim if _is_chain(obj) else as_draws(obj)[0, 0].numel())
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randperm(P, generator=g)[: min(int(k), P)].sort().values
+
+
+def select_top_variance(obj, k: int, chunk: int | None = None) -> Tensor:
+    """Flat indices of the ``k`` parameters with the largest pooled posterior variance
+    (where the chains move most), in decreasing order of variance."""
+    x = as_draws(obj)
+    xf = x.reshape(x.shape[0] * x.shape[1], -1)
+    P = xf.shape[1]
+    step = chunk or max(1, 2 ** 24 // max(1, xf.shape[0]))
+    var = torch.cat([xf[:, i:i + step].var(dim=0) for i in range(0, P, step)])
+    return var.topk(min(int(k), P)).indices.cpu()
+
+
+def select_draws(obj, params=None, *, max_default: int | None = None, name: str = "x",
+                 labels: Sequence[str] | None = None) -> tuple[Tensor, list[str]]:
+    """``(x [C, D, k], labels)`` for the selected rows of a Chain or a ``[C, D, ...]`` tensor
+    (``params`` as in :func:`summary`; ``None`` takes the first ``max_default`` rows, or all)."""
+    if _is_chain(obj):
+        x = as_draws(obj.samples)
+        idx = torch.arange(obj.dim) if params is None else _resolve_chain_params(obj, params)
+        if params is None and max_default is not None:
+            idx = idx[:max_default]
+        lab = list(labels) if labels is not None else param_labels(obj.space, idx)
+    else:
+        x = as_draws(obj)
+        trailing = tuple(x.shape[2:])
+        x = x.reshape(x.shape[0], x.shape[1], -1)
+        idx = torch.arange(x.shape[2]) if params is None else torch.as_tensor(params, dtype=torch.long).reshape(-1)
+        if params is None and max_default is not None:
+            idx = idx[:max_default]
+        if labels is not None:
+            lab = list(labels)
+        elif trailing == ():
+            lab = [name]
+        else:
+            lab = [f"{name}[{_multi_index(int(i), trailing)}]" for i in idx.tolist()]
+    if len(lab) != idx.numel():
+        raise ValueError(f"got {len(lab)} labels for {idx.numel()} rows")
+    x = x.reshape(x.shape[0], x.shape[1], -1)[:, :, idx.to(x.device)]
+    return x, lab
+
+
+@dataclass
+class Summary:
+    """Per-row statistics: ``stats[column]`` is a ``[rows]`` tensor; ``labels[row]`` names it."""
+
+    labels: list[str]
+    stats: dict[str, Tensor]
+    num_chains: int = 0
+    num_draws: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, column: str) -> Tensor:
+        return self.stats[column]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.stats)
+
+    def to_dict(self) -> dict[str, list]:
+        d = {"label": list(self.labels)}
+        d.update({k: v.tolist() for k, v in self.stats.items()})
+        return d
+
+    def row(self, label: str) -> dict[str, float]:
+        i = self.labels.index(label)
+        return {k: float(v[i]) for k, v in self.stats.items()}
+
+    def __str__(self) -> str:
+        fmt = {"ess_bulk": "{:.0f}", "ess_tail": "{:.0f}", "rhat": "{:.3f}", "iac": "{:.2f}"}
+        cols = self.columns
+        cells = [[lab] + [fmt.get(c, "{:.4g}").format(float(self.stats[c][i])) for c in cols]
+                 for i, lab in enumerate(self.labels)]
+        header = ["param"] + cols
+        widths = [max(len(r[j]) for r in cells + [header]) for j in range(len(header))]
+        def line(r):
+            return "  ".join([r[0].ljust(widths[0])] + [r[j].rjust(widths[j]) for j in range(1, len(r))])
+
+        out = [line(header)] + [line(r) for r in cells]
+        out.append(f"({self.num_chains} chains x {self.num_draws} draws; ESS: rank-normalised Geyer (Vehtari et al. 2021), "
+                   f"R-hat: rank-normalised split, IAC: Sokal window c=5)")
+        out.extend(self.notes)
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return f"Summary(rows={len(self)}, columns={self.columns})"
+
+
+def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str = "x",
+            quantiles: Sequence[float] = (0.05, 0.5, 0.95), max_rows: int = 1000,
+            chunk: int | None = None) -> Summary:
+    """Summary table: mean, sd, quantiles (default 5/50/95%, type 7), bulk and tail ESS
+    (Vehtari et al. 2021), rank-normalised split R-hat and Sokal IAC, per selected quantity.
+
+    ``obj`` is a Chain or a tensor ``[C, D, ...]`` (e.g. ``[C, D, K]`` predictive probabilities of
+    K test points: function-space diagnostics). ``params``: for a Chain, parameter names or
+    shell patterns (``"fc1.*"``) or flat indices; for a tensor, flat indices into ``...``.
+    ``None`` takes everything, refused above ``max_rows`` rows: pick a subset with
+    :func:`select_random` or :func:`select_top_variance`.
+    """
+    if params is None:
+        rows = obj.dim if _is_chain(obj) else as_draws(obj)[0, 0].numel()
+        if rows > max_rows:
+            raise ValueError(f"{rows} rows requested (> max_rows={max_rows}); select a subset with "
+                             "select_random() or select_top_variance(), or raise max_rows")
+    x, row_labels = select_draws(obj, params, name=name, labels=labels)
+    pooled = x.reshape(-1, x.shape[2])
+    qs = _quantiles(pooled, quantiles, dim=0)
+    stats = {"mean": pooled.mean(dim=0), "sd": pooled.std(dim=0) if pooled.shape[0] > 1 else torch.zeros_like(pooled[0])}
+    for q, v in zip(quantiles, qs):
+        stats[f"q{100 * q:g}"] = v
+    stats.update(mixing(x, chunk=chunk))
+    stats = {k: v.detach().cpu() for k, v in stats.items()}
+    return Summary(row_labels, stats, num_chains=x.shape[0], num_draws=x.shape[1])

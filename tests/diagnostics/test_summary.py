@@ -1,0 +1,75 @@
+"""Summary tables and parameter-subset helpers."""
+
+import numpy as np
+import pytest
+import torch
+
+from structmc import Chain, ParamSpace
+from structmc.diagnostics import (ess_bulk, ess_tail, integrated_time, param_labels, rhat, select_random,
+                                  select_top_variance, summary)
+
+from .conftest import ar1
+
+
+@pytest.fixture(scope="module")
+def chain():
+    space = ParamSpace([("w", (3, 2)), ("b", (2,)), ("s", ())])
+    x = ar1(3, 400, space.dim, torch.linspace(0.0, 0.8, space.dim), seed=3)
+    x = x * torch.arange(1, space.dim + 1, dtype=torch.float64)  # column j has scale j + 1
+    return Chain(x, space, torch.arange(1, 401) * 5, {}, {})
+
+
+def test_summary_chain_by_name_pattern_and_index(chain):
+    t = summary(chain, ["w"])
+    assert t.labels == ["w[0,0]", "w[0,1]", "w[1,0]", "w[1,1]", "w[2,0]", "w[2,1]"]
+    x = chain["w"].reshape(3, 400, 6)
+    pooled = x.reshape(-1, 6).numpy()
+    np.testing.assert_allclose(t["mean"].numpy(), pooled.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(t["sd"].numpy(), pooled.std(0, ddof=1), rtol=1e-12)
+    for q in (5, 50, 95):
+        np.testing.assert_allclose(t[f"q{q}"].numpy(), np.quantile(pooled, q / 100, axis=0), rtol=1e-12)
+    torch.testing.assert_close(t["ess_bulk"], ess_bulk(x))
+    torch.testing.assert_close(t["ess_tail"], ess_tail(x))
+    torch.testing.assert_close(t["rhat"], rhat(x))
+    torch.testing.assert_close(t["iac"], integrated_time(x))
+    assert summary(chain, "b*").labels == ["b[0]", "b[1]"]
+    assert summary(chain, [8, 6]).labels == ["s", "b[0]"]
+    assert len(summary(chain)) == 9
+    assert t.row("w[1,0]")["mean"] == pytest.approx(float(t["mean"][2]))
+    assert t.to_dict()["label"][0] == "w[0,0]"
+    with pytest.raises(KeyError):
+        summary(chain, ["nope"])
+
+
+def test_summary_function_space_tensor():
+    g = torch.Generator().manual_seed(0)
+    probs = torch.rand(2, 50, 3, generator=g)  # [C, D, K] predictive probabilities of K test points
+    t = summary(probs, name="p")
+    assert t.labels == ["p[0]", "p[1]", "p[2]"]
+    assert t["mean"].dtype == torch.float32
+    assert summary(probs[..., 0]).labels == ["x"]
+    assert summary(probs.reshape(2, 50, 3, 1), params=[2]).labels == ["x[2,0]"]
+    assert summary(probs, labels=["a", "b", "c"]).labels == ["a", "b", "c"]
+    with pytest.raises(ValueError):
+        summary(torch.rand(2, 10, 2000))  # > max_rows without a selection
+
+
+def test_summary_str(chain):
+    text = str(summary(chain, ["b", "s"]))
+    lines = text.splitlines()
+    assert lines[0].split() == ["param", "mean", "sd", "q5", "q50", "q95", "ess_bulk", "ess_tail", "rhat", "iac"]
+    assert lines[1].startswith("b[0]") and lines[3].startswith("s")
+    assert "3 chains x 400 draws" in text
+    assert len({len(l) for l in lines[:4]}) == 1  # aligned columns
+
+
+def test_select_random_and_top_variance(chain):
+    a = select_random(chain, 4, seed=1)
+    assert torch.equal(a, select_random(9, 4, seed=1))
+    assert a.unique().numel() == 4 and torch.all(a[1:] > a[:-1]) and int(a.max()) < 9
+    assert not torch.equal(select_random(10_000, 20, seed=1), select_random(10_000, 20, seed=2))
+    assert select_random(chain, 50).numel() == 9
+    top = select_top_variance(chain, 3)
+    assert top.tolist() == [8, 7, 6]  # columns were scaled by j + 1
+    assert torch.equal(select_top_variance(chain.samples, 3, chunk=2), top)
+    assert param_labels(chain.space, top) == ["s", "b[1]", "b[0]"]
