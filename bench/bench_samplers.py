@@ -12,17 +12,15 @@ median seconds per step and the ratio to the hand loop measured in the same run.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import structmc as sm
+from _timing import interleaved_seconds_per_step, write_json
 
 
 def make_problem(num_data: int, seed: int = 0):
@@ -117,26 +115,16 @@ def main(argv=None) -> dict:
     except ImportError:
         print("posteriors is not installed (pip install posteriors): skipping that reference", file=sys.stderr)
 
-    for run in contenders.values():  # warm-up (allocator, thread pool, first-call paths)
-        run(3)
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(args.rounds):
-        for name, run in contenders.items():
-            t0 = time.perf_counter()
-            run(args.steps)
-            times[name].append((time.perf_counter() - t0) / args.steps)
-    base = statistics.median(times["hand-written SGLD loop"])
-    rows = {k: {"ms_per_step": 1e3 * statistics.median(v), "ratio_to_hand_loop": statistics.median(v) / base}
-            for k, v in times.items()}
+    per_step = interleaved_seconds_per_step(contenders, args.steps, args.rounds)
+    base = per_step["hand-written SGLD loop"]
+    rows = {k: {"ms_per_step": 1e3 * t, "ratio_to_hand_loop": t / base} for k, t in per_step.items()}
     print(f"MLP 784-50-50-10, batch {args.batch_size}, N={args.num_data}, {torch.get_num_threads()} threads, "
           f"{args.rounds} rounds x {args.steps} steps (median)")
     print(f"{'contender':28s} {'ms/step':>9s} {'ratio':>7s}")
     for k, r in rows.items():
         print(f"{k:28s} {r['ms_per_step']:9.3f} {r['ratio_to_hand_loop']:7.3f}")
     print("CV variants evaluate two gradients per step (at θ and at the centre).")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(args.json, rows)
     return rows
 
 

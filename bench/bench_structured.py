@@ -12,8 +12,6 @@ Also: drawing θ̃ for a fully factorized partition (M = P = 42,310) from a 5,00
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import time
 
 import torch
@@ -21,6 +19,7 @@ import torch
 import structmc as sm
 from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, fully_factorized, round_robin
 
+from _timing import interleaved_seconds_per_step, write_json
 from bench_samplers import make_problem
 
 
@@ -46,20 +45,14 @@ def main(argv=None) -> dict:
     def run(target, n):
         sm.sample(target, None, sm.SGLD(1e-5), n, data=(X, y), batch_size=500, thin=n, progress=False)
 
-    for target, _ in contenders.values():
-        run(target, 2)
-    times = {k: [] for k in contenders}
-    for _ in range(args.rounds):
-        for name, (target, _) in contenders.items():
-            t0 = time.perf_counter()
-            run(target, args.steps)
-            times[name].append((time.perf_counter() - t0) / args.steps)
-    base = statistics.median(times["base SGLD"])
+    per_step = interleaved_seconds_per_step({k: (lambda n, t=t: run(t, n)) for k, (t, _) in contenders.items()},
+                                            args.steps, args.rounds, warmup=2)
+    base = per_step["base SGLD"]
     rows = {}
     print(f"MLP 784-50-50-10, batch 500, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps")
     print(f"{'step':16s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  target <= 1.15")
     for name, (target, copies) in contenders.items():
-        t = statistics.median(times[name])
+        t = per_step[name]
         rows[name] = {"ms_per_step": 1e3 * t, "ratio_to_base": t / base, "copies": copies,
                       "ratio_per_copy": t / base / copies}
         print(f"{name:16s} {1e3 * t:9.3f} {t / base:7.2f} {copies:6d} {t / base / copies:15.3f}")
@@ -83,9 +76,7 @@ def main(argv=None) -> dict:
         rows[f"draw theta~ factorized K={K}"] = {"ms": 1e3 * t, "ratio_to_base_step": t / base}
         print(f"draw θ̃, M = P = {P}, window {W}, K={K}: {1e3 * t:.3f} ms ({t / base:.2f} x base step); "
               f"window memory {hist.memory_bytes() / 2**20:.0f} MiB")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(args.json, rows)
     return rows
 
 
