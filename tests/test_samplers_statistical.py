@@ -317,7 +317,8 @@ def test_sgld_temperature_halves_full_batch_variance():
 # ---------------------------------------------------------------------------------------
 # SGNHT: the thermostat settles where SGHMC's kinetic energy is ηT
 # ---------------------------------------------------------------------------------------
-def test_sgnht_thermostat_absorbs_minibatch_noise():
+@pytest.mark.parametrize("gradient", ["minibatch", "control_variate"])
+def test_sgnht_thermostat_absorbs_minibatch_noise(gradient):
     r"""P = 200 independent Gaussian-location coordinates with minibatch noise.
 
     Model: y_i ∈ R^P, y_i ~ N(θ, I), θ ~ N(0, I): ∇Û_b(θ) = hθ - r_b with h = N + 1 and
@@ -329,6 +330,10 @@ def test_sgnht_thermostat_absorbs_minibatch_noise():
     Var θ = the SGHMC θ-variance at friction ξ*. ξ fluctuates by ~1% around ξ*, a
     second-order effect well below the tolerance (checked against a float64 numpy run of the
     same recursion: agreement within 0.5 SE).
+
+    SGNHT-CV: the Hessian h is the same for every batch, so the control-variate gradient
+    hθ − r_b − (hθ̂ − r_b) + ∇U(θ̂) is the exact full gradient: the law is the one with no
+    gradient noise, and the thermostat must settle at a different ξ*.
     """
     P, lr, a, C = 200, 0.01, 0.1, 200
     rng = np.random.default_rng(11)
@@ -336,13 +341,18 @@ def test_sgnht_thermostat_absorbs_minibatch_noise():
     h = N + 1.0
     batches, _ = enumerate_batches(N, BATCH, "without_replacement")
     r_b = np.stack([(N / BATCH) * Y[list(b)].sum(0) for b in batches])
-    shift_var = r_b.var(0).mean()  # mean over coordinates of Var_b r_b
+    minibatch_var = r_b.var(0).mean()  # mean over coordinates of Var_b r_b
+    shift_var = minibatch_var if gradient == "minibatch" else 0.0
     mu = Y.sum(0) / h  # posterior (and stationary) mean
 
-    def law(xi):
-        return gaussian_sghmc_recursion(h, lr, xi, 2 * a * lr, shift_var).moments()[1]
+    def law(xi, noise=shift_var):
+        return gaussian_sghmc_recursion(h, lr, xi, 2 * a * lr, noise).moments()[1]
 
-    xi_star = brentq(lambda xi: law(xi)[1, 1] - lr, 1e-3, 1.0, xtol=1e-14)
+    def solve(noise):
+        return brentq(lambda xi: law(xi, noise)[1, 1] - lr, 1e-4, 1.0, xtol=1e-14)
+
+    xi_star = solve(shift_var)
+    xi_other = solve(minibatch_var if gradient != "minibatch" else 0.0)
     var_pred = law(xi_star)[0, 0]
 
     Y_t = torch.tensor(Y, dtype=DTYPE)
@@ -361,14 +371,15 @@ def test_sgnht_thermostat_absorbs_minibatch_noise():
             acc["var"] += (state.theta - mu_t).square().mean(-1)
 
     init = torch.tensor(mu + rng.normal(size=(C, P)) * math.sqrt(var_pred), dtype=DTYPE)
+    estimator = "minibatch" if gradient == "minibatch" else structmc.ControlVariate(torch.zeros(P, dtype=DTYPE))
     structmc.sample(location_log_prob, init, structmc.SGNHT(lr, a=a), burn + keep, data=(Y_t,),
                     batch_size=BATCH, batching="without_replacement", num_chains=C, seed=8,
-                    burn_in=burn + keep - 1, callback=callback, progress=False)
+                    burn_in=burn + keep - 1, callback=callback, progress=False, gradient=estimator)
     xi_c, var_c = (acc["xi"] / keep).numpy(), (acc["var"] / keep).numpy()
     xi_hat, xi_se = xi_c.mean(), xi_c.std(ddof=1) / math.sqrt(C)
     var_hat, var_se = var_c.mean(), var_c.std(ddof=1) / math.sqrt(C)
     var_no_adapt = law(a)[0, 0]  # SGHMC with the friction fixed at a (no thermostat)
-    REPORT.append(f"SGNHT: xi {xi_hat:.5f} (exact xi* {xi_star:.5f}, SE {xi_se:.1e}, a = {a}); "
+    REPORT.append(f"SGNHT ({gradient}): xi {xi_hat:.5f} (exact xi* {xi_star:.5f}, SE {xi_se:.1e}, a = {a}); "
                   f"Var theta {var_hat:.5f} (pred {var_pred:.5f}, SE {var_se:.1e}; target {1 / h:.5f}, "
                   f"friction fixed at a: {var_no_adapt:.5f})")
     print(REPORT[-1])
@@ -376,12 +387,15 @@ def test_sgnht_thermostat_absorbs_minibatch_noise():
     assert abs(var_hat - var_pred) < Z_MAX * var_se, (var_hat, var_pred, var_se)
     # the test can fail: the thermostat must move off a, and the prediction is not the target
     assert abs(xi_star - a) > Z_SEP * xi_se
+    assert abs(xi_star - xi_other) > Z_SEP * xi_se  # minibatch and CV laws are told apart
     assert abs(var_no_adapt - var_pred) > Z_SEP * var_se
     assert abs(1 / h - var_pred) > Z_SEP * var_se
-    # temperature: at T = 1/2 the kinetic target is ηT/2, hence a different ξ*
-    xi_half = brentq(lambda xi: gaussian_sghmc_recursion(h, lr, xi, a * lr, shift_var).moments()[1][1, 1]
-                     - 0.5 * lr, 1e-3, 1.0)
-    assert abs(xi_half - xi_star) > Z_SEP * xi_se
+    if shift_var > 0:  # temperature: at T = 1/2 the kinetic target is ηT/2, hence a different ξ*
+        xi_half = brentq(lambda xi: gaussian_sghmc_recursion(h, lr, xi, a * lr, shift_var).moments()[1][1, 1]
+                         - 0.5 * lr, 1e-3, 1.0)
+        assert abs(xi_half - xi_star) > Z_SEP * xi_se
+    else:  # without gradient noise ξ* does not depend on T, but the θ-variance scales with it
+        assert abs(0.5 * var_pred - var_pred) > Z_SEP * var_se
 
 
 # ---------------------------------------------------------------------------------------
