@@ -230,7 +230,8 @@ def test_sd_energy_is_unbiased_for_the_structured_energy_as_rho_goes_to_zero():
 
     exact_s, se_s = averaged(None, None, 4000)
     sd, se_sd = averaged(BernoulliMask(0.02, at_least_one=True), 8, 4000)
-    assert bool(((sd - exact_s).abs() < 5 * (se_s**2 + se_sd**2).sqrt() + 0.02).all())
+    # ρ = 0.02 leaves an O(ρ) difference, measured at < 0.6 SE here: no extra slack needed
+    assert bool(((sd - exact_s).abs() < 5 * (se_s**2 + se_sd**2).sqrt()).all())
     full = energy.value_and_grad(theta, None)[1][0]
     sd1, _ = averaged(BernoulliMask(1.0), 2, 10)
     assert torch.allclose(sd1, full, atol=1e-12)
@@ -277,13 +278,13 @@ def test_s_sgld_converges_to_the_structured_optimum():
     target = discretised_structured_covariance(precision, part, eps)
     _, optimum = structured_optimum_gaussian(mean, precision, part)
     assert bool(((est_mean - mean).abs() < 4.5 * se_mean).all())
-    assert bool(((est_cov - target).abs() < 4.5 * se_cov + 1e-3).all()), (est_cov, target)
+    assert bool(((est_cov - target).abs() < 4.5 * se_cov).all()), (est_cov, target)
     # the discretised law is within O(ε) of Theorem 1's optimum, and far from the joint posterior
     assert bool(((target - optimum).abs() < 0.05).all())
     joint = torch.linalg.inv(precision)
     cross = torch.tensor([[0, 2], [0, 3], [1, 2], [1, 3]])
     assert bool(((joint[cross[:, 0], cross[:, 1]]).abs() > 10 * se_cov[cross[:, 0], cross[:, 1]]).any())
-    assert bool(((est_cov[cross[:, 0], cross[:, 1]]).abs() < 4.5 * se_cov[cross[:, 0], cross[:, 1]] + 1e-3).all())
+    assert bool(((est_cov[cross[:, 0], cross[:, 1]]).abs() < 4.5 * se_cov[cross[:, 0], cross[:, 1]]).all())
 
 
 def test_sd_interpolates_between_joint_and_structured():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import sys
 import time
@@ -393,6 +394,4 @@ def _check_resume_compatible(old: dict, new: dict) -> None:
 
 
 def json_like(x):
-    import json
-
     return json.dumps(x, sort_keys=True, default=str)

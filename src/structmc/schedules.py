@@ -93,10 +93,6 @@ class Cyclical(Schedule):
         L = self.cycle_length
         return 0.5 * self.lr * (math.cos(math.pi * (t % L) / L) + 1.0)
 
-    def cycle_position(self, t: int) -> float:
-        """Fraction of the current cycle elapsed, in [0, 1)."""
-        return (t % self.cycle_length) / self.cycle_length
-
 
 def steps_per_epoch(num_data: int, batch_size: int) -> int:
     """Iterations in one epoch of :func:`structmc.sample`'s epoch batching (last partial batch dropped)."""
