@@ -1,5 +1,16 @@
+"""Root conftest: puts ``tests/`` on ``sys.path`` so that every test folder (each a package,
+like ``tests/diagnostics``) can import the shared helpers as ``support.<module>``, whatever
+pytest's import mode."""
+
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
 
 @pytest.fixture(autouse=True, scope="session")

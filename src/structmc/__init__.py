@@ -5,11 +5,14 @@ SGLD θ ← θ - (ε/2)∇Û + N(0, εT).
 """
 
 from .chain import Chain
-from .energy import Energy, LogDensityEnergy, ModuleEnergy, full_data_value_and_grad, make_likelihood
+from .energy import (Energy, HessianDiagEnergy, LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy, StatefulEnergy,
+                     full_data_value_and_grad, make_likelihood)
 from .gradients import ControlVariate, Minibatch
 from .optimize import find_map
+from .oracle import Oracle
 from .predictive import predictive
-from .run import DivergenceError, sample
+from .run import Budget, DivergenceError, Run, iterate, sample
+from .storage import load_chain, save_chain
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
@@ -18,8 +21,9 @@ from . import structured  # noqa: E402  (structmc.structured.StructuredEnergy, p
 __version__ = "0.1.0"
 
 __all__ = [
-    "Chain", "Energy", "LogDensityEnergy", "ModuleEnergy", "full_data_value_and_grad", "make_likelihood",
-    "ControlVariate", "Minibatch", "find_map", "predictive", "DivergenceError", "sample",
+    "Chain", "Energy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
+    "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive",
+    "Budget", "DivergenceError", "Run", "iterate", "sample", "load_chain", "save_chain",
     "SGLD", "PSGLD", "SGHMC", "SGNHT", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
     "steps_per_epoch", "ParamSpace",
 ]

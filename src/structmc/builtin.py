@@ -3,7 +3,8 @@
 No download is involved. Features are standardised with statistics of the training part
 only; regression targets too (so a unit-scale prior and noise make sense). Splits are
 random with a fixed seed. The real benchmark loaders (MNIST, UCI, ...) live in
-``structmc.data``.
+``structmc.data``, whose registry ``structmc.data.DATASETS`` lists these sets too (source
+``"scikit-learn"``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ DATASETS = {
     "digits": ("load_digits", "multiclass"),
     "wine": ("load_wine", "multiclass"),
     "iris": ("load_iris", "multiclass"),
+}
+DESCRIPTIONS = {
+    "diabetes": "scikit-learn diabetes progression, 442 x 10, regression",
+    "breast_cancer": "scikit-learn Wisconsin breast cancer, 569 x 30, binary",
+    "digits": "scikit-learn 8 x 8 digits, 1797 x 64, 10 classes",
+    "wine": "scikit-learn wine cultivars, 178 x 13, 3 classes",
+    "iris": "scikit-learn iris, 150 x 4, 3 classes",
 }
 
 

@@ -1,10 +1,11 @@
-"""The result of a run: kept samples ``[chains, draws, P]`` plus per-step information."""
+"""The result of a run: kept samples ``[chains, draws, P]`` plus per-step information.
+
+A :class:`Chain` holds data only; :func:`structmc.storage.save_chain` /
+:func:`structmc.storage.load_chain` write and read it (and assemble one from a run folder)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,9 +23,11 @@ class Chain:
     samples : ``[C, D, P]`` tensor of kept draws (flat parameter vectors).
     space : layout of the flat vector; ``chain["fc1.weight"]`` gives ``[C, D, *shape]`` views.
     draw_steps : ``[D]`` iteration (1-based count of sampler iterations) at which each draw was kept.
-    info : per-iteration records over all ``S`` iterations run so far:
-        ``lr [S]`` step size, ``energy [C, S]`` minibatch energy estimate, ``time [S]`` seconds
-        since sampling started (set-up excluded).
+    info : per-iteration records over all ``S`` iterations run so far, ``{key: [..., S]}``:
+        ``energy [C, S]`` minibatch energy estimate, ``lr [S]`` step size, ``grad_evals [S]``
+        model gradient evaluations per chain, ``time [S]`` seconds spent in sampler steps,
+        plus the sampler's own records (e.g. SGNHT's ``thermostat [C, S]``, a Metropolis
+        sampler's acceptance).
     config : sampler, gradient estimator and run settings, for reports.
     """
 
@@ -66,24 +69,3 @@ class Chain:
         from .diagnostics.interop import to_arviz
 
         return to_arviz(self, var_names=var_names)
-
-    # -- persistence ---------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        """Write ``chain.pt`` (tensors) and ``chain.json`` (config) into the folder ``path``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save({"samples": self.samples, "draw_steps": self.draw_steps, "info": self.info,
-                    "space": [(i.name, i.shape) for i in self.space.params]}, path / "chain.pt")
-        (path / "chain.json").write_text(json.dumps(self.config, indent=2, default=str))
-
-    @classmethod
-    def load(cls, path: str | Path) -> "Chain":
-        """Load a saved chain, or assemble one from a run folder's sample chunks."""
-        path = Path(path)
-        if (path / "chain.pt").exists():
-            d = torch.load(path / "chain.pt", weights_only=True)
-            config = json.loads((path / "chain.json").read_text()) if (path / "chain.json").exists() else {}
-            return cls(d["samples"], ParamSpace(d["space"]), d["draw_steps"], d["info"], config)
-        from .storage import RunFolder
-
-        return RunFolder(path).load_chain()

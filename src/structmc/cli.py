@@ -1,4 +1,10 @@
-"""``structmc`` command line: ``demo``, ``sample``, ``experiment``, ``diagnose``."""
+"""``structmc`` command line: ``demo``, ``sample``, ``experiment``, ``diagnose``.
+
+Names come from the library's registries (:mod:`structmc.registry`): ``--sampler`` from
+``structmc.samplers.SAMPLERS`` (built by ``sampler_from_config``), ``--model`` from
+``structmc.models.MODELS`` (the models sized from a data set), ``--dataset`` from
+``structmc.data.DATASETS`` and ``experiment NAME`` from ``structmc.experiments.REGISTRY``.
+"""
 
 from __future__ import annotations
 
@@ -54,60 +60,78 @@ def _sample_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
-def build_sampler(s: dict):
-    from .samplers import PSGLD, SGHMC, SGLD, SGNHT
-    from .schedules import schedule_from_config
+SAMPLER_FLAGS = ("friction", "a", "alpha", "num_leapfrog", "temperature")  # each goes to the samplers that take it
+MODEL_FLAGS = ("hidden", "activation")
+
+
+def sampler_config(s: dict) -> dict:
+    """The sampler settings as one :func:`structmc.samplers.sampler_from_config` dict: name,
+    ``lr`` (a number, or the ``schedule`` table with ``lr`` from ``--lr`` unless it gives its
+    own) and those of the hyperparameter flags (``SAMPLER_FLAGS``) the sampler accepts."""
+    import dataclasses
+
+    from .samplers import sampler_keys
+    from .schedules import SCHEDULES
 
     lr = s["lr"]
-    if s["schedule"]:  # e.g. {kind = "step_decay", every = 2000}; lr comes from --lr unless given
+    if s["schedule"]:  # e.g. {kind = "step_decay", every = 2000}
         sched = dict(s["schedule"])
-        if sched.get("kind") != "polynomial":
+        kind = sched.get("kind", "constant")
+        cls = SCHEDULES.get(kind) or {c.__name__: c for c in SCHEDULES.values()}.get(kind)
+        if cls is not None and "lr" in {f.name for f in dataclasses.fields(cls)}:
             sched.setdefault("lr", lr)
-        lr = schedule_from_config(sched)
-    name = s["sampler"]
-    if name == "sgld":
-        return SGLD(lr, temperature=s["temperature"])
-    if name == "psgld":
-        return PSGLD(lr, alpha=s["alpha"], temperature=s["temperature"])
-    if name == "sghmc":
-        return SGHMC(lr, friction=s["friction"], num_leapfrog=s["num_leapfrog"], temperature=s["temperature"])
-    if name == "sgnht":
-        return SGNHT(lr, a=s["a"], num_leapfrog=s["num_leapfrog"], temperature=s["temperature"])
-    raise SystemExit(f"unknown sampler {name!r}; choose sgld, psgld, sghmc or sgnht")
+        lr = sched
+    accepted = set(sampler_keys(s["sampler"]))
+    return {"name": s["sampler"], "lr": lr, **{k: s[k] for k in SAMPLER_FLAGS if k in accepted}}
 
 
-def build_model(s: dict, data):
+def _model_energy(s: dict, data):
+    """The ``--model`` of :data:`structmc.models.MODELS` sized from ``data``, as an energy with
+    the likelihood of the data's task, ``--prior-std`` and ``--noise-std`` (Gaussian: 0.7
+    unless given)."""
+    import inspect
+
     import torch
-    from torch import nn
 
-    out_dim = 1 if data.task in ("regression", "binary") else data.num_classes
-    widths = [data.num_features] + (list(s["hidden"]) if s["model"] == "mlp" else []) + [out_dim]
-    if s["model"] not in ("linear", "mlp"):
-        raise SystemExit(f"unknown model {s['model']!r}; choose linear or mlp")
-    act = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}[s["activation"]]
-    layers: list[nn.Module] = [nn.Flatten()] if data.x_train.dim() > 2 else []
-    for k, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        layers.append(nn.Linear(a, b))
-        if k < len(widths) - 2:
-            layers.append(act())
+    from .models import MODELS
+    from .models.zoo import likelihood_for_task
+    from .zoo import energy_for
+
+    spec = MODELS.get(s["model"])
+    if spec.from_data is None:
+        raise ValueError(f"model {s['model']!r} is not sized from a data set; structmc sample takes "
+                         f"{', '.join(_sample_models())}")
+    params = inspect.signature(spec.build).parameters
+    open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kwargs = {k: s[k] for k in MODEL_FLAGS if k in params or open_kw}
+    likelihood = spec.likelihood or likelihood_for_task(data.task)
+    noise_std = s["noise_std"] if s["noise_std"] is not None else (0.7 if likelihood == "gaussian" else None)
+    # --seed draws the initial weights (as torch.manual_seed(seed) just before building would)
+    # and then seeds the global random state for everything that follows.
+    energy = energy_for(s["model"], data=data, likelihood=likelihood, prior_std=s["prior_std"],
+                        noise_std=noise_std, seed=s["seed"], **kwargs)
     torch.manual_seed(s["seed"])
-    return nn.Sequential(*layers)
+    return energy
+
+
+def _sample_models() -> list[str]:
+    from .models import MODELS
+
+    return [name for name, spec in MODELS.items() if spec.from_data is not None]
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
-    from . import ControlVariate, ModuleEnergy, find_map, predictive, sample
+    from . import ControlVariate, find_map, predictive, sample
     from .diagnostics import classification_metrics, regression_metrics
+    from .samplers import sampler_from_config
 
     s = _sample_settings(args)
     out = Path(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}")
     data = _load_dataset(s)
-    model = build_model(s, data)
-    likelihood = {"regression": "gaussian", "binary": "bernoulli", "multiclass": "categorical"}[data.task]
-    noise_std = s["noise_std"] if s["noise_std"] is not None else (0.7 if likelihood == "gaussian" else None)
-    energy = ModuleEnergy(model, likelihood, prior_std=s["prior_std"], noise_std=noise_std)
-    sampler = build_sampler(s)
+    energy = _model_energy(s, data)
+    sampler = sampler_from_config(sampler_config(s))
     train = (data.x_train, data.y_train)
     init = energy.initial_position()
     gradient = "minibatch"
@@ -142,17 +166,18 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _load_dataset(s: dict):
-    """A scikit-learn set (structmc.builtin) or a paper data set (structmc.data, real files)."""
-    from .builtin import DATASETS, load_builtin
+    """A data set of :data:`structmc.data.DATASETS`: scikit-learn and synthetic sets are split
+    with ``--seed``; the papers' sets come from their files (``--data-dir``)."""
+    from .data import DATASETS
 
-    if s["dataset"] in DATASETS:
-        return load_builtin(s["dataset"], seed=s["seed"])
-    from . import data as datasets
-
-    ds = datasets.load(s["dataset"], **({"data_dir": s["data_dir"]} if s["data_dir"] else {}))
+    spec = DATASETS.get(s["dataset"])
+    if spec.source == "files":
+        ds = spec.load(**({"data_dir": s["data_dir"]} if s["data_dir"] else {}))
+    else:
+        ds = spec.load(seed=s["seed"])
     if ds.task not in ("regression", "binary", "multiclass") or ds.x_test is None:
         raise ValueError(f"structmc sample needs a classification or regression set with a test split; "
-                         f"{s['dataset']!r} is {ds.task!r}")
+                         f"{s['dataset']!r} is {ds.task!r}" + ("" if ds.x_test is not None else " without one"))
     return ds
 
 
@@ -181,18 +206,37 @@ def _trace_plot(path: Path, chain) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
-    from .experiments import get
+    from .experiments import REGISTRY
 
-    module = get(name or args.name)
+    if getattr(args, "list", False):
+        print(experiment_table())
+        return 0
+    name = name or args.name
+    if not name:
+        raise ValueError(f"name an experiment ({', '.join(REGISTRY.choices())}) or pass --list")
+    exp = REGISTRY.get(name)
+    module = exp.load()
     preset = args.preset
     if preset not in module.PRESETS:
         raise SystemExit(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
-    out = Path(args.out or f"runs/{name or args.name}")
+    out = Path(args.out or f"runs/{name}")
     t0 = time.perf_counter()
     report = module.run(preset, out, progress=None if not args.quiet else False)
     print((out / "report.md").read_text())
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0 if report else 1
+
+
+def experiment_table() -> str:
+    """One line per registered experiment: name, paper, table/figure, presets, data sets."""
+    from .experiments import REGISTRY
+
+    rows = [("name", "paper", "figure", "presets", "data sets")]
+    for name, exp in REGISTRY.items():
+        paper = f"{exp.paper.citation} {exp.paper.title}" if exp.paper else "- (structmc)"
+        rows.append((name, paper, exp.figure or "-", ", ".join(exp.presets), ", ".join(exp.datasets) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -204,7 +248,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset_names(source: str) -> list[str]:
+    from .data import DATASETS
+
+    return [name for name, spec in DATASETS.items() if spec.source == source]
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .models.mlp import ACTIVATIONS
+    from .samplers import SAMPLERS
+
     ap = argparse.ArgumentParser(prog="structmc", description="Scalable approximate MCMC for Bayesian neural networks.")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -213,21 +266,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="run folder (default runs/demo)")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("experiment", help="run a registered experiment")
-    p.add_argument("name")
+    p = sub.add_parser("experiment", help="run a registered experiment (--list shows them)")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--list", action="store_true", help="list the experiments: paper, figure, presets, data sets")
     p.add_argument("--preset", default="quick")
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("sample", help="run a sampler on a built-in model / data set")
     p.add_argument("--config", help="TOML, YAML or JSON file with any of the flags below (flags win)")
-    p.add_argument("--dataset", help="scikit-learn: diabetes, breast_cancer, digits, wine, iris; paper sets: "
-                   "mnist, fashion-mnist, cifar10, svhn, adult, boston, concrete, ... (see structmc.data)")
+    p.add_argument("--dataset", help=f"scikit-learn: {', '.join(_dataset_names('scikit-learn'))}; paper sets: "
+                   f"{', '.join(_dataset_names('files'))} (see structmc.data.DATASETS)")
     p.add_argument("--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)")
-    p.add_argument("--model", choices=["linear", "mlp"])
+    p.add_argument("--model", choices=_sample_models())
     p.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")], help="MLP widths, e.g. 50,50")
-    p.add_argument("--activation", choices=["relu", "tanh", "sigmoid"])
-    p.add_argument("--sampler", choices=["sgld", "psgld", "sghmc", "sgnht"])
+    p.add_argument("--activation", choices=sorted(ACTIVATIONS))
+    p.add_argument("--sampler", choices=SAMPLERS.names())
     p.add_argument("--lr", type=float)
     p.add_argument("--friction", type=float)
     p.add_argument("--a", type=float, help="SGNHT diffusion parameter")

@@ -34,10 +34,34 @@ Batch = Sequence[Tensor] | None
 
 @runtime_checkable
 class Energy(Protocol):
-    """What samplers and the run loop need from a target."""
+    """What samplers and the run loop need from a target.
+
+    ``num_data`` contract (the same for every energy): N, the number of data points the
+    minibatch energy stands for. An energy built from a likelihood applies the N/n scaling
+    itself, so that ``value(theta, batch)`` is an unbiased estimate of the full-data energy;
+    ``None`` means no scaling (the batch is the whole data set). ``with_num_data(N)`` returns
+    a copy with that N (``structmc.sample`` calls it when ``num_data`` is ``None``).
+    ``device``/``dtype`` say where the energy computes (``None``: wherever θ lives); the run
+    loop moves ``init`` there. ``cv_base`` is the energy a control variate evaluates at its
+    centre (the energy itself, or the base of a structured energy). ``evaluations_per_call``
+    is the number of model evaluations one call costs per chain (1; M or K for structured
+    energies), which the run loop counts. ``requires_data`` says whether the energy has a
+    likelihood that needs minibatches (``sample`` refuses to run it without ``data``).
+    """
 
     space: ParamSpace
     num_data: int | None
+    evaluations_per_call: int
+    requires_data: bool
+
+    @property
+    def device(self) -> torch.device | None: ...
+
+    @property
+    def dtype(self) -> torch.dtype | None: ...
+
+    @property
+    def cv_base(self) -> "Energy": ...
 
     def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """``theta [C, P]`` -> (energy ``[C]``, gradient ``[C, P]``), both detached."""
@@ -50,7 +74,34 @@ class Energy(Protocol):
     def with_num_data(self, num_data: int | None) -> "Energy":
         ...
 
-    # Optional: ``hessian_diag(theta, batch, generator, num_probes) -> [C, P]`` (pSGLD's Γ).
+
+@runtime_checkable
+class HessianDiagEnergy(Protocol):
+    """An energy that can estimate its Hessian diagonal on a minibatch (pSGLD's Γ term)."""
+
+    def hessian_diag(self, theta: Tensor, batch: Batch, generator: torch.Generator | None = None,
+                     num_probes: int = 1) -> Tensor: ...
+
+
+@runtime_checkable
+class StatefulEnergy(Protocol):
+    """An energy that keeps state across iterations (structured SGMCMC's chain history).
+
+    The run loop calls ``start(theta0)`` before the first iteration, ``observe(theta)`` after
+    every iteration, and checkpoints ``state_dict()`` / restores ``load_state_dict(state,
+    device)``. ``fresh()`` returns a copy with its own (empty) state, so that two runs never
+    share mutable state through one energy object.
+    """
+
+    def start(self, theta0: Tensor) -> None: ...
+
+    def observe(self, theta: Tensor) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict, device=None) -> None: ...
+
+    def fresh(self) -> "StatefulEnergy": ...
 
 
 def _chain_slice(batch: Batch, c: int) -> Batch:
@@ -83,46 +134,90 @@ def hutchinson_diag(energy_of: Callable[[Tensor], Tensor], theta: Tensor, genera
 # Energies from a user log density
 # ---------------------------------------------------------------------------------------
 class LogDensityEnergy:
-    """Energy ``U = -log_prob(theta, batch)`` of a user log density over a flat vector.
+    """Energy of a user log density over a flat vector, in one of two forms.
 
-    ``log_prob(theta [P], batch) -> scalar`` must already be an (unbiased estimate of the)
-    full-data log posterior up to a constant; no N/n scaling is added. ``batch`` is the
-    chain's minibatch (a tuple of ``[n, ...]`` tensors) or ``None``. Chains are evaluated with
-    ``torch.func.vmap``; if ``log_prob`` cannot be vmapped we fall back to a loop over chains
-    (with a warning). With ``vectorized=True`` the function itself takes ``[C, P]`` and the
-    chain-batched minibatch and returns ``[C]``.
+    * ``LogDensityEnergy(log_prob, dim)``: ``U = -log_prob(theta, batch)``, used as is.
+      ``log_prob(theta [P], batch) -> scalar`` must itself be (an unbiased estimate of) the
+      full-data log posterior up to a constant: no N/n scaling is added, ``num_data`` is
+      only recorded (it weights chunks in :func:`full_data_value_and_grad`).
+    * ``LogDensityEnergy(dim=dim, log_likelihood=..., log_prior=...)``: the energy applies
+      the N/n scaling like every other energy,
+      ``U = -(N/n)·log_likelihood(theta, batch) - log_prior(theta)``, with
+      ``log_likelihood(theta [P], batch) -> scalar`` summed over the minibatch and
+      ``log_prior(theta [P]) -> scalar``; ``num_data=None`` means no scaling.
+
+    ``batch`` is the chain's minibatch (a tuple of ``[n, ...]`` tensors) or ``None``. Chains
+    are evaluated with ``torch.func.vmap``; if the function cannot be vmapped we fall back
+    to a loop over chains (with a warning). With ``vectorized=True`` the function itself
+    takes ``[C, P]`` and the chain-batched minibatch and returns ``[C]``. ``model`` is an
+    optional object the density came from (e.g. a :class:`~structmc.models.PMF`, for its
+    predictions).
     """
 
-    def __init__(self, log_prob: Callable, dim: int, *, vectorized: bool = False, num_data: int | None = None):
-        if not callable(log_prob):
+    device = None  # computes wherever θ lives
+    dtype = None
+    evaluations_per_call = 1
+
+    @property
+    def requires_data(self) -> bool:
+        return self.log_likelihood is not None
+
+    def __init__(self, log_prob: Callable | None = None, dim: int | None = None, *, vectorized: bool = False,
+                 num_data: int | None = None, log_likelihood: Callable | None = None,
+                 log_prior: Callable | None = None, model=None):
+        parts = log_likelihood is not None or log_prior is not None
+        if parts == (log_prob is not None):
+            raise TypeError("give either log_prob, or log_likelihood and log_prior")
+        if parts and not (callable(log_likelihood) and callable(log_prior)):
+            raise TypeError("log_likelihood and log_prior must both be callables")
+        if not parts and not callable(log_prob):
             raise TypeError("log_prob must be callable")
-        if int(dim) < 1:
-            raise ValueError(f"dim must be positive, got {dim}")
+        if dim is None or isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim}")
+        if num_data is not None and int(num_data) < 1:
+            raise ValueError(f"num_data must be positive, got {num_data}")
         self.log_prob = log_prob
+        self.log_likelihood, self.log_prior = log_likelihood, log_prior
         self.space = ParamSpace.flat(int(dim))
         self.vectorized = vectorized
-        self.num_data = num_data
+        self.num_data = None if num_data is None else int(num_data)
+        self.model = model
         self._use_vmap = True
+
+    @property
+    def cv_base(self) -> "LogDensityEnergy":
+        return self
 
     def with_num_data(self, num_data):
         new = copy.copy(self)
-        new.num_data = num_data
+        new.num_data = None if num_data is None else int(num_data)
         return new
+
+    def _log_density(self, theta: Tensor, batch) -> Tensor:
+        """Log density of one chain (or of ``[C, P]`` when vectorized)."""
+        if self.log_prob is not None:
+            return self.log_prob(theta, batch)
+        lp = self.log_prior(theta)
+        if batch is None:
+            raise ValueError("this energy has a likelihood: pass data=(...) to sample()")
+        n = batch[-1].shape[1] if self.vectorized else batch[-1].shape[0]
+        scale = 1.0 if self.num_data is None else self.num_data / n
+        return lp + scale * self.log_likelihood(theta, batch)
 
     def _log_prob_chains(self, theta: Tensor, batch: Batch) -> Tensor:
         if self.vectorized:
-            return self.log_prob(theta, batch).reshape(theta.shape[0])
+            return self._log_density(theta, batch).reshape(theta.shape[0])
         if theta.shape[0] == 1:
-            return self.log_prob(theta[0], _chain_slice(batch, 0)).reshape(1)
+            return self._log_density(theta[0], _chain_slice(batch, 0)).reshape(1)
         if self._use_vmap:
             try:
                 if batch is None:
-                    return vmap(lambda t: self.log_prob(t, None))(theta)
-                return vmap(lambda t, *b: self.log_prob(t, tuple(b)))(theta, *batch)
+                    return vmap(lambda t: self._log_density(t, None))(theta)
+                return vmap(lambda t, *b: self._log_density(t, tuple(b)))(theta, *batch)
             except Exception as err:  # vmap-incompatible user code: correct but slower
-                warnings.warn(f"log_prob could not be vmapped ({err}); evaluating chains in a loop")
+                warnings.warn(f"log density could not be vmapped ({err}); evaluating chains in a loop")
                 self._use_vmap = False
-        return torch.stack([self.log_prob(theta[c], _chain_slice(batch, c)) for c in range(theta.shape[0])])
+        return torch.stack([self._log_density(theta[c], _chain_slice(batch, c)) for c in range(theta.shape[0])])
 
     def value_and_grad(self, theta, batch):
         _check_theta(theta, self.space.dim)
@@ -239,7 +334,7 @@ class ModuleEnergy:
             raise ValueError("prior_std must be positive and finite")
         self.prior_std = prior_std
         self._has_buffers = any(True for _ in self.module.buffers())
-        # per-chain buffer copies; a dict so that with_num_data() copies share it
+        # per-chain buffer copies (BatchNorm statistics) of the last multi-chain evaluation
         self._buffer_store: dict[str, list[dict[str, Tensor]]] = {}
         ref = next(self.module.parameters())
         self._prior_precision = stds.to(ref).pow(-2)
@@ -269,10 +364,24 @@ class ModuleEnergy:
         self._initial = self._initial.to(self._flat)
         return self
 
+    evaluations_per_call = 1
+    requires_data = True
+
     def with_num_data(self, num_data):
+        """A copy with N = ``num_data``. The copy owns its module, flat buffers and per-chain
+        buffer store, so the two can run at the same time (threads) without sharing state."""
+        if num_data is not None and int(num_data) < 1:
+            raise ValueError(f"num_data must be positive, got {num_data}")
         new = copy.copy(self)
         new.num_data = None if num_data is None else int(num_data)
+        new.module = copy.deepcopy(self.module)
+        new._buffer_store = {}
+        new._bind()
         return new
+
+    @property
+    def cv_base(self) -> "ModuleEnergy":
+        return self
 
     @property
     def device(self) -> torch.device:
@@ -440,12 +549,51 @@ class ModuleEnergy:
             self.module.train(was_training)
 
 
+class NoisyGradientEnergy:
+    """Wraps an energy and adds i.i.d. N(0, ``noise_std``²) noise to its gradients, drawn
+    from its own generator (the pSGLD paper's simulated stochastic gradients, its Fig. 1)."""
+
+    def __init__(self, base: Energy, noise_std: float, *, seed: int = 0):
+        if not noise_std > 0:
+            raise ValueError("noise_std must be positive")
+        self.base, self.noise_std, self.seed = base, float(noise_std), int(seed)
+        self.space = base.space
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    num_data = property(lambda self: self.base.num_data)
+    evaluations_per_call = property(lambda self: self.base.evaluations_per_call)
+    requires_data = property(lambda self: self.base.requires_data)
+    device = property(lambda self: self.base.device)
+    dtype = property(lambda self: self.base.dtype)
+    cv_base = property(lambda self: self)
+
+    def with_num_data(self, num_data):
+        new = copy.copy(self)
+        new.base = self.base.with_num_data(num_data)
+        new.generator = torch.Generator().manual_seed(self.seed)
+        new.generator.set_state(self.generator.get_state())
+        return new
+
+    def value(self, theta, batch):
+        return self.base.value(theta, batch)
+
+    def value_and_grad(self, theta, batch):
+        value, grad = self.base.value_and_grad(theta, batch)
+        noise = torch.randn(grad.shape, generator=self.generator, dtype=grad.dtype).to(grad.device)
+        return value, grad + self.noise_std * noise
+
+
 def as_energy(target, dim: int | None = None) -> Energy:
     """An :class:`Energy` as is, or a log density callable wrapped as :class:`LogDensityEnergy`."""
     if isinstance(target, Energy):
         return target
     if isinstance(target, nn.Module):
         raise TypeError("wrap a module as ModuleEnergy(module, likelihood, prior_std=..., num_data=...)")
+    if hasattr(target, "value_and_grad"):
+        missing = [m for m in ("space", "num_data", "evaluations_per_call", "requires_data", "device", "dtype", "cv_base",
+                               "value_and_grad", "value", "with_num_data") if not hasattr(target, m)]
+        raise TypeError(f"{type(target).__name__} does not implement the Energy protocol: missing {missing} "
+                        "(see structmc.energy.Energy)")
     if callable(target):
         if dim is None:
             raise ValueError("dim is needed to wrap a log density; it is taken from init")

@@ -19,6 +19,8 @@ class Minibatch:
     """Plain minibatch estimate ∇Û_b(θ) (unbiased when the energy carries the N/n scaling)."""
 
     name = "minibatch"
+    #: energy gradient evaluations per estimate
+    evaluations = 1
 
     def prepare(self, energy: Energy, data: Sequence[Tensor] | None, theta: Tensor) -> None:
         pass
@@ -28,6 +30,12 @@ class Minibatch:
 
     def config(self) -> dict:
         return {"gradient": self.name}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        pass
 
 
 class ControlVariate:
@@ -45,6 +53,8 @@ class ControlVariate:
     """
 
     name = "control_variate"
+    #: energy gradient evaluations per estimate: at θ and at the centre, on the same batch
+    evaluations = 2
 
     def __init__(self, centre: Tensor, *, centre_grad: Tensor | None = None, chunk_size: int = 4096):
         if not isinstance(centre, Tensor):
@@ -66,7 +76,7 @@ class ControlVariate:
         if centre.shape[-1] != P or centre.shape[0] not in (1, num_chains):
             raise ValueError(f"centre must have shape [{P}] or [{num_chains}, {P}], got {tuple(self.centre.shape)}")
         centre = centre.to(theta)
-        energy = getattr(energy, "cv_base", energy)  # structured energies: centre terms of the base
+        energy = energy.cv_base  # structured energies: centre terms of the base
         if self.centre_grad is not None:
             full = self.centre_grad.to(centre).reshape(-1, P)
         elif data is None:
@@ -81,11 +91,21 @@ class ControlVariate:
         if self._centre_c is None:
             raise RuntimeError("ControlVariate.prepare(energy, data, theta) must run first")
         value, grad = energy.value_and_grad(theta, batch)
-        _, grad_centre = getattr(energy, "cv_base", energy).value_and_grad(self._centre_c, batch)
+        _, grad_centre = energy.cv_base.value_and_grad(self._centre_c, batch)
         return value, grad.sub_(grad_centre).add_(self._full_grad_c)
 
     def config(self) -> dict:
         return {"gradient": self.name, "chunk_size": self.chunk_size}
+
+    def state_dict(self) -> dict:
+        """The prepared centre and its full-data gradient (a checkpoint need not redo the pass)."""
+        if self._centre_c is None:
+            return {}
+        return {"centre": self._centre_c.cpu(), "full_grad": self._full_grad_c.cpu()}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        if state:
+            self._centre_c, self._full_grad_c = state["centre"].to(device), state["full_grad"].to(device)
 
 
 def as_estimator(gradient) -> Minibatch | ControlVariate:

@@ -23,8 +23,7 @@ def find_map(target: Energy, init: Tensor, *, data: Sequence[Tensor] | None = No
     if data is not None and energy.num_data is None:
         energy = energy.with_num_data(int(data[0].shape[0]))
     scale = 1.0 / (energy.num_data or 1)
-    theta = init.reshape(1, -1).clone().to(device=getattr(energy, "device", init.device),
-                                           dtype=getattr(energy, "dtype", init.dtype))
+    theta = init.reshape(1, -1).clone().to(device=energy.device or init.device, dtype=energy.dtype or init.dtype)
     generator = torch.Generator(device=theta.device).manual_seed(seed)
     stream = None
     if data is not None:

@@ -1,24 +1,37 @@
-"""``sample()``: the one run loop every method, experiment and the CLI go through."""
+"""The one run loop: a :class:`Run` advanced by :meth:`Run.iterate`, and :func:`sample`.
+
+:class:`Run` holds everything a chain needs between iterations — the energy (a private copy
+when it keeps state), the sampler and its state, the gradient oracle, the minibatch stream
+and the run's single ``torch.Generator`` — and yields ``(iteration, state, info)`` one
+iteration at a time, for a :class:`Budget` (iterations, seconds of sampling, gradient
+evaluations) or until a predicate holds. Its final state stays in memory: a tuner can run an
+arm for a budget, score it and continue it. :func:`sample` is the thin wrapper that adds the
+draw recorder, the run folder (chunks, checkpoints, exact resume) and the progress bar.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
 import math
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
 from .batching import MODES, MinibatchStream
 from .chain import Chain
-from .energy import Energy, ModuleEnergy, as_energy
+from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
+from .oracle import Oracle
+from .recording import DrawRecorder, InfoLog, Progress
 from .samplers.base import Sampler
 from .storage import RunFolder
+
+CHECKPOINT_FORMAT = 2
 
 
 class DivergenceError(FloatingPointError):
@@ -30,45 +43,231 @@ class DivergenceError(FloatingPointError):
         self.chain = chain
 
 
-def _as_data(data) -> tuple[Tensor, ...] | None:
-    if data is None:
-        return None
-    if isinstance(data, Tensor):
-        return (data,)
-    if hasattr(data, "tensors"):  # torch.utils.data.TensorDataset
-        data = data.tensors
-    data = tuple(data)
-    if not data or not all(isinstance(t, Tensor) for t in data):
-        raise ValueError("data must be a tensor, a TensorDataset or a sequence of tensors")
-    n = data[0].shape[0] if data[0].dim() > 0 else 0
-    if n < 1 or any(t.dim() == 0 or t.shape[0] != n for t in data):
-        raise ValueError(f"all data tensors need the same non-zero first dimension, got {[tuple(t.shape) for t in data]}")
-    return data
+@dataclass(frozen=True)
+class Budget:
+    """How far one :meth:`Run.iterate` call goes: it stops after the first iteration that
+    reaches any of the limits given (counted from the start of that call). ``seconds`` is
+    time spent in sampler steps (set-up, recording and checkpoints excluded); ``grad_evals``
+    counts model gradient evaluations per chain (a control variate costs 2 per update,
+    S-SGMCMC M, Sd-SGMCMC K)."""
+
+    iterations: int | None = None
+    seconds: float | None = None
+    grad_evals: int | None = None
+
+    def __post_init__(self):
+        if self.iterations is None and self.seconds is None and self.grad_evals is None:
+            raise ValueError("a Budget needs iterations, seconds or grad_evals")
+        for name in ("iterations", "grad_evals"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
+                raise ValueError(f"Budget.{name} must be a non-negative integer, got {v!r}")
+        if self.seconds is not None and not (self.seconds >= 0 and math.isfinite(self.seconds)):
+            raise ValueError(f"Budget.seconds must be >= 0 and finite, got {self.seconds!r}")
 
 
-def _initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
-    if init is None:
-        if not hasattr(energy, "initial_position"):
-            raise ValueError("init is required for this energy")
-        init = energy.initial_position()
-    if not isinstance(init, Tensor):
-        init = torch.as_tensor(init)
-    if not init.is_floating_point():
-        init = init.to(torch.get_default_dtype())
-    if isinstance(energy, ModuleEnergy):
-        init = init.to(device=energy.device, dtype=energy.dtype)
-    P = energy.space.dim
-    if init.dim() == 1 and init.shape[0] == P:
-        return init.detach().unsqueeze(0).expand(num_chains, P).clone()
-    if init.dim() == 2 and init.shape == (num_chains, P):
-        return init.detach().clone()
-    raise ValueError(f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}")
+def _as_budget(budget) -> Budget | None:
+    if budget is None or isinstance(budget, Budget):
+        return budget
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        return Budget(iterations=budget)
+    raise TypeError(f"budget must be a Budget or a number of iterations, got {budget!r}")
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+class Run:
+    """A prepared chain (``num_chains`` chains batched), advanced one iteration at a time.
+
+    Arguments as in :func:`sample`. Everything is validated and set up here, before any
+    sampling compute; the energy's ``num_data`` is set to ``len(data)`` when it is ``None``,
+    and an energy that keeps state across iterations (structured SGMCMC) is replaced by a
+    ``fresh()`` copy, so the caller's objects are never mutated and two runs never share
+    state. ``run.energy``, ``run.sampler`` (prepared copy), ``run.state``, ``run.iteration``
+    (iterations done), ``run.elapsed`` (seconds in steps), ``run.grad_evals`` describe it.
+    """
+
+    def __init__(self, target: Energy | Callable, init: Tensor | None, sampler: Sampler, *,
+                 data: Sequence[Tensor] | None = None, batch_size: int | None = None, batching: str = "epoch",
+                 seed: int = 0, num_chains: int = 1, gradient: str | Minibatch | ControlVariate = "minibatch"):
+        if not isinstance(sampler, Sampler):
+            raise TypeError(f"sampler must be a structmc sampler (SGLD(...), ...), got {type(sampler).__name__}")
+        num_chains = _check_int("num_chains", num_chains, 1)
+        seed = _check_int("seed", seed, 0)
+        if batching not in MODES:
+            raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
+        data = _as_data(data)
+        if batch_size is not None:
+            batch_size = _check_int("batch_size", batch_size, 1)
+            if data is None:
+                raise ValueError("batch_size was given but there is no data")
+            if batch_size > data[0].shape[0]:
+                raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({data[0].shape[0]})")
+        energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
+        if data is not None and energy.num_data is None:
+            energy = energy.with_num_data(int(data[0].shape[0]))
+        elif isinstance(energy, StatefulEnergy):
+            energy = energy.fresh()
+        if data is None and energy.requires_data:
+            raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
+        theta0 = _initial_positions(energy, init, num_chains)
+        if not bool(torch.isfinite(theta0).all()):
+            raise ValueError("init contains NaN or Inf")
+        sampler = sampler.prepare(energy)
+        lr0 = sampler.lr(0)
+        if not (lr0 > 0 and math.isfinite(lr0)):
+            raise ValueError(f"step size must be positive, got {lr0}")
+        estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
+
+        # set-up, in the order that fixes the random stream (generator, stream, init draws)
+        device = theta0.device
+        if data is not None:
+            data = tuple(t.to(device) for t in data)
+        self.energy, self.sampler, self.estimator = energy, sampler, estimator
+        self.num_chains, self.seed = num_chains, seed
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.stream = (MinibatchStream(data, batch_size, num_chains, self.generator, batching)
+                       if data is not None else None)
+        if isinstance(energy, StatefulEnergy):
+            energy.start(theta0)
+        estimator.prepare(energy, data, theta0)
+        self.oracle = Oracle(energy, estimator, self.stream, self.generator)
+        self.state = sampler.init(theta0, self.generator)
+        self.iteration = 0
+        self.elapsed = 0.0
+        self._settings = {
+            "seed": seed, "num_chains": num_chains, "batch_size": batch_size, "batching": batching,
+            "num_data": energy.num_data, "dim": energy.space.dim,
+            "space": [(i.name, list(i.shape)) for i in energy.space.params],
+            "config": {"sampler": sampler.config(), "gradient": estimator.config()},
+        }
+
+    # -- advancing ---------------------------------------------------------------------------
+    @property
+    def grad_evals(self) -> int:
+        return self.oracle.grad_evals
+
+    @property
+    def theta(self) -> Tensor:
+        """Current positions ``[C, P]``."""
+        return self.state.theta
+
+    def step(self) -> dict:
+        """One iteration; returns its info (the sampler's records plus ``lr``, ``grad_evals``
+        and ``time``, the seconds spent in steps so far). Raises :class:`DivergenceError`
+        when the energy or the parameters become NaN/Inf."""
+        t = self.iteration
+        lr = self.sampler.lr(t)
+        evals = self.oracle.grad_evals
+        t0 = time.perf_counter()
+        self.state, info = self.sampler.step(self.state, self.oracle, lr, self.generator)
+        if isinstance(self.energy, StatefulEnergy):
+            self.energy.observe(self.state.theta)
+        self.elapsed += time.perf_counter() - t0
+        self._check_finite(info, lr, t + 1)
+        self.iteration = t + 1
+        info["lr"] = lr
+        info["grad_evals"] = self.oracle.grad_evals - evals
+        info["time"] = self.elapsed
+        return info
+
+    def _check_finite(self, info: dict, lr: float, iteration: int) -> None:
+        """One device-to-host read per iteration: energy and parameters together."""
+        energy = info.get("energy")
+        total = self.state.theta.sum() if energy is None else energy.sum() + self.state.theta.sum()
+        if math.isfinite(float(total)):
+            return
+        name = self.sampler.name
+        if energy is not None and not bool(torch.isfinite(energy).all()):
+            what = f"non-finite energy at iteration {iteration}"
+        else:
+            what = f"non-finite parameters after iteration {iteration}"
+        raise DivergenceError(f"{name}: {what} (lr={lr:.3g}); reduce the step size", iteration)
+
+    def iterate(self, budget: Budget | int | None = None, *,
+                until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, object, dict]]:
+        """Yield ``(iteration, state, info)`` after each iteration (``iteration`` counts from 1
+        over the whole run) until ``budget`` (a :class:`Budget` or a number of iterations,
+        counted from this call) is used up or ``until(iteration, state, info)`` is true. With
+        neither, it runs until the caller stops. The state is live: copy what you keep."""
+        budget = _as_budget(budget)
+        it0, sec0, ev0 = self.iteration, self.elapsed, self.oracle.grad_evals
+        if budget is not None and budget.iterations == 0:
+            return
+        while True:
+            info = self.step()
+            yield self.iteration, self.state, info
+            if until is not None and until(self.iteration, self.state, info):
+                return
+            if budget is not None and (
+                    (budget.iterations is not None and self.iteration - it0 >= budget.iterations)
+                    or (budget.seconds is not None and self.elapsed - sec0 >= budget.seconds)
+                    or (budget.grad_evals is not None and self.oracle.grad_evals - ev0 >= budget.grad_evals)):
+                return
+
+    def sample(self, budget: Budget | int, *, thin: int = 1, burn_in: int = 0, progress: bool | None = False) -> Chain:
+        """Continue the chains in memory for ``budget`` and return this segment's draws: every
+        ``thin``-th iteration after the first ``burn_in`` of the segment (``draw_steps`` count
+        over the whole run; ``info`` covers the segment)."""
+        budget = _as_budget(budget)
+        thin, burn_in = _check_int("thin", thin, 1), _check_int("burn_in", burn_in, 0)
+        start = self.iteration
+        draws, steps = [], []
+        log = InfoLog()
+        bar = Progress(progress, budget.iterations or 0, 0, self.sampler.name)
+        try:
+            for t, state, info in self.iterate(budget):
+                log.append(info)
+                k = t - start - burn_in
+                if k > 0 and k % thin == 0:
+                    draws.append(state.theta.detach().clone())
+                    steps.append(t)
+                bar.update(t, info)
+        finally:
+            bar.close()
+        samples = torch.stack(draws, 1) if draws else self.state.theta.new_empty(self.num_chains, 0, self.energy.space.dim)
+        return Chain(samples, self.energy.space, torch.tensor(steps, dtype=torch.long), log.upto(), self.config())
+
+    # -- description and checkpoints -----------------------------------------------------------
+    def config(self) -> dict:
+        """Sampler and gradient-estimator settings, for reports and run folders."""
+        return copy.deepcopy(self._settings["config"])
+
+    def settings(self) -> dict:
+        """Everything that defines the run (resume refuses a mismatch)."""
+        return copy.deepcopy(self._settings)
+
+    def state_dict(self) -> dict:
+        """The run's state after ``iteration`` iterations, on the CPU, from each component's
+        own ``state_dict`` (sampler state, generator, minibatch stream, gradient estimator,
+        stateful energy)."""
+        return {
+            "iteration": self.iteration, "elapsed": self.elapsed,
+            "grad_evals": self.oracle.grad_evals, "value_evals": self.oracle.value_evals,
+            "sampler_state": {k: (v.cpu() if isinstance(v, Tensor) else v)
+                              for k, v in self.sampler.state_dict(self.state).items()},
+            "generator": self.generator.get_state(),
+            "stream": self.stream.state_dict() if self.stream is not None else None,
+            "estimator": self.estimator.state_dict(),
+            "energy": self.energy.state_dict() if isinstance(self.energy, StatefulEnergy) else None,
+        }
+
+    def load_state_dict(self, d: dict) -> None:
+        device = self.state.theta.device
+        self.iteration, self.elapsed = int(d["iteration"]), float(d["elapsed"])
+        self.oracle.grad_evals, self.oracle.value_evals = int(d["grad_evals"]), int(d["value_evals"])
+        self.state = self.sampler.load_state({k: (v.to(device) if isinstance(v, Tensor) else v)
+                                              for k, v in d["sampler_state"].items()})
+        self.generator.set_state(d["generator"])
+        if self.stream is not None:
+            self.stream.load_state_dict(d["stream"])
+        self.estimator.load_state_dict(d["estimator"], device)
+        if isinstance(self.energy, StatefulEnergy):
+            self.energy.load_state_dict(d["energy"], device)
+
+
+def iterate(target: Energy | Callable, init: Tensor | None, sampler: Sampler, budget: Budget | int | None = None,
+            *, until=None, **run_options) -> Iterator[tuple[int, object, dict]]:
+    """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
+    return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 
 
 def sample(
@@ -99,8 +298,8 @@ def sample(
     ----------
     target : an :class:`~structmc.energy.Energy` (e.g. :class:`~structmc.energy.ModuleEnergy`)
         or a log density ``log_prob(theta [P], batch) -> scalar``.
-    init : ``[P]`` (shared by all chains) or ``[num_chains, P]``; ``None`` takes a module
-        energy's current parameters.
+    init : ``[P]`` (shared by all chains) or ``[num_chains, P]``; ``None`` takes the energy's
+        ``initial_position()`` (a module's current parameters).
     num_steps : sampler iterations in total, burn-in included. An iteration of SGHMC/SGNHT is
         ``num_leapfrog`` updates. Draws are kept after iterations ``burn_in + thin·k``
         (k = 1, 2, ...), so ``(num_steps - burn_in) // thin`` draws are kept.
@@ -117,274 +316,157 @@ def sample(
     progress : tqdm bar; ``None`` shows it only when stderr is a terminal.
     callback : ``callback(iteration, state)`` after every iteration.
 
+    ``Chain.info`` holds every iteration's records: the sampler's (``energy [C, S]``, ...),
+    ``lr``, ``grad_evals`` and ``time`` (seconds in sampler steps). For budgets, scoring and
+    continuing in memory use :class:`Run` directly.
+
     Raises
     ------
     ValueError before any computation for invalid arguments; :class:`DivergenceError` naming
-    the iteration and sampler when the energy, gradient or a kept draw is NaN/Inf (its
-    ``.chain`` holds the draws kept so far, also written to ``out_dir``).
+    the iteration and sampler when the energy or the parameters become NaN/Inf (its ``.chain``
+    holds the draws kept so far, also written to ``out_dir``).
     """
-    # ---- validation (before any compute) -------------------------------------------------
-    if not isinstance(sampler, Sampler):
-        raise TypeError(f"sampler must be a structmc sampler (SGLD(...), ...), got {type(sampler).__name__}")
-    num_steps = _check_int("num_steps", num_steps, 1)
-    burn_in = _check_int("burn_in", burn_in, 0)
-    thin = _check_int("thin", thin, 1)
-    num_chains = _check_int("num_chains", num_chains, 1)
+    num_steps, burn_in, thin = _check_int("num_steps", num_steps, 1), _check_int("burn_in", burn_in, 0), _check_int("thin", thin, 1)
     chunk_draws = _check_int("chunk_draws", chunk_draws, 1)
-    seed = _check_int("seed", seed, 0)
+    num_draws = _check_draws(num_steps, burn_in, thin)
+    if checkpoint_every is not None:
+        checkpoint_every = _check_int("checkpoint_every", checkpoint_every, 1)
+    for flag, needs in ((checkpoint_every is not None, "checkpoint_every needs out_dir"),
+                        (resume, "resume=True needs out_dir"),
+                        (not keep_in_memory, "keep_in_memory=False needs out_dir (draws would be lost)")):
+        if flag and out_dir is None:
+            raise ValueError(needs)
+    run = Run(target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
+              num_chains=num_chains, gradient=gradient)
+    settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
+    folder = RunFolder(out_dir) if out_dir is not None else None
+    ckpt = _load_checkpoint(folder, settings, num_steps) if resume else None
+    if folder is not None:
+        folder.create(settings)
+    draws = DrawRecorder(num_chains, run.energy.space.dim, num_draws, dtype=run.theta.dtype, device=run.theta.device,
+                         keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
+    log = InfoLog()
+    if ckpt is not None:
+        run.load_state_dict(ckpt["run"])
+        draws.restore(ckpt["draws"])
+        log.load(ckpt["info"], run.iteration)
+
+    def checkpoint() -> None:
+        draws.flush()
+        folder.save_checkpoint({"format": CHECKPOINT_FORMAT, "settings": settings, "run": run.state_dict(),
+                                "draws": draws.state_dict(), "info": log.upto()})
+
+    bar = Progress(progress, num_steps, run.iteration, run.sampler.name)
+    try:
+        for t, state, info in run.iterate(num_steps - run.iteration):
+            log.append(info)
+            if t > burn_in and (t - burn_in) % thin == 0:
+                draws.add(state.theta, t)
+            if callback is not None:
+                callback(t, state)
+            if checkpoint_every is not None and t % checkpoint_every == 0:
+                checkpoint()
+            bar.update(t, info)
+    except DivergenceError as err:
+        if folder is not None:
+            draws.flush()
+            folder.mark_diverged(str(err), err.step)
+        err.chain = draws.chain(run.energy.space, log.upto(), run.config())
+        raise
+    finally:
+        bar.close()
+    if folder is not None:
+        checkpoint()
+    return draws.chain(run.energy.space, log.upto(), run.config())
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+def _check_int(name: str, value, minimum: int) -> int:
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and int(value) >= minimum
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_draws(num_steps: int, burn_in: int, thin: int) -> int:
     if burn_in >= num_steps:
         raise ValueError(f"burn_in ({burn_in}) must be smaller than num_steps ({num_steps})")
     num_draws = (num_steps - burn_in) // thin
     if num_draws < 1:
         raise ValueError(f"no draw would be kept: (num_steps - burn_in) // thin = 0 "
                          f"(num_steps={num_steps}, burn_in={burn_in}, thin={thin})")
-    if batching not in MODES:
-        raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
-    data = _as_data(data)
-    if batch_size is not None:
-        batch_size = _check_int("batch_size", batch_size, 1)
-        if data is None:
-            raise ValueError("batch_size was given but there is no data")
-        if batch_size > data[0].shape[0]:
-            raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({data[0].shape[0]})")
-    if checkpoint_every is not None:
-        checkpoint_every = _check_int("checkpoint_every", checkpoint_every, 1)
-        if out_dir is None:
-            raise ValueError("checkpoint_every needs out_dir")
-    if resume and out_dir is None:
-        raise ValueError("resume=True needs out_dir")
-    if not keep_in_memory and out_dir is None:
-        raise ValueError("keep_in_memory=False needs out_dir (draws would be lost)")
-    init_dim = None
-    if init is not None:
-        init_dim = (init if isinstance(init, Tensor) else torch.as_tensor(init)).shape[-1]
-    energy = as_energy(target, init_dim)
-    if data is not None and energy.num_data is None:
-        energy = energy.with_num_data(int(data[0].shape[0]))
-    if data is None and isinstance(energy, ModuleEnergy):
-        raise ValueError("a module energy needs data")
-    theta0 = _initial_positions(energy, init, num_chains)
-    if not bool(torch.isfinite(theta0).all()):
-        raise ValueError("init contains NaN or Inf")
-    if getattr(sampler, "num_data", "absent") is None and energy.num_data is not None:
-        sampler = copy.copy(sampler)  # never mutate the caller's sampler
-        sampler.num_data = energy.num_data  # pSGLD's per-datum preconditioner scale
-    estimator = as_estimator(gradient)
-    if getattr(sampler, "include_gamma", False) and not hasattr(energy, "hessian_diag"):
-        raise ValueError("pSGLD with include_gamma=True needs an energy with hessian_diag()")
-    lr0 = sampler.lr(0)
-    if not (lr0 > 0 and math.isfinite(lr0)):
-        raise ValueError(f"step size must be positive, got {lr0}")
+    return num_draws
 
-    # ---- set-up ----------------------------------------------------------------------------
-    device = theta0.device
-    if data is not None:
-        data = tuple(t.to(device) for t in data)
-    generator = torch.Generator(device=device).manual_seed(seed)
-    stream = MinibatchStream(data, batch_size, num_chains, generator, batching) if data is not None else None
-    settings = {
-        "num_steps": num_steps, "burn_in": burn_in, "thin": thin, "seed": seed, "num_chains": num_chains,
-        "batch_size": batch_size, "batching": batching, "num_data": energy.num_data, "dim": energy.space.dim,
-        "space": [(i.name, list(i.shape)) for i in energy.space.params],
-        "config": {"sampler": sampler.config(), "gradient": estimator.config()},
+
+def _as_data(data) -> tuple[Tensor, ...] | None:
+    if data is None:
+        return None
+    if isinstance(data, Tensor):
+        return (data,)
+    if hasattr(data, "tensors"):  # torch.utils.data.TensorDataset
+        data = data.tensors
+    data = tuple(data)
+    if not data or not all(isinstance(t, Tensor) for t in data):
+        raise ValueError("data must be a tensor, a TensorDataset or a sequence of tensors")
+    n = data[0].shape[0] if data[0].dim() > 0 else 0
+    if n < 1 or any(t.dim() == 0 or t.shape[0] != n for t in data):
+        raise ValueError(f"all data tensors need the same non-zero first dimension, got {[tuple(t.shape) for t in data]}")
+    return data
+
+
+def _initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
+    if init is None:
+        if not hasattr(energy, "initial_position"):
+            raise ValueError(f"init is required: {type(energy).__name__} has no initial_position()")
+        init = energy.initial_position()
+    if not isinstance(init, Tensor):
+        init = torch.as_tensor(init)
+    if not init.is_floating_point():
+        init = init.to(torch.get_default_dtype())
+    init = init.to(device=energy.device or init.device, dtype=energy.dtype or init.dtype)
+    P = energy.space.dim
+    if init.dim() == 1 and init.shape[0] == P:
+        return init.detach().unsqueeze(0).expand(num_chains, P).clone()
+    if init.dim() == 2 and init.shape == (num_chains, P):
+        return init.detach().clone()
+    raise ValueError(f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}")
+
+
+def _load_checkpoint(folder: RunFolder, settings: dict, num_steps: int) -> dict | None:
+    """The folder's checkpoint in the current format, checked against this run's settings."""
+    ckpt = folder.load_checkpoint()
+    if ckpt is None:
+        return None
+    ckpt = _upgrade_checkpoint(ckpt)
+    _check_resume_compatible(ckpt["settings"], settings)
+    if ckpt["run"]["iteration"] > num_steps:
+        raise ValueError(f"the checkpoint is at iteration {ckpt['run']['iteration']}, beyond num_steps={num_steps}")
+    return ckpt
+
+
+def _upgrade_checkpoint(ckpt: dict) -> dict:
+    """Format 1 (structmc 0.1.0, no ``format`` key) -> format 2."""
+    fmt = ckpt.get("format", 1)
+    if fmt == CHECKPOINT_FORMAT:
+        return ckpt
+    if fmt != 1:
+        raise ValueError(f"checkpoint format {fmt} is newer than this structmc understands ({CHECKPOINT_FORMAT})")
+    info = dict(ckpt["info"])
+    steps = int(ckpt["step"])
+    return {
+        "format": CHECKPOINT_FORMAT, "settings": ckpt["settings"],
+        "run": {"iteration": steps, "elapsed": float(info["time"][-1]) if steps else 0.0,
+                "grad_evals": 0, "value_evals": 0, "sampler_state": ckpt["sampler_state"],
+                "generator": ckpt["generator"], "stream": ckpt["stream"], "estimator": ckpt.get("estimator") or {},
+                "energy": ckpt.get("energy_state")},
+        "draws": {"kept": ckpt["kept"], "written": ckpt["written"], "chunks": ckpt["chunks"]},
+        "info": info,
     }
-    folder = RunFolder(out_dir) if out_dir is not None else None
-    ckpt = folder.load_checkpoint() if (folder is not None and resume) else None
-    if ckpt is not None:
-        _check_resume_compatible(ckpt["settings"], settings)
-    if folder is not None:
-        folder.create(settings)
-    has_history = hasattr(energy, "observe")
-    if has_history:
-        energy.start(theta0)
-    estimator.prepare(energy, data, theta0)
-
-    C, P = theta0.shape
-    log = _StepLog(C, num_steps)
-    samples = torch.empty(C, num_draws, P, dtype=theta0.dtype, device=device) if keep_in_memory else None
-    draw_steps = torch.empty(num_draws, dtype=torch.long)
-    written = 0  # draws already in chunk files
-    n_chunks = 0
-    start, elapsed0, kept = 0, 0.0, 0
-    state = sampler.init(theta0, generator)
-
-    if ckpt is not None:
-        start, kept, written, n_chunks = ckpt["step"], ckpt["kept"], ckpt["written"], ckpt["chunks"]
-        if start > num_steps:
-            raise ValueError(f"the checkpoint is at iteration {start}, beyond num_steps={num_steps}")
-        state = sampler.load_state({k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in ckpt["sampler_state"].items()})
-        generator.set_state(ckpt["generator"])
-        if stream is not None:
-            stream.load_state_dict(ckpt["stream"])
-        _restore_estimator(estimator, ckpt)
-        if has_history:
-            energy.load_state_dict(ckpt["energy_state"], device)
-        S0 = ckpt["step"]
-        log.load(ckpt["info"], S0)
-        elapsed0 = log.times[-1] if S0 > 0 else 0.0
-        folder.drop_chunks_from(n_chunks)
-        got = folder.read_chunks(n_chunks)
-        if got is not None:
-            draw_steps[:kept] = got[1]
-            if samples is not None:
-                samples[:, :kept] = got[0].to(samples)
-
-    def current_chain(upto_step: int) -> Chain:
-        info = log.upto(upto_step)
-        s = samples[:, :kept] if samples is not None else folder.read_chunks()[0] if written else torch.empty(C, 0, P)
-        return Chain(s, energy.space, draw_steps[:kept].clone(), info, settings["config"])
-
-    def flush() -> None:
-        nonlocal written, n_chunks
-        if folder is None or kept == written:
-            return
-        chunk = samples[:, written:kept] if samples is not None else torch.stack(pending, 1)
-        folder.write_chunk(n_chunks, chunk, draw_steps[written:kept])
-        pending.clear()
-        written, n_chunks = kept, n_chunks + 1
-
-    def checkpoint(step: int) -> None:
-        flush()
-        folder.save_checkpoint({
-            "settings": settings, "step": step, "kept": kept, "written": written, "chunks": n_chunks,
-            "sampler_state": {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in sampler.state_dict(state).items()},
-            "generator": generator.get_state(), "stream": stream.state_dict() if stream is not None else None,
-            "estimator": _estimator_state(estimator),
-            "energy_state": energy.state_dict() if has_history else None,
-            "info": log.upto(step),
-        })
-
-    pending: list[Tensor] = []
-    current = {"step": start}
-
-    grad_fn = _GradientOracle(energy, estimator, stream, generator, sampler.name, current, log.lrs)
-
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = None
-    if show:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=num_steps, initial=start, desc=sampler.name, mininterval=0.5, smoothing=0.05)
-
-    # ---- the loop ---------------------------------------------------------------------------
-    t_start = time.perf_counter()
-    t = start
-    try:
-        for t in range(start, num_steps):
-            current["step"] = t
-            lr = sampler.lr(t)
-            log.lrs.append(lr)
-            state, value = sampler.step(state, grad_fn, lr, generator)
-            log.add_energy(value)
-            if has_history:
-                energy.observe(state.theta)
-            log.times.append(elapsed0 + time.perf_counter() - t_start)
-            k = t + 1 - burn_in
-            if k > 0 and k % thin == 0:
-                if not math.isfinite(float(state.theta.sum())):
-                    raise DivergenceError(f"{sampler.name}: non-finite parameters after iteration {t + 1}", t + 1)
-                if samples is not None:
-                    samples[:, kept].copy_(state.theta)
-                else:
-                    pending.append(state.theta.detach().clone())
-                draw_steps[kept] = t + 1
-                kept += 1
-                if folder is not None and kept - written >= chunk_draws:
-                    flush()
-            if callback is not None:
-                callback(t + 1, state)
-            if checkpoint_every is not None and (t + 1) % checkpoint_every == 0:
-                checkpoint(t + 1)
-            if bar is not None:
-                bar.update(1)
-                if (t + 1) % 100 == 0:
-                    bar.set_postfix(energy=f"{float(value.mean()):.4g}", refresh=False)
-    except DivergenceError as err:
-        if folder is not None:
-            flush()
-            folder.mark_diverged(str(err), err.step)
-        err.chain = current_chain(t)
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    if folder is not None:
-        checkpoint(num_steps)
-    return current_chain(num_steps)
-
-
-class _StepLog:
-    """Per-iteration records, kept cheap in the hot loop: Python lists for the step size and
-    the clock, and the energy tensors gathered in blocks (one copy per block, not per step)."""
-
-    BLOCK = 256
-
-    def __init__(self, num_chains: int, num_steps: int):
-        self.lrs: list[float] = []
-        self.times: list[float] = []
-        self.energy = torch.full((num_chains, num_steps), math.nan, dtype=torch.float64)
-        self._pending: list[Tensor] = []
-        self._filled = 0
-
-    def add_energy(self, value: Tensor) -> None:
-        self._pending.append(value)
-        if len(self._pending) >= self.BLOCK:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            block = torch.stack(self._pending, 1).to(device="cpu", dtype=torch.float64)
-            self.energy[:, self._filled : self._filled + block.shape[1]] = block
-            self._filled += block.shape[1]
-            self._pending.clear()
-
-    def upto(self, steps: int) -> dict[str, Tensor]:
-        self._flush()
-        return {"lr": torch.tensor(self.lrs[:steps], dtype=torch.float64),
-                "energy": self.energy[:, :steps].clone(),
-                "time": torch.tensor(self.times[:steps], dtype=torch.float64)}
-
-    def load(self, info: dict, steps: int) -> None:
-        self.lrs = info["lr"][:steps].tolist()
-        self.times = info["time"][:steps].tolist()
-        self.energy[:, :steps] = info["energy"][:, :steps]
-        self._filled = steps
-
-
-class _GradientOracle:
-    """What a sampler's ``step`` calls: draws the next minibatch, estimates (Û, ∇Û), checks
-    them for NaN/Inf, and can return the Hessian diagonal on the same minibatch."""
-
-    def __init__(self, energy, estimator, stream, generator, sampler_name, current, info_lr):
-        self.energy, self.estimator, self.stream, self.generator = energy, estimator, stream, generator
-        self.sampler_name, self.current, self.info_lr = sampler_name, current, info_lr
-        self.batch = None
-
-    def __call__(self, theta: Tensor) -> tuple[Tensor, Tensor]:
-        self.batch = self.stream.next() if self.stream is not None else None
-        value, grad = self.estimator(self.energy, theta, self.batch)
-        if not math.isfinite(float(value.sum() + grad.sum())):
-            step = self.current["step"]
-            bad = "energy" if not bool(torch.isfinite(value).all()) else "gradient"
-            raise DivergenceError(f"{self.sampler_name}: non-finite {bad} at iteration {step + 1} "
-                                  f"(lr={self.info_lr[step]:.3g}); reduce the step size", step + 1)
-        return value, grad
-
-    def hessian_diag(self, theta: Tensor, num_probes: int = 1) -> Tensor:
-        return self.energy.hessian_diag(theta, self.batch, self.generator, num_probes)
-
-
-def _estimator_state(estimator) -> dict | None:
-    if isinstance(estimator, ControlVariate):
-        return {"centre": estimator._centre_c.cpu(), "full_grad": estimator._full_grad_c.cpu()}
-    return None
-
-
-def _restore_estimator(estimator, ckpt: dict) -> None:
-    saved = ckpt.get("estimator")
-    if saved is not None and isinstance(estimator, ControlVariate):
-        device = estimator._centre_c.device
-        estimator._centre_c, estimator._full_grad_c = saved["centre"].to(device), saved["full_grad"].to(device)
 
 
 def _check_resume_compatible(old: dict, new: dict) -> None:

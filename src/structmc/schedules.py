@@ -6,6 +6,7 @@ dataclasses, so they are printed, saved in run reports and compared by value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -110,12 +111,30 @@ def as_schedule(lr: float | Schedule) -> Schedule:
 SCHEDULES = {"constant": Constant, "polynomial": Polynomial, "step_decay": StepDecay, "cyclical": Cyclical}
 
 
-def schedule_from_config(cfg: float | dict) -> Schedule:
-    """``0.01`` or ``{"kind": "step_decay", "lr": 5e-4, "every": 12000}``."""
-    if isinstance(cfg, (int, float)):
+def schedule_from_config(cfg: float | dict | Schedule) -> Schedule:
+    """``0.01``, a :class:`Schedule`, or ``{"kind": "step_decay", "lr": 5e-4, "every": 12000}``.
+
+    ``kind`` is a key of :data:`SCHEDULES` or a class name (``"StepDecay"``), so the
+    ``{"kind": "StepDecay", ...}`` that ``Sampler.config()`` writes for its ``lr`` reads back.
+    """
+    if isinstance(cfg, Schedule):
+        return cfg
+    if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
         return Constant(float(cfg))
+    if not isinstance(cfg, dict):
+        raise ValueError(f"a schedule is a number or a dict with 'kind', got {cfg!r}")
     cfg = dict(cfg)
     kind = cfg.pop("kind", "constant")
-    if kind not in SCHEDULES:
+    by_class = {cls.__name__: cls for cls in SCHEDULES.values()}
+    cls = SCHEDULES.get(kind) or by_class.get(kind)
+    if cls is None:
         raise ValueError(f"unknown schedule {kind!r}; choose from {sorted(SCHEDULES)}")
-    return SCHEDULES[kind](**cfg)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(cfg) - set(fields))
+    if unknown:
+        raise ValueError(f"schedule {kind!r}: unknown key(s) {unknown}; it accepts {', '.join(fields)}")
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in cfg
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"schedule {kind!r} needs {', '.join(missing)}")
+    return cls(**cfg)

@@ -3,16 +3,24 @@
 Every chain position in structmc is a flat tensor (``[P]`` for one chain, ``[C, P]`` for a
 batch of chains). :class:`ParamSpace` records where each named parameter lives in that
 vector (offset, shape) and the model's layer structure, and gives zero-copy views.
+
+The layer structure (:attr:`ParamSpace.layers`, records of :mod:`structmc.structure`) is read
+once: from module types by :meth:`ParamSpace.from_module`, from parameter names otherwise.
+Partitions (:mod:`structmc.partitions`) and samplers read it from the space.
+:meth:`ParamSpace.to_config` / :meth:`ParamSpace.from_config` save and restore a space with
+its layers as plain JSON-able data (the older ``[(name, shape), ...]`` list is still read).
 """
 
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
+
+from .structure import LayerInfo, check_layers, layers_from_names, read_layers
 
 
 @dataclass(frozen=True)
@@ -36,9 +44,15 @@ class ParamInfo:
 
 
 class ParamSpace:
-    """Layout of a flat parameter vector: names, shapes and offsets, in module order."""
+    """Layout of a flat parameter vector: names, shapes and offsets, in module order, and
+    its layer structure (:attr:`layers`).
 
-    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...]]]):
+    ``layers`` (optional) are :class:`~structmc.structure.LayerInfo` records covering every
+    parameter exactly once; without them the layers are read from the names
+    (:func:`~structmc.structure.layers_from_names`) when first needed.
+    """
+
+    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...]]], layers: Sequence[LayerInfo] | None = None):
         infos, offset = [], 0
         for name, shape in shapes:
             info = ParamInfo(name, tuple(int(s) for s in shape), offset)
@@ -50,17 +64,101 @@ class ParamSpace:
         self.params: tuple[ParamInfo, ...] = tuple(infos)
         self.dim: int = offset
         self._by_name = {i.name: i for i in infos}
+        self._layers: tuple[LayerInfo, ...] | None = None if layers is None else check_layers(layers, self.params)
+        self._unit_cache: tuple[Tensor, Tensor] | None = None
 
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_module(cls, module: nn.Module) -> "ParamSpace":
-        """Parameters of ``module`` that require grad, in ``named_parameters`` order."""
-        return cls((n, tuple(p.shape)) for n, p in module.named_parameters() if p.requires_grad)
+        """Parameters of ``module`` that require grad, in ``named_parameters`` order; layers
+        read from the module types (:func:`~structmc.structure.read_layers`)."""
+        space = cls((n, tuple(p.shape)) for n, p in module.named_parameters() if p.requires_grad)
+        space._layers = read_layers(module, space.params)
+        return space
 
     @classmethod
     def flat(cls, dim: int, name: str = "theta") -> "ParamSpace":
         """A space of one unnamed vector (user log densities)."""
         return cls([(name, (int(dim),))])
+
+    @classmethod
+    def from_config(cls, config: Mapping | Sequence) -> "ParamSpace":
+        """Inverse of :meth:`to_config`; also reads a bare ``[(name, shape), ...]`` list (the
+        older format; layers then come from the names)."""
+        if isinstance(config, Mapping):
+            layers = config.get("layers")
+            return cls([(n, tuple(s)) for n, s in config["params"]],
+                       None if layers is None else [LayerInfo.from_config(d) for d in layers])
+        return cls([(n, tuple(s)) for n, s in config])
+
+    def to_config(self, *, layers: bool = True) -> dict:
+        """JSON-able ``{"params": [[name, shape], ...], "layers": [record dicts]}`` (without
+        ``"layers"`` when ``layers=False``)."""
+        out: dict = {"params": [[i.name, list(i.shape)] for i in self.params]}
+        if layers:
+            out["layers"] = [rec.to_config() for rec in self.layers]
+        return out
+
+    # -- layer structure ----------------------------------------------------------------
+    @property
+    def layers(self) -> tuple[LayerInfo, ...]:
+        """Layer records covering every parameter once, in flat-vector order (see
+        :mod:`structmc.structure`)."""
+        if self._layers is None:
+            self._layers = layers_from_names(self.params)
+        return self._layers
+
+    @property
+    def num_units(self) -> int:
+        """Units over all layers (an ``"other"`` layer's every element is one)."""
+        return sum(rec.num_units for rec in self.layers)
+
+    def layer_index(self, name: str) -> int:
+        """Index in :attr:`layers` of the layer holding parameter ``name``."""
+        for k, rec in enumerate(self.layers):
+            if name in rec.params:
+                return k
+        raise KeyError(name)
+
+    def unit_rows(self, layer: int | LayerInfo) -> Tensor:
+        """Flat indices of the layer's units, ``[num_units, k]``: row ``u`` is unit ``u``'s
+        incoming weights (row-major) then its bias; one element per row for ``"other"``."""
+        rec = self.layers[layer] if isinstance(layer, int) else layer
+        if not rec.structured:
+            return torch.cat([torch.arange(self[p].offset, self[p].offset + self[p].numel) for p in rec.other]
+                             ).view(rec.num_units, 1)
+        cols = []
+        if rec.weight is not None:
+            w = self[rec.weight]
+            cols.append(torch.arange(w.offset, w.offset + w.numel).view(rec.num_units, rec.fan_in))
+        if rec.bias is not None:
+            b = self[rec.bias]
+            cols.append(torch.arange(b.offset, b.offset + b.numel).view(rec.num_units, 1))
+        return torch.cat(cols, 1)
+
+    def _units(self) -> tuple[Tensor, Tensor]:
+        if self._unit_cache is None:
+            layer = torch.empty(self.dim, dtype=torch.long)
+            unit = torch.empty(self.dim, dtype=torch.long)
+            for k, rec in enumerate(self.layers):
+                rows = self.unit_rows(rec)
+                layer[rows.flatten()] = k
+                unit[rows] = torch.arange(rec.num_units).unsqueeze(1)
+            self._unit_cache = (layer, unit)
+        return self._unit_cache
+
+    def layer_ids(self) -> Tensor:
+        """``[P]`` long: index in :attr:`layers` of each element's layer."""
+        return self._units()[0].clone()
+
+    def unit_ids(self, *, within_layer: bool = False) -> Tensor:
+        """``[P]`` long: each element's unit, numbered over all layers in order (or, with
+        ``within_layer=True``, within its layer)."""
+        layer, unit = self._units()
+        if within_layer:
+            return unit.clone()
+        first = torch.tensor([0] + [rec.num_units for rec in self.layers]).cumsum(0)
+        return unit + first[layer]
 
     # -- queries ------------------------------------------------------------------------
     @property

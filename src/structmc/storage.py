@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .chain import Chain
 from .space import ParamSpace
 
 
@@ -48,7 +49,9 @@ class RunFolder:
         return sorted(self.samples_dir.glob("chunk_*.pt"))
 
     def write_chunk(self, index: int, samples: Tensor, draw_steps: Tensor) -> None:
-        _atomic_save({"samples": samples.cpu(), "draw_steps": draw_steps.cpu()},
+        # a compact copy: torch.save writes a view's whole storage (the full sample buffer)
+        _atomic_save({"samples": samples.detach().to("cpu", copy=True).contiguous(),
+                      "draw_steps": draw_steps.detach().to("cpu", copy=True)},
                      self.samples_dir / f"chunk_{index:05d}.pt")
 
     def read_chunks(self, count: int | None = None) -> tuple[Tensor, Tensor] | None:
@@ -73,10 +76,8 @@ class RunFolder:
     def mark_diverged(self, message: str, step: int) -> None:
         (self.path / "diverged.json").write_text(json.dumps({"step": step, "message": message}, indent=2))
 
-    def load_chain(self):
+    def load_chain(self) -> Chain:
         """A :class:`~structmc.chain.Chain` from the chunks on disk (and the last checkpoint's info)."""
-        from .chain import Chain
-
         settings = self.settings()
         space = ParamSpace([(n, tuple(s)) for n, s in settings["space"]])
         got = self.read_chunks()
@@ -85,3 +86,22 @@ class RunFolder:
         ckpt = self.load_checkpoint()
         info = ckpt["info"] if ckpt else {}
         return Chain(samples, space, steps, info, settings.get("config", {}))
+
+
+def save_chain(chain: Chain, path: str | Path) -> None:
+    """Write ``chain.pt`` (tensors) and ``chain.json`` (config) into the folder ``path``."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    torch.save({"samples": chain.samples, "draw_steps": chain.draw_steps, "info": chain.info,
+                "space": [(i.name, i.shape) for i in chain.space.params]}, path / "chain.pt")
+    (path / "chain.json").write_text(json.dumps(chain.config, indent=2, default=str))
+
+
+def load_chain(path: str | Path) -> Chain:
+    """A chain saved by :func:`save_chain`, or one assembled from a run folder's chunks."""
+    path = Path(path)
+    if (path / "chain.pt").exists():
+        d = torch.load(path / "chain.pt", weights_only=True)
+        config = json.loads((path / "chain.json").read_text()) if (path / "chain.json").exists() else {}
+        return Chain(d["samples"], ParamSpace(d["space"]), d["draw_steps"], d["info"], config)
+    return RunFolder(path).load_chain()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from structmc import Chain, ParamSpace
+from structmc import Chain, ParamSpace, save_chain
 from structmc.diagnostics import diagnose_run, ess_bulk, ksd_curve, rhat, to_arviz
 
 from .conftest import ar1
@@ -76,7 +76,7 @@ def test_diagnose_run(tmp_path):
     chain = _chain(C=3, D=200)
     chain.samples[2, :, 0] += 3.0  # one chain stuck elsewhere for w[0,0]
     run = tmp_path / "run"
-    chain.save(run)
+    save_chain(chain, run)
     text = diagnose_run(run)
     assert "3 chains x 200 draws, 9 parameters" in text
     assert "sampler sgld" in text and "step size" in text
@@ -99,6 +99,6 @@ def test_diagnose_run(tmp_path):
 
 def test_diagnose_run_too_few_draws(tmp_path):
     chain = _chain(D=3)
-    chain.save(tmp_path)
+    save_chain(chain, tmp_path)
     text = diagnose_run(tmp_path)
     assert "too few draws" in text

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -69,7 +68,11 @@ def logistic_regression_data(num_data: int = 1_000_000, dim: int = 10, *, seed: 
 # ---------------------------------------------------------------------------------------
 @dataclass
 class GaussianTarget:
-    """N(mean, cov) as a log density over a flat vector: ``log_prob(theta, batch=None)``."""
+    """N(mean, cov) as a log density over a flat vector: ``log_prob(theta, batch=None)``.
+
+    Its energy is ``LogDensityEnergy(target.log_prob, target.dim)`` (wrap it in
+    :class:`~structmc.energy.NoisyGradientEnergy` for the pSGLD paper's simulated stochastic
+    gradients); data sets build no energies."""
 
     mean: Tensor
     cov: Tensor
@@ -96,39 +99,6 @@ class GaussianTarget:
         g = _generator(seed, generator)
         z = torch.randn(n, self.dim, generator=g, dtype=self.mean.dtype)
         return self.mean + z @ self._chol.T
-
-    def energy(self, grad_noise_std: float = 0.0, *, seed: int = 0):
-        """A :class:`~structmc.energy.LogDensityEnergy`; with ``grad_noise_std > 0`` its gradients
-        get N(0, grad_noise_std²) noise (the pSGLD paper's simulated stochastic gradients)."""
-        from ..energy import LogDensityEnergy
-
-        base = LogDensityEnergy(self.log_prob, self.dim)
-        return base if grad_noise_std == 0 else NoisyGradientEnergy(base, grad_noise_std, seed=seed)
-
-
-class NoisyGradientEnergy:
-    """Wraps an energy and adds i.i.d. Gaussian noise to its gradients (own generator)."""
-
-    def __init__(self, base, noise_std: float, *, seed: int = 0):
-        if not noise_std > 0:
-            raise ValueError("noise_std must be positive")
-        self.base, self.noise_std = base, float(noise_std)
-        self.space, self.num_data = base.space, base.num_data
-        self.generator = torch.Generator().manual_seed(int(seed))
-
-    def with_num_data(self, num_data):
-        new = copy.copy(self)
-        new.base = self.base.with_num_data(num_data)
-        new.num_data = num_data
-        return new
-
-    def value(self, theta, batch):
-        return self.base.value(theta, batch)
-
-    def value_and_grad(self, theta, batch):
-        value, grad = self.base.value_and_grad(theta, batch)
-        noise = torch.randn(grad.shape, generator=self.generator, dtype=grad.dtype).to(grad.device)
-        return value, grad + self.noise_std * noise
 
 
 def gaussian_target(mean, cov) -> GaussianTarget:

@@ -26,7 +26,7 @@ def _dist(name: str, v: torch.Tensor) -> str:
 
 
 def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
-    """Load ``Chain.load(run_dir)``, return a printable report and write plots.
+    """Load ``structmc.load_chain(run_dir)``, return a printable report and write plots.
 
     The report gives the run settings, step size and energy, the distribution over *all*
     parameters of rank-normalised split R-hat, bulk/tail ESS and Sokal IAC (vectorised, so
@@ -36,10 +36,10 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     ``out_dir`` (default ``run_dir/diagnostics``) with ``summary.txt``; without matplotlib they
     are skipped and the report says so.
     """
-    from ..chain import Chain
+    from ..storage import load_chain
 
     run_dir = Path(run_dir)
-    chain = Chain.load(run_dir)
+    chain = load_chain(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir / "diagnostics"
     C, D, P = chain.num_chains, chain.num_draws, chain.dim
     cfg = chain.config or {}

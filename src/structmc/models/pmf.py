@@ -15,10 +15,11 @@ carries its Jacobian: log p(λ) = a₀λ − b₀e^λ. Layout of θ (``space``):
 ``V [items, d]``, ``mu_U``, ``log_lambda_U``, ``mu_V``, ``log_lambda_V`` (``[d]`` each) —
 52,580 numbers for MovieLens 100K.
 
-:meth:`PMF.log_prob` is ``(N/n)·Σ_batch log-lik + log prior`` (constants dropped), N the
-number of training ratings, so it is an unbiased estimate of the full log posterior and can
-be handed to :func:`structmc.sample` directly (a batch is ``(user, item, rating)`` tensors,
-or ``(x [n, 2], rating)``). :meth:`PMF.rmse` scores predictions clipped to [1, 5].
+:meth:`PMF.log_likelihood` (summed over a batch of ``(user, item, rating)`` tensors, or
+``(x [n, 2], rating)``) and :meth:`PMF.log_prior` are the two parts of the log posterior
+(constants dropped); the N/n scaling of the likelihood belongs to the energy built from them
+(``structmc.zoo.energy_for("pmf", ...)``, a :class:`~structmc.energy.LogDensityEnergy`),
+like every other energy of the library. :meth:`PMF.rmse` scores predictions clipped to [1, 5].
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ from ..space import ParamSpace
 
 class PMF:
     def __init__(self, num_users: int, num_items: int, *, dim: int = 20, alpha: float = 3.0, a0: float = 4.0,
-                 b0: float = 5.0, mu0: float = 0.0, mean_rating: float = 0.0, num_data: int | None = None,
+                 b0: float = 5.0, mu0: float = 0.0, mean_rating: float = 0.0,
                  rating_range: tuple[float, float] = (1.0, 5.0)):
         if min(num_users, num_items, dim) < 1:
             raise ValueError("num_users, num_items and dim must be positive")
         self.num_users, self.num_items, self.d = int(num_users), int(num_items), int(dim)
         self.alpha, self.a0, self.b0, self.mu0 = float(alpha), float(a0), float(b0), float(mu0)
         self.mean_rating = float(mean_rating)
-        self.num_data = None if num_data is None else int(num_data)
         self.rating_range = rating_range
         d = self.d
         self.space = ParamSpace([("U", (self.num_users, d)), ("V", (self.num_items, d)), ("mu_U", (d,)),
@@ -46,9 +46,8 @@ class PMF:
 
     @classmethod
     def for_dataset(cls, ds, **kwargs) -> "PMF":
-        """A PMF sized for a MovieLens :class:`~structmc.data.Dataset` (users, items, N, r̄)."""
+        """A PMF sized for a MovieLens :class:`~structmc.data.Dataset` (users, items, r̄)."""
         kwargs.setdefault("mean_rating", ds.meta["mean_rating"])
-        kwargs.setdefault("num_data", len(ds.y_train))
         return cls(ds.meta["num_users"], ds.meta["num_items"], **kwargs)
 
     @property
@@ -65,8 +64,9 @@ class PMF:
             return x[..., 0], x[..., 1], r
         raise ValueError("a PMF batch is (users, items, ratings) or (x [n, 2], ratings)")
 
-    def log_likelihood(self, theta: Tensor, users: Tensor, items: Tensor, ratings: Tensor) -> Tensor:
-        """Σ_batch −(α/2)(r − r̄ − UᵢᵀVⱼ)² for one θ ``[P]``."""
+    def log_likelihood(self, theta: Tensor, batch) -> Tensor:
+        """Σ_batch −(α/2)(r − r̄ − UᵢᵀVⱼ)² for one θ ``[P]`` (no N/n: the energy scales it)."""
+        users, items, ratings = self._unpack_batch(batch)
         p = self.space.unflatten(theta)
         pred = (p["U"][users] * p["V"][items]).sum(-1)
         resid = ratings.to(theta.dtype) - self.mean_rating - pred
@@ -85,25 +85,7 @@ class PMF:
         return (self._log_prior_w(p["U"], p["mu_U"], p["log_lambda_U"])
                 + self._log_prior_w(p["V"], p["mu_V"], p["log_lambda_V"]))
 
-    def log_prob(self, theta: Tensor, batch=None) -> Tensor:
-        """(N/n)·log-likelihood of the batch + log prior (``batch=None``: the prior only)."""
-        lp = self.log_prior(theta)
-        if batch is None:
-            return lp
-        users, items, ratings = self._unpack_batch(batch)
-        n = ratings.shape[-1]
-        scale = 1.0 if self.num_data is None else self.num_data / n
-        return lp + scale * self.log_likelihood(theta, users, items, ratings)
-
     # -- use -----------------------------------------------------------------------------
-    def energy(self):
-        """A :class:`~structmc.energy.LogDensityEnergy` of :meth:`log_prob` (``.model`` is this PMF)."""
-        from ..energy import LogDensityEnergy
-
-        energy = LogDensityEnergy(self.log_prob, self.dim, num_data=self.num_data)
-        energy.model = self
-        return energy
-
     def init(self, *, seed: int = 0, generator: torch.Generator | None = None, scale: float = 0.1,
              dtype=torch.float32) -> Tensor:
         """U, V ~ N(0, scale²), μ = 0, λ = log(a₀/b₀) (the prior mean precision)."""

@@ -1,9 +1,8 @@
 """The papers' models by name, each with the likelihood and prior its paper uses.
 
-``energy_for(name, num_data=..., **model_kwargs)`` builds the module and wraps it in a
-:class:`~structmc.energy.ModuleEnergy` ready for :func:`structmc.sample`; ``"pmf"`` gives
-the :class:`~structmc.models.PMF` log density instead. Priors are N(0, σ²) on every
-parameter; σ below is the standard deviation.
+Models build no energies (a lower layer): :func:`structmc.zoo.energy_for` wraps a model
+with its paper's likelihood and prior below. Priors are N(0, σ²) on every parameter; σ
+below is the standard deviation.
 
 ==========================  =====================================  ===========  ====================
 name                        model                                  likelihood   prior σ (source)
@@ -22,38 +21,112 @@ name                        model                                  likelihood   
 ``cnn_psgld``               ConvNet (pSGLD CNN)                    categorical  1 (pSGLD)
 ``resnet20``                ResNet-20, 3×32×32                     categorical  0.3 (S-SGMCMC code)
 ``resnet20_fmnist``         ResNet-20, 1×28×28                     categorical  0.3 (S-SGMCMC code)
-``pmf``                     PMF, d = 20                            gaussian α=3 hierarchical (MAMBA)
+``pmf``                     PMF, d = 20 (a log density)            gaussian α=3 hierarchical (MAMBA)
+``linear``                  [Flatten,] Linear(in, out)             by task      1 (CLI default)
+``mlp``                     [Flatten,] Linear, act, ..., Linear    by task      1 (CLI default)
 ==========================  =====================================  ===========  ====================
 
 Widths are arguments: ``energy_for("mlp_psgld", hidden=(1200, 1200))``,
 ``energy_for("mlp_uci", in_features=8)``, ``energy_for("resnet20", norm="group")``. The
 Gaussian regression noise σ is the ``noise_std`` argument (targets standardised: 1).
+
+``linear`` and ``mlp`` are the generic models of ``structmc sample``: sized from a data set
+(``build_model("mlp", data=ds, hidden=[50], activation="tanh")`` — input features, one output
+for regression / binary tasks or one per class, a leading ``nn.Flatten`` for image tensors)
+and given the likelihood of its task (:data:`TASK_LIKELIHOODS`). They are plain
+``nn.Sequential`` stacks (parameters ``0.weight``, ``0.bias``, ``2.weight``, ...).
+
+:data:`MODELS` is a :class:`~structmc.registry.Registry`: ``MODELS.register("name",
+ModelSpec(build, likelihood, prior_std))`` adds a model that :func:`build_model`,
+:func:`structmc.zoo.energy_for` and (with ``from_data``) ``structmc sample --model`` find.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from ..registry import Registry
 from .cnn import ConvNet
 from .linear import LinearRegression, LogisticRegression, SoftmaxRegression
-from .mlp import MLP
+from .mlp import MLP, make_activation
 from .resnet import resnet20
 
 SQRT10 = math.sqrt(10.0)
 
 
+TASK_LIKELIHOODS = {"regression": "gaussian", "binary": "bernoulli", "multiclass": "categorical"}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    build: Callable[..., nn.Module]
-    likelihood: str
-    prior_std: float | Mapping[str, float]
+    """A named model: ``build(**kwargs)`` makes it; ``likelihood`` and ``prior_std`` (and the
+    Gaussian ``noise_std``) are its paper's, used by :func:`structmc.zoo.energy_for`.
+
+    ``likelihood=None`` means "the data set's task decides" (:data:`TASK_LIKELIHOODS`);
+    ``prior_std=None`` that the prior lives in the model (PMF's hierarchical one).
+    ``from_data(data) -> kwargs`` sizes the model from a data set (``build_model(..., data=)``)."""
+
+    build: Callable[..., Any]
+    likelihood: str | None
+    prior_std: float | Mapping[str, float] | None
     noise_std: float | None = None
     description: str = ""
+    from_data: Callable[[Any], dict] | None = None
+
+
+def _check_spec(name: str, entry):
+    if not isinstance(entry, ModelSpec):
+        raise TypeError(f"model {name!r} must be a structmc.models.ModelSpec, got {type(entry).__name__}")
+    return entry
+
+
+def likelihood_for_task(task: str) -> str:
+    try:
+        return TASK_LIKELIHOODS[task]
+    except KeyError:
+        raise ValueError(f"no likelihood for a {task!r} data set; tasks: {sorted(TASK_LIKELIHOODS)}") from None
+
+
+def data_shape(data) -> dict:
+    """``in_features``, ``num_outputs`` (1 for regression and binary tasks, else the number of
+    classes) and ``flatten`` (inputs with more than 2 dimensions) of a data set."""
+    likelihood_for_task(data.task)  # rejects tasks the generic models cannot fit
+    outputs = 1 if data.task in ("regression", "binary") else data.num_classes
+    return {"in_features": int(data.num_features), "num_outputs": int(outputs), "flatten": data.x_train.dim() > 2}
+
+
+def sequential(in_features: int, hidden: Sequence[int] = (), num_outputs: int = 1, activation="relu", *,
+               flatten: bool = False) -> nn.Sequential:
+    """``nn.Sequential([Flatten,] Linear, act, ..., Linear)``: the generic ``linear`` /
+    ``mlp`` model (layers are created in order, so a seed gives the same weights as any
+    stack of ``nn.Linear`` of these widths)."""
+    widths = [int(in_features), *(int(h) for h in hidden), int(num_outputs)]
+    layers: list[nn.Module] = [nn.Flatten()] if flatten else []
+    for k, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        layers.append(nn.Linear(a, b))
+        if k < len(widths) - 2:
+            layers.append(make_activation(activation))
+    return nn.Sequential(*layers)
+
+
+def _generic_linear(in_features: int, num_outputs: int = 1, *, flatten: bool = False) -> nn.Sequential:
+    return sequential(in_features, (), num_outputs, flatten=flatten)
+
+
+def _generic_mlp(in_features: int, hidden: Sequence[int] = (50,), num_outputs: int = 1, activation="relu", *,
+                 flatten: bool = False) -> nn.Sequential:
+    return sequential(in_features, hidden, num_outputs, activation, flatten=flatten)
+
+
+def _pmf(**kwargs):
+    from .pmf import PMF
+
+    return PMF(**kwargs)
 
 
 def _mlp(default_in: int, hidden, default_out: int, activation: str):
@@ -64,7 +137,7 @@ def _mlp(default_in: int, hidden, default_out: int, activation: str):
     return build
 
 
-MODELS: dict[str, ModelSpec] = {
+MODELS: Registry[ModelSpec] = Registry("model", {
     "linear_regression": ModelSpec(lambda in_features=3, **kw: LinearRegression(in_features, **kw), "gaussian", 1.0,
                                    1.0, "structured-SGMCMC 3-coefficient regression, known σ² = 1"),
     "logistic_regression": ModelSpec(lambda in_features=10, bias=False, **kw: LogisticRegression(in_features, bias=bias, **kw),
@@ -90,34 +163,26 @@ MODELS: dict[str, ModelSpec] = {
     "resnet20": ModelSpec(lambda **kw: resnet20(**kw), "categorical", 0.3, description="ResNet-20, CIFAR-10 / SVHN"),
     "resnet20_fmnist": ModelSpec(lambda **kw: resnet20(**{"in_channels": 1, **kw}), "categorical", 0.3,
                                  description="ResNet-20, Fashion-MNIST (1 × 28 × 28)"),
-}
+    "pmf": ModelSpec(_pmf, "gaussian", None, description="MAMBA probabilistic matrix factorisation, d = 20: a log "
+                     "density (structmc.models.PMF), not an nn.Module; hierarchical prior, α = 3"),
+    "linear": ModelSpec(_generic_linear, None, 1.0, description="generic linear model sized from a data set",
+                        from_data=data_shape),
+    "mlp": ModelSpec(_generic_mlp, None, 1.0, description="generic MLP sized from a data set (hidden widths, "
+                     "activation)", from_data=data_shape),
+}, validate=_check_spec)
 
 
-def build_model(name: str, *, seed: int | None = None, **kwargs) -> nn.Module:
-    """The module called ``name`` (see the table); ``seed`` fixes its initialisation without
-    touching the global random state."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from {sorted(MODELS) + ['pmf']}")
+def build_model(name: str, *, seed: int | None = None, data=None, **kwargs):
+    """The model called ``name`` in :data:`MODELS`; ``seed`` fixes its initialisation without
+    touching the global random state (``None``: the global state draws it). ``data`` sizes it
+    through the spec's ``from_data`` (explicit ``kwargs`` win)."""
+    spec = MODELS.get(name)
+    if data is not None:
+        if spec.from_data is None:
+            raise ValueError(f"model {name!r} is not sized from a data set; pass its arguments instead of data=")
+        kwargs = {**spec.from_data(data), **kwargs}
     if seed is None:
-        return MODELS[name].build(**kwargs)
+        return spec.build(**kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        return MODELS[name].build(**kwargs)
-
-
-def energy_for(name: str, *, num_data: int | None = None, prior_std=None, noise_std: float | None = None,
-               likelihood=None, seed: int | None = None, **model_kwargs):
-    """A :class:`~structmc.energy.ModuleEnergy` of model ``name`` with its paper's likelihood
-    and prior (overridable), or for ``"pmf"`` the :meth:`PMF.energy` log density (keyword
-    arguments go to :class:`~structmc.models.PMF`; ``num_data`` is its N)."""
-    from ..energy import ModuleEnergy
-
-    if name == "pmf":
-        from .pmf import PMF
-
-        return PMF(num_data=num_data, **model_kwargs).energy()
-    module = build_model(name, seed=seed, **model_kwargs)
-    spec = MODELS[name]
-    lik = likelihood or spec.likelihood
-    return ModuleEnergy(module, lik, prior_std=spec.prior_std if prior_std is None else prior_std,
-                        num_data=num_data, noise_std=noise_std if noise_std is not None else spec.noise_std)
+        return spec.build(**kwargs)

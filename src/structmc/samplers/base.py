@@ -1,25 +1,36 @@
 """Shared pieces of the samplers: state saving, noise, validation, the iteration driver.
 
-A sampler owns only its update math. ``init(theta) -> state`` and
-``update(state, grad, lr, generator) -> state`` (one diffusion step), where ``grad`` is an
-estimate of ∇Û at ``state.theta`` from any gradient estimator (minibatch, control variate,
-structured energies). ``update`` works in place on the state's tensors (like ``torch.optim``)
-and returns the state. ``step`` runs one kept iteration: ``num_leapfrog`` updates, each with
-a fresh gradient from ``grad_fn``.
+A sampler owns only its update math (optax/blackjax style, over explicit state):
+
+* ``init(theta [C, P], generator) -> state``;
+* ``update(state, grad, lr, generator) -> state``: one diffusion step, where ``grad`` is an
+  estimate of ∇Û at ``state.theta`` from any gradient estimator (minibatch, control
+  variate, structured energies); it works in place on the state's tensors (like
+  ``torch.optim``) and returns the state;
+* ``step(state, oracle, lr, generator) -> (state, info)``: one iteration of the chain —
+  ``num_leapfrog`` updates, each with a fresh minibatch gradient from the
+  :class:`~structmc.oracle.Oracle` — and ``info``, a small dict of what happened (at least
+  ``"energy"``, the ``[C]`` minibatch energy at the last gradient; samplers add their own
+  records, e.g. SGNHT's thermostat). The run loop adds the step size, the number of
+  gradient evaluations and the clock, and stores every record in ``Chain.info``.
+* ``prepare(energy) -> sampler``: a copy of the sampler set up for one run on ``energy``
+  (pSGLD takes its ``num_data`` from the energy and checks it can give a Hessian diagonal),
+  with its own scratch buffers, so copies never share mutable state.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..schedules import Schedule, as_schedule
 
-GradFn = Callable[[Tensor], "tuple[Tensor, Tensor]"]
+StepInfo = dict  # {"energy": [C] tensor, ...}: one iteration's records
 
 
 def normal_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -77,17 +88,27 @@ class Sampler:
         raise NotImplementedError
 
     def begin(self, state, lr: float, generator: torch.Generator | None):
-        """Hook before each kept iteration (momentum resampling); default: nothing."""
+        """Hook before each iteration (momentum resampling); default: nothing."""
         return state
 
-    def step(self, state, grad_fn: GradFn, lr: float, generator: torch.Generator | None):
-        """One kept iteration; returns (state, energy estimate at the last gradient)."""
+    def step(self, state, oracle, lr: float, generator: torch.Generator | None):
+        """One iteration: ``num_leapfrog`` updates, each on a fresh minibatch gradient from
+        ``oracle``; returns ``(state, info)`` with ``info["energy"]`` the ``[C]`` minibatch
+        energy at the last gradient."""
         state = self.begin(state, lr, generator)
         energy = None
         for _ in range(self.num_leapfrog):
-            energy, grad = grad_fn(state.theta)
+            energy, grad = oracle(state.theta)
             state = self.update(state, grad, lr, generator)
-        return state, energy
+        return state, {"energy": energy}
+
+    def prepare(self, energy) -> "Sampler":
+        """A copy for one run on ``energy``, with its own scratch buffers (never shared with
+        the caller's sampler or another run). Subclasses take what they need from the energy
+        here and raise ``ValueError`` when it cannot give it."""
+        new = copy.copy(self)
+        new._noise = NoiseBuffer()
+        return new
 
     # -- saving -------------------------------------------------------------------------------
     def state_dict(self, state) -> dict[str, Any]:

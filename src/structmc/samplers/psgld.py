@@ -72,10 +72,23 @@ class PSGLD(Sampler):
         theta = theta.detach().clone()
         return PSGLDState(theta, torch.zeros_like(theta))
 
-    def step(self, state, grad_fn, lr, generator):
-        energy, grad = grad_fn(state.theta)
-        hdiag = grad_fn.hessian_diag(state.theta, self.gamma_probes) if self.include_gamma else None
-        return self.update(state, grad, lr, generator, hessian_diag=hdiag), energy
+    def prepare(self, energy) -> "PSGLD":
+        """Takes N from the energy when ``num_data`` is ``None`` (the per-datum gradient ḡ =
+        ∇Û/N); ``include_gamma`` needs an energy with ``hessian_diag``."""
+        from ..energy import HessianDiagEnergy
+
+        if self.include_gamma and not isinstance(energy, HessianDiagEnergy):
+            raise ValueError(f"pSGLD with include_gamma=True needs an energy with hessian_diag(); "
+                             f"{type(energy).__name__} has none (structured energies have no Hessian diagonal)")
+        new = super().prepare(energy)
+        if new.num_data is None and energy.num_data is not None:
+            new.num_data = int(energy.num_data)
+        return new
+
+    def step(self, state, oracle, lr, generator):
+        energy, grad = oracle(state.theta)
+        hdiag = oracle.hessian_diag(state.theta, self.gamma_probes) if self.include_gamma else None
+        return self.update(state, grad, lr, generator, hessian_diag=hdiag), {"energy": energy}
 
     def update(self, state: PSGLDState, grad: Tensor, lr: float, generator,
                hessian_diag: Tensor | None = None) -> PSGLDState:

@@ -43,6 +43,11 @@ class SGNHT(Sampler):
         u = normal_like(theta, generator).mul_(math.sqrt(self.lr(0) * self.temperature))
         return SGNHTState(theta, u, theta.new_full((theta.shape[0], 1), self.a))
 
+    def step(self, state, oracle, lr, generator):
+        state, info = super().step(state, oracle, lr, generator)
+        info["thermostat"] = state.thermostat[:, 0].clone()  # ξ per chain: the friction it settled on
+        return state, info
+
     def update(self, state: SGNHTState, grad: Tensor, lr: float, generator) -> SGNHTState:
         u = state.momentum
         u.sub_(u * state.thermostat).add_(grad, alpha=-lr)

@@ -25,8 +25,9 @@ The K (or M) model evaluations of a step run as one batched evaluation of the ba
 over ``C·K`` mixed parameter vectors (``vmap`` for modules), in chunks of
 ``max_copies_per_call`` copies when memory is short.
 
-History: the run loop calls ``start(theta0)`` (stores the initial position) and
-``observe(theta)`` after every iteration. The energy draws θ̃ and masks from its own
+History (the :class:`~structmc.energy.StatefulEnergy` protocol): the run loop works on a
+``fresh()`` copy, calls ``start(theta0)`` (stores the initial position) and ``observe(theta)``
+after every iteration. The energy draws θ̃ and masks from its own
 ``torch.Generator`` (``seed``), so the base sampler's random stream is untouched: with M = 1
 or ρ = 1 the chain equals the base sampler's chain for the same seed. ``warmup_steps``
 iterations use the base energy (the reference code's plain-sampler first epoch).
@@ -147,27 +148,53 @@ class StructuredEnergy:
         M = partition.num_groups
         self.scale = 1.0 if mask is None else M / (self.num_copies * mask.mean_sum(M))
         self.space = base.space
-        self._state = {"generator": None, "steps": 0}  # shared by with_num_data copies
+        self._state = {"generator": None, "steps": 0}  # θ̃/mask generator, iterations observed
 
     # -- energy protocol ---------------------------------------------------------------------
+    # Explicit pass-throughs only: what the base can do for the *structured* energy. The
+    # base's Hessian diagonal and reference paths are not the structured energy's, so they
+    # are absent (pSGLD's include_gamma raises a clear error on a structured energy).
     @property
     def num_data(self):
         return self.base.num_data
+
+    @property
+    def requires_data(self) -> bool:
+        return self.base.requires_data
+
+    @property
+    def device(self):
+        return self.base.device
+
+    @property
+    def dtype(self):
+        return self.base.dtype
 
     @property
     def cv_base(self) -> Energy:
         """The energy a control variate evaluates at its centre (see ControlVariate)."""
         return self.base
 
+    @property
+    def evaluations_per_call(self) -> int:
+        """Base-model evaluations per call: the K (or M) copies, 1 during warm-up."""
+        return 1 if self._state["steps"] < self.warmup_steps else self.num_copies
+
+    def initial_position(self) -> Tensor:
+        """The base energy's initial position."""
+        return self.base.initial_position()
+
     def with_num_data(self, num_data):
-        new = copy.copy(self)
+        new = self.fresh()
         new.base = self.base.with_num_data(num_data)
         return new
 
-    def __getattr__(self, name):  # device, dtype, initial_position, predictive helpers of the base
-        if name.startswith("_") or name in ("base",):
-            raise AttributeError(name)
-        return getattr(self.base, name)
+    def fresh(self) -> "StructuredEnergy":
+        """A copy with its own, empty history and generator (nothing shared with ``self``)."""
+        new = copy.copy(self)
+        new.history = self.history.empty_copy()
+        new._state = {"generator": None, "steps": 0}
+        return new
 
     def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         return self._evaluate(theta, batch, grad=True)
@@ -175,7 +202,7 @@ class StructuredEnergy:
     def value(self, theta: Tensor, batch: Batch) -> Tensor:
         return self._evaluate(theta, batch, grad=False)[0]
 
-    # -- run-loop hooks ------------------------------------------------------------------------
+    # -- state across iterations (StatefulEnergy) ---------------------------------------------
     def start(self, theta0: Tensor) -> None:
         self._state["generator"] = torch.Generator(device=theta0.device).manual_seed(self.seed)
         self._state["steps"] = 0

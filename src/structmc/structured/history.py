@@ -43,6 +43,10 @@ class ChainHistory:
         self.observed = 0  # positions observed (before thinning)
         self._next = 0  # window: slot to overwrite next
 
+    def empty_copy(self) -> "ChainHistory":
+        """A new, empty store with the same settings."""
+        return ChainHistory(self.capacity, mode=self.mode, thin=self.thin, dtype=self.storage_dtype)
+
     def reset(self, theta: Tensor, group_ids: Tensor | None = None) -> None:
         """Empty the store for chains shaped like ``theta [C, P]`` and store ``theta``.
         ``group_ids`` (the partition draws will use) selects the group-sorted layout."""

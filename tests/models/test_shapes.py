@@ -8,6 +8,7 @@ from torch import nn
 
 import structmc as sm
 from structmc import models as M
+from structmc.zoo import energy_for
 
 
 def count(m: nn.Module) -> int:
@@ -124,18 +125,18 @@ def test_layer_structure_cnn_and_resnet():
 
 
 def test_energy_for_defaults_and_seed():
-    e = M.energy_for("mlp_gibbs", num_data=100, seed=1)
+    e = energy_for("mlp_gibbs", num_data=100, seed=1)
     assert isinstance(e, sm.ModuleEnergy) and e.space.dim == 8180 and e.num_data == 100
     assert abs(e.prior_std - 10 ** 0.5) < 1e-12 and e.likelihood.name == "categorical"
-    e2 = M.energy_for("mlp_gibbs", seed=1)
+    e2 = energy_for("mlp_gibbs", seed=1)
     assert torch.equal(e.initial_position(), e2.initial_position())
-    assert not torch.equal(e.initial_position(), M.energy_for("mlp_gibbs", seed=2).initial_position())
-    reg = M.energy_for("mlp_uci", in_features=5, noise_std=0.5, prior_std=2.0)
+    assert not torch.equal(e.initial_position(), energy_for("mlp_gibbs", seed=2).initial_position())
+    reg = energy_for("mlp_uci", in_features=5, noise_std=0.5, prior_std=2.0)
     assert reg.likelihood.name == "gaussian" and reg.likelihood.noise_std == 0.5 and reg.prior_std == 2.0
-    big = M.energy_for("mlp_psgld", hidden=(800, 800))
+    big = energy_for("mlp_psgld", hidden=(800, 800))
     assert big.space.dim == 784 * 800 + 800 + 800 * 800 + 800 + 8010
     with pytest.raises(ValueError, match="unknown model"):
-        M.energy_for("vgg16")
+        energy_for("vgg16")
 
 
 def test_pmf_layout():

@@ -9,6 +9,7 @@ import torch
 
 import structmc as sm
 from structmc import models as M
+from structmc.zoo import energy_for
 
 
 def reference_log_prob(pmf: M.PMF, theta, users, items, ratings, N):
@@ -35,43 +36,55 @@ def problem():
     n = 40
     users, items = torch.randint(0, 6, (n,), generator=g), torch.randint(0, 7, (n,), generator=g)
     ratings = torch.randint(1, 6, (n,), generator=g).double()
-    pmf = M.PMF(6, 7, dim=3, mean_rating=3.2, num_data=n)
+    pmf = M.PMF(6, 7, dim=3, mean_rating=3.2)
     theta = pmf.init(seed=1, dtype=torch.float64) + 0.3 * torch.randn(pmf.dim, generator=g, dtype=torch.float64)
     return pmf, theta, users, items, ratings
 
 
+def log_post(pmf, theta, batch, N):
+    """(N/n)·log-likelihood + log prior, the scaling the energy applies."""
+    return (N / batch[-1].shape[0]) * pmf.log_likelihood(theta, batch) + pmf.log_prior(theta)
+
+
 def test_log_prob_matches_the_model_up_to_a_constant(problem):
     pmf, theta, users, items, ratings = problem
-    ours = [pmf.log_prob(t, (users, items, ratings)) for t in (theta, theta * 0.7 + 0.1)]
+    ours = [log_post(pmf, t, (users, items, ratings), len(ratings)) for t in (theta, theta * 0.7 + 0.1)]
     ref = [reference_log_prob(pmf, t, users, items, ratings, len(ratings)) for t in (theta, theta * 0.7 + 0.1)]
     assert float(ours[0] - ours[1]) == pytest.approx(float(ref[0] - ref[1]), rel=1e-9, abs=1e-9)
     # gradients agree too (the constants do not matter)
     t = theta.clone().requires_grad_(True)
-    (g_ours,) = torch.autograd.grad(pmf.log_prob(t, (users, items, ratings)), t)
+    (g_ours,) = torch.autograd.grad(log_post(pmf, t, (users, items, ratings), len(ratings)), t)
     t2 = theta.clone().requires_grad_(True)
     (g_ref,) = torch.autograd.grad(reference_log_prob(pmf, t2, users, items, ratings, len(ratings)), t2)
     assert torch.allclose(g_ours, g_ref, atol=1e-9)
 
 
+def pmf_energy(pmf, N):
+    return energy_for("pmf", num_users=pmf.num_users, num_items=pmf.num_items, dim=pmf.d,
+                      mean_rating=pmf.mean_rating, num_data=N)
+
+
 def test_minibatch_scaling_is_unbiased(problem):
     pmf, theta, users, items, ratings = problem
-    full = pmf.log_prob(theta, (users, items, ratings))
+    energy, N = pmf_energy(pmf, len(ratings)), len(ratings)
+    one = lambda batch: -float(energy.value(theta.unsqueeze(0), tuple(t.unsqueeze(0) for t in batch)))
+    full = one((users, items, ratings))
+    assert full == pytest.approx(float(log_post(pmf, theta, (users, items, ratings), N)), rel=1e-12)
     # the mean over a partition into equal minibatches equals the full-data value
-    parts = [pmf.log_prob(theta, (users[k::4], items[k::4], ratings[k::4])) for k in range(4)]
-    assert float(torch.stack(parts).mean()) == pytest.approx(float(full), rel=1e-12)
+    parts = [one((users[k::4], items[k::4], ratings[k::4])) for k in range(4)]
+    assert sum(parts) / 4 == pytest.approx(full, rel=1e-12)
     x = torch.stack([users, items], 1)
-    assert float(pmf.log_prob(theta, (x, ratings))) == pytest.approx(float(full), rel=1e-12)
-    assert float(pmf.log_prob(theta, None)) == pytest.approx(float(pmf.log_prior(theta)))
+    assert one((x, ratings)) == pytest.approx(full, rel=1e-12)
 
 
 def test_energy_vmaps_over_chains(problem):
     pmf, theta, users, items, ratings = problem
-    energy = pmf.energy()
+    energy = pmf_energy(pmf, len(ratings))
     thetas = torch.stack([theta, theta + 0.05])
     batch = tuple(torch.stack([t[:10], t[10:20]]) for t in (users, items, ratings))
     value, grad = energy.value_and_grad(thetas, batch)
     for c in range(2):
-        v = -pmf.log_prob(thetas[c], tuple(b[c] for b in batch))
+        v = -log_post(pmf, thetas[c], tuple(b[c] for b in batch), len(ratings))
         assert float(value[c]) == pytest.approx(float(v), rel=1e-10)
 
 
@@ -96,6 +109,5 @@ def test_for_dataset_reads_the_movielens_metadata():
         y_train = torch.zeros(80000)
 
     pmf = M.PMF.for_dataset(FakeDataset())
-    assert (pmf.num_users, pmf.num_items, pmf.num_data, pmf.mean_rating) == (943, 1682, 80000, 3.5)
+    assert (pmf.num_users, pmf.num_items, pmf.mean_rating) == (943, 1682, 3.5)
     assert pmf.alpha == 3.0 and pmf.a0 == 4.0 and pmf.b0 == 5.0 and pmf.d == 20
-    assert isinstance(pmf.energy(), sm.LogDensityEnergy)

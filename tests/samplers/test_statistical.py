@@ -3,7 +3,7 @@
 SGLD, SGLD-CV, SGHMC and SGHMC-CV on Bayesian linear regression are random affine
 recursions (the minibatch gradient is affine in θ), so their stationary mean and covariance
 — discretisation error and minibatch noise included — are computed exactly by enumerating
-every minibatch of a tiny data set (``tests/exact_moments.py``). Many independent chains are
+every minibatch of a tiny data set (``tests/support/exact.py``). Many independent chains are
 run through :func:`structmc.sample`; per-chain time averages are i.i.d. across chains, so
 the standard error of the pooled estimate is ``std over chains / sqrt(C)``. Each test checks
 
@@ -19,8 +19,6 @@ pSGLD and SGNHT are not linear recursions; see their tests for the approximation
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,9 +27,7 @@ from scipy.optimize import brentq
 from torch import nn
 
 import structmc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exact_moments import (  # noqa: E402
+from support.exact import (
     LinearRegression,
     enumerate_batches,
     gaussian_sghmc_recursion,

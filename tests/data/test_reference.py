@@ -15,10 +15,11 @@ import torch
 
 import structmc.data as D
 from structmc.data import files, registry
+from support.paths import SHARED_DATA
 
 
 def _shared_data() -> Path | None:
-    candidates = [Path(__file__).resolve().parents[1].parent / "shared" / "data"]
+    candidates = [SHARED_DATA]
     if os.environ.get("STRUCTMC_DATA"):
         candidates.append(Path(os.environ["STRUCTMC_DATA"]))
     for c in candidates:

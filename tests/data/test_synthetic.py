@@ -65,13 +65,14 @@ def test_gaussian_targets():
 
 def test_gaussian_target_samples_with_structmc():
     target = D.psgld_gaussian()
-    chain = sm.sample(target.energy(), torch.zeros(2), sm.SGLD(0.05), 3000, burn_in=500, num_chains=2, seed=0,
+    energy = sm.LogDensityEnergy(target.log_prob, target.dim)
+    chain = sm.sample(energy, torch.zeros(2), sm.SGLD(0.05), 3000, burn_in=500, num_chains=2, seed=0,
                       progress=False)
     s = chain.samples.reshape(-1, 2)
     assert torch.allclose(s.var(0), torch.tensor([0.16, 1.0]), rtol=0.35)
-    noisy = target.energy(grad_noise_std=0.1, seed=0)
+    noisy = sm.NoisyGradientEnergy(energy, 0.1, seed=0)
     theta = torch.zeros(1, 2)
-    v0, g0 = target.energy().value_and_grad(theta, None)
+    v0, g0 = energy.value_and_grad(theta, None)
     v1, g1 = noisy.value_and_grad(theta, None)
     assert torch.allclose(v0, v1) and not torch.equal(g0, g1) and float((g1 - g0).abs().max()) < 1.0
     chain = sm.sample(noisy, torch.zeros(2), sm.SGLD(0.05), 50, progress=False)

@@ -7,6 +7,7 @@ import torch
 
 import structmc as sm
 from structmc import models as M
+from structmc.zoo import energy_for
 
 
 def tiny_data(kind: str, shape, n: int = 12, classes: int = 10, seed: int = 0):
@@ -41,7 +42,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, kwargs, shape, chains, lr", CASES, ids=[c[0] for c in CASES])
 def test_short_sgld_run(name, kwargs, shape, chains, lr):
-    energy = M.energy_for(name, seed=0, **kwargs)
+    energy = energy_for(name, seed=0, **kwargs)
     classes = kwargs.get("num_classes", 10)
     n = 8 if name.startswith(("resnet", "cnn")) else 16
     x, y = tiny_data(energy.likelihood.name, shape, n=n, classes=classes)
@@ -53,7 +54,7 @@ def test_short_sgld_run(name, kwargs, shape, chains, lr):
 
 
 def test_batchnorm_resnet_runs_several_chains_with_their_own_statistics():
-    energy = M.energy_for("resnet20", seed=0)
+    energy = energy_for("resnet20", seed=0)
     x, y = tiny_data("categorical", (3, 16, 16), n=8)  # the architecture accepts any size; small is fast
     chain = sm.sample(energy, None, sm.SGLD(1e-6), 2, data=(x, y), batch_size=4, num_chains=2, seed=0,
                       progress=False)
@@ -66,9 +67,9 @@ def test_pmf_short_run_with_minibatches():
     n = 300
     users, items = torch.randint(0, 30, (n,), generator=g), torch.randint(0, 40, (n,), generator=g)
     ratings = torch.randint(1, 6, (n,), generator=g).float()
-    pmf = M.PMF(30, 40, dim=5, mean_rating=float(ratings.mean()), num_data=n)
-    energy = M.energy_for("pmf", num_users=30, num_items=40, dim=5, num_data=n, mean_rating=float(ratings.mean()))
-    assert energy.space.dim == pmf.dim and energy.model.num_data == n
+    energy = energy_for("pmf", num_users=30, num_items=40, dim=5, num_data=n, mean_rating=float(ratings.mean()))
+    pmf = energy.model
+    assert isinstance(pmf, M.PMF) and energy.space.dim == pmf.dim and energy.num_data == n
     chain = sm.sample(energy, pmf.init(seed=0), sm.SGLD(1e-4), 20, data=(users, items, ratings), batch_size=30,
                       num_chains=2, seed=0, progress=False)
     assert torch.isfinite(chain.samples).all()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from structmc.cli import main
+from support.paths import REPO_ROOT, SHARED_DATA
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def test_demo_tiny_writes_report(tmp_path):
@@ -78,7 +78,7 @@ def test_structured_benchmark_quick(tmp_path):
     assert rows["Sd-SGLD K=4"]["copies"] == 4 and rows["S-SGLD M=8"]["ratio_to_base"] > 0
 
 
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = SHARED_DATA
 
 
 @pytest.mark.skipif(not (SHARED / "SHA256SUMS").exists(), reason="reference data folder ../shared/data not found")

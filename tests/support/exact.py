@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 
 # ---------------------------------------------------------------------------------------
@@ -244,3 +245,41 @@ def sgld_gaussian_variance(h: float, lr: float, precond: float = 1.0, temperatur
     """Stationary variance of θ' = θ - (ε/2)Ghθ + N(0, εTG) (fixed preconditioner G)."""
     a = 1 - 0.5 * lr * precond * h
     return lr * temperature * precond / (1 - a * a)
+
+
+def sgld_gaussian_covariance(precision: np.ndarray, lr: float, temperature: float = 1.0) -> np.ndarray:
+    """Stationary covariance of full-gradient SGLD on N(μ, Λ⁻¹):
+    θ' = θ − (ε/2)Λ(θ − μ) + √(εT) ξ, i.e. V = (I − εΛ/2) V (I − εΛ/2) + εT I."""
+    precision = np.asarray(precision, dtype=np.float64)
+    D = precision.shape[0]
+    A = (np.eye(D) - 0.5 * lr * precision)[None]
+    return AffineRecursion(A, np.zeros((1, D)), math.sqrt(lr * temperature) * np.eye(D), np.ones(1)).moments()[1]
+
+
+# ---------------------------------------------------------------------------------------
+# Structured SGLD (S-SGLD) on a Gaussian target
+# ---------------------------------------------------------------------------------------
+F64 = torch.float64
+
+
+def discretised_structured_covariance(precision: torch.Tensor, part, eps: float, iters: int = 3000):
+    """Stationary covariance of S-SGLD on N(μ, Λ⁻¹) when θ̃ are independent stationary draws:
+    θ_i' = θ_i − (ε/2)[Λ_ii(θ_i−μ_i) + Λ_i,−i(θ̃_−i−μ_−i)] + √ε ξ, with θ̃ groups drawn at
+    independent times (cross-group covariance 0 inside θ̃). Fixed point by iteration."""
+    P = precision.shape[0]
+    groups = [part.members(g) for g in range(part.num_groups)]
+    V = torch.zeros(P, P, dtype=F64)
+    for _ in range(iters):
+        Vblock = torch.zeros_like(V)
+        for idx in groups:
+            Vblock[idx.unsqueeze(1), idx] = V[idx.unsqueeze(1), idx]
+        new = torch.zeros_like(V)
+        for idx in groups:
+            rest = torch.tensor([j for j in range(P) if j not in set(idx.tolist())], dtype=torch.long)
+            A = torch.eye(len(idx), dtype=F64) - 0.5 * eps * precision[idx][:, idx]
+            B = precision[idx][:, rest]
+            extra = (0.5 * eps) ** 2 * B @ Vblock[rest.unsqueeze(1), rest] @ B.T
+            Vi = V[idx.unsqueeze(1), idx]
+            new[idx.unsqueeze(1), idx] = A @ Vi @ A.T + eps * torch.eye(len(idx), dtype=F64) + extra
+        V = new
+    return V

@@ -1,0 +1,92 @@
+"""ChainHistory: FIFO window with thinning, uniform draws, reservoir mode, storage dtype,
+group-sorted layout and checkpoints."""
+
+from __future__ import annotations
+
+import torch
+
+from structmc.structured import ChainHistory
+
+F64 = torch.float64
+
+
+
+def test_window_fifo_thinning_and_draw_is_a_gather():
+    h = ChainHistory(3, thin=2)
+    h.reset(torch.zeros(2, 4))
+    for t in range(1, 8):
+        h.push(torch.full((2, 4), float(t)))
+    # stored: 0 (start), then every 2nd observed: 2, 4, 6 -> window of 3 keeps 2, 4, 6
+    assert sorted(h.buffer[0, :, 0].tolist()) == [2.0, 4.0, 6.0]
+    h2 = ChainHistory(5)
+    h2.reset(torch.arange(8.0).view(1, 8))
+    for t in range(1, 5):
+        h2.push(torch.arange(8.0).view(1, 8) + 100 * t)
+    ids = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    g = torch.Generator().manual_seed(0)
+    draws = h2.draw(6, ids, 4, g)
+    assert draws.shape == (1, 6, 8)
+    times = (draws // 100).long()
+    assert torch.equal(times[..., 0::2], times[..., 1::2])  # one time per group
+    assert torch.equal(draws % 100, torch.arange(8.0).expand(1, 6, 8))  # values from the right columns
+
+
+
+def test_draws_are_uniform_over_stored_samples_before_the_buffer_is_full():
+    h = ChainHistory(100)
+    h.reset(torch.zeros(1, 1))
+    for t in range(1, 10):
+        h.push(torch.full((1, 1), float(t)))
+    g = torch.Generator().manual_seed(1)
+    draws = h.draw(20000, torch.zeros(1, dtype=torch.long), 1, g).flatten().long()
+    counts = torch.bincount(draws, minlength=10).double()
+    expected = 20000 / 10
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 27.9  # chi-square, 9 degrees of freedom, p = 0.001
+
+
+
+def test_reservoir_keeps_a_uniform_sample_of_the_whole_chain():
+    counts = torch.zeros(50)
+    g = torch.Generator().manual_seed(0)
+    for rep in range(400):
+        h = ChainHistory(5, mode="reservoir")
+        h.reset(torch.zeros(1, 1))
+        for t in range(1, 50):
+            h.push(torch.full((1, 1), float(t)), g)
+        counts[h.buffer[0, :, 0].long()] += 1
+    expected = 400 * 5 / 50
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 85.4  # 49 degrees of freedom, p = 0.001
+    assert counts[40:].sum() > 0 and counts[:10].sum() > 0
+
+
+
+def test_bfloat16_storage_and_state_roundtrip():
+    h = ChainHistory(4, dtype=torch.bfloat16)
+    h.reset(torch.randn(2, 3, dtype=F64))
+    h.push(torch.randn(2, 3, dtype=F64))
+    assert h.buffer.dtype == torch.bfloat16 and h.memory_bytes() == 2 * 4 * 3 * 2
+    out = h.draw(2, torch.arange(3), 3, torch.Generator(), dtype=F64)
+    assert out.dtype == F64
+    h2 = ChainHistory(4, dtype=torch.bfloat16)
+    h2.load_state_dict(h.state_dict())
+    assert torch.equal(h2.buffer[:, :2], h.buffer[:, :2]) and h2.count == 2
+
+
+
+def test_group_sorted_layout_gives_the_same_draws_and_survives_a_checkpoint():
+    ids = torch.arange(11) % 3
+    thetas = torch.randn(6, 2, 11, dtype=F64)
+    plain, sorted_ = ChainHistory(4), ChainHistory(4)
+    plain.reset(thetas[0])
+    sorted_.reset(thetas[0], ids)
+    for x in thetas[1:]:
+        plain.push(x)
+        sorted_.push(x)
+    a = plain.draw(5, ids, 3, torch.Generator().manual_seed(3))
+    b = sorted_.draw(5, ids, 3, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    back = ChainHistory(4)
+    back.load_state_dict(sorted_.state_dict())
+    assert torch.equal(back.draw(5, ids, 3, torch.Generator().manual_seed(3)), a)
