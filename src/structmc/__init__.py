@@ -16,7 +16,7 @@ from .storage import load_chain, save_chain
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
-from . import structured  # noqa: E402  (structmc.structured.StructuredEnergy, partitions, history)
+from . import partitions, structured  # noqa: E402  (partitions: groups/blocks; structured: S/Sd energies, history)
 
 __version__ = "0.1.0"
 

@@ -93,11 +93,7 @@ class Partition:
     @cached_property
     def _csr(self) -> tuple[Tensor, list[int], list[int]]:
         order = torch.argsort(self.group_ids, stable=True)  # members of each group, ascending
-        sizes = self._sizes.tolist()
-        offsets = [0] * (self.num_groups + 1)
-        for g, s in enumerate(sizes):
-            offsets[g + 1] = offsets[g] + s
-        return order, offsets, sizes
+        return order, [0] + self._sizes.cumsum(0).tolist(), self._sizes.tolist()
 
     @cached_property
     def _blocks(self) -> tuple[Tensor, ...]:
@@ -285,13 +281,14 @@ def node_blocks(space: ParamSpace, chunk_size: int | None = None) -> list[Tensor
     :func:`by_neuron` / :func:`by_finer_nodes` holds the same indices, ascending."""
     blocks: list[Tensor] = []
     for rec in space.layers:
-        rows = space.unit_rows(rec)
-        if chunk_size is None or rows.shape[1] // int(chunk_size) <= 1:
+        rows = space.unit_rows(rec)  # [U, n]
+        U, n = rows.shape
+        n_chunks = 1 if chunk_size is None else max(1, n // int(chunk_size))
+        if n_chunks == 1:
             blocks.extend(rows.unbind(0))
-        else:
-            n_chunks = rows.shape[1] // int(chunk_size)
-            for row in rows:
-                blocks.extend(torch.tensor_split(row, n_chunks))
+        else:  # torch.tensor_split(row, n_chunks) for every row, in one split
+            q, r = divmod(n, n_chunks)
+            blocks.extend(rows.reshape(-1).split(([q + 1] * r + [q] * (n_chunks - r)) * U))
     return blocks
 
 
@@ -308,7 +305,8 @@ def by_finer_nodes(space: ParamSpace, chunk_size: int) -> Partition:
     return _node_partition(space, int(chunk_size), "finer_nodes")
 
 
-def custom(space: ParamSpace | int, groups: Tensor | Sequence[int] | Mapping[str, int] | Sequence[Sequence[str]]) -> Partition:
+def custom(space: ParamSpace | int,
+           groups: Tensor | Sequence[int] | Mapping[str, int] | Sequence[Sequence[str]]) -> Partition:
     """From an explicit group-id vector, a ``{name pattern: group}`` map (first match wins),
     or a list of groups given as lists of name patterns. Every parameter must be covered.
     Group ids are relabelled densely in order of first appearance; with a space, the groups'

@@ -137,6 +137,7 @@ class Run:
             "seed": seed, "num_chains": num_chains, "batch_size": batch_size, "batching": batching,
             "num_data": energy.num_data, "dim": energy.space.dim,
             "space": [(i.name, list(i.shape)) for i in energy.space.params],
+            "layers": energy.space.to_config()["layers"],
             "config": {"sampler": sampler.config(), "gradient": estimator.config()},
         }
 

@@ -79,7 +79,7 @@ class RunFolder:
     def load_chain(self) -> Chain:
         """A :class:`~structmc.chain.Chain` from the chunks on disk (and the last checkpoint's info)."""
         settings = self.settings()
-        space = ParamSpace([(n, tuple(s)) for n, s in settings["space"]])
+        space = ParamSpace.from_config({"params": settings["space"], "layers": settings.get("layers")})
         got = self.read_chunks()
         C = int(settings["num_chains"])
         samples, steps = got if got is not None else (torch.empty(C, 0, space.dim), torch.empty(0, dtype=torch.long))
@@ -95,6 +95,7 @@ def save_chain(chain: Chain, path: str | Path) -> None:
     torch.save({"samples": chain.samples, "draw_steps": chain.draw_steps, "info": chain.info,
                 "space": [(i.name, i.shape) for i in chain.space.params]}, path / "chain.pt")
     (path / "chain.json").write_text(json.dumps(chain.config, indent=2, default=str))
+    (path / "space.json").write_text(json.dumps(chain.space.to_config()))
 
 
 def load_chain(path: str | Path) -> Chain:
@@ -103,5 +104,7 @@ def load_chain(path: str | Path) -> Chain:
     if (path / "chain.pt").exists():
         d = torch.load(path / "chain.pt", weights_only=True)
         config = json.loads((path / "chain.json").read_text()) if (path / "chain.json").exists() else {}
-        return Chain(d["samples"], ParamSpace(d["space"]), d["draw_steps"], d["info"], config)
+        layout = path / "space.json"  # layer records (older folders: layers from the names)
+        space = ParamSpace.from_config(json.loads(layout.read_text()) if layout.exists() else d["space"])
+        return Chain(d["samples"], space, d["draw_steps"], d["info"], config)
     return RunFolder(path).load_chain()

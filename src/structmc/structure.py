@@ -37,6 +37,7 @@ to and from JSON-able dicts.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
@@ -110,7 +111,7 @@ def _module_record(name: str, m: nn.Module, names: set) -> LayerInfo | None:
     elif isinstance(m, nn.Bilinear):
         kind, units, fan_in = "linear", m.out_features, m.in1_features * m.in2_features
     elif isinstance(m, _CONV):
-        kind, units, fan_in = "conv", m.out_channels, m.weight[0].numel()
+        kind, units, fan_in = "conv", m.out_channels, math.prod(m.weight.shape[1:])
     elif isinstance(m, _NORM):
         w, b = getattr(m, "weight", None), getattr(m, "bias", None)
         ref = w if isinstance(w, Tensor) else b if isinstance(b, Tensor) else None

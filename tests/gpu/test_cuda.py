@@ -69,3 +69,13 @@ def test_cv_structured_checkpoint_and_predictive_on_cuda(tmp_path):
     assert torch.equal(resumed.samples, full.samples)
     probs = sm.predictive(energy, full, data[0][:20])["probs"]
     assert probs.is_cuda and torch.allclose(probs.sum(-1), torch.ones(20, device="cuda"), atol=1e-5)
+
+
+def test_cpu_init_moves_to_a_cuda_base_under_a_structured_energy():
+    """Bug 3 (0.1.0): the run loop moved init to the energy's device only for a ModuleEnergy
+    (isinstance), so a CPU init under a StructuredEnergy with a CUDA base stayed on the CPU."""
+    energy, data = problem("cuda")
+    s = StructuredEnergy(energy, by_neuron(energy.space), ChainHistory(10))
+    init = energy.initial_position().cpu()
+    chain = sm.sample(s, init, sm.SGLD(1e-4), 5, data=data, batch_size=32, num_chains=2, progress=False)
+    assert chain.samples.is_cuda and bool(torch.isfinite(chain.samples).all())

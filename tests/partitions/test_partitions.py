@@ -8,7 +8,7 @@ import torch
 import structmc as sm
 from structmc.structured import (StructuredEnergy, by_finer_nodes, by_layer, by_neuron, custom, fully_factorized,
                                  fully_joint, node_blocks, random_partition, round_robin)
-from structmc.structured.partitions import Partition
+from structmc.partitions import Partition
 from support.nets import mlp
 
 

@@ -91,3 +91,26 @@ def test_chain_save_load_roundtrip(tmp_path):
     assert torch.equal(back.samples, chain.samples)
     assert back.space.names == chain.space.names
     assert back.config["sampler"]["sampler"] == "sgld"
+
+
+def test_run_folders_and_saved_chains_keep_the_layer_structure(tmp_path):
+    """Layers read from module types survive the round trip (a custom module's parameters
+    named weight/bias are not a layer; the name rule alone would make one)."""
+    from torch import nn
+
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight, self.bias = nn.Parameter(torch.ones(2, 3)), nn.Parameter(torch.zeros(2))
+
+        def forward(self, x):
+            return x @ self.weight.T + self.bias
+
+    net = nn.Sequential(nn.Linear(3, 3), Scale())
+    energy = sm.ModuleEnergy(net, "categorical")
+    X, y = torch.randn(20, 3), torch.randint(0, 2, (20,))
+    chain = sm.sample(energy, None, sm.SGLD(1e-3), 4, data=(X, y), out_dir=tmp_path / "run", progress=False)
+    sm.save_chain(chain, tmp_path / "saved")
+    for back in (sm.load_chain(tmp_path / "run"), sm.load_chain(tmp_path / "saved")):
+        assert back.space.to_config() == energy.space.to_config()
+    assert [rec.kind for rec in energy.space.layers] == ["linear", "other", "other"]

@@ -42,8 +42,14 @@ def to_arviz(chain, var_names: Sequence[str] | None = None, *, sample_stats: boo
         idx = torch.as_tensor(chain.draw_steps, dtype=torch.long) - 1  # draw_steps are 1-based
         S = info["energy"].shape[-1]
         if int(idx.max()) < S:
-            stats = {"minibatch_energy": info["energy"][:, idx].cpu().numpy()}
-            if "lr" in info:
-                lr = info["lr"][idx].cpu().numpy()
-                stats["lr"] = lr[None, :].repeat(chain.num_chains, axis=0)
+            stats = {}
+            for key, value in info.items():  # every per-iteration record, at the kept iterations
+                if not isinstance(value, torch.Tensor) or value.shape[-1] != S:
+                    continue
+                v = value[..., idx].cpu()
+                if v.dim() == 1:  # [D]: the same for every chain
+                    v = v.unsqueeze(0).expand(chain.num_chains, -1)
+                elif v.shape[0] != chain.num_chains:
+                    continue
+                stats["minibatch_energy" if key == "energy" else key] = v.movedim(-1, 1).numpy()
     return az.from_dict(posterior=posterior, sample_stats=stats, coords={"draw": steps})

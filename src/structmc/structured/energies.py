@@ -44,7 +44,7 @@ from torch import Tensor
 
 from ..energy import Batch, Energy
 from .history import ChainHistory
-from .partitions import Partition
+from ..partitions import Partition
 
 
 # ---------------------------------------------------------------------------------------
