@@ -10,6 +10,10 @@ Modes
     Every step draws ``batch_size`` indices uniformly with replacement (MAMBA reference code).
 ``"without_replacement"``
     Every step draws a fresh uniform subset (i.i.d. across steps, no repeats within a batch).
+``"stratified"``
+    Class-stratified subsets (the blocked-Gibbs reference code): every step draws, without
+    replacement, n_c points of each class c of the last data tensor (integer labels), with
+    n_c proportional to the class's share of the data (largest remainders, so Σ n_c = n).
 
 All three give an unbiased minibatch energy. ``batch_size=None`` (or N) uses the full data.
 Batches are tuples of ``[C, n, ...]`` tensors, gathered with ``index_select`` into buffers
@@ -24,7 +28,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-MODES = ("epoch", "with_replacement", "without_replacement")
+MODES = ("epoch", "with_replacement", "without_replacement", "stratified")
 
 
 class MinibatchStream:
@@ -46,6 +50,8 @@ class MinibatchStream:
         self._buffers = tuple(t.new_empty((num_chains * self.batch_size, *t.shape[1:])) for t in self.data)
         if self.full:
             self._full_batch = tuple(t.unsqueeze(0).expand(num_chains, *t.shape) for t in self.data)
+        if mode == "stratified":
+            self._strata = _strata(self.data[-1], self.batch_size)
 
     def _new_epoch(self) -> None:
         C, N = self.num_chains, self.num_data
@@ -70,6 +76,10 @@ class MinibatchStream:
         if self.mode == "without_replacement":
             idx = torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)[:, :n]
             return self._gather(idx)
+        if self.mode == "stratified":
+            parts = [members[torch.rand(C, members.numel(), generator=self.generator, device=self.device)
+                             .argsort(dim=1)[:, :count]] for members, count in self._strata]
+            return self._gather(torch.cat(parts, 1))
         if self._perm is None or self._pos + n > N:
             self._new_epoch()
         lo, hi = self._pos, self._pos + n
@@ -84,3 +94,17 @@ class MinibatchStream:
         perm = state["perm"]
         self._pos = int(state["pos"])
         self._perm = None if perm is None else perm.to(self.device)
+
+
+def _strata(labels: Tensor, batch_size: int) -> list[tuple[Tensor, int]]:
+    """``[(indices of class c, n_c)]`` with n_c ∝ the class share, Σ n_c = ``batch_size``."""
+    if labels.dim() != 1 or labels.is_floating_point() and not bool((labels == labels.round()).all()):
+        raise ValueError("stratified batching needs integer class labels as the last data tensor")
+    classes, counts = torch.unique(labels, return_counts=True)
+    N = labels.numel()
+    exact = counts.double() * batch_size / N
+    take = exact.floor().long()
+    short = batch_size - int(take.sum())
+    if short:
+        take[torch.argsort(exact - take, descending=True)[:short]] += 1
+    return [(torch.nonzero(labels == c).flatten(), int(k)) for c, k in zip(classes, take) if int(k) > 0]

@@ -395,14 +395,21 @@ class ModuleEnergy:
         """The module's parameters at construction, as a flat ``[P]`` vector."""
         return self._initial.clone()
 
-    def _scale(self, batch: Batch) -> float:
+    @property
+    def prior_precision(self) -> Tensor:
+        """1/σ² per parameter ``[P]`` (read-only)."""
+        return self._prior_precision
+
+    def scale(self, batch: Batch) -> float:
+        """The likelihood's weight on ``batch``: N/n, or 1 when ``num_data`` is ``None``."""
         if batch is None:
             raise ValueError("a module energy needs data: pass data=(inputs..., targets)")
         n = batch[-1].shape[1]
         return 1.0 if self.num_data is None else self.num_data / n
 
-    def _prior_energy(self, theta: Tensor) -> Tensor:
-        """½ Σ θ²/σ² per chain (one fused op when all σ are equal)."""
+    def prior_energy(self, theta: Tensor) -> Tensor:
+        """−log p(θ) = ½ Σ θ²/σ² per chain ``[C]`` (constants dropped; one fused op when all σ
+        are equal)."""
         if self._uniform_precision is not None:
             return (0.5 * self._uniform_precision) * torch.linalg.vecdot(theta, theta)
         return 0.5 * torch.linalg.vecdot(theta * self._prior_precision, theta)
@@ -467,7 +474,7 @@ class ModuleEnergy:
 
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         _check_theta(theta, self.space.dim)
-        scale = self._scale(batch)
+        scale = self.scale(batch)
         theta = theta.detach()
         if theta.shape[0] == 1:  # the hot path: no per-chain bookkeeping
             nll, g = self._single(theta[0], [t[0] for t in batch[:-1]], batch[-1][0], scale, grad)
@@ -477,7 +484,7 @@ class ModuleEnergy:
             nll, g = self._looped(theta, batch, scale, grad)
         else:
             nll, g = self._vmapped(theta, batch, scale, grad)
-        energy = nll + self._prior_energy(theta)
+        energy = nll + self.prior_energy(theta)
         return energy, (None if g is None else self._add_prior_grad(g, theta))
 
     def value_and_grad(self, theta, batch):
@@ -491,7 +498,7 @@ class ModuleEnergy:
         copies of the buffers so running statistics are not updated twice) plus the exact prior
         term 1/σ². Used by pSGLD's Γ term."""
         _check_theta(theta, self.space.dim)
-        scale = self._scale(batch)
+        scale = self.scale(batch)
         module, space, lik = self.module, self.space, self.likelihood
         buffers = {k: v.detach().clone() for k, v in module.named_buffers()}
 
@@ -508,7 +515,7 @@ class ModuleEnergy:
     def reference_value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Readable per-chain ``functional_call`` + autograd path, used to test the fast ones."""
         _check_theta(theta, self.space.dim)
-        scale = self._scale(batch)
+        scale = self.scale(batch)
         values, grads = [], []
         for c in range(theta.shape[0]):
             leaf = theta[c].detach().clone().requires_grad_(True)

@@ -111,10 +111,8 @@ class Run:
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
+        energy = sampler.target_energy(energy)
         sampler = sampler.prepare(energy)
-        lr0 = sampler.lr(0)
-        if not (lr0 > 0 and math.isfinite(lr0)):
-            raise ValueError(f"step size must be positive, got {lr0}")
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
 
         # set-up, in the order that fixes the random stream (generator, stream, init draws)
@@ -156,7 +154,7 @@ class Run:
         and ``time``, the seconds spent in steps so far). Raises :class:`DivergenceError`
         when the energy or the parameters become NaN/Inf."""
         t = self.iteration
-        lr = self.sampler.lr(t)
+        lr = self.sampler.lr(t) if self.sampler.lr is not None else None
         evals = self.oracle.grad_evals
         t0 = time.perf_counter()
         self.state, info = self.sampler.step(self.state, self.oracle, lr, self.generator)
@@ -165,7 +163,8 @@ class Run:
         self.elapsed += time.perf_counter() - t0
         self._check_finite(info, lr, t + 1)
         self.iteration = t + 1
-        info["lr"] = lr
+        if lr is not None:
+            info["lr"] = lr
         info["grad_evals"] = self.oracle.grad_evals - evals
         info["time"] = self.elapsed
         return info
@@ -181,7 +180,8 @@ class Run:
             what = f"non-finite energy at iteration {iteration}"
         else:
             what = f"non-finite parameters after iteration {iteration}"
-        raise DivergenceError(f"{name}: {what} (lr={lr:.3g}); reduce the step size", iteration)
+        hint = f" (lr={lr:.3g}); reduce the step size" if lr is not None else ""
+        raise DivergenceError(f"{name}: {what}{hint}", iteration)
 
     def iterate(self, budget: Budget | int | None = None, *,
                 until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, object, dict]]:

@@ -69,7 +69,9 @@ def state_to_dict(state) -> dict[str, Any]:
 
 
 class Sampler:
-    """Base class: hyperparameters live on the sampler, positions in its state."""
+    """Base class: hyperparameters live on the sampler, positions in its state. ``lr`` is a
+    step-size schedule, or ``None`` for samplers without one (Metropolis-within-Gibbs): the
+    run loop then passes ``lr=None`` and records no ``lr``."""
 
     name = "sampler"
     State: type
@@ -106,9 +108,18 @@ class Sampler:
         """A copy for one run on ``energy``, with its own scratch buffers (never shared with
         the caller's sampler or another run). Subclasses take what they need from the energy
         here and raise ``ValueError`` when it cannot give it."""
+        if self.lr is not None:
+            lr0 = self.lr(0)
+            if not (lr0 > 0 and math.isfinite(lr0)):
+                raise ValueError(f"step size must be positive, got {lr0}")
         new = copy.copy(self)
         new._noise = NoiseBuffer()
         return new
+
+    def target_energy(self, energy):
+        """The energy this sampler runs on, given the run's (``num_data`` already set): the
+        same by default; a Metropolis sampler may ask for the unscaled minibatch target."""
+        return energy
 
     # -- saving -------------------------------------------------------------------------------
     def state_dict(self, state) -> dict[str, Any]:
