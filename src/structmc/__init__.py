@@ -16,7 +16,7 @@ from .storage import load_chain, save_chain
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
-from . import partitions, structured  # noqa: E402  (partitions: groups/blocks; structured: S/Sd energies, history)
+from . import gibbs, partitions, structured, zoo  # noqa: E402  (blocks, S/Sd energies, models as energies)
 
 __version__ = "0.1.0"
 

@@ -115,8 +115,15 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
                                            out / "step_size.png"))
             if "accept" in info and info["accept"].numel():
                 acc = info["accept"].double()
-                rates = acc.mean(dim=-1) if acc.dim() > 1 else acc.mean().reshape(1)
-                written.append(save_figure(P_.plot_acceptance(rates), out / "acceptance.png"))
+                labels = None
+                if acc.dim() == 3 and acc.shape[1] <= 40:  # [C, blocks, S]: per block, pooled over chains
+                    rates = acc.mean(dim=(0, 2))
+                    labels = [f"block {b}" for b in range(rates.numel())]
+                elif acc.dim() == 3:  # many blocks: per chain
+                    rates = acc.mean(dim=(1, 2))
+                else:
+                    rates = acc.mean(dim=-1) if acc.dim() > 1 else acc.mean().reshape(1)
+                written.append(save_figure(P_.plot_acceptance(rates, labels), out / "acceptance.png"))
         except ImportError as err:
             lines.append(f"plots skipped: {err}")
     if written:

@@ -1,0 +1,271 @@
+"""Blocked Metropolis-within-Gibbs: invariance against exact posteriors, incremental == generic,
+block layouts, bookkeeping, adaptation, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import structmc as sm
+from structmc.gibbs import Adapt, MetropolisWithinGibbs, acceptance, why_not_incremental
+from structmc.models import MLP
+from structmc.partitions import by_finer_nodes, by_layer, by_neuron, fully_factorized, round_robin
+from structmc.zoo import energy_for
+
+F64 = torch.float64
+
+
+def moments_within_mc_error(samples: torch.Tensor, mean: torch.Tensor, cov: torch.Tensor, z: float = 4.5):
+    """Chains are independent: per-chain averages of θ and of θθᵀ give means with standard
+    errors across chains. Asserts every entry of the mean and covariance is within z SE."""
+    C = samples.shape[0]
+    m_c = samples.mean(1)  # [C, d]
+    centred = samples - mean
+    s_c = torch.einsum("cti,ctj->cij", centred, centred) / samples.shape[1]  # [C, d, d] about the true mean
+    m_hat, m_se = m_c.mean(0), m_c.std(0) / math.sqrt(C)
+    s_hat, s_se = s_c.mean(0), s_c.std(0) / math.sqrt(C)
+    assert bool(((m_hat - mean).abs() < z * m_se).all()), (m_hat, mean, m_se)
+    assert bool(((s_hat - cov).abs() < z * s_se).all()), (s_hat, cov, s_se)
+    # and the test has power: a covariance 10% off would be more than 4.5 SE away
+    scale = cov.diagonal().sqrt().outer(cov.diagonal().sqrt())
+    assert bool((z * s_se < 0.1 * scale).all()), s_se / scale
+
+
+@pytest.mark.parametrize("mala", [False, True])
+def test_full_batch_mwg_leaves_a_correlated_gaussian_invariant(mala):
+    """A 4-d Gaussian with all correlations 0.6, one block per coordinate (a sampler that keeps
+    rejected values in its proposal vector, as the reference code does, fails this test)."""
+    cov = torch.full((4, 4), 0.6, dtype=F64) + 0.4 * torch.eye(4, dtype=F64)
+    cov = cov * torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt().outer(torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt())
+    mean = torch.tensor([1.0, -0.5, 0.3, 2.0], dtype=F64)
+    prec = torch.linalg.inv(cov)
+    energy = sm.LogDensityEnergy(lambda t, b: -0.5 * (t - mean) @ prec @ (t - mean), 4)
+    sampler = MetropolisWithinGibbs(fully_factorized(4), 1.0, mala=mala)
+    init = mean + torch.randn(400, 4, generator=torch.Generator().manual_seed(0), dtype=F64) @ torch.linalg.cholesky(cov).T
+    chain = sm.sample(energy, init, sampler, 300, num_chains=400, seed=1, progress=False)
+    moments_within_mc_error(chain.samples, mean, cov)
+    rate = float(chain.info["accept"].double().mean())
+    assert 0.2 < rate < 0.98  # both outcomes common: the accept rule is exercised
+
+
+def test_bayesian_linear_regression_as_an_mlp_matches_the_conjugate_posterior():
+    """MLP((3, 1)) with a Gaussian likelihood of known noise: the posterior is exactly Gaussian.
+    Full batch, one block per parameter, the incremental evaluator (checked to be used)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 3, generator=g, dtype=F64)
+    y = X @ torch.tensor([1.0, -2.0, 0.5], dtype=F64) + 0.3 + 0.5 * torch.randn(40, generator=g, dtype=F64)
+    energy = sm.ModuleEnergy(MLP((3, 1)).double(), "gaussian", noise_std=0.5, prior_std=2.0)
+    Xb = torch.cat([X, torch.ones(40, 1, dtype=F64)], 1)  # [w, b] is the flat order
+    precision = Xb.T @ Xb / 0.25 + torch.eye(4, dtype=F64) / 4.0
+    cov = torch.linalg.inv(precision)
+    mean = cov @ (Xb.T @ y) / 0.25
+    part = by_finer_nodes(energy.space, 1)
+    sampler = MetropolisWithinGibbs(part, 0.02)
+    assert sampler.prepare(energy)._incremental is not None
+    init = mean + torch.randn(300, 4, generator=g, dtype=F64) @ torch.linalg.cholesky(cov).T
+    chain = sm.sample(energy, init, sampler, 300, data=(X, y), num_chains=300, seed=2, progress=False)
+    moments_within_mc_error(chain.samples, mean, cov)
+
+
+@pytest.mark.parametrize("likelihood, act", [("categorical", "sigmoid"), ("bernoulli", "tanh"),
+                                              ("gaussian", "relu"), ("categorical", "softmax")])
+def test_incremental_path_gives_the_generic_chain(likelihood, act):
+    """Same seed: same states and the same acceptance for every block, several sweeps, float64."""
+    torch.manual_seed(0)
+    out = 3 if likelihood == "categorical" else 1
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(60, 4, generator=g, dtype=F64)
+    y = {"categorical": torch.randint(0, 3, (60,), generator=g), "bernoulli": torch.randint(0, 2, (60,), generator=g).to(F64),
+         "gaussian": torch.randn(60, generator=g, dtype=F64)}[likelihood]
+    energy = sm.ModuleEnergy(MLP((4, 3, 3, out), act).double(), likelihood, prior_std={"*.bias": 2.0, "*": 3.0},
+                             noise_std=0.5 if likelihood == "gaussian" else None)
+    for part in (by_neuron(energy.space), by_finer_nodes(energy.space, 2), by_layer(energy.space)):
+        for C in (1, 3):
+            chains = {}
+            for ev in ("generic", "incremental"):
+                sampler = MetropolisWithinGibbs(part, 0.05, evaluator=ev)
+                chains[ev] = sm.sample(energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=C, seed=1,
+                                       progress=False)
+            a, b = chains["generic"], chains["incremental"]
+            assert torch.equal(a.samples, b.samples) and torch.equal(a.info["accept"], b.info["accept"])
+            torch.testing.assert_close(a.info["energy"], b.info["energy"], rtol=1e-12, atol=1e-10)
+            assert 0 < float(a.info["accept"].double().mean()) < 1  # both outcomes exercised
+
+
+def test_block_layouts_of_the_papers_networks():
+    xor = energy_for("mlp_xor")
+    blocks = by_neuron(xor.space).blocks()
+    assert [b.tolist() for b in blocks] == [[0, 1, 4], [2, 3, 5], [6, 7, 8]]  # a node's two weights and its bias
+    mnist = energy_for("mlp_gibbs")
+    assert mnist.space.dim == 8180 and by_neuron(mnist.space).num_groups == 40
+    finer = by_finer_nodes(mnist.space, 10)  # the reference code's chunks of 10: 78 per first-layer node
+    assert finer.num_groups == 810
+    first = finer.sizes()[:78]
+    assert int((first == 11).sum()) == 5 and int((first == 10).sum()) == 73
+    sampler = MetropolisWithinGibbs(finer, [1e-2, 1e-4, 1e-4, 1e-5])  # the paper's per-layer values in one line
+    assert sampler.block_var[:780].eq(1e-2).all() and sampler.block_var[-10:].eq(1e-5).all()
+
+
+def test_rejected_proposals_leave_no_trace_and_non_finite_ones_are_rejected():
+    """The log density is NaN for θ₀ > 1: such proposals are rejected, the run goes on, and the
+    stored energy always belongs to the stored state."""
+
+    def log_prob(t, batch):
+        lp = -0.5 * (t * t).sum()
+        return torch.where(t[0] > 1.0, torch.full_like(lp, float("nan")), lp)
+
+    energy = sm.LogDensityEnergy(log_prob, 3)
+    run = sm.Run(energy, torch.zeros(3), MetropolisWithinGibbs(fully_factorized(3), 4.0), num_chains=50, seed=0)
+    chain = run.sample(200)
+    assert float(chain.samples[..., 0].max()) <= 1.0
+    assert bool(torch.isfinite(chain.samples).all()) and bool(torch.isfinite(chain.info["energy"]).all())
+    # the recorded energy is the energy of the recorded state
+    last = chain.samples[:, -1]
+    torch.testing.assert_close(chain.info["energy"][:, -1], 0.5 * (last * last).sum(1).double())
+    # and an all-rejected sweep does not move the state
+    frozen = MetropolisWithinGibbs(fully_factorized(3), 1e-12)
+    prepared = frozen.prepare(energy)
+    state = prepared.init(torch.full((2, 3), 2.0))  # NaN region: every proposal is NaN too
+    oracle = sm.Oracle(energy)
+    state, info = prepared.step(state, oracle, None, torch.Generator().manual_seed(0))
+    assert torch.equal(state.theta, torch.full((2, 3), 2.0)) and not bool(info["accept"].any())
+
+
+def test_acceptance_per_block_node_and_layer_over_a_window():
+    energy = energy_for("mlp_xor_deep", seed=0)
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(80, 2, generator=g), torch.randint(0, 2, (80,), generator=g).float()
+    part = by_finer_nodes(energy.space, 2)  # 2 sub-blocks for the 2-input nodes: node ≠ block
+    chain = sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04), 30, data=(X, y), batch_size=20, num_chains=2,
+                      progress=False)
+    acc = chain.info["accept"].double()  # [C, M, S]
+    assert acc.shape == (2, part.num_groups, 30)
+    torch.testing.assert_close(acceptance(chain, part, window=(11, 30)), acc[..., 10:].mean(-1))
+    by_node = acceptance(chain, part, by="node")
+    assert by_node.shape == (2, 13)  # 6 hidden layers of 2 nodes and the output node
+    by_layer_ = acceptance(chain, part, by="layer")
+    assert by_layer_.shape == (2, 7)
+    first_layer = [b for b in range(part.num_groups) if int(part.layer[b]) == 0]
+    torch.testing.assert_close(by_layer_[:, 0], acc[:, first_layer].mean(-1).mean(-1))
+    with pytest.raises(ValueError, match="window must satisfy"):
+        acceptance(chain, part, window=(0, 5))
+    # per-layer recording for long chains: the same rates, [C, L] per sweep
+    layer_chain = sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04, record="layer"), 30, data=(X, y),
+                            batch_size=20, num_chains=2, progress=False)
+    assert layer_chain.info["accept"].shape == (2, 7, 30)
+    torch.testing.assert_close(acceptance(layer_chain, part, by="layer"), by_layer_)
+
+
+def test_adaptation_reaches_the_target_and_freezes():
+    cov = torch.diag(torch.tensor([0.01, 1.0, 100.0], dtype=F64))
+    energy = sm.LogDensityEnergy(lambda t, b: -0.5 * (t * t / cov.diagonal()).sum(), 3)
+    sampler = MetropolisWithinGibbs(fully_factorized(3), 1.0, adapt=Adapt(steps=1500, target=0.4, by="block"))
+    run = sm.Run(energy, torch.zeros(3, dtype=F64), sampler, num_chains=8, seed=0)
+    adapting = run.sample(1500)
+    frozen = run.sample(1000)
+    sd = frozen.info["proposal_sd"]
+    assert torch.equal(sd[..., 0], sd[..., -1])  # frozen after the adaptation sweeps
+    assert torch.equal(sd[..., 0], run.state.log_sd.exp())  # the recorded values are the state's
+    rates = frozen.info["accept"].double().mean((0, 2))
+    assert bool(((rates - 0.4).abs() < 0.08).all()), rates
+    ratio = sd.mean((0, 2))  # scales follow the target's: about 0.1 : 1 : 10
+    assert 5 < float(ratio[1] / ratio[0]) < 20 and 5 < float(ratio[2] / ratio[1]) < 20
+    assert not torch.equal(adapting.info["proposal_sd"][..., 0], adapting.info["proposal_sd"][..., -1])
+
+
+def test_scaling_none_is_the_batch_target_and_n_over_n_the_scaled_one():
+    energy, data = sm.ModuleEnergy(MLP((2, 2, 1), "sigmoid"), "bernoulli"), (torch.rand(40, 2), torch.randint(0, 2, (40,)).float())
+    kw = dict(data=data, batch_size=10, progress=False, seed=0)
+    none = sm.sample(energy, None, MetropolisWithinGibbs(by_neuron(energy.space), 1e-12), 1, **kw)
+    scaled = sm.sample(energy, None, MetropolisWithinGibbs(by_neuron(energy.space), 1e-12, scaling="N/n"), 1, **kw)
+    prior = float(energy.prior_energy(energy.initial_position().unsqueeze(0)))
+    # same first batch: the likelihood part differs by N/n = 4
+    assert (float(scaled.info["energy"][0, 0]) - prior) == pytest.approx(4 * (float(none.info["energy"][0, 0]) - prior), rel=1e-5)
+
+
+def test_mwg_checkpoints_and_resumes_exactly(tmp_path):
+    energy = energy_for("mlp_xor", seed=0)
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(60, 2, generator=g), torch.randint(0, 2, (60,), generator=g).float()
+    make = lambda: MetropolisWithinGibbs(by_neuron(energy.space), 0.04, adapt=Adapt(steps=10))
+    kw = dict(data=(X, y), batch_size=20, batching="stratified", num_chains=2, seed=3, progress=False)
+    full = sm.sample(energy, None, make(), 30, **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop(t, state):
+        if t == 17:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sm.sample(energy, None, make(), 30, out_dir=tmp_path, checkpoint_every=5, callback=stop, **kw)
+    resumed = sm.sample(energy, None, make(), 30, out_dir=tmp_path, checkpoint_every=5, resume=True, **kw)
+    assert torch.equal(resumed.samples, full.samples)
+    assert torch.equal(resumed.info["accept"], full.info["accept"])
+
+
+def test_stratified_batches_keep_the_class_shares():
+    from structmc.batching import MinibatchStream
+
+    y = torch.cat([torch.zeros(60), torch.ones(30), torch.full((10,), 2.0)]).long()
+    x = torch.arange(100.0)
+    stream = MinibatchStream((x, y), 20, 3, torch.Generator().manual_seed(0), "stratified")
+    for _ in range(5):
+        bx, by = stream.next()
+        for c in range(3):
+            assert torch.bincount(by[c], minlength=3).tolist() == [12, 6, 2]
+            assert len(set(bx[c].tolist())) == 20  # without replacement
+            assert torch.equal(y[bx[c].long()], by[c])
+    with pytest.raises(ValueError, match="integer class labels"):
+        MinibatchStream((x, torch.randn(100)), 20, 1, torch.Generator(), "stratified")
+
+
+def test_bad_input_is_refused_before_compute():
+    energy = energy_for("mlp_xor")
+    part = by_neuron(energy.space)
+    with pytest.raises(ValueError, match="positive and finite"):
+        MetropolisWithinGibbs(part, [0.1, -1.0])
+    with pytest.raises(ValueError, match="positive and finite"):
+        MetropolisWithinGibbs(part, 0.0)
+    with pytest.raises(ValueError, match="3 per-layer proposal variances given for 2 layers"):
+        MetropolisWithinGibbs(part, [0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="per-layer proposal variances need blocks that each lie in one layer"):
+        MetropolisWithinGibbs(round_robin(9, 2), [0.1, 0.1])
+    with pytest.raises(ValueError, match="one value per block"):
+        MetropolisWithinGibbs(part, torch.ones(4))
+    X, y = torch.rand(20, 2), torch.randint(0, 2, (20,)).float()
+    with pytest.raises(ValueError, match="the partition covers 10 parameters but the model has 9"):
+        sm.sample(energy, None, MetropolisWithinGibbs(fully_factorized(10), 0.1), 5, data=(X, y), progress=False)
+    conv = sm.ModuleEnergy(nn.Sequential(nn.Conv1d(1, 2, 3), nn.Flatten(), nn.Linear(8, 1)), "bernoulli")
+    assert "unsupported layer Conv1d" in why_not_incremental(conv, by_neuron(conv.space))
+    with pytest.raises(ValueError, match="the incremental evaluator cannot run here: unsupported layer Conv1d"):
+        sm.sample(conv, None, MetropolisWithinGibbs(by_neuron(conv.space), 0.1, evaluator="incremental"), 2,
+                  data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()), progress=False)
+    # the generic path runs any ModuleEnergy with any partition
+    chain = sm.sample(conv, None, MetropolisWithinGibbs(round_robin(conv.space.dim, 3), 0.01), 3,
+                      data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()), progress=False)
+    assert chain.info["accept"].shape == (1, 3, 3)
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        MetropolisWithinGibbs(part, 0.1, scaling="N")
+    with pytest.raises(ValueError, match="Adapt.target must lie in"):
+        Adapt(steps=10, target=1.5)
+
+
+def test_adaptation_per_layer_shares_one_scale_per_layer():
+    energy = energy_for("mlp_xor_deep", seed=0)
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(80, 2, generator=g), torch.randint(0, 2, (80,), generator=g).float()
+    part = by_finer_nodes(energy.space, 2)
+    run = sm.Run(energy, None, MetropolisWithinGibbs(part, 0.04, adapt=Adapt(steps=20, by="layer")), data=(X, y),
+                 batch_size=20, num_chains=2)
+    chain = run.sample(25)
+    assert chain.info["proposal_sd"].shape == (2, 7, 25)
+    log_sd = run.state.log_sd
+    for layer in range(7):
+        members = (part.layer == layer).nonzero().flatten()
+        assert bool((log_sd[:, members] == log_sd[:, members[:1]]).all())
+    assert torch.equal(chain.info["proposal_sd"][..., 20], chain.info["proposal_sd"][..., -1])
