@@ -269,3 +269,18 @@ def test_adaptation_per_layer_shares_one_scale_per_layer():
         members = (part.layer == layer).nonzero().flatten()
         assert bool((log_sd[:, members] == log_sd[:, members[:1]]).all())
     assert torch.equal(chain.info["proposal_sd"][..., 20], chain.info["proposal_sd"][..., -1])
+
+
+def test_the_papers_finer_blocks_are_one_argument_away():
+    """The paper's text: β₁ = 10 sub-blocks per first-layer node (78/79 parameters), 130 blocks;
+    the reference code: chunks of 10, 810 blocks."""
+    space = energy_for("mlp_gibbs").space
+    paper = by_finer_nodes(space, num_chunks=[10, 1, 1, 1])
+    sizes = paper.sizes()
+    assert paper.num_groups == 130 and set(sizes[:100].tolist()) == {78, 79} and set(sizes[100:].tolist()) == {11}
+    assert paper.unit[:10].tolist() == [0] * 10 and paper.layer[100:].tolist() == [1] * 10 + [2] * 10 + [3] * 10
+    assert by_finer_nodes(space, 10).num_groups == 810
+    with pytest.raises(ValueError, match="either chunk_size or num_chunks"):
+        by_finer_nodes(space, 10, num_chunks=10)
+    with pytest.raises(ValueError, match="one per layer"):
+        by_finer_nodes(space, num_chunks=[10, 1])

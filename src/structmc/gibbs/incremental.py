@@ -185,12 +185,18 @@ class IncrementalMLP:
         self.prior = self.energy.prior_energy(theta)
         return self.scale * self._nll(self.z[-1]) + self.prior
 
-    def propose(self, block: int, delta: Tensor) -> Tensor:
-        """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]`` (θ itself unchanged)."""
+    def propose(self, block: int, delta: Tensor, current: Tensor | None = None) -> Tensor:
+        """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]`` from its ``current``
+        values (θ itself unchanged)."""
         plan = self.blocks[block]
         k, unit, theta = plan["layer"], plan["unit"], self.theta
-        current = theta[:, plan["index"]]
-        d_prior = 0.5 * (delta * (2 * current + delta) * plan["precision"]).sum(1)  # ½Σ prec (θ'² − θ²)
+        if current is None:
+            current = theta[:, plan["index"]]
+        prec = plan["precision"]  # ½Σ prec (θ'² − θ²) = ½Σ prec δ(2θ + δ)
+        if isinstance(prec, float):
+            d_prior = (0.5 * prec) * torch.linalg.vecdot(delta, 2 * current + delta)
+        else:
+            d_prior = 0.5 * torch.linalg.vecdot(delta * prec, 2 * current + delta)
         last = len(self.layers) - 1
         act = self.layers[k][2]
         if unit < 0:  # a block over several units of layer k: recompute the layer with the proposal

@@ -207,7 +207,7 @@ class MetropolisWithinGibbs(Sampler):
                 step = step_sd * z
                 proposal = current + step
                 if inc is not None:
-                    energy_new = inc.propose(b, step)
+                    energy_new = inc.propose(b, step, current)
                 else:
                     trial = theta.clone()
                     trial[:, idx] = proposal

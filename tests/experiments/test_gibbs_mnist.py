@@ -1,0 +1,189 @@
+"""gibbs-mnist / gibbs-augment (Papamarkou 2023, Sect. 5.6–5.8): tiny presets end to end, the
+augmentation transforms, the paper's 130-block partition, the registry entries."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from structmc.data.augment import (TRANSFORMS, apply_transform, blur_with, gaussian_blur, gaussian_kernel1d, invert,
+                                   rotate, rotate_by)
+from structmc.experiments import REGISTRY
+from structmc.experiments import gibbs_augment as ga
+from structmc.experiments import gibbs_mnist as gm
+from structmc.partitions import by_finer_nodes
+from structmc.zoo import energy_for
+
+
+def _images(n=7, seed=0):
+    return torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+
+
+# -- transforms --------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_transform_shape_dtype_and_determinism(name):
+    x = _images()
+    a = apply_transform(name, x, 3)
+    b = apply_transform(name, x, 3)
+    c = apply_transform(name, x, 4)
+    assert a.shape == x.shape and a.dtype == x.dtype
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert apply_transform(name, x[:, 0], 3).shape == x[:, 0].shape  # [N, H, W] in, same shape out
+    assert torch.equal(x, _images())  # the input is not modified
+
+
+def test_transforms_need_an_explicit_generator():
+    with pytest.raises(TypeError, match="Generator"):
+        rotate(_images(), 30.0, generator=None)
+    with pytest.raises(TypeError, match="Generator"):
+        invert(_images(), generator=0)
+
+
+def test_inversion_is_exact():
+    x = _images(50)
+    g = torch.Generator().manual_seed(0)
+    y = invert(x, 0.5, generator=g)
+    flipped = (y != x).flatten(1).any(1)
+    assert 10 < int(flipped.sum()) < 40
+    assert torch.equal(y[flipped], 1.0 - x[flipped])
+    assert torch.equal(y[~flipped], x[~flipped])
+    assert torch.equal(invert(x, 1.0, generator=g), 1.0 - x)
+    assert torch.equal(invert(x * 255, 1.0, generator=g, max_value=255.0), 255.0 - x * 255)
+
+
+def test_rotation_by_zero_is_identity_and_direction():
+    x = _images()
+    assert torch.equal(rotate_by(x, 0.0), x)
+    assert torch.allclose(rotate_by(x, 0.0, mode="bilinear"), x, atol=1e-5)
+    assert torch.equal(rotate(x, 0.0, generator=torch.Generator().manual_seed(0)), x)
+    dot = torch.zeros(1, 1, 5, 5)
+    dot[0, 0, 2, 4] = 1.0  # right of the centre
+    up = rotate_by(dot, 90.0)  # counter-clockwise as displayed: to the top
+    assert up[0, 0, 0, 2] == 1.0 and up.sum() == 1.0
+    assert torch.equal(rotate_by(rotate_by(dot, 90.0), -90.0), dot)
+
+
+def test_rotation_angles_within_range():
+    # a centred square rotated by at most 30 degrees stays inside its circumscribed disc
+    x = torch.zeros(20, 1, 28, 28)
+    x[:, :, 10:18, 10:18] = 1.0
+    y = rotate(x, 30.0, generator=torch.Generator().manual_seed(1))
+    assert not torch.equal(y, x)
+    assert ((y.sum((1, 2, 3)) - 64).abs() <= 16).all()  # nearest neighbour keeps the area roughly
+
+
+def test_blur_preserves_constant_images_and_mean():
+    const = torch.full((4, 1, 28, 28), 0.37)
+    out = blur_with(const, torch.tensor([1.0, 1.2, 1.4, 1.5]))
+    assert torch.allclose(out, const, atol=1e-6)
+    out = gaussian_blur(const, generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(out, const, atol=1e-6)
+    assert torch.allclose(out.mean(), const.mean())
+    k = gaussian_kernel1d(9, torch.tensor([1.0, 1.5]))
+    assert k.shape == (2, 9) and torch.allclose(k.sum(1), torch.ones(2, dtype=k.dtype))
+    assert torch.allclose(k, k.flip(1))
+
+
+def test_blur_probability_and_smoothing():
+    x = _images(200)
+    y = gaussian_blur(x, 9, (1.0, 1.5), 0.9, generator=torch.Generator().manual_seed(0))
+    blurred = (y != x).flatten(1).any(1)
+    assert 160 <= int(blurred.sum()) <= 195
+    assert y[blurred].var() < x[blurred].var() / 4  # white noise loses most of its variance
+    assert torch.equal(gaussian_blur(x, p=0.0, generator=torch.Generator().manual_seed(0)), x)
+
+
+# -- partitions --------------------------------------------------------------------------------
+def test_paper_partition_has_130_blocks():
+    space = energy_for("mlp_gibbs").space
+    part = gm.paper_partition(space, 10)
+    assert part.num_groups == 10 * 10 + 30
+    sizes = part.sizes()
+    layer = part.layer
+    assert torch.bincount(layer).tolist() == [100, 10, 10, 10]
+    first = sizes[layer == 0]
+    assert sorted(set(first.tolist())) == [78, 79]
+    assert int(first.sum()) == 7850 and (first == 79).sum() == 50
+    assert sizes[layer > 0].eq(11).all()
+    assert part.unit[:10].eq(0).all() and part.unit[10:20].eq(1).all()  # node by node
+    # every first-layer sub-block lies in one node; blocks cover each parameter once
+    assert bool((part.unit >= 0).all())
+    assert by_finer_nodes(space, 10).num_groups == 810
+    assert gm.make_partition(space, gm.Config(blocks="paper")).num_groups == 130
+    assert gm.make_partition(space, gm.Config(blocks="reference")).num_groups == 810
+    assert gm.PRESETS["full"].blocks == "reference"  # the reference code's blocks reproduce its numbers
+
+
+# -- data --------------------------------------------------------------------------------------
+def test_missing_files_name_the_data_dir(tmp_path):
+    cfg = replace(gm.PRESETS["tiny"], data="files", data_dir=str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        gm.load_images("mnist", cfg)
+    cfg = replace(cfg, data="auto")
+    assert gm.load_images("mnist", cfg).source == "synthetic"
+
+
+# -- experiments -------------------------------------------------------------------------------
+def _check_report(out, report, keys):
+    for name in ("report.json", "report.md"):
+        assert (out / name).is_file()
+    assert list(out.glob("*.png"))
+    saved = json.loads((out / "report.json").read_text())
+    for k in ("config", "seed", "versions", "wall_time_s", "tables", "preset"):
+        assert k in saved
+    assert saved["preset"] == "tiny"
+    rows = [r for k in keys for r in saved["tables"][k]]
+    assert rows and all(r["verdict"] for r in rows)
+    md = (out / "report.md").read_text()
+    assert "verdict" in md and "Reduced run" in md
+    return saved
+
+
+def test_gibbs_mnist_tiny(tmp_path):
+    out = tmp_path / "mnist"
+    report = gm.run("tiny", out, progress=False)
+    saved = _check_report(out, report, ("accuracy", "chain_length", "acceptance"))
+    run = next(iter(saved["runs"].values()))
+    assert len(run["acceptance_per_layer"]) == 4
+    assert all(0 <= a <= 1 for a in run["acceptance_per_layer"])
+    assert saved["partition"]["num_blocks"] == 810
+    assert (out / "predictive_examples.png").is_file()
+
+
+def test_gibbs_mnist_synthetic_paper_blocks(tmp_path):
+    cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=6, windows=(2, 4), predict_window=4)
+    report = gm.run(cfg, tmp_path, progress=False)
+    assert report["preset"] == "custom" and report["partition"]["num_blocks"] == 130
+    assert report["data"]["mnist"]["source"] == "synthetic"
+    assert report["tables"]["accuracy"][0]["verdict"].startswith("n/a (synthetic")
+
+
+def test_gibbs_augment_tiny(tmp_path):
+    out = tmp_path / "augment"
+    report = ga.run("tiny", out, progress=False)
+    saved = _check_report(out, report, ("accuracy",))
+    assert {r["transform"] for r in saved["tables"]["accuracy"]} == {"none", "rotation", "blur", "inversion"}
+    assert (out / "augment_examples.png").is_file()
+
+
+def test_registry_lists_both():
+    for name, module in (("gibbs-mnist", gm), ("gibbs-augment", ga)):
+        entry = REGISTRY.get(name)
+        assert entry.load() is module
+        assert entry.presets == ("tiny", "quick", "full")
+        assert entry.paper.key == "blocked-gibbs"
+        assert set(entry.datasets) == {"mnist", "fashion-mnist"}
+    assert REGISTRY.get("gibbs-mnist").published["accuracy_batch3000"] == {"mnist": 0.9075, "fashion-mnist": 0.8089}
+
+
+def test_gibbs_mnist_resumes_from_checkpoints(tmp_path):
+    cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=8, windows=(2, 4), predict_window=4,
+                  checkpoint_every=4, resume=True)
+    first = gm.run(cfg, tmp_path, progress=False)
+    assert (tmp_path / "chains" / "mnist-b50").is_dir()
+    again = gm.run(cfg, tmp_path, progress=False)  # everything is read back from the checkpoint
+    for key, r in first["runs"].items():
+        assert again["runs"][key]["by_window"] == r["by_window"]
+        assert again["runs"][key]["acceptance_per_layer"] == r["acceptance_per_layer"]
