@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import structmc as sm
+from support.runs import Interrupt, interrupt_at
 from structmc.gibbs import Adapt, MetropolisWithinGibbs, acceptance, why_not_incremental
 from structmc.models import MLP
 from structmc.partitions import by_finer_nodes, by_layer, by_neuron, fully_factorized, round_robin
@@ -194,15 +195,8 @@ def test_mwg_checkpoints_and_resumes_exactly(tmp_path):
     kw = dict(data=(X, y), batch_size=20, batching="stratified", num_chains=2, seed=3, progress=False)
     full = sm.sample(energy, None, make(), 30, **kw)
 
-    class Stop(Exception):
-        pass
-
-    def stop(t, state):
-        if t == 17:
-            raise Stop
-
-    with pytest.raises(Stop):
-        sm.sample(energy, None, make(), 30, out_dir=tmp_path, checkpoint_every=5, callback=stop, **kw)
+    with pytest.raises(Interrupt):
+        sm.sample(energy, None, make(), 30, out_dir=tmp_path, checkpoint_every=5, callback=interrupt_at(17), **kw)
     resumed = sm.sample(energy, None, make(), 30, out_dir=tmp_path, checkpoint_every=5, resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)
     assert torch.equal(resumed.info["accept"], full.info["accept"])

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import structmc as sm
+from support.runs import Interrupt, interrupt_at
 from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, by_neuron
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
@@ -54,16 +55,9 @@ def test_cv_structured_checkpoint_and_predictive_on_cuda(tmp_path):
     kw = dict(data=data, batch_size=32, num_chains=2, seed=0, progress=False, gradient=sm.ControlVariate(centre))
     full = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, **kw)
 
-    class Stop(Exception):
-        pass
-
-    def stop(t, state):
-        if t == 23:
-            raise Stop
-
-    with pytest.raises(Stop):
+    with pytest.raises(Interrupt):
         sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
-                  callback=stop, **kw)
+                  callback=interrupt_at(23), **kw)
     resumed = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
                         resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import structmc as sm
+from support.runs import Interrupt, interrupt_at
 from structmc.structured import (BernoulliMask, BetaMask, ChainHistory, StructuredEnergy, UniformMask, by_layer,
                                  by_neuron, custom, fully_factorized, fully_joint, structured_optimum_gaussian)
 from support.exact import discretised_structured_covariance, sgld_gaussian_covariance
@@ -201,15 +202,8 @@ def test_structured_resume_and_control_variates(tmp_path):
     kw = dict(data=data, batch_size=10, num_chains=2, seed=1, progress=False, gradient=sm.ControlVariate(centre))
     full = sm.sample(make(), None, sm.SGLD(1e-3), 30, **kw)
 
-    class Stop(Exception):
-        pass
-
-    def stop(t, state):
-        if t == 17:
-            raise Stop
-
-    with pytest.raises(Stop):
-        sm.sample(make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, callback=stop, **kw)
+    with pytest.raises(Interrupt):
+        sm.sample(make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, callback=interrupt_at(17), **kw)
     resumed = sm.sample(make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)
 

@@ -38,3 +38,17 @@ ALL_SAMPLERS = [
     lambda: sm.SGHMC(1e-4, friction=0.1, num_leapfrog=2, resample_momentum=True),
     lambda: sm.SGNHT(1e-4, a=0.1, num_leapfrog=2),
 ]
+
+
+class Interrupt(Exception):
+    """Raised by :func:`interrupt_at` to stop a run as a crash would."""
+
+
+def interrupt_at(iteration: int):
+    """A ``sample(callback=...)`` that raises :class:`Interrupt` after ``iteration``."""
+
+    def callback(t, state):
+        if t == iteration:
+            raise Interrupt
+
+    return callback

@@ -136,6 +136,15 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
 }, validate=_check)
 
 
+def resolve_preset(config, presets: dict) -> tuple:
+    """``(config, preset name)`` for a preset name (``"custom"`` for a config object)."""
+    if isinstance(config, str):
+        if config not in presets:
+            raise ValueError(f"unknown preset {config!r}; choose from {sorted(presets)}")
+        return presets[config], config
+    return config, "custom"
+
+
 def get(name: str) -> ModuleType:
     """The module of experiment ``name`` (``ValueError`` listing the choices when unknown)."""
     return REGISTRY.get(name).load()
@@ -146,4 +155,4 @@ def entry(name: str) -> Experiment:
     return REGISTRY.get(name)
 
 
-__all__ = ["Experiment", "Paper", "PAPERS", "REGISTRY", "get", "entry"]
+__all__ = ["Experiment", "Paper", "PAPERS", "REGISTRY", "get", "entry", "resolve_preset"]

@@ -64,11 +64,9 @@ PRESETS = {
 
 
 def _resolve(config: Config | str) -> tuple[Config, str]:
-    if isinstance(config, str):
-        if config not in PRESETS:
-            raise ValueError(f"unknown preset {config!r}; choose from {sorted(PRESETS)}")
-        return PRESETS[config], config
-    return config, "custom"
+    from . import resolve_preset
+
+    return resolve_preset(config, PRESETS)
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-augment",

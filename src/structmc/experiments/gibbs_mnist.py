@@ -443,11 +443,9 @@ def reductions(cfg: Config, preset: str, full: Config) -> list[str]:
 
 
 def _resolve(config: Config | str) -> tuple[Config, str]:
-    if isinstance(config, str):
-        if config not in PRESETS:
-            raise ValueError(f"unknown preset {config!r}; choose from {sorted(PRESETS)}")
-        return PRESETS[config], config
-    return config, "custom"
+    from . import resolve_preset
+
+    return resolve_preset(config, PRESETS)
 
 
 class threads:

@@ -199,53 +199,58 @@ class IncrementalMLP:
             d_prior = 0.5 * torch.linalg.vecdot(delta * prec, 2 * current + delta)
         last = len(self.layers) - 1
         act = self.layers[k][2]
+        row = None  # (z_k row, a_{k+1} row) when only unit j of layer k changes
         if unit < 0:  # a block over several units of layer k: recompute the layer with the proposal
             trial = theta.clone()
             trial[:, plan["index"]] += delta
-            zs = [self._linear(k, self.a[k], trial)]
-            acts = [self._act(k, zs[0])] if k < last else []
+            start, zs = k, [self._linear(k, self.a[k], trial)]
         else:
             dz = torch.bmm(delta[:, plan["pos_w"]].unsqueeze(1), self.a[k][:, plan["cols"], :])  # [C, 1, n]
             if plan["pos_b"] >= 0:
                 dz += delta[:, plan["pos_b"]].view(-1, 1, 1)
-            z_k = self.z[k].clone()
-            z_row = z_k[:, unit:unit + 1].add_(dz)  # row j of z_k, in place in the copy
-            zs = [z_k]
-            acts = []
-            if k < last:
-                if act is None or isinstance(act, _ELEMENTWISE):
-                    # only unit j's activation changes: a rank-one update of z_{k+1}
-                    a_k = self.a[k + 1].clone()
-                    a_row = self._act(k, z_row)
-                    w_next = self.layers[k + 1][0]
-                    col = theta[:, w_next.slice].view(theta.shape[0], *w_next.shape)[:, :, unit:unit + 1]
-                    zs.append(torch.addcmul(self.z[k + 1], col, a_row - a_k[:, unit:unit + 1]))
-                    a_k[:, unit:unit + 1] = a_row
-                    acts.append(a_k)
-                else:
-                    acts.append(self._act(k, z_k))
-        for m in range(k + len(zs), last + 1):  # the rest of the network
-            if len(acts) < len(zs):
-                acts.append(self._act(m - 1, zs[-1]))
+            if k < last and (act is None or isinstance(act, _ELEMENTWISE)):
+                # only unit j's activation changes: a rank-one update of z_{k+1}; the rows of
+                # z_k and a_{k+1} are written into the caches on acceptance only
+                z_row = self.z[k][:, unit:unit + 1] + dz
+                a_row = self._act(k, z_row)
+                w_next = self.layers[k + 1][0]
+                col = theta[:, w_next.slice].view(theta.shape[0], *w_next.shape)[:, :, unit:unit + 1]
+                start, zs = k + 1, [torch.addcmul(self.z[k + 1], col, a_row - self.a[k + 1][:, unit:unit + 1])]
+                row = (k, unit, z_row, a_row)
+            else:
+                z_k = self.z[k].clone()
+                z_k[:, unit:unit + 1] += dz
+                start, zs = k, [z_k]
+        acts = []  # acts[i] is the activation a_{start+i+1} of zs[i]
+        for m in range(start + 1, last + 1):  # the rest of the network
+            acts.append(self._act(m - 1, zs[-1]))
             zs.append(self._linear(m, acts[-1], theta))
-        self._pending = (k, zs, acts, d_prior)
+        self._pending = (start, zs, acts, d_prior, row)
         return self.scale * self._nll(zs[-1]) + (self.prior + d_prior)
 
     def commit(self, accepted: Tensor) -> None:
         """Keep the last proposal's activations for the chains that accepted it."""
-        k, zs, acts, d_prior = self._pending
-        if accepted.shape[0] == 1:  # one chain: swap references, no select
+        start, zs, acts, d_prior, row = self._pending
+        if accepted.shape[0] == 1:  # one chain: write rows and swap references, no select
             if not bool(accepted[0]):
                 return
+            if row is not None:
+                k, unit, z_row, a_row = row
+                self.z[k][:, unit:unit + 1] = z_row
+                self.a[k + 1][:, unit:unit + 1] = a_row
             for i, z in enumerate(zs):
-                self.z[k + i] = z
+                self.z[start + i] = z
             for i, a in enumerate(acts):
-                self.a[k + i + 1] = a
+                self.a[start + i + 1] = a
             self.prior = self.prior + d_prior
             return
         keep = accepted.view(-1, 1, 1)
+        if row is not None:
+            k, unit, z_row, a_row = row
+            self.z[k][:, unit:unit + 1] = torch.where(keep, z_row, self.z[k][:, unit:unit + 1])
+            self.a[k + 1][:, unit:unit + 1] = torch.where(keep, a_row, self.a[k + 1][:, unit:unit + 1])
         for i, z in enumerate(zs):
-            self.z[k + i] = torch.where(keep, z, self.z[k + i])
+            self.z[start + i] = torch.where(keep, z, self.z[start + i])
         for i, a in enumerate(acts):
-            self.a[k + i + 1] = torch.where(keep, a, self.a[k + i + 1])
+            self.a[start + i + 1] = torch.where(keep, a, self.a[start + i + 1])
         self.prior = torch.where(accepted, self.prior + d_prior, self.prior)

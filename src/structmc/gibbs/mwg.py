@@ -142,6 +142,7 @@ class MetropolisWithinGibbs(Sampler):
         new = super().prepare(energy)
         new._blocks = self.partition.blocks()
         new._index = [_as_index(idx) for idx in new._blocks]  # slices for contiguous blocks
+        new._group_ids = self.partition.group_ids
         new._incremental = None
         if self.evaluator != "generic" and not self.mala:
             reason = why_not_incremental(energy, self.partition)
@@ -158,6 +159,9 @@ class MetropolisWithinGibbs(Sampler):
 
     def init(self, theta: Tensor, generator=None) -> MWGState:
         theta = theta.detach().clone()
+        # index tensors on the chain's device (slices need nothing)
+        self._group_ids = self.partition.group_ids.to(theta.device)
+        self._index = [i.to(theta.device) if isinstance(i, Tensor) else i for i in self._index]
         var = self.block_var.to(device=theta.device, dtype=theta.dtype)
         return MWGState(theta, (0.5 * var.log()).expand(theta.shape[0], -1).clone())
 
@@ -188,11 +192,12 @@ class MetropolisWithinGibbs(Sampler):
         # and one uniform per block
         noise = torch.randn(theta.shape, generator=generator, dtype=theta.dtype, device=theta.device)
         log_u = torch.rand((C, M), generator=generator, dtype=theta.dtype, device=theta.device).log_()
+        steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
         for b, idx in enumerate(self._index):
-            z = noise[:, idx]
             current = theta[:, idx]
-            step_sd = sd[:, b:b + 1]
             if self.mala:
+                z = noise[:, idx]
+                step_sd = sd[:, b:b + 1]
                 var = step_sd.square()
                 mean_fwd = current - 0.5 * var * grad[:, idx]
                 proposal = mean_fwd + step_sd * z
@@ -204,7 +209,7 @@ class MetropolisWithinGibbs(Sampler):
                 log_q = 0.5 * z.square().sum(1) - 0.5 * (current - mean_rev).square().sum(1) / var[:, 0]
                 log_alpha = energy - energy_new + log_q
             else:
-                step = step_sd * z
+                step = steps[:, idx]
                 proposal = current + step
                 if inc is not None:
                     energy_new = inc.propose(b, step, current)
