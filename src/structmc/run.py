@@ -195,6 +195,10 @@ class Run:
             return
         while True:
             info = self.step()
+            if (budget is not None and budget.grad_evals is not None and budget.iterations is None
+                    and budget.seconds is None and self.oracle.grad_evals == ev0):
+                raise ValueError(f"{self.sampler.name} computes no gradients, so a Budget of grad_evals alone never "
+                                 "ends: give iterations or seconds")
             yield self.iteration, self.state, info
             if until is not None and until(self.iteration, self.state, info):
                 return

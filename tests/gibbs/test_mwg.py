@@ -278,3 +278,11 @@ def test_the_papers_finer_blocks_are_one_argument_away():
         by_finer_nodes(space, 10, num_chunks=10)
     with pytest.raises(ValueError, match="one per layer"):
         by_finer_nodes(space, num_chunks=[10, 1])
+
+
+def test_a_gradient_budget_is_refused_for_a_sampler_without_gradients():
+    energy = sm.LogDensityEnergy(lambda t, b: -0.5 * (t * t).sum(), 2)
+    run = sm.Run(energy, torch.zeros(2), MetropolisWithinGibbs(fully_factorized(2), 1.0))
+    with pytest.raises(ValueError, match="computes no gradients"):
+        run.sample(sm.Budget(grad_evals=10))
+    assert run.sample(sm.Budget(iterations=3, grad_evals=10)).num_draws == 3

@@ -474,7 +474,9 @@ def _markdown(report: dict) -> str:
         f"{cfg['num_steps']:,} sweeps; acceptance over sweeps {report['windows']['acceptance'][0]:,}-"
         f"{report['windows']['acceptance'][1]:,}, predictions averaged over sweeps "
         f"{report['windows']['prediction'][0]:,}-{report['windows']['prediction'][1]:,} (paper: 10,001-110,000 and "
-        f"100,001-110,000). Seed {report['seed']}; wall time {report['wall_seconds']:.1f} s.", "",
+        f"100,001-110,000). Seed {report['seed']}; wall time of this invocation {report['wall_seconds']:.1f} s; sampling time "
+        f"{sum(r['sampling_seconds'] for r in report['settings'].values()):.1f} s (sampler steps, summed over "
+        f"settings and over resumed runs).", "",
         "## Paper vs ours", "",
         "| quantity | source | statistic | paper | ours | rule | verdict |", "|---|---|---|---|---|---|---|",
     ]

@@ -231,7 +231,7 @@ class IncrementalMLP:
     def commit(self, accepted: Tensor) -> None:
         """Keep the last proposal's activations for the chains that accepted it."""
         start, zs, acts, d_prior, row = self._pending
-        if accepted.shape[0] == 1:  # one chain: write rows and swap references, no select
+        if accepted.shape[0] == 1 and accepted.device.type == "cpu":  # one chain: write rows, swap references
             if not bool(accepted[0]):
                 return
             if row is not None:

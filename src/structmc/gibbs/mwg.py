@@ -220,7 +220,7 @@ class MetropolisWithinGibbs(Sampler):
                 log_alpha = energy - energy_new
             ok = (log_u[:, b] < log_alpha) & torch.isfinite(energy_new)  # NaN/Inf proposals are rejected
             accept[:, b] = ok
-            if C == 1:  # one chain: no select
+            if C == 1 and theta.device.type == "cpu":  # one chain on the CPU: a branch, not a select
                 if bool(ok[0]):
                     theta[:, idx] = proposal
                     energy = energy_new
