@@ -109,11 +109,17 @@ class IncrementalMLP:
         for lin, act in _linear_stack(energy.module):
             b = space[names[id(lin.bias)]] if lin.bias is not None else None
             self.layers.append((space[names[id(lin.weight)]], b, act))
+        # activations as plain functions over the unit dimension (no module dispatch per call)
+        plain = {nn.Sigmoid: torch.sigmoid, nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.Identity: None}
+        self._act_fns = [None if act is None else plain[type(act)] if type(act) in plain
+                         else (lambda z: z.softmax(1)) if isinstance(act, nn.Softmax) else act
+                         for _, _, act in self.layers]
         lik = energy.likelihood
         self.lik_name = lik.name if lik.name in ("categorical", "bernoulli", "gaussian") else "custom"
         self.lik = lik
         precision = energy.prior_precision
         self.blocks = [self._plan(g, idx, precision) for g, idx in enumerate(partition.blocks())]
+        self._precision, self._group_ids, self._d_prior = precision, partition.group_ids, None
 
     def _plan(self, g: int, idx: Tensor, precision: Tensor) -> dict:
         first = int(idx[0])
@@ -135,26 +141,31 @@ class IncrementalMLP:
 
     # -- network pieces (feature-major: [C, width, n]) ------------------------------------------
     def _linear(self, k: int, a: Tensor, theta: Tensor) -> Tensor:
+        if theta is self.theta:  # the sweep's weight views (θ changes in place: they stay current)
+            W, bias = self._views[k]
+        else:
+            W, bias = self._weights(k, theta)
+        return torch.bmm(W, a) if bias is None else torch.baddbmm(bias, W, a)
+
+    def _weights(self, k: int, theta: Tensor):
         w, b, _ = self.layers[k]
-        C = theta.shape[0]
-        W = theta[:, w.slice].view(C, *w.shape)
-        if b is None:
-            return torch.bmm(W, a)
-        return torch.baddbmm(theta[:, b.slice].unsqueeze(2), W, a)
+        W = theta[:, w.slice].view(theta.shape[0], *w.shape)
+        return W, (None if b is None else theta[:, b.slice].unsqueeze(2))
 
     def _act(self, k: int, z: Tensor) -> Tensor:
-        act = self.layers[k][2]
-        if act is None:
-            return z
-        if isinstance(act, nn.Softmax):
-            return z.softmax(1)
-        return act(z)
+        fn = self._act_fns[k]
+        return z if fn is None else fn(z)
 
     def _nll(self, z_out: Tensor) -> Tensor:
         """−log-lik ``[C]`` of the batch from the output pre-activation ``[C, K, n]``."""
         out = self._act(len(self.layers) - 1, z_out)
         if self.lik_name == "categorical":
-            return (torch.logsumexp(out, 1) - out.gather(1, self.target_index).squeeze(1)).sum(-1)
+            # log-softmax over the class rows (a vector op per class row: 2x faster than
+            # logsumexp here and 8x faster than cross-entropy in the [n, K] layout)
+            logp = F.log_softmax(out, 1)
+            if out.shape[0] == 1:
+                return F.nll_loss(logp, self.target_long, reduction="sum").reshape(1)
+            return F.nll_loss(logp, self.target_long, reduction="none").sum(-1)
         if self.lik_name == "bernoulli":
             return F.binary_cross_entropy_with_logits(out[:, 0], self.target, reduction="none").sum(-1)
         if self.lik_name == "gaussian":
@@ -172,10 +183,11 @@ class IncrementalMLP:
         y = batch[-1]
         self.target_raw = y
         if self.lik_name == "categorical":
-            self.target_index = y.long().unsqueeze(1)
+            self.target_long = y.long()
         elif self.lik_name in ("bernoulli", "gaussian"):
             self.target = y.reshape(y.shape[0], -1).to(theta.dtype)
         self.scale = self.energy.scale(batch)
+        self._views = [self._weights(k, theta) for k in range(len(self.layers))]
         self.a = [x.transpose(1, 2).contiguous()]  # a[k]: input of layer k, [C, in_k, n]
         self.z = []
         for k in range(len(self.layers)):
@@ -183,7 +195,17 @@ class IncrementalMLP:
             if k + 1 < len(self.layers):
                 self.a.append(self._act(k, self.z[k]))
         self.prior = self.energy.prior_energy(theta)
+        self._d_prior = None
         return self.scale * self._nll(self.z[-1]) + self.prior
+
+    def set_steps(self, steps: Tensor) -> None:
+        """The sweep's proposal steps ``[C, P]`` (one per parameter). Blocks are disjoint and a
+        block is still at its sweep-start value when its turn comes, so every block's prior
+        change ½Σ prec δ(2θ + δ) is known up front: one segment sum instead of four small
+        operations per block."""
+        per_param = self._precision * steps * (2 * self.theta + steps)
+        self._d_prior = torch.zeros(steps.shape[0], len(self.blocks), dtype=steps.dtype, device=steps.device)
+        self._d_prior.index_add_(1, self._group_ids.to(steps.device), per_param).mul_(0.5)
 
     def propose(self, block: int, delta: Tensor, current: Tensor | None = None) -> Tensor:
         """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]`` from its ``current``
@@ -192,11 +214,14 @@ class IncrementalMLP:
         k, unit, theta = plan["layer"], plan["unit"], self.theta
         if current is None:
             current = theta[:, plan["index"]]
-        prec = plan["precision"]  # ½Σ prec (θ'² − θ²) = ½Σ prec δ(2θ + δ)
-        if isinstance(prec, float):
-            d_prior = (0.5 * prec) * torch.linalg.vecdot(delta, 2 * current + delta)
+        if self._d_prior is not None:  # the sweep's prior changes, computed for all blocks at once
+            d_prior = self._d_prior[:, block]
         else:
-            d_prior = 0.5 * torch.linalg.vecdot(delta * prec, 2 * current + delta)
+            prec = plan["precision"]  # ½Σ prec (θ'² − θ²) = ½Σ prec δ(2θ + δ)
+            if isinstance(prec, float):
+                d_prior = (0.5 * prec) * torch.linalg.vecdot(delta, 2 * current + delta)
+            else:
+                d_prior = 0.5 * torch.linalg.vecdot(delta * prec, 2 * current + delta)
         last = len(self.layers) - 1
         act = self.layers[k][2]
         row = None  # (z_k row, a_{k+1} row) when only unit j of layer k changes
@@ -213,8 +238,7 @@ class IncrementalMLP:
                 # z_k and a_{k+1} are written into the caches on acceptance only
                 z_row = self.z[k][:, unit:unit + 1] + dz
                 a_row = self._act(k, z_row)
-                w_next = self.layers[k + 1][0]
-                col = theta[:, w_next.slice].view(theta.shape[0], *w_next.shape)[:, :, unit:unit + 1]
+                col = self._views[k + 1][0][:, :, unit:unit + 1]  # column j of W_{k+1}
                 start, zs = k + 1, [torch.addcmul(self.z[k + 1], col, a_row - self.a[k + 1][:, unit:unit + 1])]
                 row = (k, unit, z_row, a_row)
             else:
@@ -228,11 +252,12 @@ class IncrementalMLP:
         self._pending = (start, zs, acts, d_prior, row)
         return self.scale * self._nll(zs[-1]) + (self.prior + d_prior)
 
-    def commit(self, accepted: Tensor) -> None:
-        """Keep the last proposal's activations for the chains that accepted it."""
+    def commit(self, accepted: Tensor | bool) -> None:
+        """Keep the last proposal's activations for the chains that accepted it (a ``[C]``
+        mask, or one bool for a single chain)."""
         start, zs, acts, d_prior, row = self._pending
-        if accepted.shape[0] == 1 and accepted.device.type == "cpu":  # one chain: write rows, swap references
-            if not bool(accepted[0]):
+        if isinstance(accepted, bool) or (accepted.shape[0] == 1 and accepted.device.type == "cpu"):
+            if not bool(accepted):  # one chain: write rows and swap references, no select
                 return
             if row is not None:
                 k, unit, z_row, a_row = row

@@ -186,53 +186,19 @@ class MetropolisWithinGibbs(Sampler):
             energy = inc.begin(theta, oracle.batch)
         else:
             energy = oracle.value(theta)
-        accept = torch.empty(C, M, dtype=torch.bool, device=theta.device)
         sd = state.log_sd.exp()
         # the sweep's random numbers in two draws: N(0, 1) per parameter (blocks partition θ)
         # and one uniform per block
         noise = torch.randn(theta.shape, generator=generator, dtype=theta.dtype, device=theta.device)
         log_u = torch.rand((C, M), generator=generator, dtype=theta.dtype, device=theta.device).log_()
-        steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
-        for b, idx in enumerate(self._index):
-            current = theta[:, idx]
-            if self.mala:
-                z = noise[:, idx]
-                step_sd = sd[:, b:b + 1]
-                var = step_sd.square()
-                mean_fwd = current - 0.5 * var * grad[:, idx]
-                proposal = mean_fwd + step_sd * z
-                trial = theta.clone()
-                trial[:, idx] = proposal
-                energy_new, grad_new = oracle.value_and_grad(trial)
-                mean_rev = proposal - 0.5 * var * grad_new[:, idx]
-                # log q(θ|θ') − log q(θ'|θ), both N(mean, σ² I); the forward residual is σz
-                log_q = 0.5 * z.square().sum(1) - 0.5 * (current - mean_rev).square().sum(1) / var[:, 0]
-                log_alpha = energy - energy_new + log_q
-            else:
-                step = steps[:, idx]
-                proposal = current + step
-                if inc is not None:
-                    energy_new = inc.propose(b, step, current)
-                else:
-                    trial = theta.clone()
-                    trial[:, idx] = proposal
-                    energy_new = oracle.value(trial)
-                log_alpha = energy - energy_new
-            ok = (log_u[:, b] < log_alpha) & torch.isfinite(energy_new)  # NaN/Inf proposals are rejected
-            accept[:, b] = ok
-            if C == 1 and theta.device.type == "cpu":  # one chain on the CPU: a branch, not a select
-                if bool(ok[0]):
-                    theta[:, idx] = proposal
-                    energy = energy_new
-                    if self.mala:
-                        grad = grad_new
-            else:
-                theta[:, idx] = torch.where(ok.unsqueeze(1), proposal, current)
-                energy = torch.where(ok, energy_new, energy)
-                if self.mala:
-                    grad = torch.where(ok.unsqueeze(1), grad_new, grad)
+        if self.mala:
+            energy, accept = self._mala_sweep(theta, energy, grad, noise, sd, log_u, oracle)
+        else:
+            steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
             if inc is not None:
-                inc.commit(ok)
+                inc.set_steps(steps)
+            sweep = self._one_chain_sweep if C == 1 and theta.device.type == "cpu" else self._chains_sweep
+            energy, accept = sweep(theta, energy, steps, log_u, oracle)
         if self.adapt is not None and state.step < self.adapt.steps:
             self._adapt(state, accept)
         state.step += 1
@@ -241,6 +207,71 @@ class MetropolisWithinGibbs(Sampler):
         if self.adapt is not None:
             info["proposal_sd"] = self._adapt_groups(state.log_sd).exp()
         return state, info
+
+    def _propose(self, b: int, idx, current: Tensor, step: Tensor, oracle) -> Tensor:
+        """Energy of the state with block ``b`` moved by ``step`` (θ itself unchanged)."""
+        if self._incremental is not None:
+            return self._incremental.propose(b, step, current)
+        trial = self._trial
+        trial.copy_(self._theta)
+        trial[:, idx] += step
+        return oracle.value(trial)
+
+    def _chains_sweep(self, theta, energy, steps, log_u, oracle):
+        """All chains at once, per-chain accept/reject by selects (no host reads)."""
+        accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
+        self._theta, self._trial = theta, torch.empty_like(theta)
+        for b, idx in enumerate(self._index):
+            current, step = theta[:, idx], steps[:, idx]
+            energy_new = self._propose(b, idx, current, step, oracle)
+            ok = (log_u[:, b] < energy - energy_new) & torch.isfinite(energy_new)  # NaN/Inf proposals: rejected
+            accept[:, b] = ok
+            theta[:, idx] = torch.where(ok.unsqueeze(1), current + step, current)
+            energy = torch.where(ok, energy_new, energy)
+            if self._incremental is not None:
+                self._incremental.commit(ok)
+        return energy, accept
+
+    def _one_chain_sweep(self, theta, energy, steps, log_u, oracle):
+        """One chain on the CPU: the same decisions, taken on Python floats (a handful of
+        kernels fewer per block, which is most of a block's cost for small networks)."""
+        log_u = log_u[0].tolist()
+        accept = [False] * len(log_u)
+        e_cur = float(energy[0])
+        self._theta, self._trial = theta, torch.empty_like(theta)
+        for b, idx in enumerate(self._index):
+            step = steps[:, idx]
+            e_new = float(self._propose(b, idx, theta[:, idx], step, oracle))
+            ok = math.isfinite(e_new) and log_u[b] < e_cur - e_new  # NaN/Inf proposals: rejected
+            if ok:
+                theta[:, idx] += step
+                e_cur = e_new
+                accept[b] = True
+            if self._incremental is not None:
+                self._incremental.commit(ok)
+        return theta.new_tensor([e_cur]), torch.tensor([accept])
+
+    def _mala_sweep(self, theta, energy, grad, noise, sd, log_u, oracle):
+        """Gradient-informed block moves: θ'_b ~ N(θ_b − (σ²/2)∇_bU, σ² I), with the reverse
+        proposal in the acceptance ratio."""
+        accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
+        for b, idx in enumerate(self._index):
+            current, z = theta[:, idx], noise[:, idx]
+            step_sd = sd[:, b:b + 1]
+            var = step_sd.square()
+            proposal = current - 0.5 * var * grad[:, idx] + step_sd * z
+            trial = theta.clone()
+            trial[:, idx] = proposal
+            energy_new, grad_new = oracle.value_and_grad(trial)
+            mean_rev = proposal - 0.5 * var * grad_new[:, idx]
+            # log q(θ|θ') − log q(θ'|θ), both N(mean, σ² I); the forward residual is σz
+            log_q = 0.5 * z.square().sum(1) - 0.5 * (current - mean_rev).square().sum(1) / var[:, 0]
+            ok = (log_u[:, b] < energy - energy_new + log_q) & torch.isfinite(energy_new)
+            accept[:, b] = ok
+            theta[:, idx] = torch.where(ok.unsqueeze(1), proposal, current)
+            energy = torch.where(ok, energy_new, energy)
+            grad = torch.where(ok.unsqueeze(1), grad_new, grad)
+        return energy, accept
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _per_layer(self, accept: Tensor) -> Tensor:
