@@ -35,8 +35,16 @@ from torch import Tensor
 
 from .space import ParamSpace
 
-__all__ = ["Partition", "by_finer_nodes", "by_layer", "by_neuron", "custom", "fully_factorized", "fully_joint",
+__all__ = ["Partition", "contiguous_index", "by_finer_nodes", "by_layer", "by_neuron", "custom", "fully_factorized", "fully_joint",
            "make_partition", "node_blocks", "random_partition", "round_robin"]
+
+
+def contiguous_index(idx: Tensor):
+    """``idx`` as a slice when it is a contiguous ascending run (indexing then gives a view,
+    not a gather), else ``idx`` itself."""
+    if idx.numel() and bool((idx.diff() == 1).all()):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
 
 
 @dataclass(frozen=True, eq=False)

@@ -171,9 +171,11 @@ def test_adaptation_reaches_the_target_and_freezes():
     assert torch.equal(sd[..., 0], sd[..., -1])  # frozen after the adaptation sweeps
     assert torch.equal(sd[..., 0], run.state.log_sd.exp())  # the recorded values are the state's
     rates = frozen.info["accept"].double().mean((0, 2))
-    assert bool(((rates - 0.4).abs() < 0.08).all()), rates
-    ratio = sd.mean((0, 2))  # scales follow the target's: about 0.1 : 1 : 10
-    assert 5 < float(ratio[1] / ratio[0]) < 20 and 5 < float(ratio[2] / ratio[1]) < 20
+    # 8 chains x 1,000 frozen sweeps: binomial SE of a rate ≈ 0.0055; over seeds 0-3 the rates
+    # lay within 0.011 of the target and the scale ratios in 9.3-10.4
+    assert bool(((rates - 0.4).abs() < 0.03).all()), rates
+    ratio = sd.mean((0, 2))  # scales follow the target's standard deviations 0.1 : 1 : 10
+    assert 8 < float(ratio[1] / ratio[0]) < 12 and 8 < float(ratio[2] / ratio[1]) < 12
     assert not torch.equal(adapting.info["proposal_sd"][..., 0], adapting.info["proposal_sd"][..., -1])
 
 

@@ -63,20 +63,30 @@ def _uniform(n: int, lo: float, hi: float, generator: torch.Generator) -> Tensor
 _CHUNK = 4096  # images per grid_sample / conv2d call (bounds the temporary memory)
 
 
+def _per_image(values, n: int, what: str) -> Tensor:
+    """One float64 parameter per image: a number is shared, a sequence must have ``n``."""
+    v = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    if v.numel() == 1:
+        v = v.expand(n)
+    if v.numel() != n:
+        raise ValueError(f"one {what} per image needed ({n}), got {v.numel()}")
+    return v
+
+
+def _chunked(fn, x: Tensor, params: Tensor) -> Tensor:
+    """``fn`` over chunks of ``_CHUNK`` images (bounded memory for whole training sets)."""
+    return torch.cat([fn(x[i:i + _CHUNK], params[i:i + _CHUNK]) for i in range(0, x.shape[0], _CHUNK)])
+
+
 def rotate_by(images: Tensor, angles, *, mode: str = "nearest", fill: float = 0.0) -> Tensor:
     """Rotate image i by ``angles[i]`` degrees (a number: all images), counter-clockwise as
     displayed (row 0 at the top), about the centre; pixels from outside the image get
     ``fill``. ``angles = 0`` gives the images back (exactly with ``mode="nearest"``)."""
     x, squeezed = _as_nchw(images)
     N = x.shape[0]
-    a = torch.as_tensor(angles, dtype=torch.float64).reshape(-1)
-    if a.numel() == 1:
-        a = a.expand(N)
-    if a.numel() != N:
-        raise ValueError(f"one angle per image needed ({N}), got {a.numel()}")
+    a = _per_image(angles, N, "angle")
     if N > _CHUNK:
-        return _restore(torch.cat([rotate_by(x[i:i + _CHUNK], a[i:i + _CHUNK], mode=mode, fill=fill)
-                                   for i in range(0, N, _CHUNK)]), squeezed)
+        return _restore(_chunked(lambda xs, ps: rotate_by(xs, ps, mode=mode, fill=fill), x, a), squeezed)
     C, H, W = x.shape[1:]
     rad = a * (math.pi / 180.0)
     c, s = rad.cos(), rad.sin()
@@ -130,14 +140,9 @@ def blur_with(images: Tensor, sigmas, *, kernel_size: int = 9) -> Tensor:
     pad = k // 2
     if pad >= H or pad >= W:
         raise ValueError(f"kernel_size {k} too large for {H}x{W} images (reflect padding)")
-    s = torch.as_tensor(sigmas, dtype=torch.float64).reshape(-1)
-    if s.numel() == 1:
-        s = s.expand(N)
-    if s.numel() != N:
-        raise ValueError(f"one sigma per image needed ({N}), got {s.numel()}")
+    s = _per_image(sigmas, N, "sigma")
     if N > _CHUNK:
-        return _restore(torch.cat([blur_with(x[i:i + _CHUNK], s[i:i + _CHUNK], kernel_size=k)
-                                   for i in range(0, N, _CHUNK)]), squeezed)
+        return _restore(_chunked(lambda xs, ps: blur_with(xs, ps, kernel_size=k), x, s), squeezed)
     kern = gaussian_kernel1d(k, s).to(device=x.device, dtype=x.dtype)  # [N, k]
     kern = kern.repeat_interleave(C, 0)  # [N*C, k]: one depthwise filter per (image, channel)
     y = F.pad(x.reshape(1, N * C, H, W), (pad, pad, pad, pad), mode="reflect")

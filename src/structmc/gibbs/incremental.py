@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import vmap
 
+from ..partitions import contiguous_index
+
 _ELEMENTWISE = (nn.Sigmoid, nn.Tanh, nn.ReLU, nn.Identity, nn.ELU, nn.GELU, nn.Softplus, nn.LeakyReLU, nn.SiLU)
 
 
@@ -90,13 +92,6 @@ def why_not_incremental(energy, partition) -> str | None:
     return None
 
 
-def _as_index(idx: Tensor):
-    """A slice when ``idx`` is a contiguous ascending run (a view instead of a gather)."""
-    if idx.numel() and bool((idx.diff() == 1).all()):
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
-
-
 class IncrementalMLP:
     def __init__(self, energy, partition):
         reason = why_not_incremental(energy, partition)
@@ -117,11 +112,10 @@ class IncrementalMLP:
         lik = energy.likelihood
         self.lik_name = lik.name if lik.name in ("categorical", "bernoulli", "gaussian") else "custom"
         self.lik = lik
-        precision = energy.prior_precision
-        self.blocks = [self._plan(g, idx, precision) for g, idx in enumerate(partition.blocks())]
-        self._precision, self._group_ids, self._d_prior = precision, partition.group_ids, None
+        self.blocks = [self._plan(g, idx) for g, idx in enumerate(partition.blocks())]
+        self._precision, self._group_ids = energy.prior_precision, partition.group_ids
 
-    def _plan(self, g: int, idx: Tensor, precision: Tensor) -> dict:
+    def _plan(self, g: int, idx: Tensor) -> dict:
         first = int(idx[0])
         k = next(i for i, (w, b, _) in enumerate(self.layers)
                  if w.offset <= first < w.offset + w.numel or (b is not None and b.offset <= first < b.offset + b.numel))
@@ -133,11 +127,9 @@ class IncrementalMLP:
         fan_in = w.shape[1]
         rows = torch.cat([(idx[in_w] - w.offset) // fan_in, idx[in_b] - (b.offset if b is not None else 0)])
         unit = int(rows[0]) if bool((rows == rows[0]).all()) else -1
-        prec = precision[idx]
-        return {"layer": k, "unit": unit, "index": _as_index(idx),
-                "cols": _as_index((idx[in_w] - w.offset) % fan_in), "pos_w": _as_index(torch.nonzero(in_w).flatten()),
-                "pos_b": int(torch.nonzero(in_b).flatten()[0]) if bool(in_b.any()) else -1,
-                "precision": float(prec[0]) if bool((prec == prec[0]).all()) else prec}
+        return {"layer": k, "unit": unit, "index": contiguous_index(idx),
+                "cols": contiguous_index((idx[in_w] - w.offset) % fan_in), "pos_w": contiguous_index(torch.nonzero(in_w).flatten()),
+                "pos_b": int(torch.nonzero(in_b).flatten()[0]) if bool(in_b.any()) else -1}
 
     # -- network pieces (feature-major: [C, width, n]) ------------------------------------------
     def _linear(self, k: int, a: Tensor, theta: Tensor) -> Tensor:
@@ -195,7 +187,6 @@ class IncrementalMLP:
             if k + 1 < len(self.layers):
                 self.a.append(self._act(k, self.z[k]))
         self.prior = self.energy.prior_energy(theta)
-        self._d_prior = None
         return self.scale * self._nll(self.z[-1]) + self.prior
 
     def set_steps(self, steps: Tensor) -> None:
@@ -207,21 +198,12 @@ class IncrementalMLP:
         self._d_prior = torch.zeros(steps.shape[0], len(self.blocks), dtype=steps.dtype, device=steps.device)
         self._d_prior.index_add_(1, self._group_ids.to(steps.device), per_param).mul_(0.5)
 
-    def propose(self, block: int, delta: Tensor, current: Tensor | None = None) -> Tensor:
-        """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]`` from its ``current``
-        values (θ itself unchanged)."""
+    def propose(self, block: int, delta: Tensor) -> Tensor:
+        """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]``, its entry of the
+        steps given to :meth:`set_steps` (θ itself unchanged)."""
         plan = self.blocks[block]
         k, unit, theta = plan["layer"], plan["unit"], self.theta
-        if current is None:
-            current = theta[:, plan["index"]]
-        if self._d_prior is not None:  # the sweep's prior changes, computed for all blocks at once
-            d_prior = self._d_prior[:, block]
-        else:
-            prec = plan["precision"]  # ½Σ prec (θ'² − θ²) = ½Σ prec δ(2θ + δ)
-            if isinstance(prec, float):
-                d_prior = (0.5 * prec) * torch.linalg.vecdot(delta, 2 * current + delta)
-            else:
-                d_prior = 0.5 * torch.linalg.vecdot(delta * prec, 2 * current + delta)
+        d_prior = self._d_prior[:, block]  # from set_steps: every block's prior change, up front
         last = len(self.layers) - 1
         act = self.layers[k][2]
         row = None  # (z_k row, a_{k+1} row) when only unit j of layer k changes

@@ -49,7 +49,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..partitions import Partition
+from ..partitions import Partition, contiguous_index
 from ..samplers.base import Sampler
 
 SCALINGS = ("none", "N/n")
@@ -124,7 +124,7 @@ class MetropolisWithinGibbs(Sampler):
         self.scaling, self.adapt, self.mala = scaling, adapt, bool(mala)
         self.evaluator, self.record = evaluator, record
         self.block_var = _resolve_var(proposal_var, partition)  # validated now: before any compute
-        if adapt is not None and adapt.by == "layer" and bool((partition.layer < 0).any()):
+        if adapt is not None and adapt.by == "layer" and (partition.layer is None or bool((partition.layer < 0).any())):
             raise ValueError("Adapt(by='layer') needs blocks that each lie in one layer")
         if record == "layer" and (partition.layer is None or bool((partition.layer < 0).any())):
             raise ValueError("record='layer' needs blocks that each lie in one layer")
@@ -137,11 +137,10 @@ class MetropolisWithinGibbs(Sampler):
 
     def prepare(self, energy) -> "MetropolisWithinGibbs":
         self.partition.check_space(energy.space)
-        from .incremental import IncrementalMLP, _as_index, why_not_incremental
+        from .incremental import IncrementalMLP, why_not_incremental
 
         new = super().prepare(energy)
-        new._blocks = self.partition.blocks()
-        new._index = [_as_index(idx) for idx in new._blocks]  # slices for contiguous blocks
+        new._index = [contiguous_index(idx) for idx in self.partition.blocks()]  # views for contiguous blocks
         new._group_ids = self.partition.group_ids
         new._incremental = None
         if self.evaluator != "generic" and not self.mala:
@@ -153,8 +152,12 @@ class MetropolisWithinGibbs(Sampler):
         elif self.evaluator == "incremental":
             raise ValueError("the incremental evaluator does not compute gradients: use mala=False")
         layer = self.partition.layer
-        new._layer = layer
-        new._num_layers = int(layer.max()) + 1 if layer is not None and layer.numel() and int(layer.max()) >= 0 else 0
+        if layer is not None and bool((layer >= 0).all()):  # blocks by layer: per-layer records
+            new._layer = layer
+            new._num_layers = int(layer.max()) + 1
+            new._layer_size = torch.bincount(layer, minlength=new._num_layers).to(torch.float64)
+            new._first_of_layer = torch.zeros(new._num_layers, dtype=torch.long).scatter_reduce_(
+                0, layer, torch.arange(layer.numel()), reduce="amin", include_self=False)
         return new
 
     def init(self, theta: Tensor, generator=None) -> MWGState:
@@ -208,22 +211,22 @@ class MetropolisWithinGibbs(Sampler):
             info["proposal_sd"] = self._adapt_groups(state.log_sd).exp()
         return state, info
 
-    def _propose(self, b: int, idx, current: Tensor, step: Tensor, oracle) -> Tensor:
-        """Energy of the state with block ``b`` moved by ``step`` (θ itself unchanged)."""
+    def _propose(self, b: int, idx, step: Tensor, theta: Tensor, trial: Tensor, oracle) -> Tensor:
+        """Energy of ``theta`` with block ``b`` moved by ``step`` (θ itself unchanged; the
+        generic path writes the proposal into the scratch ``trial``)."""
         if self._incremental is not None:
-            return self._incremental.propose(b, step, current)
-        trial = self._trial
-        trial.copy_(self._theta)
+            return self._incremental.propose(b, step)
+        trial.copy_(theta)
         trial[:, idx] += step
         return oracle.value(trial)
 
     def _chains_sweep(self, theta, energy, steps, log_u, oracle):
         """All chains at once, per-chain accept/reject by selects (no host reads)."""
         accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
-        self._theta, self._trial = theta, torch.empty_like(theta)
+        trial = torch.empty_like(theta)
         for b, idx in enumerate(self._index):
             current, step = theta[:, idx], steps[:, idx]
-            energy_new = self._propose(b, idx, current, step, oracle)
+            energy_new = self._propose(b, idx, step, theta, trial, oracle)
             ok = (log_u[:, b] < energy - energy_new) & torch.isfinite(energy_new)  # NaN/Inf proposals: rejected
             accept[:, b] = ok
             theta[:, idx] = torch.where(ok.unsqueeze(1), current + step, current)
@@ -238,10 +241,10 @@ class MetropolisWithinGibbs(Sampler):
         log_u = log_u[0].tolist()
         accept = [False] * len(log_u)
         e_cur = float(energy[0])
-        self._theta, self._trial = theta, torch.empty_like(theta)
+        trial = torch.empty_like(theta)
         for b, idx in enumerate(self._index):
             step = steps[:, idx]
-            e_new = float(self._propose(b, idx, theta[:, idx], step, oracle))
+            e_new = float(self._propose(b, idx, step, theta, trial, oracle))
             ok = math.isfinite(e_new) and log_u[b] < e_cur - e_new  # NaN/Inf proposals: rejected
             if ok:
                 theta[:, idx] += step
@@ -275,32 +278,23 @@ class MetropolisWithinGibbs(Sampler):
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _per_layer(self, accept: Tensor) -> Tensor:
-        """Per-layer acceptance rates ``[C, L]`` of one sweep."""
-        L = self._num_layers
+        """Mean over each layer's blocks: ``[..., M]`` -> ``[..., L]`` (float64)."""
         layer = self._layer.to(accept.device)
-        counts = torch.bincount(layer, minlength=L).to(torch.float64)
-        sums = torch.zeros(accept.shape[0], L, dtype=torch.float64, device=accept.device)
-        sums.index_add_(1, layer, accept.to(torch.float64))
-        return sums / counts
+        sums = torch.zeros(*accept.shape[:-1], self._num_layers, dtype=torch.float64, device=accept.device)
+        return sums.index_add_(-1, layer, accept.to(torch.float64)) / self._layer_size.to(accept.device)
 
     def _adapt_groups(self, log_sd: Tensor) -> Tensor:
         """log σ per adaptation group: ``[C, L]`` (by layer: all blocks of a layer share it) or ``[C, M]``."""
         if self.adapt.by == "block":
             return log_sd
-        first = torch.zeros(self._num_layers, dtype=torch.long)
-        layer = self._layer.cpu()
-        first.scatter_reduce_(0, layer, torch.arange(layer.numel()), reduce="amin", include_self=False)
-        return log_sd[:, first.to(log_sd.device)]
+        return log_sd[:, self._first_of_layer.to(log_sd.device)]
 
     def _adapt(self, state: MWGState, accept: Tensor) -> None:
         rate = self.adapt.rate * (state.step + 1) ** (-self.adapt.decay)
-        acc = accept.to(state.log_sd.dtype).mean(0)  # [M], pooled over chains
+        acc = accept.to(torch.float64).mean(0)  # [M], pooled over chains
         if self.adapt.by == "layer":
-            layer = self._layer.to(acc.device)
-            per_layer = torch.zeros(self._num_layers, dtype=acc.dtype, device=acc.device).index_add_(0, layer, acc)
-            per_layer /= torch.bincount(layer, minlength=self._num_layers).to(acc.dtype)
-            acc = per_layer[layer]
-        state.log_sd.add_(rate * (acc - self.adapt.target))
+            acc = self._per_layer(acc)[self._layer.to(acc.device)]
+        state.log_sd.add_((rate * (acc - self.adapt.target)).to(state.log_sd.dtype))
 
 
 def _resolve_var(spec, partition: Partition) -> Tensor:
