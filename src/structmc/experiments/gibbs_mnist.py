@@ -687,7 +687,7 @@ def _plots(out: Path, report: dict, examples: dict, cfg: Config) -> None:
         return
     runs = report["runs"]
     # accuracy vs window
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
     ax.set_xscale("log")
     all_ws = sorted({w for r in runs.values() for w in r["by_window"]})
     for key, r in runs.items():
@@ -701,7 +701,7 @@ def _plots(out: Path, report: dict, examples: dict, cfg: Config) -> None:
             ax.text(0.01, 100 * v, f"paper {DATASET_LABELS[name]}, batch {b}, last 10,000 of 110,000", fontsize=7,
                     va="bottom", transform=ax.get_yaxis_transform())
     ax.set(xlabel="last W sweeps", ylabel="test accuracy %", title="accuracy vs chain length")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never over a curve
     fig.tight_layout()
     fig.savefig(out / "accuracy_vs_length.png", dpi=100)
     plt.close(fig)
