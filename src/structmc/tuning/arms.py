@@ -1,0 +1,229 @@
+"""Arms: one sampler configuration each, and grids of them.
+
+An :class:`Arm` is everything that changes between the configurations a tuner compares: the
+sampler and its hyperparameters (a :func:`~structmc.samplers.sampler_from_config` dict: step
+size ``lr``, ``num_leapfrog``, ``friction``, thermostat ``a``, ...), the minibatch size, the
+gradient estimator (plain minibatch or control variate) and, for structured SGMCMC, the
+structured energy (partition, number of groups, mask law, ρ, K). An arm is plain data (JSON
+round-trips through :meth:`Arm.to_dict`), so it travels to any executor and into traces.
+
+Step sizes follow docs/conventions.md: the MAMBA paper and its code write SGLD as
+``θ + h∇log π + √(2h)ξ``, so their h is our ε/2 (``lr = 2h``); their SGHMC/SGNHT ``dt`` is our
+η (``lr = h``). :func:`lr_from_paper` converts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..samplers import SAMPLERS, sampler_from_config, sampler_keys
+
+GRADIENTS = ("minibatch", "control_variate")
+_GRADIENT_ALIASES = {"minibatch": "minibatch", "cv": "control_variate", "control_variate": "control_variate"}
+STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", "rho", "num_copies", "history", "seed")
+_MASK_KEYS = {"bernoulli": ("rho",), "uniform": (), "beta": ("alpha", "beta")}
+
+
+def lr_from_paper(sampler: str, h: float) -> float:
+    """Our ``lr`` for the MAMBA paper's step size ``h``: ``2h`` for SGLD and pSGLD (their
+    ``θ + h∇log π + √(2h)ξ`` is our ``θ − (ε/2)∇U + √ε ξ`` with ε = 2h), ``h`` for SGHMC and
+    SGNHT (their ``dt`` is our η)."""
+    name = SAMPLERS.resolve(sampler)
+    return 2.0 * float(h) if name in ("sgld", "psgld") else float(h)
+
+
+def _plain(x):
+    """JSON-friendly copy (tuples -> lists), raising on what JSON cannot hold."""
+    return json.loads(json.dumps(x))
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration: ``sampler`` (a sampler config dict with ``name``), ``batch_size``
+    (an int, a fraction of N in (0, 1) as a float, or ``None``/1.0 for the full batch),
+    ``gradient`` (``"minibatch"`` or ``"control_variate"``/``"cv"``) and ``structured``
+    (``None``, or the structured energy: ``partition`` (a :func:`~structmc.partitions.make_partition`
+    kind, default ``"random"``), ``num_groups``, ``mask`` (``None`` for S-SGMCMC, else
+    ``"bernoulli"``/``"uniform"``/``"beta"``) with ``rho``, ``num_copies`` K, ``history``).
+    Validated on construction: an unknown hyperparameter is a ``ValueError`` naming the ones
+    the sampler accepts."""
+
+    sampler: Mapping[str, Any]
+    batch_size: int | float | None = None
+    gradient: str = "minibatch"
+    structured: Mapping[str, Any] | None = None
+    label: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if not isinstance(self.sampler, Mapping) or "name" not in self.sampler:
+            raise ValueError(f"Arm.sampler must be a sampler config with a 'name', got {self.sampler!r}")
+        sampler = _plain(dict(self.sampler))
+        object.__setattr__(self, "sampler", sampler)
+        sampler_from_config(sampler)  # unknown keys, bad values: a clear error now, before any compute
+        b = self.batch_size
+        if isinstance(b, bool) or (b is not None and not isinstance(b, (int, float))):
+            raise ValueError(f"batch_size must be an int, a fraction in (0, 1] or None, got {b!r}")
+        if isinstance(b, float):
+            if not 0.0 < b <= 1.0:
+                raise ValueError(f"a fractional batch_size must lie in (0, 1], got {b}")
+            if b == 1.0:
+                object.__setattr__(self, "batch_size", None)
+        elif isinstance(b, int) and b < 1:
+            raise ValueError(f"batch_size must be >= 1, got {b}")
+        if self.gradient not in _GRADIENT_ALIASES:
+            raise ValueError(f"gradient must be one of {sorted(_GRADIENT_ALIASES)}, got {self.gradient!r}")
+        object.__setattr__(self, "gradient", _GRADIENT_ALIASES[self.gradient])
+        if self.structured is not None:
+            object.__setattr__(self, "structured", _check_structured(self.structured))
+        if not self.label:
+            object.__setattr__(self, "label", self.describe())
+
+    # -- description ------------------------------------------------------------------------
+    @property
+    def sampler_name(self) -> str:
+        return SAMPLERS.resolve(self.sampler["name"])
+
+    def describe(self) -> str:
+        """Short label: ``sgld-cv lr=1e-05 b=1% L=5``."""
+        name = self.sampler_name + ("-cv" if self.gradient == "control_variate" else "")
+        if self.structured is not None:
+            s = self.structured
+            name = ("sd-" if s.get("mask") else "s-") + name
+        parts = [name]
+        for k, v in self.sampler.items():
+            if k == "name":
+                continue
+            key = {"num_leapfrog": "L"}.get(k, k)
+            parts.append(f"{key}={v:.3g}" if isinstance(v, float) else f"{key}={v}")
+        b = self.batch_size
+        parts.append("b=full" if b is None else (f"b={b:.3g}" if isinstance(b, int) else f"b={100 * b:.3g}%"))
+        if self.structured is not None:
+            for k, v in self.structured.items():
+                if k in ("partition", "mask", "num_groups", "rho", "num_copies", "chunk_size"):
+                    parts.append(f"{k}={v}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"sampler": dict(self.sampler), "batch_size": self.batch_size, "gradient": self.gradient,
+                "structured": None if self.structured is None else dict(self.structured), "label": self.label}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Arm":
+        return cls(d["sampler"], d.get("batch_size"), d.get("gradient", "minibatch"), d.get("structured"),
+                   d.get("label", ""))
+
+    def replace(self, **changes) -> "Arm":
+        d = self.to_dict()
+        d.update(changes)
+        if "label" not in changes:
+            d["label"] = ""
+        return Arm.from_dict(d)
+
+    # -- building ---------------------------------------------------------------------------
+    def batch_count(self, num_data: int | None) -> int | None:
+        """The minibatch size for ``num_data`` points (``None``: full batch)."""
+        b = self.batch_size
+        if b is None or num_data is None:
+            return None
+        n = b if isinstance(b, int) else max(1, int(math.floor(b * num_data)))
+        if n > num_data:
+            raise ValueError(f"arm {self.label!r}: batch_size {n} exceeds the number of data points ({num_data})")
+        return None if n == num_data else n
+
+    def build_sampler(self):
+        return sampler_from_config(self.sampler)
+
+
+def _check_structured(s: Mapping[str, Any]) -> dict:
+    if not isinstance(s, Mapping):
+        raise ValueError(f"Arm.structured must be a mapping, got {s!r}")
+    s = _plain(dict(s))
+    unknown = set(s) - set(STRUCTURED_KEYS) - {"alpha", "beta"}
+    if unknown:
+        raise ValueError(f"unknown structured key(s) {sorted(unknown)}; accepted: {', '.join(STRUCTURED_KEYS)}")
+    s.setdefault("partition", "random")
+    mask = s.get("mask")
+    if mask is not None and mask not in _MASK_KEYS:
+        raise ValueError(f"structured mask must be None (S-SGMCMC) or one of {sorted(_MASK_KEYS)}, got {mask!r}")
+    if mask is None and s.get("num_copies") is not None:
+        raise ValueError("num_copies (K) applies to Sd-SGMCMC: give a mask")
+    if mask is not None:
+        s.setdefault("num_copies", 1)
+        for k in _MASK_KEYS[mask]:
+            if k not in s:
+                raise ValueError(f"the {mask} mask needs {k!r}")
+        if "rho" in s and not 0.0 < float(s["rho"]) <= 1.0:
+            raise ValueError(f"rho must lie in (0, 1], got {s['rho']}")
+        if int(s["num_copies"]) < 1:
+            raise ValueError(f"num_copies must be >= 1, got {s['num_copies']}")
+    if s["partition"] in ("random", "round_robin") and int(s.get("num_groups", 0) or 0) < 1:
+        raise ValueError(f"partition {s['partition']!r} needs num_groups >= 1")
+    return s
+
+
+def structured_energy(base, settings: Mapping[str, Any]):
+    """The :class:`~structmc.structured.StructuredEnergy` an arm's ``structured`` settings describe."""
+    from ..partitions import make_partition
+    from ..structured import StructuredEnergy, make_mask
+
+    s = dict(settings)
+    kind = s.get("partition", "random")
+    kwargs = {k: s[k] for k in ("num_groups", "chunk_size", "seed") if k in s}
+    partition = make_partition(kind, base.space, **kwargs)
+    mask = s.get("mask")
+    mask_obj = None if mask is None else make_mask(mask, **{k: s[k] for k in _MASK_KEYS[mask]})
+    return StructuredEnergy(base, partition, int(s.get("history", 1000)), mask=mask_obj,
+                            num_copies=None if mask is None else int(s["num_copies"]), seed=int(s.get("seed", 0)))
+
+
+def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequence[str] | str = ("minibatch",),
+         structured: Mapping[str, Sequence] | None = None, **hyperparameters) -> list[Arm]:
+    """Arms from the product of value lists, e.g.
+    ``grid("sghmc", lr=[1e-5, 1e-6], num_leapfrog=[5, 10], batch_size=[0.1, 0.01])`` (8 arms).
+
+    Every keyword is a hyperparameter of ``sampler`` (checked against
+    :func:`~structmc.samplers.sampler_keys`: an unknown name is a ``ValueError`` listing the
+    accepted ones) given as a list of values or one value; ``structured`` maps structured
+    settings to value lists (``{"rho": [0.5, 0.7], "num_copies": [2, 4], "mask":
+    ["bernoulli"], "num_groups": [10]}``). The order is that of :func:`itertools.product`."""
+    name = SAMPLERS.resolve(sampler)
+    accepted = sampler_keys(name)
+    unknown = [k for k in hyperparameters if k not in accepted]
+    if unknown:
+        raise ValueError(f"sampler {name!r} has no hyperparameter(s) {unknown}; it accepts {', '.join(accepted)}")
+
+    def values(v):
+        if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Iterable):
+            return [v]
+        v = list(v)
+        if not v:
+            raise ValueError("a grid axis is empty: every hyperparameter needs at least one value")
+        return v
+
+    keys = list(hyperparameters)
+    axes = [values(hyperparameters[k]) for k in keys]
+    s_keys = list(structured or {})
+    s_axes = [values(structured[k]) for k in s_keys]
+    arms = []
+    for b, g, combo, s_combo in itertools.product(values(batch_size), values(gradient), itertools.product(*axes),
+                                                  itertools.product(*s_axes)):
+        cfg = {"name": name, **dict(zip(keys, combo))}
+        arms.append(Arm(cfg, b, g, dict(zip(s_keys, s_combo)) if structured else None))
+    return arms
+
+
+def as_arms(arms) -> list[Arm]:
+    """A list of :class:`Arm` from arms or their dicts; an empty list is a ``ValueError``."""
+    if isinstance(arms, Arm):
+        arms = [arms]
+    arms = [a if isinstance(a, Arm) else Arm.from_dict(a) for a in arms]
+    if not arms:
+        raise ValueError("no arms to tune: the grid is empty")
+    return arms
+
+
+__all__ = ["Arm", "grid", "as_arms", "lr_from_paper", "structured_energy", "GRADIENTS"]

@@ -1,0 +1,520 @@
+r"""MAMBA: successive halving over SGMCMC arms, ranked by a Stein discrepancy.
+
+Coullon, South & Nemeth (2023), "Efficient and generalizable tuning strategies for stochastic
+gradient MCMC", Algorithm 1. With M arms, budget T and pruning rate η there are
+``R = ⌊log_η M⌋`` rounds; in round i every surviving arm s ∈ S_i runs for
+
+.. math::  r_i = \frac{T}{|S_i| \, R}
+
+(seconds of sampling, iterations or gradient evaluations), is scored on the samples of that
+round (KSD by default), and the ``⌊|S_i|/η⌋`` arms with the lowest metric survive. Each round
+spends T/R, so the whole run spends T. An arm that diverges, errs or scores NaN ranks last,
+is recorded with its error, and never stops the tuner; ties are broken by arm order.
+
+Arms continue from where the previous round left them (``restart="state"``: the run's full
+state — position, momentum, thermostat, minibatch stream, generator — so an arm that survives
+every round is one chain of ``Σ r_i``). ``restart="position"`` keeps only the position and
+re-initialises the sampler state each round, as the reference code does.
+
+Each round is one task per arm on an executor (:mod:`structmc.executors`: serial, process
+pool, Dask, Ray), the metric included, so scoring runs in parallel too. With an iteration or
+gradient-evaluation budget the choice and the trace are identical on every backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..executors import as_executor
+from ..run import Budget
+from .arms import Arm, as_arms
+from .metrics import as_metric
+from .problem import Problem
+from .task import ArmTask, evenly, run_arm
+
+TRACE_FORMAT = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# round arithmetic (Algorithm 1)
+# ---------------------------------------------------------------------------------------------
+def num_rounds(num_arms: int, eta: int = 3) -> int:
+    """``⌊log_η M⌋`` in integers (no floating-point log: ``log(27)/log(3)`` is not exactly 3),
+    at least 1 so that a single arm or fewer than η arms still get scored once."""
+    _check_eta(eta)
+    if int(num_arms) < 1:
+        raise ValueError("no arms to tune: the grid is empty")
+    r, power = 0, eta
+    while power <= num_arms:
+        r, power = r + 1, power * eta
+    return max(1, r)
+
+
+def survivors(num_arms: int, eta: int = 3) -> int:
+    """``⌊n/η⌋`` arms kept after a round of ``n``, at least one."""
+    return max(1, int(num_arms) // int(eta))
+
+
+def round_sizes(num_arms: int, eta: int = 3) -> list[int]:
+    """``|S_i|`` for every round: 9 arms, η = 3 -> [9, 3]; 27 -> [27, 9, 3]; 10 -> [10, 3]."""
+    sizes, n = [], int(num_arms)
+    for _ in range(num_rounds(num_arms, eta)):
+        sizes.append(n)
+        n = survivors(n, eta)
+    return sizes
+
+
+def round_budget(budget: Budget, arms_in_round: int, rounds: int) -> Budget:
+    """``r_i = T / (|S_i| R)``: seconds as a float, iterations and gradient evaluations rounded
+    down (at least 1)."""
+    kind, total = budget_kind(budget)
+    share = total / (arms_in_round * rounds)
+    if kind == "seconds":
+        return Budget(seconds=share)
+    return Budget(**{kind: max(1, int(math.floor(share)))})
+
+
+def budget_kind(budget: Budget) -> tuple[str, float]:
+    given = [(k, getattr(budget, k)) for k in ("iterations", "seconds", "grad_evals") if getattr(budget, k) is not None]
+    if len(given) != 1:
+        raise ValueError("a tuning budget has exactly one of iterations, seconds or grad_evals, "
+                         f"got {', '.join(k for k, _ in given)}")
+    kind, total = given[0]
+    if not total > 0:
+        raise ValueError(f"the tuning budget must be positive, got {kind}={total}")
+    return kind, total
+
+
+def _check_eta(eta) -> None:
+    if isinstance(eta, bool) or not isinstance(eta, (int, np.integer)) or eta < 2:
+        raise ValueError(f"eta (the pruning rate) must be an integer >= 2, got {eta!r}")
+
+
+def _as_budget(budget) -> Budget:
+    if isinstance(budget, Budget):
+        budget_kind(budget)
+        return budget
+    raise TypeError("budget must be a structmc.Budget, e.g. Budget(seconds=12.0), Budget(iterations=30_000) "
+                    f"or Budget(grad_evals=...), got {budget!r}")
+
+
+def arm_seed(seed: int, index: int, round_: int = 0) -> int:
+    """A seed per (tuning seed, arm, round), independent of where the task runs."""
+    return int(np.random.SeedSequence([int(seed), int(index), int(round_)]).generate_state(1)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# result
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TuningResult:
+    """The outcome of :func:`mamba` or :func:`grid_search`: the chosen arm and the trace of
+    every round, JSON-serialisable (:meth:`to_dict`, :meth:`save`, :meth:`load`).
+
+    ``rounds[i]`` holds ``arms`` (indices), ``budget`` (per arm, given), the per-arm
+    ``results`` (``metric``, ``iterations``, ``grad_evals``, ``seconds`` of sampling,
+    ``scores_s``, ``metric_s``, ``setup_s``, ``kept``/``scored`` samples, ``error``),
+    ``kept`` and ``pruned`` (``{"index", "reason"}``) and ``wall_s``. ``timing`` splits the
+    wall time into sampling, scores, metric, set-up and overhead.
+    """
+
+    method: str
+    arms: list[Arm]
+    settings: dict
+    rounds: list[dict] = field(default_factory=list)
+    best_index: int | None = None
+    timing: dict = field(default_factory=dict)
+    complete: bool = False
+
+    @property
+    def best(self) -> Arm | None:
+        """The chosen arm."""
+        return None if self.best_index is None else self.arms[self.best_index]
+
+    def metric_history(self) -> dict[int, list[tuple[int, float]]]:
+        """``{arm index: [(round, metric), ...]}``, inf for failed arms."""
+        out: dict[int, list] = {}
+        for r in self.rounds:
+            for res in r["results"]:
+                out.setdefault(res["index"], []).append((r["round"], res["metric"]))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"format": TRACE_FORMAT, "method": self.method, "arms": [a.to_dict() for a in self.arms],
+                "settings": self.settings, "rounds": self.rounds, "best_index": self.best_index,
+                "best": None if self.best is None else self.best.to_dict(), "timing": self.timing,
+                "complete": self.complete}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TuningResult":
+        if d.get("format") != TRACE_FORMAT:
+            raise ValueError(f"unknown tuning trace format {d.get('format')!r}")
+        return cls(d["method"], [Arm.from_dict(a) for a in d["arms"]], d["settings"], d["rounds"], d["best_index"],
+                   d.get("timing", {}), d.get("complete", False))
+
+    def to_json(self) -> str:
+        return json.dumps(_finite(self.to_dict()), indent=1)
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(self.to_json())
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path) -> "TuningResult":
+        return cls.from_dict(_unfinite(json.loads(Path(path).read_text())))
+
+    def summary(self) -> str:
+        """One line per round plus the choice."""
+        lines = [f"{self.method}: {len(self.arms)} arms, {len(self.rounds)} round(s)"]
+        for r in self.rounds:
+            best = min(r["results"], key=lambda x: x["metric"])
+            failed = sum(1 for x in r["results"] if x["error"])
+            lines.append(f"  round {r['round']}: {len(r['arms'])} arms x {_fmt_budget(r['budget'])}, "
+                         f"best {best['metric']:.4g} ({self.arms[best['index']].label}), {failed} failed, "
+                         f"kept {len(r['kept'])}, {r['wall_s']:.2f} s")
+        lines.append(f"  chosen: {self.best.label if self.best else None}")
+        if self.timing:
+            t = self.timing
+            lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if isinstance(v, float)))
+        return "\n".join(lines)
+
+    def plot(self, path=None, ax=None):
+        """Metric against round for every arm (log scale; failed arms marked ×); saves to
+        ``path`` when given. Needs matplotlib (``structmc[plot]``)."""
+        import matplotlib
+
+        if path is not None and ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        fig = None
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(7, 4.2))
+        hist = self.metric_history()
+        ordered = sorted(hist, key=lambda i: (i != self.best_index, i))
+        for i in ordered:
+            pts = hist[i]
+            rs = [r for r, m in pts if math.isfinite(m)]
+            ms = [m for r, m in pts if math.isfinite(m)]
+            chosen = i == self.best_index
+            kw = dict(lw=2.5, color="k", zorder=3, label=f"chosen: {self.arms[i].label}") if chosen else \
+                dict(lw=0.8, alpha=0.6)
+            if ms:
+                ax.plot(rs, ms, marker="o", ms=3, **kw)
+            bad = [r for r, m in pts if not math.isfinite(m)]
+            if bad:
+                ax.plot(bad, [np.nan] * len(bad))
+        finite = [m for pts in hist.values() for _, m in pts if math.isfinite(m) and m > 0]
+        if finite:
+            ax.set_yscale("log")
+        failed = [(r, i) for i, pts in hist.items() for r, m in pts if not math.isfinite(m)]
+        if failed and finite:
+            top = max(finite) * 2
+            ax.scatter([r for r, _ in failed], [top] * len(failed), marker="x", color="r", label="failed / diverged")
+        ax.set_xlabel("round")
+        ax.set_ylabel(self.settings.get("metric", {}).get("name", "metric"))
+        ax.set_xticks(range(len(self.rounds)))
+        ax.set_title(f"{self.method}: metric per round, {len(self.arms)} arms")
+        ax.legend(fontsize=7, loc="best")
+        if fig is not None:
+            fig.tight_layout()
+            if path is not None:
+                fig.savefig(path, dpi=120)
+                plt.close(fig)
+        return ax
+
+
+def _fmt_budget(b: dict) -> str:
+    k, v = next((k, v) for k, v in b.items() if v is not None)
+    return f"{v:.3g} s" if k == "seconds" else f"{v} {k}"
+
+
+def _finite(x):
+    """JSON has no inf/NaN: write them as strings."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _unfinite(x):
+    if x in ("inf", "-inf", "nan") and isinstance(x, str):
+        return float(x)
+    if isinstance(x, dict):
+        return {k: _unfinite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_unfinite(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+# ---------------------------------------------------------------------------------------------
+class _Progress:
+    def __init__(self, show, total: int, desc: str):
+        self.bar = None
+        if show is None:
+            import sys
+
+            show = sys.stderr.isatty()
+        if show:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="arm-round", leave=False)
+
+    def round(self, i: int, rounds: int, arms: int) -> None:
+        if self.bar is not None:
+            self.bar.set_description(f"round {i + 1}/{rounds}: {arms} arms")
+
+    def done(self, best: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(best=f"{best:.4g}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _rank(results: list[dict]) -> list[dict]:
+    """Lowest metric first; failed arms (inf) last; ties by arm index."""
+    return sorted(results, key=lambda r: (not math.isfinite(r["metric"]), r["metric"], r["index"]))
+
+
+def _settings(method, budget, eta, metric, seed, samples, restart, thin, max_samples, min_samples, metric_cost,
+              warmup, problem: Problem, executor) -> dict:
+    return {"method": method, "budget": {k: getattr(budget, k) for k in ("iterations", "seconds", "grad_evals")},
+            "eta": eta, "metric": metric.config(), "seed": seed, "samples": samples, "restart": restart,
+            "thin": thin, "max_samples": max_samples, "min_samples": min_samples, "metric_cost": metric_cost,
+            "warmup": warmup, "num_chains": problem.num_chains, "num_data": problem.num_data, "dim": problem.dim,
+            "score_data": problem.score_data, "executor": type(executor).__name__}
+
+
+def _run_rounds(method: str, problem: Problem, arms: list[Arm], budget: Budget, rounds_plan: Callable[[int], tuple],
+                num_rounds_: int, *, eta: int, metric, executor, seed: int, samples: str, restart: str, thin: int,
+                max_samples: int, min_samples: int, metric_cost, warmup: int, out_dir, resume: bool,
+                progress) -> TuningResult:
+    """Shared by :func:`mamba` and :func:`grid_search`: rounds of one task per surviving arm."""
+    if samples not in ("round", "all"):
+        raise ValueError(f"samples must be 'round' (the paper's) or 'all', got {samples!r}")
+    if restart not in ("state", "position"):
+        raise ValueError(f"restart must be 'state' or 'position', got {restart!r}")
+    for name, v, lo in (("thin", thin, 1), ("max_samples", max_samples, 1), ("min_samples", min_samples, 1),
+                        ("warmup", warmup, 0)):
+        if isinstance(v, bool) or int(v) != v or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if metric_cost is not None and not metric_cost > 0:
+        raise ValueError(f"metric_cost must be > 0 or None, got {metric_cost!r}")
+    for arm in arms:  # every arm's errors before any compute
+        problem.check_arm(arm)
+    settings = _settings(method, budget, eta, metric, seed, samples, restart, thin, max_samples, min_samples,
+                         metric_cost, warmup, problem, executor)
+    settings["arms"] = len(arms)
+    result = TuningResult(method, arms, settings)
+    states: dict[int, dict] = {}
+    out_dir = None if out_dir is None else Path(out_dir)
+    if resume:
+        if out_dir is None:
+            raise ValueError("resume=True needs out_dir")
+        result, states = _load_progress(out_dir, result)
+    problem.prepare(arms)
+
+    t_start = time.perf_counter()
+    wall_before = float(result.timing.get("wall", 0.0)) if resume else 0.0
+    bar = _Progress(progress, _planned_tasks(len(arms), num_rounds_, rounds_plan), method)
+    shared = executor.share(problem)
+    try:
+        alive = list(range(len(arms))) if not result.rounds else list(result.rounds[-1]["kept"])
+        for i in range(len(result.rounds), num_rounds_):
+            per_arm, keep = rounds_plan(len(alive))
+            bar.round(i, num_rounds_, len(alive))
+            t0 = time.perf_counter()
+            futures = []
+            for idx in alive:
+                prev = states.get(idx, {})
+                task = ArmTask(
+                    index=idx, arm=arms[idx].to_dict(), round=i,
+                    budget={k: getattr(per_arm, k) for k in ("iterations", "seconds", "grad_evals")},
+                    seed=arm_seed(seed, idx, i if restart == "position" else 0),
+                    state=prev.get("state") if restart == "state" else None,
+                    theta=prev.get("theta") if restart == "position" else None,
+                    previous=prev.get("samples") if samples == "all" else None,
+                    thin=thin, max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
+                    warmup=warmup, return_samples=samples == "all")
+                futures.append(executor.submit(run_arm, shared, metric, task))
+            results = []
+            for f in futures:
+                res = f.result()
+                bar.done(res["metric"])
+                results.append(res)
+            wall = time.perf_counter() - t0
+            ranked = _rank(results)
+            kept = sorted(r["index"] for r in ranked[:keep])
+            pruned = []
+            cut = ranked[keep - 1]["metric"] if keep <= len(ranked) else math.inf
+            for r in ranked[keep:]:
+                reason = (f"failed: {r['error']}" if r["error"] else
+                          f"metric {r['metric']:.4g} > {cut:.4g}, the worst kept")
+                pruned.append({"index": r["index"], "reason": reason})
+            for r in results:
+                if r["index"] in kept:
+                    samp = r.get("samples")
+                    if samp is not None and samp.shape[0] > 2 * max_samples:
+                        samp = evenly(samp, 2 * max_samples)
+                    states[r["index"]] = {"state": r.get("state"), "theta": r.get("theta"), "samples": samp}
+            states = {k: v for k, v in states.items() if k in kept}
+            record = {
+                "round": i, "arms": list(alive), "budget": {k: getattr(per_arm, k) for k in ("iterations", "seconds", "grad_evals")},
+                "results": [{k: v for k, v in r.items() if k not in ("state", "theta", "samples")} for r in results],
+                "kept": kept, "pruned": pruned, "wall_s": wall}
+            result.rounds.append(record)
+            alive = kept
+            result.best_index = ranked[0]["index"] if math.isfinite(ranked[0]["metric"]) else None
+            result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
+            if out_dir is not None:
+                _save_progress(out_dir, result, states)
+    finally:
+        bar.close()
+    if result.best_index is None:
+        errors = "; ".join(f"{arms[r['index']].label}: {r['error']}" for r in result.rounds[-1]["results"])
+        raise RuntimeError(f"{method}: every arm failed in round {len(result.rounds) - 1} ({errors})")
+    result.complete = True
+    result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
+    if out_dir is not None:
+        _save_progress(out_dir, result, states)
+        try:
+            result.plot(out_dir / "metric_by_round.png")
+        except ImportError:
+            pass
+    return result
+
+
+def _planned_tasks(num_arms, num_rounds_, plan) -> int:
+    n, total = num_arms, 0
+    for _ in range(num_rounds_):
+        total += n
+        n = plan(n)[1]
+    return total
+
+
+def _timing(result: TuningResult, executor, wall: float) -> dict:
+    keys = ("seconds", "scores_s", "metric_s", "setup_s")
+    sums = {k: 0.0 for k in keys}
+    busy_share = 0.0
+    slots = max(1, int(getattr(executor, "slots", 1) or 1))
+    for r in result.rounds:
+        busy = 0.0
+        for res in r["results"]:
+            for k in keys:
+                sums[k] += float(res.get(k, 0.0))
+            busy += float(res.get("wall_s", 0.0))
+        busy_share += busy / min(slots, max(1, len(r["results"])))
+    return {"wall": wall, "sampling": sums["seconds"], "scores": sums["scores_s"], "metric": sums["metric_s"],
+            "setup": sums["setup_s"], "overhead": max(0.0, wall - busy_share), "slots": slots}
+
+
+def _save_progress(out_dir: Path, result: TuningResult, states: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / "arm_states.pt.tmp"
+    torch.save(states, tmp)
+    tmp.replace(out_dir / "arm_states.pt")
+    result.save(out_dir / "trace.json")
+
+
+def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, dict]:
+    trace = out_dir / "trace.json"
+    if not trace.exists():
+        return fresh, {}
+    old = TuningResult.load(trace)
+    mine, theirs = dict(fresh.settings), dict(old.settings)
+    for key in ("executor",):
+        mine.pop(key, None), theirs.pop(key, None)
+    if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) \
+            or [a.to_dict() for a in old.arms] != [a.to_dict() for a in fresh.arms]:
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise ValueError(f"cannot resume from {trace}: its settings or arms differ ({', '.join(diff) or 'arms'})")
+    if old.complete:
+        return old, {}
+    states = torch.load(out_dir / "arm_states.pt", weights_only=False) if old.rounds else {}
+    return old, states
+
+
+def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric="ksd", executor=None,
+          seed: int = 0, num_chains: int = 1, batching: str = "epoch", centre: Tensor | None = None, samples: str = "round",
+          restart: str = "state", thin: int = 10, max_samples: int = 256, min_samples: int = 10,
+          metric_cost: float | None = 0.25, warmup: int = 2, score_data: int | None = None, validation=None,
+          out_dir=None, resume: bool = False, progress: bool | None = None, problem: Problem | None = None) -> TuningResult:
+    """Tune ``arms`` on ``target`` by successive halving (MAMBA, Algorithm 1).
+
+    Parameters
+    ----------
+    target, init, data, num_chains, batching, centre, score_data, validation :
+        the posterior, the start (``[P]`` or ``[num_chains, P]``; the paper uses the MAP), its
+        data, the control-variate centre, and the score data (see :class:`Problem`); or pass
+        a ready ``problem``.
+    arms : a list of :class:`Arm` (or their dicts), e.g. from :func:`grid`.
+    budget : the total budget T as a :class:`~structmc.Budget` of ``seconds`` (sampling
+        time, set-up and compilation excluded: ``warmup`` iterations run off the clock on a
+        throwaway copy first), ``iterations`` or ``grad_evals`` (reproducible on any backend).
+    eta : pruning rate η >= 2 (default 3).
+    metric : ``"ksd"`` (default), ``"fssd"``, :class:`KSD`/:class:`FSSD` objects, or any
+        ``fn(samples [n, P], problem) -> float`` (lower is better).
+    samples : ``"round"`` scores each round's new samples (the paper's choice), ``"all"``
+        all samples so far.
+    restart : ``"state"`` continues each arm's full run state, ``"position"`` only its
+        position (the reference code).
+    thin, max_samples, min_samples, metric_cost : keep every ``thin``-th draw (the paper: 10),
+        at most ``2·max_samples`` (the thinning doubles past that), and score at most
+        ``max_samples`` of them, fewer when their full-data scores would cost more than
+        ``metric_cost`` × the round's sampling work in data points (but at least
+        ``min_samples``); ``metric_cost=None`` scores all kept (the reference; its scoring
+        then costs 5–10× the sampling).
+    executor : where tasks run (:func:`structmc.executors.as_executor`): ``None`` in process,
+        ``"process"``, ``"dask"``, ``"ray"``, a Dask ``Client``, an executor object.
+    out_dir, resume : write ``trace.json`` and ``arm_states.pt`` after every round (and the
+        plot at the end); ``resume=True`` continues an interrupted run from them.
+
+    Returns a :class:`TuningResult` (``.best`` is the chosen :class:`Arm`).
+    """
+    arms = as_arms(arms)
+    _check_eta(eta)
+    budget = _as_budget(budget)
+    metric = as_metric(metric)
+    if problem is None:
+        problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
+                          score_data=score_data, validation=validation, seed=seed)
+    R = num_rounds(len(arms), eta)
+
+    def plan(n_alive: int):
+        return round_budget(budget, n_alive, R), survivors(n_alive, eta)
+
+    own = executor is None or isinstance(executor, str)
+    ex = as_executor(executor)
+    try:
+        return _run_rounds("mamba", problem, arms, budget, plan, R, eta=eta, metric=metric, executor=ex, seed=seed,
+                           samples=samples, restart=restart, thin=thin, max_samples=max_samples,
+                           min_samples=min_samples, metric_cost=metric_cost, warmup=warmup, out_dir=out_dir,
+                           resume=resume, progress=progress)
+    finally:
+        if own:
+            ex.close()
+
+
+__all__ = ["mamba", "TuningResult", "num_rounds", "round_sizes", "round_budget", "survivors", "arm_seed"]

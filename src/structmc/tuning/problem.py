@@ -1,0 +1,162 @@
+"""What a tuner tunes: the target, its data, the start and the control-variate centre.
+
+A :class:`Problem` is built once in the driver, validated there (before any compute), and
+shipped once to every worker (``executor.share``). Workers build each arm's run from it and
+score the arm's samples with :meth:`Problem.scores`: full-data scores ``∇ log π(θ)`` of all
+samples in one batched evaluation (the samples play the role of chains), chunked over data
+and over samples so that memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from ..batching import MODES
+from ..energy import Energy, as_energy, full_data_value_and_grad
+from ..gradients import ControlVariate, Minibatch
+from ..run import _as_data, _initial_positions
+from .arms import Arm, structured_energy
+
+
+class Problem:
+    """Target, data and start shared by every arm.
+
+    ``target``: an energy (or log density) of the posterior; its ``num_data`` is set to
+    ``len(data)`` when ``None``. ``init``: ``[P]`` or ``[num_chains, P]`` start of every arm
+    (the paper starts from the MAP). ``centre``: the control-variate centre (default: the
+    mean of ``init``); its full-data gradient is computed once, here, not per arm.
+    ``score_data``: ``None`` scores on the full data (the paper's choice); an int m uses a
+    fixed random subset of m points (the N/m-scaled "stochastic KSD" of the paper's appendix:
+    cheaper, noisier). ``batching``: how arms draw minibatches (:mod:`structmc.batching`; the
+    reference code draws with replacement). ``validation``: held-out ``(inputs..., targets)`` for user metrics.
+    ``score_chunk``: data points per chunk of the batched score evaluation;
+    ``max_score_examples`` bounds samples × chunk per call (memory).
+    """
+
+    def __init__(self, target: Energy | Callable, init: Tensor | None, *, data: Sequence[Tensor] | None = None,
+                 num_chains: int = 1, batching: str = "epoch", centre: Tensor | None = None, score_data: int | None = None,
+                 validation: Sequence[Tensor] | None = None, score_chunk: int = 4096,
+                 max_score_examples: int = 2 ** 18, seed: int = 0):
+        data = _as_data(data)
+        if batching not in MODES:
+            raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
+        self.batching = batching
+        energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
+        if data is not None and energy.num_data is None:
+            energy = energy.with_num_data(int(data[0].shape[0]))
+        if data is None and energy.requires_data:
+            raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
+        if int(num_chains) < 1:
+            raise ValueError(f"num_chains must be >= 1, got {num_chains}")
+        theta0 = _initial_positions(energy, init, int(num_chains))
+        if not bool(torch.isfinite(theta0).all()):
+            raise ValueError("init contains NaN or Inf")
+        self.energy, self.data, self.init, self.num_chains = energy, data, theta0, int(num_chains)
+        self.validation = _as_data(validation)
+        self.num_data = None if data is None else int(data[0].shape[0])
+        self.score_chunk, self.max_score_examples = int(score_chunk), int(max_score_examples)
+        if score_data is not None:
+            if data is None:
+                raise ValueError("score_data needs data")
+            if not 1 <= int(score_data) <= self.num_data:
+                raise ValueError(f"score_data must lie in [1, {self.num_data}], got {score_data}")
+            g = torch.Generator().manual_seed(int(seed))
+            idx = torch.randperm(self.num_data, generator=g)[: int(score_data)].to(theta0.device)
+            self.score_points = tuple(t.index_select(0, idx) for t in data)
+        else:
+            self.score_points = data
+        self.score_data = score_data
+        self.centre = (theta0.mean(0) if centre is None else torch.as_tensor(centre).to(theta0).reshape(-1)).detach()
+        if self.centre.shape[0] != energy.space.dim:
+            raise ValueError(f"centre must have {energy.space.dim} entries, got {tuple(self.centre.shape)}")
+        self._centre_grad: Tensor | None = None
+
+    # -- per arm -------------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self.energy.space.dim
+
+    def check_arm(self, arm: Arm) -> None:
+        """Errors an arm would raise, before any compute: batch larger than N, a structured
+        arm whose partition does not fit, a sampler that refuses this energy."""
+        arm.batch_count(self.num_data)
+        if arm.batch_size is not None and self.data is None:
+            raise ValueError(f"arm {arm.label!r} has a batch_size but the problem has no data")
+        sampler = arm.build_sampler()
+        sampler.prepare(sampler.target_energy(self.energy_for(arm)))
+
+    def energy_for(self, arm: Arm) -> Energy:
+        return self.energy if arm.structured is None else structured_energy(self.energy, arm.structured)
+
+    def gradient_for(self, arm: Arm):
+        if arm.gradient == "minibatch":
+            return Minibatch()
+        return ControlVariate(self.centre, centre_grad=self.centre_grad(), chunk_size=self.score_chunk)
+
+    def centre_grad(self) -> Tensor:
+        """∇U at the centre over the full data, computed once (``prepare`` calls it in the driver)."""
+        if self._centre_grad is None:
+            c = self.centre.unsqueeze(0)
+            if self.data is None:
+                self._centre_grad = self.energy.value_and_grad(c, None)[1][0]
+            else:
+                self._centre_grad = full_data_value_and_grad(self.energy, c, self.data, self.score_chunk)[1][0]
+        return self._centre_grad
+
+    def prepare(self, arms: Sequence[Arm]) -> None:
+        """Driver-side work done once before shipping: the CV centre gradient if any arm needs it."""
+        if any(a.gradient == "control_variate" for a in arms):
+            self.centre_grad()
+
+    def run(self, arm: Arm, *, seed: int = 0, init: Tensor | None = None):
+        """A :class:`~structmc.Run` of ``arm`` on this problem (its batch, estimator, energy),
+        from ``init`` (default: the problem's start)."""
+        from ..run import Run
+
+        return Run(self.energy_for(arm), self.init if init is None else init, arm.build_sampler(), data=self.data,
+                   batch_size=arm.batch_count(self.num_data), batching=self.batching, seed=seed,
+                   num_chains=self.num_chains, gradient=self.gradient_for(arm))
+
+    def sample(self, arm: Arm, budget, *, seed: int = 0, thin: int = 1, burn_in: int = 0, init: Tensor | None = None):
+        """Run ``arm`` for ``budget`` (a :class:`~structmc.Budget` or iterations) and return the
+        :class:`~structmc.Chain` of every ``thin``-th draw after ``burn_in`` iterations — how a
+        tuned arm is evaluated (e.g. the paper's 10 s runs from the MAP)."""
+        return self.run(arm, seed=seed, init=init).sample(budget, thin=thin, burn_in=burn_in)
+
+    # -- scores ------------------------------------------------------------------------------
+    def scores(self, samples: Tensor) -> Tensor:
+        """``∇ log π`` at each row of ``samples [n, P]`` (full data, or the ``score_data``
+        subset N/m-scaled): one batched evaluation per chunk of samples × chunk of data."""
+        samples = samples.to(self.init)
+        n = samples.shape[0]
+        if n == 0:
+            return samples.clone()
+        if self.score_points is None:
+            return -self.energy.value_and_grad(samples, None)[1]
+        chunk = min(self.score_chunk, int(self.score_points[0].shape[0]))
+        per_call = max(1, self.max_score_examples // chunk)
+        out = []
+        for i in range(0, n, per_call):
+            _, g = full_data_value_and_grad(self.energy, samples[i:i + per_call], self.score_points, chunk)
+            out.append(g.neg_())
+        return torch.cat(out)
+
+    def score_cost(self) -> int:
+        """Data points one score evaluates (1 without data)."""
+        return 1 if self.score_points is None else int(self.score_points[0].shape[0])
+
+    def __getstate__(self):
+        return self.__dict__.copy()
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+__all__ = ["Problem"]
