@@ -1,4 +1,4 @@
-"""``structmc`` command line: ``demo``, ``sample``, ``experiment``, ``diagnose``.
+"""``structmc`` command line: ``demo``, ``sample``, ``tune``, ``experiment``, ``diagnose``.
 
 Names come from the library's registries (:mod:`structmc.registry`): ``--sampler`` from
 ``structmc.samplers.SAMPLERS`` (built by ``sampler_from_config``), ``--model`` from
@@ -165,6 +165,99 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _values(text: str, cast=float) -> list:
+    """``"1e-5,1e-4"`` -> [1e-05, 0.0001]."""
+    try:
+        return [cast(v) for v in str(text).split(",") if v.strip()]
+    except ValueError as err:
+        raise ValueError(f"expected a comma-separated list, got {text!r}") from err
+
+
+def _log10_range(text: str) -> list[float]:
+    """``"-7.5:-1:0.5"`` -> 10^-7.5, 10^-7, ..., 10^-1 (both ends included)."""
+    try:
+        lo, hi, step = (float(v) for v in text.split(":"))
+    except ValueError as err:
+        raise ValueError(f"--log10-h takes LOW:HIGH:STEP, e.g. -7.5:-1:0.5, got {text!r}") from err
+    if step <= 0 or hi < lo:
+        raise ValueError(f"--log10-h needs LOW <= HIGH and STEP > 0, got {text!r}")
+    n = int(round((hi - lo) / step)) + 1
+    return [10.0 ** (lo + i * step) for i in range(n)]
+
+
+def _budget(text: str):
+    """``"30s"`` (seconds of sampling), ``"3000it"`` (iterations), ``"1e5grad"`` (gradient evaluations)."""
+    from . import Budget
+
+    t = str(text).strip().lower()
+    for suffix, key, cast in (("grad", "grad_evals", lambda v: int(float(v))), ("it", "iterations", lambda v: int(float(v))),
+                              ("s", "seconds", float)):
+        if t.endswith(suffix):
+            try:
+                value = cast(t[: -len(suffix)])
+            except ValueError:
+                break
+            try:
+                return Budget(**{key: value})
+            except ValueError as err:
+                raise ValueError(f"bad --budget {text!r}: {err}") from err
+    raise ValueError(f"--budget takes e.g. 30s, 3000it or 1e5grad, got {text!r}")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Tune a sampler's hyperparameters on a built-in model / data set (MAMBA, grid search or
+    the heuristic) and write the trace, the plot and a report with the chosen arm."""
+    import torch
+
+    from . import find_map
+    from .tuning import grid, grid_search, heuristic, lr_from_paper, mamba
+
+    s = dict(SAMPLE_DEFAULTS)
+    for key in ("dataset", "model", "hidden", "activation", "prior_std", "noise_std", "seed", "data_dir", "sampler"):
+        if getattr(args, key, None) is not None:
+            s[key] = getattr(args, key)
+    budget = _budget(args.budget)
+    if args.lr and args.log10_h:
+        raise ValueError("give --lr or --log10-h, not both")
+    out = Path(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
+    data = _load_dataset(s)
+    energy = _model_energy(s, data)
+    train = (data.x_train, data.y_train)
+    N = len(data.x_train)
+    lrs = _values(args.lr) if args.lr else [lr_from_paper(s["sampler"], h) for h in _log10_range(args.log10_h or "-7:-3:0.5")]
+    hyper = {"lr": lrs}
+    for flag, cast in (("num_leapfrog", int), ("friction", float), ("a", float)):
+        if getattr(args, flag):
+            hyper[flag] = _values(getattr(args, flag), cast)
+    batches = [int(b) if float(b) >= 1 and float(b) == int(float(b)) and "." not in b else float(b)
+               for b in (args.batch_size or "1.0,0.1,0.01").split(",")]
+    gradients = (args.gradient or "minibatch").split(",")
+    arms = grid(s["sampler"], batch_size=batches, gradient=gradients, **hyper)
+    t0 = time.perf_counter()
+    init = energy.initial_position()
+    if not args.no_map:  # the paper starts every arm from the MAP (also the control-variate centre)
+        init = find_map(energy, init, data=train, batch_size=max(1, N // 100), num_steps=args.map_steps, seed=s["seed"])
+    common = dict(data=train, metric=args.metric, executor=args.executor, seed=s["seed"], num_chains=args.chains,
+                  centre=init, out_dir=out, resume=args.resume, progress=None if not args.quiet else False)
+    if args.method == "mamba":
+        result = mamba(energy, init, arms, budget, eta=args.eta, **common)
+    elif args.method == "grid":
+        result = grid_search(energy, init, arms, budget, **common)
+    else:
+        extra = {k: v[0] for k, v in hyper.items() if k != "lr"}
+        arm = heuristic(N, s["sampler"], gradient=gradients[0], **extra)
+        result = grid_search(energy, init, [arm], budget, batch_size=None, **common)
+    seconds = time.perf_counter() - t0
+    best = result.best
+    md = [f"# structmc tune: {args.method} for {s['sampler']} on {s['dataset']} ({s['model']})", "",
+          "```", result.summary(), "```", "",
+          f"chosen arm: `{best.label}`", "", "```json", json.dumps(best.to_dict(), indent=1), "```", "",
+          f"wall time {seconds:.1f} s (MAP included); trace: {out / 'trace.json'}"]
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
 def _load_dataset(s: dict):
     """A data set of :data:`structmc.data.DATASETS`: scikit-learn and synthetic sets are split
     with ``--seed``; the papers' sets come from their files (``--data-dir``)."""
@@ -302,6 +395,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 
+    p = sub.add_parser("tune", help="tune a sampler's step size, batch size, ... by MAMBA, grid search or the heuristic")
+    p.add_argument("--method", choices=["mamba", "grid", "heuristic"], default="mamba")
+    p.add_argument("--budget", default="10s", help="total budget T: 30s (sampling seconds), 3000it or 1e5grad")
+    p.add_argument("--dataset", help="as for structmc sample")
+    p.add_argument("--data-dir", dest="data_dir")
+    p.add_argument("--model", choices=_sample_models())
+    p.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--activation", choices=sorted(ACTIVATIONS))
+    p.add_argument("--prior-std", dest="prior_std", type=float)
+    p.add_argument("--noise-std", dest="noise_std", type=float)
+    p.add_argument("--sampler", choices=SAMPLERS.names())
+    p.add_argument("--lr", help="step sizes in our convention, comma-separated")
+    p.add_argument("--log10-h", dest="log10_h", help="the paper's step sizes h as LOW:HIGH:STEP in log10 "
+                   "(default -7:-3:0.5; converted with lr_from_paper)")
+    p.add_argument("--batch-size", dest="batch_size", help="comma-separated: fractions (0.1) or counts (128); "
+                   "default 1.0,0.1,0.01")
+    p.add_argument("--num-leapfrog", dest="num_leapfrog", help="comma-separated")
+    p.add_argument("--friction", help="comma-separated")
+    p.add_argument("--a", help="SGNHT a, comma-separated")
+    p.add_argument("--gradient", help="minibatch, cv or minibatch,cv")
+    p.add_argument("--metric", choices=["ksd", "fssd"], default="ksd")
+    p.add_argument("--eta", type=int, default=3)
+    p.add_argument("--executor", help="serial (default), process, dask, ray, or a Dask scheduler tcp://host:port")
+    p.add_argument("--chains", type=int, default=1)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-map", dest="no_map", action="store_true", help="start from the model's initial weights")
+    p.add_argument("--map-steps", dest="map_steps", type=int, default=2000)
+    p.add_argument("--resume", action="store_true", help="continue an interrupted tuning run in --out")
+    p.add_argument("--out")
+    p.add_argument("--quiet", action="store_true")
+
     p = sub.add_parser("diagnose", help="summary table and plots for a saved run folder")
     p.add_argument("run_dir")
     p.add_argument("--out", help="where to write plots (default: RUN_DIR/diagnostics)")
@@ -314,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_experiment(args)
         if args.command == "sample":
             return cmd_sample(args)
+        if args.command == "tune":
+            return cmd_tune(args)
         return cmd_diagnose(args)
     except ValueError as err:  # configuration errors: one clear line, no traceback
         print(f"structmc: error: {err}", file=sys.stderr)
