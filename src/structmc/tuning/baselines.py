@@ -54,6 +54,8 @@ def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: fl
     budget = _as_budget(budget)
     budget_kind(budget)
     metric = as_metric(metric)
+    if isinstance(target, Problem):
+        problem = target
     if problem is None:
         problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
                           score_data=score_data, validation=validation, seed=seed)

@@ -468,7 +468,8 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     target, init, data, num_chains, batching, centre, score_data, validation :
         the posterior, the start (``[P]`` or ``[num_chains, P]``; the paper uses the MAP), its
         data, the control-variate centre, and the score data (see :class:`Problem`); or pass
-        a ready ``problem``.
+        a ready :class:`Problem` as ``target`` (or ``problem=``), e.g. to evaluate the chosen
+        arm on it afterwards with ``problem.sample(result.best, budget)``.
     arms : a list of :class:`Arm` (or their dicts), e.g. from :func:`grid`.
     budget : the total budget T as a :class:`~structmc.Budget` of ``seconds`` (sampling
         time, set-up and compilation excluded: ``warmup`` iterations run off the clock on a
@@ -497,6 +498,8 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     _check_eta(eta)
     budget = _as_budget(budget)
     metric = as_metric(metric)
+    if isinstance(target, Problem):
+        problem = target
     if problem is None:
         problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
                           score_data=score_data, validation=validation, seed=seed)
