@@ -42,6 +42,9 @@ class DivergenceError(FloatingPointError):
         self.step = step
         self.chain = chain
 
+    def __reduce__(self):  # pickles across processes (executors) with its step and chain
+        return (type(self), (str(self), self.step, self.chain))
+
 
 @dataclass(frozen=True)
 class Budget:
