@@ -103,13 +103,22 @@ def test_arms_continue_their_run_across_rounds():
 
 
 def test_all_samples_option_and_fssd_metric_run():
-    # (FSSD is blind to a chain that is still exploding: its locations follow the samples far
-    # away, where the kernel vanishes; only stable step sizes here)
-    res, _, _ = _tune(budget=Budget(iterations=900), samples="all", metric="fssd", lrs=[0.02, 0.05, 0.1])
+    res, arms, _ = _tune(budget=Budget(iterations=900), samples="all", metric="fssd", lrs=[0.02, 0.1, 0.3])
     assert res.complete and res.best is not None
+    # lr = 0.3 (just unstable) has grown ~10^4-fold in 50 iterations without overflowing: FSSD (Gaussian
+    # kernel, median bandwidth) must not mistake spread-out samples for good ones
+    exploding = {i for i, a in enumerate(arms) if a.sampler["lr"] == 0.3}
+    assert not exploding & set(res.rounds[0]["kept"])
     assert res.settings["metric"]["name"] == "fssd" and res.settings["samples"] == "all"
     r1 = res.rounds[1]["results"]
     assert all(x["kept"] > 900 // 18 for x in r1 if not x["error"])  # earlier rounds' samples included
+
+
+def test_a_segment_shorter_than_thin_is_scored_on_its_last_draw():
+    energy, data, _ = linreg(N=12, d=2)
+    res = mamba(energy, torch.zeros(2, dtype=torch.float64), grid("sgld", lr=[0.01, 0.02, 0.03]),
+                Budget(iterations=12), data=data, thin=10, progress=False)  # 4 iterations per arm
+    assert all(r["kept"] == 1 and r["scored"] == 1 and r["error"] is None for r in res.rounds[0]["results"])
 
 
 def test_user_metric_and_grid_search_and_heuristic():

@@ -220,13 +220,19 @@ def median_bandwidth(samples, max_points: int = 1000, seed: int = 0) -> float:
         g = torch.Generator().manual_seed(seed)
         x = x[torch.randperm(x.shape[0], generator=g)[:max_points].to(x.device)]
     x = x - x.mean(0, keepdim=True)
-    xx = (x * x).sum(1)
-    d2 = (xx[:, None] + xx[None, :] - 2 * x @ x.T).clamp_min(0)
-    iu = torch.triu_indices(x.shape[0], x.shape[0], 1, device=x.device)
+    n, d = x.shape
+    if n * n * d <= 2 ** 26:
+        # exact differences: the Gram form ‖x‖² + ‖y‖² − 2x·y cancels catastrophically when
+        # the points span many orders of magnitude (an exploding chain), giving zeros
+        dist = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+    else:
+        xx = (x * x).sum(1)
+        dist = (xx[:, None] + xx[None, :] - 2 * x @ x.T).clamp_min(0).sqrt()
+    iu = torch.triu_indices(n, n, 1, device=x.device)
     if iu.shape[1] == 0:
         return 1.0
-    med = float(d2[iu[0], iu[1]].sqrt().median())
-    return med if med > 0 else 1.0
+    med = float(dist[iu[0], iu[1]].median())
+    return med if med > 0 and math.isfinite(med) else 1.0
 
 
 def _kernel_weights(r2: Tensor, kernel: str, bandwidth: float, c: float, beta: float, compat: bool):
@@ -242,9 +248,15 @@ def _kernel_weights(r2: Tensor, kernel: str, bandwidth: float, c: float, beta: f
     raise ValueError(f"kernel must be 'gauss' or 'imq', got {kernel!r}")
 
 
+#: up to this many n·J·d elements FSSD works on exact differences x_i − v_j (see below)
+EXACT_FSSD_ELEMENTS = 2 ** 24
+
+
 def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
     n, d = x.shape
     J = V.shape[0]
+    if n * J * d <= EXACT_FSSD_ELEMENTS:
+        return _fssd_terms_exact(x, s, V, kernel, bandwidth, c, beta, compat, power)
     xx = _rowdot(x, x)
     vv = (V * V).sum(1)
     XV = x @ V.T
@@ -262,6 +274,33 @@ def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
         return u_stat, v_stat, None
     # τ_i·μ with τ_i = vec_j ξ_ij / √(dJ), μ = mean_i τ_i = G / (n √(dJ))
     u = (A * (s @ G.T) + B * (x @ G.T - (V * G).sum(1)[None, :])).sum(1) / (d * J * n)
+    var_h1 = 4.0 * ((u * u).mean() - v_stat ** 2)
+    return u_stat, v_stat, var_h1
+
+
+def _fssd_terms_exact(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
+    """The terms of :func:`_fssd_terms` from the differences ``x_i − v_j`` themselves, one
+    location at a time: O(n·d) memory per location. The Gram form ``‖x‖² + ‖v‖² − 2x·v`` and
+    ``Bᵀx − v ΣB`` cancel catastrophically for samples far from the origin relative to their
+    spread (a chain that is exploding), turning a terrible sample into FSSD = 0."""
+    n, d = x.shape
+    J = V.shape[0]
+    G, sq, xis = [], x.new_zeros(()), []
+    for j in range(J):
+        diff = x - V[j]
+        A, B = _kernel_weights((diff * diff).sum(1), kernel, bandwidth, c, beta, compat)
+        xi = A[:, None] * s + B[:, None] * diff  # ξ(x_i, v_j), [n, d]
+        G.append(xi.sum(0))
+        sq = sq + (xi * xi).sum()
+        if power:
+            xis.append(xi)
+    G = torch.stack(G)
+    G2 = (G * G).sum()
+    u_stat = (G2 - sq) / (d * J * n * (n - 1))
+    v_stat = G2 / (d * J * n * n)
+    if not power:
+        return u_stat, v_stat, None
+    u = sum(xi @ G[j] for j, xi in enumerate(xis)) / (d * J * n)
     var_h1 = 4.0 * ((u * u).mean() - v_stat ** 2)
     return u_stat, v_stat, var_h1
 

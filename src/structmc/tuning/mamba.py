@@ -125,7 +125,9 @@ class TuningResult:
     ``results`` (``metric``, ``iterations``, ``grad_evals``, ``seconds`` of sampling,
     ``scores_s``, ``metric_s``, ``setup_s``, ``kept``/``scored`` samples, ``error``),
     ``kept`` and ``pruned`` (``{"index", "reason"}``) and ``wall_s``. ``timing`` splits the
-    wall time into sampling, scores, metric, set-up and overhead.
+    wall time into sampling, scores, metric, set-up (warm-up included), ``in_task_other``
+    (recording draws, state copies) and the driver's ``overhead`` (wall time not covered by
+    tasks, with ``slots`` tasks running at once).
     """
 
     method: str
@@ -390,11 +392,11 @@ def _run_rounds(method: str, problem: Problem, arms: list[Arm], budget: Budget, 
             result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
             if out_dir is not None:
                 _save_progress(out_dir, result, states)
+            if result.best_index is None:  # nothing to rank: promoting failed arms by index would be arbitrary
+                errors = "; ".join(f"{arms[r['index']].label}: {r['error']}" for r in results)
+                raise RuntimeError(f"{method}: every arm failed in round {i} ({errors})")
     finally:
         bar.close()
-    if result.best_index is None:
-        errors = "; ".join(f"{arms[r['index']].label}: {r['error']}" for r in result.rounds[-1]["results"])
-        raise RuntimeError(f"{method}: every arm failed in round {len(result.rounds) - 1} ({errors})")
     result.complete = True
     result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
     if out_dir is not None:
@@ -426,8 +428,12 @@ def _timing(result: TuningResult, executor, wall: float) -> dict:
                 sums[k] += float(res.get(k, 0.0))
             busy += float(res.get("wall_s", 0.0))
         busy_share += busy / min(slots, max(1, len(r["results"])))
+    busy_total = sum(float(res.get("wall_s", 0.0)) for r in result.rounds for res in r["results"])
     return {"wall": wall, "sampling": sums["seconds"], "scores": sums["scores_s"], "metric": sums["metric_s"],
-            "setup": sums["setup_s"], "overhead": max(0.0, wall - busy_share), "slots": slots}
+            "setup": sums["setup_s"],
+            # in tasks but in none of the above: draw copies, recording, state_dict
+            "in_task_other": max(0.0, busy_total - sum(sums.values())),
+            "overhead": max(0.0, wall - busy_share), "slots": slots}
 
 
 def _save_progress(out_dir: Path, result: TuningResult, states: dict) -> None:

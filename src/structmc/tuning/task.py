@@ -37,6 +37,12 @@ class ThinnedDraws:
                 self.draws = self.draws[1::2]
                 self.thin *= 2
 
+    def finish(self, theta: Tensor) -> None:
+        """A segment shorter than ``thin`` iterations still yields its last draw (rather than
+        nothing to score)."""
+        if not self.draws and self.count > 0:
+            self.draws.append(theta.detach().clone())
+
     def stacked(self, dim: int, like: Tensor) -> Tensor:
         """``[n, P]`` with chains pooled (draw-major within each chain)."""
         if not self.draws:
@@ -97,8 +103,9 @@ def run_arm(problem_handle, metric, task: ArmTask) -> dict:
         def make_run(seed):
             return problem.run(arm, seed=seed, init=task.theta)
 
-        if budget.seconds is not None and task.warmup:
+        if budget.seconds is not None and task.warmup and task.round == 0:
             # first calls allocate and warm caches: run them on a throwaway copy, off the clock
+            # (once per arm: later rounds find the process warm)
             for _ in make_run(task.seed + 1).iterate(task.warmup):
                 pass
         run = make_run(task.seed)
@@ -112,6 +119,8 @@ def run_arm(problem_handle, metric, task: ArmTask) -> dict:
                 draws.add(state.theta)
         except DivergenceError as err:
             out["error"] = f"diverged: {err}"
+        if out["error"] is None:
+            draws.finish(run.theta)
         out.update(iterations=run.iteration - it0, grad_evals=run.grad_evals - ev0, seconds=run.elapsed - s0,
                    thin=draws.thin)
         samples = draws.stacked(problem.dim, run.theta)
