@@ -77,7 +77,10 @@ class FSSD:
         scores = problem.scores(samples)
         t1 = time.perf_counter()
         if samples.shape[0] < 2:
-            value = float("inf")  # no Gaussian fit from one sample: rank last rather than guess
+            # one sample: no fit and no U-statistic to optimise, but the V-statistic at the
+            # sample itself is defined (‖∇log π‖²/d, as KSD's V-statistic of one sample is ‖∇log π‖)
+            loc = samples[:1].expand(self.num_locations, -1)
+            value = float(fssd(samples, scores, loc, kernel=self.kernel, statistic="v"))
         else:
             g = torch.Generator(device=samples.device).manual_seed(self.seed)
             locations = None

@@ -1,0 +1,841 @@
+r"""Shared pieces of the MAMBA experiments (Coullon, South & Nemeth, "Efficient and
+generalizable tuning strategies for stochastic gradient MCMC", Sect. 4 and App. C).
+
+Used by :mod:`~structmc.experiments.mamba_logreg` (Table 1), :mod:`~structmc.experiments.mamba_pmf`
+(Table 2) and the neural-network experiments; everything here is model-agnostic.
+
+**Samplers** (:data:`SAMPLERS`, App. D): SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV as
+:class:`SamplerSpec` records — library sampler, gradient estimator (``"minibatch"`` or the
+control variate ``"cv"`` centred at the MAP, App. D.3), fixed hyperparameters (SGHMC:
+friction α = 0.01, β̂ = 0, momentum redrawn before every iteration of L leapfrog updates as in
+the reference code; SGNHT: a = 0.01) and the extra grid axis (SGHMC: L ∈ {5, 10}; the
+heuristic uses L = 10, Table 4).
+
+**Step sizes.** The paper's grids are in log10 h of its own parameterisation
+(``θ + h∇log π + √(2h)ξ`` for SGLD, ``dt`` for SGHMC/SGNHT): our ``lr`` is 2h for SGLD and h for
+SGHMC/SGNHT (:func:`structmc.tuning.lr_from_paper`, docs/conventions.md). :func:`paper_h`
+converts back for reports.
+
+**Methods** (:data:`METHODS`, Sect. 4, App. B, C):
+
+* ``M-KSD`` / ``M-FSSD``: :func:`structmc.tuning.mamba` over the product of the step grid,
+  the batch fractions (and L), ranked by KSD / FSSD-opt; started from the MAP, CV centre the MAP.
+  Its budget T is given through R, the sampling time of the arm that survives every round
+  (the paper's "R = 1 s"): ``T = R · rounds / Σ_i 1/|S_i|`` (:func:`total_budget`).
+* ``Grid``: :func:`structmc.tuning.grid_search` over the same step grid (× L), batch 10 %,
+  a fixed number of iterations per arm, started from the MAP plus Gaussian noise (App. B.1),
+  ranked by a held-out metric (the paper: test log-loss / RMSE) or by KSD.
+* ``Heuristic``: h = 1/N, batch 10 % (Brosse et al. 2018); no tuning.
+
+**Evaluation** (:func:`evaluate_arm`): each chosen arm runs from the MAP for an evaluation
+budget (the paper: 10 s for logistic regression, 20 s for PMF); the moments of every draw
+after burn-in are accumulated on the fly (Welford, float64) for the posterior standard
+deviations and ξ(σ̂) = ‖σ̂ − σ_ref‖/‖σ_ref‖; every ``thin``-th draw is kept for the KSD
+(full-data scores, IMQ kernel, V-statistic, at most ``max_ksd_samples`` evenly spaced) and
+for the model's own metrics (accuracy, RMSE, ...), and the KSD against time is recorded for
+the Fig. 1/2-style curves.
+
+**Report** (:func:`method_rows`, :func:`claim_row`, :func:`markdown_report_table`): a row per
+method × metric with the six samplers as columns, ours next to the paper's, and a verdict
+that compares *orderings* (how many samplers each method is within a factor of the best
+method for, ours against the paper's count) rather than magnitudes — KSD scales with N, the
+number of samples and the time budget, so magnitudes are comparable only at the paper's
+settings (the ``full`` presets) — plus rows for the paper's qualitative claims.
+
+A caveat that shapes small runs: with the paper's IMQ kernel (c = 1, unit length scale) on a
+posterior much narrower than 1, the kernel is nearly flat over the draws, and the
+V-statistic KSD of n independent exact draws is about √((E‖∇log π‖² + d)/n), while a chain
+that has barely left the mode scores about √d. An arm that mixes therefore beats one that
+sticks to the MAP only once n exceeds roughly the mean posterior precision, so with short
+rounds (few draws per arm) KSD favours arms that move little — slow full-batch arms or tiny
+steps. The ``quick`` presets, with budgets a fraction of the paper's, show this.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import ksd, ksd_curve
+from ..executors import as_executor
+from ..run import Budget, DivergenceError
+from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
+from ..tuning.task import evenly
+
+SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
+METHODS = ("M-KSD", "M-FSSD", "Grid", "Heuristic")
+
+
+# ---------------------------------------------------------------------------------------------
+# samplers and arms
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SamplerSpec:
+    """One of the paper's six samplers: ``name`` (library sampler), ``gradient``
+    (``"minibatch"`` or ``"cv"``), ``fixed`` hyperparameters, ``leapfrog_grid`` (the extra
+    grid axis of MAMBA and grid search; empty: none) and ``heuristic_leapfrog`` (L of the
+    heuristic arm)."""
+
+    label: str
+    name: str
+    gradient: str = "minibatch"
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    leapfrog_grid: tuple[int, ...] = ()
+    heuristic_leapfrog: int | None = None
+
+    def config(self, h: float, num_leapfrog: int | None = None) -> dict:
+        """The sampler config dict for the paper's step size ``h``."""
+        cfg = {"name": self.name, "lr": lr_from_paper(self.name, h), **dict(self.fixed)}
+        if num_leapfrog is not None:
+            cfg["num_leapfrog"] = int(num_leapfrog)
+        return cfg
+
+
+SGHMC_FIXED = {"friction": 0.01, "beta_hat": 0.0, "resample_momentum": True}  # App. D.1; reference code
+SGNHT_FIXED = {"a": 0.01}  # App. D.2
+SAMPLERS: dict[str, SamplerSpec] = {
+    "SGLD": SamplerSpec("SGLD", "sgld"),
+    "SGLD-CV": SamplerSpec("SGLD-CV", "sgld", "cv"),
+    "SGHMC": SamplerSpec("SGHMC", "sghmc", "minibatch", SGHMC_FIXED, (5, 10), 10),
+    "SGHMC-CV": SamplerSpec("SGHMC-CV", "sghmc", "cv", SGHMC_FIXED, (5, 10), 10),
+    "SGNHT": SamplerSpec("SGNHT", "sgnht", "minibatch", SGNHT_FIXED),
+    "SGNHT-CV": SamplerSpec("SGNHT-CV", "sgnht", "cv", SGNHT_FIXED),
+}
+
+
+def sampler_spec(label: str | SamplerSpec) -> SamplerSpec:
+    """The :class:`SamplerSpec` of ``"SGLD"``, ..., ``"SGNHT-CV"`` (case-insensitive)."""
+    if isinstance(label, SamplerSpec):
+        return label
+    for k, v in SAMPLERS.items():
+        if k.lower() == str(label).lower():
+            return v
+    raise ValueError(f"unknown sampler {label!r}; choose from {', '.join(SAMPLERS)}")
+
+
+def log10_grid(start: float, stop: float, step: float = 0.5) -> tuple[float, ...]:
+    """``start, start − step, ..., stop`` (both included), e.g. ``log10_grid(-1, -7.5)`` is the
+    14 values of App. C.1.2."""
+    n = int(round(abs(stop - start) / step)) + 1
+    sign = -1.0 if stop < start else 1.0
+    return tuple(round(start + sign * k * step, 10) for k in range(n))
+
+
+LOGREG_LOG10_H = log10_grid(-1.0, -7.5)  # App. C.1.2: 14 step sizes
+PMF_LOG10_H = log10_grid(-2.0, -7.5)  # App. C.2.2 (and C.3): 12 step sizes
+LOGREG_BATCHES = (1.0, 0.1, 0.01, 0.001)  # App. C.1.3: 100 %, 10 %, 1 %, 0.1 %
+PMF_BATCHES = (1.0, 0.1, 0.01)  # App. C.2.3: 100 %, 10 %, 1 % (80,000 / 8,000 / 800 ratings)
+
+
+def mamba_arms(spec: str | SamplerSpec, log10_h: Sequence[float], batch_fractions: Sequence[float]) -> list[Arm]:
+    """MAMBA's arms: step grid × batch fractions (× L for SGHMC), e.g. 14 × 4 = 56 arms for
+    SGLD on the logistic regression, 14 × 4 × 2 = 112 for SGHMC."""
+    spec = sampler_spec(spec)
+    leapfrogs = spec.leapfrog_grid or (None,)
+    return [Arm(spec.config(10.0 ** lh, L), b, spec.gradient)
+            for b in batch_fractions for lh in log10_h for L in leapfrogs]
+
+
+def grid_search_arms(spec: str | SamplerSpec, log10_h: Sequence[float], batch: float | int | None = 0.1) -> list[Arm]:
+    """Grid search's arms: the step grid (× L for SGHMC) at a fixed batch (10 %)."""
+    return mamba_arms(spec, log10_h, (batch,))
+
+
+def heuristic_arm(spec: str | SamplerSpec, num_data: int, batch: float | int | None = 0.1) -> Arm:
+    """h = 1/N, batch 10 % (and L = 10 for SGHMC, Table 4)."""
+    spec = sampler_spec(spec)
+    return Arm(spec.config(1.0 / int(num_data), spec.heuristic_leapfrog), batch, spec.gradient)
+
+
+def method_arms(method: str, spec: str | SamplerSpec, log10_h: Sequence[float], batch_fractions: Sequence[float],
+                num_data: int, grid_batch: float = 0.1) -> list[Arm]:
+    """The arms ``method`` (one of :data:`METHODS`) chooses from."""
+    if method in ("M-KSD", "M-FSSD", "MAMBA"):
+        return mamba_arms(spec, log10_h, batch_fractions)
+    if method == "Grid":
+        return grid_search_arms(spec, log10_h, grid_batch)
+    if method == "Heuristic":
+        return [heuristic_arm(spec, num_data, grid_batch)]
+    raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)} or 'MAMBA'")
+
+
+def paper_h(arm: Arm) -> float:
+    """The paper's step size h of ``arm`` (inverse of :func:`~structmc.tuning.lr_from_paper`)."""
+    lr = float(arm.sampler["lr"])
+    return lr / 2.0 if arm.sampler_name in ("sgld", "psgld") else lr
+
+
+def arm_summary(arm: Arm | None, num_data: int | None = None) -> dict | None:
+    """``{"log10_h", "lr", "batch_pct", "batch", "L", "label"}`` of ``arm`` (Table 4 style)."""
+    if arm is None:
+        return None
+    b = arm.batch_size
+    if b is None:
+        pct, n = 100.0, num_data
+    elif isinstance(b, int):
+        pct, n = (100.0 * b / num_data if num_data else None), b
+    else:
+        pct, n = 100.0 * b, (max(1, int(math.floor(b * num_data))) if num_data else None)
+    return {"log10_h": round(math.log10(paper_h(arm)), 3), "lr": float(arm.sampler["lr"]), "batch_pct": pct,
+            "batch": n, "L": arm.sampler.get("num_leapfrog"), "label": arm.label, "arm": arm.to_dict()}
+
+
+# ---------------------------------------------------------------------------------------------
+# budgets
+# ---------------------------------------------------------------------------------------------
+def total_budget(R: float, num_arms: int, eta: int = 3, kind: str = "seconds") -> Budget:
+    """The MAMBA budget T for which the arm that survives every round runs for ``R`` (seconds
+    or iterations): with rounds of |S_i| arms, each round spends T/rounds split evenly, so
+    ``R = Σ_i T/(rounds·|S_i|)`` and ``T = R · rounds / Σ_i 1/|S_i|``. The paper states
+    R (1 s for logistic regression, 10 s for PMF and the BNN)."""
+    sizes = round_sizes(num_arms, eta)
+    T = float(R) * len(sizes) / sum(1.0 / s for s in sizes)
+    if kind == "seconds":
+        return Budget(seconds=T)
+    if kind in ("iterations", "grad_evals"):
+        return Budget(**{kind: int(math.ceil(T))})
+    raise ValueError(f"kind must be 'seconds', 'iterations' or 'grad_evals', got {kind!r}")
+
+
+def budget_dict(budget: Budget) -> dict:
+    return {k: getattr(budget, k) for k in ("iterations", "seconds", "grad_evals") if getattr(budget, k) is not None}
+
+
+# ---------------------------------------------------------------------------------------------
+# tuning
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TuningSettings:
+    """How the four methods run (shared by every sampler of an experiment).
+
+    ``R``: MAMBA's per-surviving-arm budget (seconds or iterations, ``budget_kind``);
+    ``grid_budget``: per arm of grid search; ``grid_metric``: ``"ksd"`` or a callable
+    ``fn(samples, problem)`` (lower is better) — the paper's held-out metric;
+    ``thin``/``max_samples``/``min_samples``/``metric_cost``: as :func:`structmc.tuning.mamba`
+    (the paper thins by 10); ``fssd_*``: the FSSD-opt settings (10 locations, 100 Adam steps)
+    and kernel — ``"gauss"`` (median-heuristic bandwidth, Jitkrittum et al.'s choice) by
+    default, because :class:`structmc.tuning.FSSD`'s default IMQ kernel has a fixed length
+    scale 1: for chains that wander far from the posterior (spread ≫ 1, bounded scores, e.g.
+    SGLD with h = 0.1 on the logistic regression) every kernel value is tiny and FSSD ranks
+    them *best*; the scale-aware Gaussian kernel ranks them worst;
+    ``executor``: where arms run (``None`` in process)."""
+
+    log10_h: Sequence[float]
+    batch_fractions: Sequence[float]
+    R: float
+    budget_kind: str = "seconds"
+    grid_budget: Budget = field(default_factory=lambda: Budget(iterations=5000))
+    grid_batch: float = 0.1
+    grid_metric: Any = "ksd"
+    eta: int = 3
+    thin: int = 10
+    max_samples: int = 256
+    min_samples: int = 10
+    metric_cost: float | None = 0.25
+    fssd_locations: int = 10
+    fssd_steps: int = 100
+    fssd_kernel: str = "gauss"
+    restart: str = "state"
+    executor: Any = None
+    seed: int = 0
+
+
+def _metric(method: str, s: TuningSettings):
+    if method == "M-KSD" or method == "MAMBA":
+        return KSD()
+    if method == "M-FSSD":
+        return FSSD(num_locations=s.fssd_locations, steps=s.fssd_steps, kernel=s.fssd_kernel, seed=s.seed)
+    raise ValueError(method)
+
+
+def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Problem,
+         grid_problem: Problem | None = None, trace_dir: str | Path | None = None, plot: bool = True) -> dict:
+    """Choose an arm of ``spec`` with ``method`` (one of :data:`METHODS` or ``"MAMBA"``, an
+    alias of ``"M-KSD"``).
+
+    ``problem``: started from the MAP (MAMBA's start and the CV centre); ``grid_problem``: the
+    grid search's start (MAP plus noise; default ``problem``). Returns ``{"method", "sampler",
+    "arm" (the chosen :class:`Arm` or None), "num_arms", "budget" (T, given), "R",
+    "timing" (the tuner's split: wall, sampling, scores, metric, setup, overhead),
+    "wall_s" (this call, problem set-up excluded), "wall_over_T" (seconds budgets), "rounds",
+    "summary", "error"}``; the trace (``trace.json``, ``metric_by_round.png``) goes to
+    ``trace_dir`` when given (the plot only with ``plot=True``). A tuner whose every arm fails
+    returns ``arm=None`` and its error."""
+    spec = sampler_spec(spec)
+    num_data = problem.num_data
+    arms = method_arms(method, spec, s.log10_h, s.batch_fractions, num_data or 1, s.grid_batch)
+    out = {"method": method, "sampler": spec.label, "arm": None, "num_arms": len(arms), "budget": None, "R": None,
+           "timing": {}, "wall_s": 0.0, "wall_over_T": None, "rounds": [], "summary": "", "error": None}
+    if method == "Heuristic":
+        out["arm"] = arms[0]
+        out["summary"] = f"heuristic: {arms[0].label} (h = 1/N, no tuning)"
+        return out
+    common = dict(executor=s.executor, seed=s.seed, thin=s.thin, max_samples=s.max_samples,
+                  min_samples=s.min_samples, metric_cost=s.metric_cost, progress=False)
+    t0 = time.perf_counter()
+    try:
+        if method == "Grid":
+            gp = grid_problem or problem
+            budget = s.grid_budget
+            metric = KSD() if s.grid_metric == "ksd" else s.grid_metric
+            res = grid_search(gp.energy, None, arms, budget, batch_size=s.grid_batch, metric=metric, problem=gp,
+                              **common)
+        else:
+            budget = total_budget(s.R, len(arms), s.eta, s.budget_kind)
+            out["R"] = s.R
+            res = mamba(problem.energy, None, arms, budget, eta=s.eta, metric=_metric(method, s), problem=problem,
+                        restart=s.restart, **common)
+    except Exception as err:  # every arm failed: report, do not stop the experiment
+        out["error"] = f"{type(err).__name__}: {err}"
+        out["wall_s"] = time.perf_counter() - t0
+        out["budget"] = budget_dict(budget) if "budget" in locals() else None
+        return out
+    out["wall_s"] = time.perf_counter() - t0
+    out["budget"] = budget_dict(budget)
+    out["arm"] = res.best
+    out["timing"] = dict(res.timing)
+    out["summary"] = res.summary()
+    out["rounds"] = [{"round": r["round"], "arms": len(r["arms"]),
+                      "budget": {k: v for k, v in r["budget"].items() if v is not None},
+                      "best": min((x["metric"] for x in r["results"]), default=math.inf),
+                      "failed": sum(1 for x in r["results"] if x["error"]), "wall_s": r["wall_s"]}
+                     for r in res.rounds]
+    if budget.seconds is not None:  # the whole call: problem checks, the tuner's rounds, its result
+        out["wall_over_T"] = out["wall_s"] / budget.seconds
+    if trace_dir is not None:
+        trace_dir = Path(trace_dir)
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        res.save(trace_dir / "trace.json")
+        try:
+            if not plot:
+                raise ImportError
+            res.plot(trace_dir / "metric_by_round.png")
+        except Exception:  # no plot asked for, or matplotlib missing
+            pass
+    return out
+
+
+def tune_all(samplers: Sequence[str], methods: Sequence[str], s: TuningSettings, *, problem: Problem,
+             grid_problem: Problem | None = None, out_dir: str | Path | None = None,
+             log: Callable[[str], None] | None = None, plot_traces: bool = True) -> dict:
+    """:func:`tune` for every sampler and method: ``{sampler: {method: outcome}}``. One
+    executor (built from ``s.executor`` if it is a spec) serves every call."""
+    own = s.executor is None or isinstance(s.executor, str)
+    ex = as_executor(s.executor)
+    s_local = TuningSettings(**{**s.__dict__, "executor": ex})
+    result: dict = {}
+    try:
+        for label in samplers:
+            result[label] = {}
+            for method in methods:
+                trace = None if out_dir is None else Path(out_dir) / "tuning" / label / method
+                res = tune(method, label, s_local, problem=problem, grid_problem=grid_problem, trace_dir=trace,
+                           plot=plot_traces)
+                result[label][method] = res
+                if log is not None:
+                    chosen = res["arm"].label if res["arm"] is not None else f"none ({res['error']})"
+                    log(f"{label:9s} {method:9s} -> {chosen}  [{res['wall_s']:.1f} s]")
+    finally:
+        if own:
+            ex.close()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------
+class _Welford:
+    """Running mean and variance of ``[C, P]`` draws, pooled over chains, in float64."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2 = 0, None, None
+
+    def add(self, theta: Tensor) -> None:
+        for row in theta.detach().to(torch.float64):
+            self.n += 1
+            if self.mean is None:
+                self.mean, self.m2 = row.clone(), torch.zeros_like(row)
+                continue
+            delta = row - self.mean
+            self.mean += delta / self.n
+            self.m2 += delta * (row - self.mean)
+
+    def sd(self) -> Tensor | None:
+        if self.n < 2:
+            return None
+        return (self.m2 / (self.n - 1)).sqrt()
+
+
+def relative_sd_error(sd: Tensor | None, reference_sd: Tensor | None) -> float | None:
+    """ξ(σ̂) = ‖σ̂ − σ_ref‖₂ / ‖σ_ref‖₂ (Sect. 4.1)."""
+    if sd is None or reference_sd is None:
+        return None
+    ref = torch.as_tensor(reference_sd, dtype=torch.float64)
+    sd = sd.to(torch.float64)
+    if not bool(torch.isfinite(sd).all()):
+        return None
+    return float((sd - ref).norm() / ref.norm())
+
+
+def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, thin: int = 10,
+                 max_ksd_samples: int | None = 2000, burn_in: float = 0.0, reference_sd: Tensor | None = None,
+                 extra: Callable[[Tensor], dict] | None = None, curve_points: int = 20, sd_every: int = 1) -> dict:
+    """Run ``arm`` on ``problem`` (from its ``init``, the MAP) for ``budget`` and measure it.
+
+    ``burn_in``: a fraction of the budget run first and discarded (seconds or iterations,
+    like the budget). Every draw after it (every ``sd_every``-th) updates the moments (the
+    posterior standard deviations, ξ against ``reference_sd``); every ``thin``-th is kept
+    (the draws, with the sampling time at each; past ``2·max_ksd_samples`` kept draws every
+    other one is dropped and ``thin`` doubles, so memory stays bounded) for the KSD on at
+    most ``max_ksd_samples`` evenly spaced kept draws (full-data scores; ``None``: all kept), the KSD-against-time
+    curve, and ``extra(kept_draws [n, P]) -> dict`` (e.g. accuracy, RMSE).
+
+    Returns ``{"arm", "iterations" (after burn-in: the paper's "# of samples"), "seconds",
+    "kept", "ksd_samples", "ksd", "sd", "mean", "xi", "curve" {"seconds", "ksd"},
+    "ksd_seconds" (scoring time), "error", ...extra}``; a diverged run gives ``error`` and
+    ``ksd=None``."""
+    out = {"arm": arm.label, "iterations": 0, "seconds": 0.0, "burn_in_iterations": 0, "kept": 0, "ksd_samples": 0,
+           "ksd": None, "xi": None, "sd": None, "mean": None, "curve": {"seconds": [], "ksd": []}, "ksd_seconds": 0.0,
+           "error": None}
+    run = problem.run(arm, seed=seed)
+    stats = _Welford()
+    draws, times = [], []
+    t_start = None
+    try:
+        if burn_in > 0:
+            b = budget_dict(budget)
+            kind, total = next(iter(b.items()))
+            part = total * burn_in
+            for _ in run.iterate(Budget(**{kind: (part if kind == "seconds" else max(1, int(part)))})):
+                pass
+            out["burn_in_iterations"] = run.iteration
+            rest = total - part if kind == "seconds" else max(1, int(total - int(part)))
+            budget = Budget(**{kind: rest})
+        it0, t0 = run.iteration, run.elapsed
+        t_start = t0
+        k = 0
+        cap = None if max_ksd_samples is None else max(2, 2 * int(max_ksd_samples))
+        for _, state, _ in run.iterate(budget):
+            k += 1
+            if k % sd_every == 0:
+                stats.add(state.theta)
+            if k % thin == 0:
+                draws.append(state.theta.detach().clone())
+                times.append(run.elapsed - t0)
+                if cap is not None and len(draws) >= cap:  # memory: keep evenly spaced draws, thin twice as much
+                    draws, times, thin = draws[1::2], times[1::2], 2 * thin
+    except DivergenceError as err:
+        out["error"] = f"diverged: {err}"
+    except Exception as err:  # pragma: no cover - reported, never raised
+        out["error"] = f"{type(err).__name__}: {err}"
+    out["iterations"] = run.iteration - out["burn_in_iterations"]
+    out["seconds"] = run.elapsed - (t_start or 0.0)
+    out["kept"] = len(draws)
+    out["thin"] = thin
+    sd = stats.sd()
+    if out["error"] is None and sd is not None:
+        out["sd"] = sd.tolist()
+        out["mean"] = stats.mean.tolist()
+        out["xi"] = relative_sd_error(sd, reference_sd)
+    if out["error"] is None and draws:
+        x = torch.cat(draws, 0)  # [n·C, P], chains pooled
+        t = torch.tensor(times, dtype=torch.float64).repeat_interleave(draws[0].shape[0])
+        if max_ksd_samples is not None and x.shape[0] > max_ksd_samples:
+            idx = evenly(torch.arange(x.shape[0]), max_ksd_samples)
+            x, t = x[idx], t[idx]
+        t0 = time.perf_counter()
+        scores = problem.scores(x)
+        if bool(torch.isfinite(scores).all()) and bool(torch.isfinite(x).all()):
+            out["ksd"] = float(ksd(x, scores))
+            n = x.shape[0]
+            at = sorted({max(1, int(round(n * (j + 1) / curve_points))) for j in range(curve_points)})
+            curve = ksd_curve(x, scores, at=at)
+            out["curve"] = {"seconds": [float(t[a - 1]) for a in at], "ksd": [float(v) for v in curve],
+                            "samples": at}
+        else:
+            out["error"] = "non-finite scores at the draws"
+        out["ksd_seconds"] = time.perf_counter() - t0
+        out["ksd_samples"] = int(x.shape[0])
+        if extra is not None:
+            out.update(extra(x))
+    return out
+
+
+def evaluate_all(tuned: Mapping[str, Mapping[str, dict]], problem: Problem, budget: Budget, *, seed: int = 0,
+                 log: Callable[[str], None] | None = None, **kwargs) -> dict:
+    """:func:`evaluate_arm` for every chosen arm of :func:`tune_all`'s result:
+    ``{sampler: {method: evaluation}}`` (``None`` where the method chose nothing). The seed
+    is the same for every method of a sampler, so methods differ by their arm only."""
+    out: dict = {}
+    for i, (label, by_method) in enumerate(tuned.items()):
+        out[label] = {}
+        for method, res in by_method.items():
+            arm = res["arm"]
+            if arm is None:
+                out[label][method] = None
+                continue
+            ev = evaluate_arm(problem, arm, budget, seed=10_000 * int(seed) + 1000 + i, **kwargs)
+            out[label][method] = ev
+            if log is not None:
+                k = "-" if ev["ksd"] is None else f"{ev['ksd']:.4g}"
+                x = "-" if ev["xi"] is None else f"{100 * ev['xi']:.1f}"
+                log(f"eval {label:9s} {method:9s} KSD {k:>9s}  xi*100 {x:>7s}  {ev['iterations']} its"
+                    + (f"  ({ev['error']})" if ev["error"] else ""))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# report: rows, verdicts, tables
+# ---------------------------------------------------------------------------------------------
+def _clean(v) -> float:
+    """A value for ranking: None / NaN / inf (diverged, missing) rank worst."""
+    if v is None:
+        return math.inf
+    v = float(v)
+    return v if math.isfinite(v) else math.inf
+
+
+def within_factor_counts(values: Mapping[str, Sequence], factor: float) -> dict[str, int]:
+    """For every method: on how many samplers (columns) its value is at most ``factor`` × the
+    lowest value of all methods on that sampler (missing values rank worst)."""
+    methods = list(values)
+    n = len(next(iter(values.values())))
+    counts = {m: 0 for m in methods}
+    for j in range(n):
+        col = {m: _clean(values[m][j]) for m in methods}
+        best = min(col.values())
+        if not math.isfinite(best):
+            continue
+        for m in methods:
+            if col[m] <= factor * best * (1 + 1e-12):
+                counts[m] += 1
+    return counts
+
+
+def lowest_counts(values: Mapping[str, Sequence]) -> dict[str, int]:
+    """For every method: on how many samplers it has the (possibly shared) lowest value."""
+    return within_factor_counts(values, 1.0)
+
+
+def method_rows(metric_key: str, metric_name: str, source: str, ours: Mapping[str, Sequence],
+                paper: Mapping[str, Sequence], samplers: Sequence[str], *, factor: float = 1.5, slack: int = 1,
+                scale: float = 1.0, unit: str = "", comparable: bool = False) -> list[dict]:
+    """One row per method for a metric (lower is better): ``ours`` and ``paper`` map method ->
+    one value per sampler (``scale`` multiplies ours for display, e.g. 100 for ξ × 10²).
+
+    Verdict (an ordering check, not a magnitude check): count the samplers on which the
+    method is within ``factor`` × the best of the methods, in ours and in the paper's
+    numbers; "agrees" when the counts differ by at most ``slack``, "differs" otherwise,
+    "n/a" when we have no finite value for the method. ``comparable`` says whether our
+    magnitudes are on the paper's scale (same N, budgets); when they are, the row also
+    records on how many samplers ours is within a factor 2 of the paper's value."""
+    methods = [m for m in paper if m in ours]
+    ours_scaled = {m: [None if v is None or not math.isfinite(float(v)) else float(v) * scale for v in ours[m]]
+                   for m in methods}
+    c_ours = within_factor_counts(ours_scaled, factor)
+    c_paper = within_factor_counts({m: paper[m] for m in methods}, factor)
+    rows = []
+    for m in methods:
+        vals = ours_scaled[m]
+        finite = [v for v in vals if v is not None]
+        if not finite:
+            verdict = "n/a"
+        else:
+            verdict = "agrees" if abs(c_ours[m] - c_paper[m]) <= slack else "differs"
+        row = {"key": f"{m}:{metric_key}", "method": m, "metric": metric_key, "quantity": f"{m}, {metric_name}",
+               "source": source, "samplers": list(samplers), "paper": list(paper[m]), "ours": vals,
+               "statistic": f"samplers within x{factor:g} of the best method",
+               "paper_count": c_paper[m], "ours_count": c_ours[m] if finite else None, "unit": unit,
+               "rule": (f"count of samplers where this method is within x{factor:g} of the lowest of the "
+                        f"{len(methods)} methods: |ours - paper| <= {slack}"),
+               "verdict": verdict, "comparable": comparable}
+        if comparable and finite:
+            close = sum(1 for o, p in zip(vals, paper[m]) if o is not None and p and 0.5 <= o / p <= 2.0)
+            row["magnitude"] = f"{close} of {len(vals)} samplers within x2 of the paper's value"
+        else:
+            row["magnitude"] = "not comparable at this scale"
+        rows.append(row)
+    return rows
+
+
+def claim_row(key: str, quantity: str, source: str, paper_text: str, ours_text: str, holds: bool | None,
+              rule: str) -> dict:
+    """A row for one of the paper's qualitative claims ("agrees" when ours shows it too)."""
+    verdict = "n/a" if holds is None else ("agrees" if holds else "differs")
+    return {"key": key, "method": None, "metric": "claim", "quantity": quantity, "source": source,
+            "paper": paper_text, "ours": ours_text, "statistic": "claim", "unit": "", "rule": rule,
+            "verdict": verdict, "magnitude": ""}
+
+
+def values_table(evals: Mapping[str, Mapping[str, dict | None]], key: str, methods: Sequence[str],
+                 samplers: Sequence[str]) -> dict[str, list]:
+    """``{method: [value per sampler]}`` of ``evals[sampler][method][key]`` (None if missing)."""
+    out = {}
+    for m in methods:
+        row = []
+        for s in samplers:
+            ev = (evals.get(s) or {}).get(m)
+            row.append(None if ev is None or ev.get("error") else ev.get(key))
+        out[m] = row
+    return out
+
+
+def fmt_num(v, digits: int = 3) -> str:
+    """Compact number: 3 significant digits, thousands separators for large values."""
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{digits}g}"
+
+
+def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list[str]:
+    """Markdown lines: one table row per method × metric row, a cell per sampler as
+    ``ours (paper)``, then the ordering statistic, rule and verdict."""
+    lines = ["| method | metric | " + " | ".join(samplers) + " | within-factor count ours / paper | verdict |",
+             "|---|---|" + "---|" * len(samplers) + "---|---|"]
+    for r in rows:
+        if r["metric"] == "claim":
+            continue
+        cells = [f"{fmt_num(o)} ({fmt_num(p)})" for o, p in zip(r["ours"], r["paper"])]
+        oc = "-" if r["ours_count"] is None else str(r["ours_count"])
+        lines.append(f"| {r['method']} | {r['metric_label'] if 'metric_label' in r else r['metric']} | "
+                     + " | ".join(cells) + f" | {oc} / {r['paper_count']} | **{r['verdict']}** |")
+    return lines
+
+
+def markdown_claims(rows: Sequence[dict]) -> list[str]:
+    lines = ["| claim | source | paper | ours | rule | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["metric"] != "claim":
+            continue
+        lines.append(f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | "
+                     f"**{r['verdict']}** |")
+    return lines
+
+
+def markdown_choices(tuned: Mapping[str, Mapping[str, dict]], num_data: int, paper: Mapping | None = None) -> list[str]:
+    """Table 4/6-style table: the chosen log10 h, batch % and L per sampler and method (the
+    paper's in parentheses when ``paper[sampler][method] = (log10 h, τ %, L)`` is given)."""
+    methods = list(next(iter(tuned.values())))
+    lines = ["| sampler | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for s, by_m in tuned.items():
+        cells = []
+        for m in methods:
+            a = arm_summary(by_m[m]["arm"], num_data)
+            txt = "failed" if a is None else (f"h=10^{a['log10_h']:g}, {a['batch_pct']:.3g} %"
+                                              + (f", L={a['L']}" if a["L"] else ""))
+            if paper and s in paper and m in paper[s]:
+                ph = paper[s][m]
+                txt += f" ({'h=10^%g, %g %%' % (ph[0], ph[1])}{', L=%d' % ph[2] if len(ph) > 2 and ph[2] else ''})"
+            cells.append(txt)
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown_timing(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> list[str]:
+    """The wall time of every tuning call (problem checks, rounds, result) against its budget T,
+    split by the tuner (``TuningResult.timing``: sampling, scores, metric, set-up, driver
+    overhead) plus the rest (:func:`_other_time`)."""
+    lines = ["| sampler | method | arms | T | whole call | call / T | sampling | scores | metric | set-up "
+             "| overhead | other |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s, by_m in tuned.items():
+        for m, r in by_m.items():
+            if m == "Heuristic" or not r.get("timing"):
+                continue
+            t = r["timing"]
+            b = r["budget"] or {}
+            T = f"{b['seconds']:.2f} s" if "seconds" in b else ", ".join(f"{v} {k}" for k, v in b.items()) + " /arm" * (m == "Grid")
+            ratio = "-" if r["wall_over_T"] is None else f"{r['wall_over_T']:.2f}" + (" ✗" if r["wall_over_T"] > target else "")
+            lines.append(f"| {s} | {m} | {r['num_arms']} | {T} | {r['wall_s']:.2f} s | {ratio} | "
+                         f"{t.get('sampling', 0):.2f} | {t.get('scores', 0):.2f} | {t.get('metric', 0):.2f} | "
+                         f"{t.get('setup', 0):.2f} | {t.get('overhead', 0):.2f} | {_other_time(r):.2f} |")
+    return lines
+
+
+def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> dict:
+    """Row: every seconds-budget MAMBA run's tuning wall time ≤ ``target`` × T (the issue's
+    target, not a paper number)."""
+    ratios = [(s, m, r["wall_over_T"]) for s, by_m in tuned.items() for m, r in by_m.items()
+              if m not in ("Grid", "Heuristic") and r.get("wall_over_T") is not None]
+    if not ratios:
+        return claim_row("tuning_wall", f"MAMBA tuning wall time <= {target:g} x T", "issue target (not in the paper)",
+                         f"<= {target:g}", "no seconds budget in this preset", None,
+                         "every MAMBA run: wall / T <= target; n/a for iteration budgets")
+    ok = [r for r in ratios if r[2] <= target]
+    worst = max(ratios, key=lambda r: r[2])
+    return claim_row("tuning_wall", f"MAMBA tuning wall time <= {target:g} x T", "issue target (not in the paper)",
+                     f"<= {target:g}", f"{len(ok)} of {len(ratios)} runs; worst {worst[2]:.2f} ({worst[0]} {worst[1]})",
+                     len(ok) == len(ratios), "every MAMBA call: whole wall time / T <= target")
+
+
+def tuned_json(tuned: Mapping[str, Mapping[str, dict]], num_data: int) -> dict:
+    """JSON-friendly copy of :func:`tune_all`'s result."""
+    out = {}
+    for s, by_m in tuned.items():
+        out[s] = {}
+        for m, r in by_m.items():
+            d = {k: v for k, v in r.items() if k != "arm"}
+            d["chosen"] = arm_summary(r["arm"], num_data)
+            out[s][m] = d
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+# ---------------------------------------------------------------------------------------------
+def plot_ksd_curves(path, evals: Mapping[str, Mapping[str, dict | None]], title: str) -> None:
+    """Fig. 1/2 style: KSD of the evaluation run's draws so far against sampling time, one
+    panel per sampler, one line per method (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    samplers = list(evals)
+    cols = 3
+    rows = int(math.ceil(len(samplers) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for k, s in enumerate(samplers):
+        ax = axes[k // cols][k % cols]
+        for m, ev in evals[s].items():
+            if ev is None or not ev["curve"]["ksd"]:
+                continue
+            ax.plot(ev["curve"]["seconds"], ev["curve"]["ksd"], marker="o", ms=2, label=m)
+        ax.set_yscale("log")
+        ax.set(title=s, xlabel="sampling time (s)", ylabel="KSD")
+        ax.legend(fontsize=7)
+    for k in range(len(samplers), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _other_time(r: dict) -> float:
+    """Seconds of a tuning call that the tuner's split does not name: in-task bookkeeping
+    outside the sampler clock (draw copies, ``state_dict``), and the call outside the rounds."""
+    t = r.get("timing") or {}
+    named = sum(float(t.get(k, 0.0)) for k in ("sampling", "scores", "metric", "setup", "overhead"))
+    return max(0.0, float(r.get("wall_s", 0.0)) - named)
+
+
+def plot_tuning_time(path, tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> None:
+    """Stacked bars of each MAMBA call's wall time (the tuner's sampling, scores, metric, set-up,
+    overhead, and the rest of the call: :func:`_other_time`) divided by its budget T, with the
+    ``target`` line."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    bars = [(f"{s}\n{m}", r) for s, by_m in tuned.items() for m, r in by_m.items()
+            if m not in ("Grid", "Heuristic") and r.get("timing") and r.get("budget")]
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(bars) + 2), 4))
+    parts = ("sampling", "scores", "metric", "setup", "overhead", "other")
+    for i, (name, r) in enumerate(bars):
+        b = r["budget"]
+        T = b.get("seconds")
+        bottom = 0.0
+        t = dict(r["timing"])
+        t["other"] = _other_time(r)
+        for j, p in enumerate(parts):
+            v = t.get(p, 0.0) / (T if T else 1.0)
+            ax.bar(i, v, bottom=bottom, color=f"C{j}", label=p if i == 0 else None)
+            bottom += v
+    if bars and bars[0][1]["budget"].get("seconds"):
+        ax.axhline(1.0, color="k", lw=1, ls=":", label="T")
+        ax.axhline(target, color="r", lw=1, ls="--", label=f"{target:g} T")
+        ax.set_ylabel("seconds / T")
+    else:
+        ax.set_ylabel("seconds (iteration budget)")
+    ax.set_xticks(range(len(bars)), [n for n, _ in bars], fontsize=6, rotation=90)
+    ax.set_title("MAMBA tuning wall time, split")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# misc
+# ---------------------------------------------------------------------------------------------
+def versions() -> dict:
+    from .. import __version__
+
+    out = {"python": sys.version.split()[0], "torch": torch.__version__, "structmc": __version__,
+           "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
+    for mod in ("numpy", "matplotlib"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except ImportError:  # pragma: no cover
+            out[mod] = None
+    return out
+
+
+def jsonable(x):
+    """Tensors to lists, inf/NaN to strings, Arms to dicts, recursively."""
+    if isinstance(x, Tensor):
+        return jsonable(x.tolist())
+    if isinstance(x, Arm):
+        return x.to_dict()
+    if isinstance(x, Budget):
+        return budget_dict(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if callable(x) and not isinstance(x, (int, float, str, bool)):
+        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}"
+    return x
+
+
+def write_json(path, obj) -> None:
+    Path(path).write_text(json.dumps(jsonable(obj), indent=1))
+
+
+class Threads:
+    """``with Threads(n):`` sets ``torch.set_num_threads(n)`` (``None``: unchanged) and restores it."""
+
+    def __init__(self, n: int | None):
+        self.n, self.old = n, None
+
+    def __enter__(self):
+        if self.n is not None:
+            self.old = torch.get_num_threads()
+            torch.set_num_threads(int(self.n))
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            torch.set_num_threads(self.old)
+        return False
+
+
+__all__ = [
+    "SAMPLER_LABELS", "METHODS", "SamplerSpec", "SAMPLERS", "sampler_spec", "log10_grid", "LOGREG_LOG10_H",
+    "PMF_LOG10_H", "LOGREG_BATCHES", "PMF_BATCHES", "mamba_arms", "grid_search_arms", "heuristic_arm", "method_arms",
+    "paper_h", "arm_summary", "total_budget", "budget_dict", "TuningSettings", "tune", "tune_all", "evaluate_arm",
+    "evaluate_all", "relative_sd_error", "within_factor_counts", "lowest_counts", "method_rows", "claim_row",
+    "values_table", "fmt_num", "markdown_report_table", "markdown_claims", "markdown_choices", "markdown_timing",
+    "wall_claim", "tuned_json", "plot_ksd_curves", "plot_tuning_time", "versions", "jsonable", "write_json", "Threads",
+]

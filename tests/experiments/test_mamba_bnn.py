@@ -1,0 +1,138 @@
+"""mamba-bnn (Coullon, South & Nemeth 2023, Table 3): the tiny preset runs end to end, writes
+its report, figures and tuning traces, gives every paper row a verdict; the arms, budgets and
+step-size conversions follow App. C.3; the registry lists it with the paper's numbers."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+import structmc.data as D
+import structmc.experiments as E
+from structmc.experiments import mamba_bnn as M
+from structmc.run import Budget
+from structmc.tuning import Arm, Problem
+
+VERDICTS = {"agrees", "differs", "n/a"}
+
+
+@pytest.fixture
+def no_files(tmp_path, monkeypatch):
+    """No data folder anywhere: the experiment falls back to the synthetic stand-in."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("STRUCTMC_DATA", str(empty))
+    monkeypatch.setenv("STRUCTMC_CACHE", str(empty))
+    return empty
+
+
+def test_tiny_preset_writes_report_with_verdicts(tmp_path):
+    out = tmp_path / "run"
+    report = M.run("tiny", out, progress=False)
+    for name in ("report.json", "report.md", *M.FIGURES.values()):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    for s in M.SAMPLERS:
+        for m in ("mamba", "grid"):
+            assert (out / "tuning" / s / m / "trace.json").is_file()
+        assert (out / "tuning" / s / "mamba" / "metric_by_round.png").is_file()
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["preset"] == "tiny" and saved["seed"] == 0 and saved["wall_seconds"] > 0
+    assert saved["versions"]["torch"] and saved["config"]["budget"] == "iterations"
+    assert saved["data"]["source"] in ("files", "synthetic")
+
+    rows = {r["key"]: r for r in saved["rows"]}
+    md = (out / "report.md").read_text()
+    for r in rows.values():
+        assert r["verdict"] in VERDICTS and r["rule"], r
+        assert r["quantity"] in md
+    # every Table 3 / Table 9 cell has its row, with the paper's number
+    for i, s in enumerate(M.SAMPLERS):
+        for m in M.METHODS:
+            k = f"{m}_{s}".lower()
+            assert rows[f"ece_{k}"]["paper"] == M.PAPER_ECE[m][i]
+            assert rows[f"mce_{k}"]["paper"] == M.PAPER_MCE[m][i]
+            assert rows[f"acc_{k}"]["paper"] == M.PAPER_ACCURACY[m][i]
+            ev = saved["results"][s][m]["eval"]
+            assert ev["iterations"] > 0 and ev["metrics"] is not None and ev["curve"]
+            for q in ("ece", "mce", "accuracy"):
+                assert 0.0 <= ev["metrics"][q] <= 1.0
+        assert f"batch_mamba_{s.lower()}" in rows and f"order_mamba_grid_{s.lower()}" in rows
+    for key in ("mamba_batch_1pct", "mamba_best_or_close", "mamba_le_grid", "mamba_more_samples", "sgnht_unstable",
+                "heuristic_worst_sghmc", "heuristic_worst_sghmc-cv"):
+        assert key in rows
+    assert "Reduced run" in md and "Table 3" in md and "softmax" in md
+
+    # the chosen arms come from the grids of App. C.3 (tiny: two step sizes)
+    for s, rec in saved["results"].items():
+        assert rec["MAMBA"]["tuning"]["chosen"]["log10_h"] in M.PRESETS["tiny"].log10_h
+        assert rec["Grid"]["tuning"]["chosen"]["batch_pct"] == 10.0
+        assert rec["Heuristic"]["tuning"]["chosen"]["log10_h"] == pytest.approx(-math.log10(saved["num_train"]),
+                                                                                abs=1e-3)
+
+
+def test_synthetic_fallback_and_determinism(tmp_path, no_files):
+    cfg = replace(M.PRESETS["tiny"], samplers=("SGLD", "SGHMC-CV"), num_train=120, num_test=60)
+    a = M.run(cfg, tmp_path / "a", progress=False)
+    b = M.run(cfg, tmp_path / "b", progress=False)
+    assert a["data"]["source"] == "synthetic" and a["preset"] is None
+    assert set(a["results"]) == {"SGLD", "SGHMC-CV"}
+    for s in a["results"]:
+        for m in M.METHODS:  # iteration budgets: the same choices and the same numbers
+            assert a["results"][s][m]["tuning"]["chosen"] == b["results"][s][m]["tuning"]["chosen"]
+            assert a["results"][s][m]["eval"]["metrics"] == b["results"][s][m]["eval"]["metrics"]
+    assert "synthetic" in (tmp_path / "a" / "report.md").read_text()
+
+
+def test_files_required_but_missing_raise(tmp_path):
+    cfg = replace(M.PRESETS["tiny"], data="files", data_dir=str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        M.load_data(cfg)
+
+
+def test_arms_budget_and_step_size_conversion():
+    cfg = M.Config()
+    assert len(M.tuning_arms("SGLD", cfg, cfg.log10_h, cfg.batch_sizes)) == 36
+    sghmc = M.tuning_arms("SGHMC-CV", cfg, cfg.log10_h, cfg.batch_sizes)
+    assert len(sghmc) == 72 and {a.sampler["num_leapfrog"] for a in sghmc} == {5, 10}
+    assert all(a.gradient == "control_variate" and a.sampler["friction"] == 0.01 for a in sghmc)
+    assert {a.batch_count(60_000) for a in sghmc} == {None, 6000, 600}
+    sgld = M.tuning_arms("SGLD", cfg, (-5.5,), (0.01,))[0]
+    assert sgld.sampler["lr"] == pytest.approx(2 * 10 ** -5.5) and M.log10_h(sgld) == -5.5  # lr = 2h
+    sgnht = M.tuning_arms("SGNHT", cfg, (-5.0,), (0.01,))[0]
+    assert sgnht.sampler["lr"] == pytest.approx(1e-5) and sgnht.sampler["a"] == 0.01 and M.log10_h(sgnht) == -5.0
+    h = M.heuristic_arm("SGHMC", cfg, 60_000)
+    assert h.sampler["lr"] == pytest.approx(1 / 60_000) and h.sampler["num_leapfrog"] == 10
+    assert h.batch_count(60_000) == 6000 and M.heuristic_arm("SGLD", cfg, 60_000).sampler["lr"] == pytest.approx(2 / 60_000)
+    # the surviving arm samples for R: 36 arms, eta 3 -> rounds of 36, 12, 4
+    T = M.mamba_budget(cfg, 36).seconds
+    assert T == pytest.approx(10 * 3 / (1 / 36 + 1 / 12 + 1 / 4))
+    assert sum(T / (n * 3) for n in (36, 12, 4)) == pytest.approx(10.0)
+    it = M.mamba_budget(replace(cfg, budget="iterations", mamba_R=12), 6)
+    assert it.iterations == 72
+
+
+def test_evaluation_records_divergence_instead_of_raising():
+    torch.manual_seed(0)
+    x, y = torch.rand(40, 784), torch.randint(0, 10, (40,))
+    cfg = replace(M.PRESETS["tiny"], hidden=4)
+    energy = M.make_energy(cfg, 40)
+    problem = Problem(energy, energy.initial_position(), data=(x, y))
+    out = M.evaluate_arm(problem, Arm({"name": "sgld", "lr": 1e6}, 10), Budget(iterations=50), thin=1, max_draws=10,
+                         burn_in=0.0, x_test=x, y_test=y, seed=0)
+    assert out["diverged"] and out["iterations"] < 50
+    ok = M.evaluate_arm(problem, Arm({"name": "sgld", "lr": 1e-6}, 10), Budget(iterations=20), thin=2, max_draws=4,
+                        burn_in=0.5, x_test=x, y_test=y, seed=0, curve_points=2)
+    # every 2nd iteration, at most 2 x 4 kept (the thinning doubles when full): 4, 8, ..., 20; burn-in drops <= 10
+    assert ok["diverged"] is None and ok["draw_iterations"] == [12, 16, 20] and len(ok["curve"]) == 2
+
+
+def test_registry_lists_mamba_bnn():
+    assert "mamba-bnn" in E.REGISTRY.names()
+    exp = E.REGISTRY.get("mamba-bnn")
+    assert exp.paper is E.PAPERS["mamba"] and E.get("mamba-bnn") is M
+    assert {"tiny", "quick", "full"} <= set(exp.presets)
+    assert all(d in D.DATASETS for d in exp.datasets)
+    assert exp.published["ece_pct"] == M.PAPER_ECE and exp.published["mce_pct"] == M.PAPER_MCE
+    assert tuple(exp.published["samplers"]) == M.SAMPLERS

@@ -1,0 +1,110 @@
+"""mamba-pmf (Coullon et al., Table 2): the tiny preset runs end to end on simulated ratings
+(iteration budgets: deterministic), writes its report with a verdict on every paper row; the
+MovieLens loader falls back to the simulator when the files are absent; the registry lists it."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+import structmc.data as D
+import structmc.experiments as E
+from structmc.experiments import _mamba as M
+from structmc.experiments import mamba_pmf as P
+
+SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
+
+
+@pytest.fixture
+def no_files(tmp_path, monkeypatch):
+    """No data folder anywhere: the experiment must fall back to the simulator."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("STRUCTMC_DATA", str(empty))
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
+    return empty
+
+
+def test_simulated_ratings_look_like_movielens():
+    ds = P.simulated_ratings(50, 70, 900, rank=3, seed=2)
+    assert ds.task == "ratings" and ds.x_train.shape == (720, 2) and ds.x_test.shape == (180, 2)
+    x = torch.cat([ds.x_train, ds.x_test])
+    keys = x[:, 0] * 70 + x[:, 1]
+    assert keys.unique().numel() == 900  # distinct (user, item) pairs
+    assert x[:, 0].unique().numel() == 50 and int(x[:, 1].max()) < 70  # every user rates something
+    r = torch.cat([ds.y_train, ds.y_test])
+    assert set(r.unique().tolist()) <= {1.0, 2.0, 3.0, 4.0, 5.0} and r.std() > 0.5
+    assert ds.meta["num_users"] == 50 and ds.meta["mean_rating"] == pytest.approx(float(ds.y_train.double().mean()))
+    again = P.simulated_ratings(50, 70, 900, rank=3, seed=2)
+    assert torch.equal(again.x_train, ds.x_train) and torch.equal(again.y_test, ds.y_test)
+    with pytest.raises(ValueError):
+        P.simulated_ratings(10, 10, 60)
+
+
+def test_loader_falls_back_to_the_simulator(no_files):
+    ds, source = P.load_data(replace(P.PRESETS["quick"], sim_users=30, sim_items=40, sim_ratings=500))
+    assert source["source"] == "simulated" and "not found" in source["reason"] and ds.x_train.shape[0] == 400
+    with pytest.raises(D.DataError):
+        P.load_data(replace(P.PRESETS["quick"], data="files"))
+    with pytest.raises(ValueError, match="Config.data"):
+        P.load_data(replace(P.PRESETS["quick"], data="web"))
+
+
+def test_pmf_grids():
+    full = P.PRESETS["full"]
+    assert full.log10_h == M.PMF_LOG10_H and full.batches == M.PMF_BATCHES and full.latent_dim == 20
+    assert len(M.mamba_arms("SGLD", full.log10_h, full.batches)) == 36
+    assert len(M.mamba_arms("SGHMC-CV", full.log10_h, full.batches)) == 72
+    assert len(M.grid_search_arms("SGHMC", full.log10_h)) == 24
+    assert M.total_budget(full.R, 36).seconds == pytest.approx(83.08, abs=0.01)  # R = 10 s (App. C.2.3)
+    h = M.heuristic_arm("SGLD", 80_000)
+    assert M.arm_summary(h, 80_000)["log10_h"] == pytest.approx(-4.9, abs=0.01)  # Table 6
+    assert M.arm_summary(h, 80_000)["batch"] == 8000
+
+
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files):
+    out = tmp_path / "run"
+    report = P.run("tiny", out, progress=False)
+    for name in ("report.json", "report.md", *P.FIGURES.values()):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk["data"]["source"] == "simulated" and on_disk["preset"] == "tiny"
+    assert on_disk["num_params"] == (40 + 50) * 3 + 4 * 3 and on_disk["wall_seconds"] > 0
+    assert on_disk["reference"]["method"] == "sgld-cv" and "not NUTS" in on_disk["reference"]["description"]
+    assert on_disk["comparable"] is False
+
+    pub = E.REGISTRY.get("mamba-pmf").published
+    rows = {r["key"]: r for r in on_disk["rows"]}
+    for m in P.METHODS:
+        assert rows[f"{m}:ksd"]["paper"] == pub["ksd"][m]
+        assert rows[f"{m}:xi"]["paper"] == pub["sd_rel_error_x100"][m]
+        assert rows[f"{m}:rmse"]["paper"] == P.PAPER_RMSE[m]
+    assert {"claim_mamba_lowest", "claim_heuristic_sd", "claim_heuristic_sghmc", "claim_rmse_vs_grid",
+            "tuning_wall"} <= set(rows)
+    md = (out / "report.md").read_text()
+    for r in rows.values():
+        assert r["verdict"] in {"agrees", "differs", "n/a"} and r["rule"]
+        if r["metric"] != "claim":
+            assert r["verdict"] != "n/a" or r["method"] == "Heuristic"
+    assert "simulated" in md and "not comparable at this scale" in md and "Reduced run" in md
+    for s in SAMPLERS:
+        assert (out / "tuning" / s / "MAMBA" / "trace.json").is_file()
+        t = on_disk["tuning"][s]["MAMBA"]
+        assert t["chosen"]["log10_h"] in P.PRESETS["tiny"].log10_h and t["num_arms"] == (18 if "HMC" in s else 9)
+        e = on_disk["evaluation"][s]["MAMBA"]
+        if e["error"] is None:
+            assert e["ksd"] > 0 and e["xi"] >= 0 and 0.5 < e["test_rmse"] < 3
+            assert e["iterations"] == 36 and e["burn_in_iterations"] == 4  # 40 iterations, 10 % burn-in
+            assert "sd" not in e  # 52,580 numbers in the full model: not in the report
+
+
+def test_registry_lists_mamba_pmf():
+    assert "mamba-pmf" in E.REGISTRY.names()
+    exp = E.REGISTRY.get("mamba-pmf")
+    assert exp.paper is E.PAPERS["mamba"] and E.get("mamba-pmf") is P
+    assert {"tiny", "quick", "full"} <= set(exp.presets)
+    assert all(d in D.DATASETS for d in exp.datasets)
+    assert exp.published["ksd"]["MAMBA"][0] == 213
+    with pytest.raises(ValueError, match="unknown sampler"):
+        P.run(replace(P.PRESETS["tiny"], methods=("M-FSSD",)), "/nonexistent")
