@@ -249,7 +249,7 @@ def _kernel_weights(r2: Tensor, kernel: str, bandwidth: float, c: float, beta: f
 
 
 #: up to this many n·J·d elements FSSD works on exact differences x_i − v_j (see below)
-EXACT_FSSD_ELEMENTS = 2 ** 24
+EXACT_FSSD_ELEMENTS = 2 ** 22
 
 
 def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
@@ -279,28 +279,23 @@ def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
 
 
 def _fssd_terms_exact(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
-    """The terms of :func:`_fssd_terms` from the differences ``x_i − v_j`` themselves, one
-    location at a time: O(n·d) memory per location. The Gram form ``‖x‖² + ‖v‖² − 2x·v`` and
-    ``Bᵀx − v ΣB`` cancel catastrophically for samples far from the origin relative to their
-    spread (a chain that is exploding), turning a terrible sample into FSSD = 0."""
+    """The terms of :func:`_fssd_terms` from the differences ``x_i − v_j`` themselves
+    (``[J, n, d]``, at most :data:`EXACT_FSSD_ELEMENTS`). The Gram form ``‖x‖² + ‖v‖² − 2x·v``
+    and ``Bᵀx − v ΣB`` cancel catastrophically for samples far from the origin relative to
+    their spread (a chain that is exploding), turning a terrible sample into FSSD = 0."""
     n, d = x.shape
     J = V.shape[0]
-    G, sq, xis = [], x.new_zeros(()), []
-    for j in range(J):
-        diff = x - V[j]
-        A, B = _kernel_weights((diff * diff).sum(1), kernel, bandwidth, c, beta, compat)
-        xi = A[:, None] * s + B[:, None] * diff  # ξ(x_i, v_j), [n, d]
-        G.append(xi.sum(0))
-        sq = sq + (xi * xi).sum()
-        if power:
-            xis.append(xi)
-    G = torch.stack(G)
+    diff = x.unsqueeze(0) - V.unsqueeze(1)  # [J, n, d]
+    A, B = _kernel_weights((diff * diff).sum(2), kernel, bandwidth, c, beta, compat)  # [J, n]
+    xi = A.unsqueeze(2) * s.unsqueeze(0) + B.unsqueeze(2) * diff  # ξ(x_i, v_j)
+    G = xi.sum(1)  # [J, d]
+    sq = (xi * xi).sum()
     G2 = (G * G).sum()
     u_stat = (G2 - sq) / (d * J * n * (n - 1))
     v_stat = G2 / (d * J * n * n)
     if not power:
         return u_stat, v_stat, None
-    u = sum(xi @ G[j] for j, xi in enumerate(xis)) / (d * J * n)
+    u = torch.einsum("jnd,jd->n", xi, G) / (d * J * n)
     var_h1 = 4.0 * ((u * u).mean() - v_stat ** 2)
     return u_stat, v_stat, var_h1
 
