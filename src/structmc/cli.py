@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
+
+from .data.files import DataError
+
+DEBUG_ENV = "STRUCTMC_DEBUG"
+#: errors the library raises for bad user input: printed as one line, exit status 2 (``--debug``
+#: or ``$STRUCTMC_DEBUG=1`` shows the traceback instead); any other exception is a bug and
+#: propagates with its traceback
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, DataError)
 
 SAMPLE_DEFAULTS = {
     "dataset": "breast_cancer", "model": "linear", "hidden": [50], "activation": "relu",
@@ -23,26 +32,115 @@ SAMPLE_DEFAULTS = {
 }
 
 
+class UsageError(SystemExit):
+    """A mistake in the command line or a config file: exits with status 2 (argparse's code
+    for usage errors) after :func:`main` prints ``structmc: error: <message>`` on stderr.
+    A ``SystemExit`` so that it ends the program like argparse's own errors; ``str()`` is
+    the message."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def _load_config(path: str) -> dict:
     p = Path(path)
-    if not p.exists():
-        raise SystemExit(f"config file not found: {path}")
-    text = p.read_text()
+    if not p.is_file():
+        raise UsageError(f"config file not found: {path}" if not p.exists() else f"config {path} is not a file")
+    if p.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise UsageError(f"config must be .toml, .yaml/.yml or .json, got {path}")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"cannot read config {path}: {err}") from err
     if p.suffix == ".toml":
         try:
             import tomllib
         except ImportError:  # Python 3.10
             import tomli as tomllib
-        return tomllib.loads(text)
-    if p.suffix in (".yaml", ".yml"):
+        parse, errors = tomllib.loads, (tomllib.TOMLDecodeError,)
+    elif p.suffix in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError as err:
-            raise SystemExit("YAML configs need pyyaml: pip install 'structmc[yaml]'") from err
-        return yaml.safe_load(text) or {}
-    if p.suffix == ".json":
-        return json.loads(text)
-    raise SystemExit(f"config must be .toml, .yaml/.yml or .json, got {path}")
+            raise UsageError("YAML configs need pyyaml: pip install 'structmc[yaml]'") from err
+        parse, errors = (lambda t: yaml.safe_load(t) or {}), (yaml.YAMLError,)
+    else:
+        parse, errors = json.loads, (json.JSONDecodeError,)
+    try:
+        cfg = parse(text)
+    except errors as err:
+        reason = " ".join(str(err).split())  # parsers' messages span lines
+        raise UsageError(f"cannot parse config {path}: {reason}") from err
+    if not isinstance(cfg, dict):
+        raise UsageError(f"config {path} must hold a table of settings (key = value), got a {type(cfg).__name__}")
+    return cfg
+
+
+# the type each sample setting takes (in config files; the flags are typed by argparse)
+_FLOAT_KEYS = ("lr", "friction", "a", "alpha", "temperature", "prior_std", "noise_std")
+_INT_KEYS = {"num_leapfrog": 1, "num_steps": 1, "burn_in": 0, "thin": 1, "num_chains": 1, "batch_size": 1,
+             "seed": 0, "checkpoint_every": 1}  # key -> minimum
+_STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir")
+_OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir")
+_MAX_SEED = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
+_FLAGS = "the command line"
+_FLAG_NAMES = {"num_steps": "--steps", "num_chains": "--chains"}  # where the flag is not --key-with-dashes
+
+
+def _type_name(value) -> str:
+    return f"{value!r} (a string)" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+
+
+def _check_settings(s: dict, source: str) -> dict:
+    """Settings of the expected types and ranges, else a :class:`UsageError` naming the key, the
+    expected type and where the value came from (``source``: the config file or the flags).
+    Numbers written as strings that parse as numbers are accepted (YAML reads ``1e-4`` as a
+    string); integral floats (TOML's ``5e3``) are accepted for integer keys."""
+    out = dict(s)
+    for key, value in s.items():
+        where = f"{key} (in {source})" if source != _FLAGS else _FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
+        if value is None and key in _OPTIONAL_KEYS:
+            continue
+        if key in _FLOAT_KEYS:
+            num = value
+            if isinstance(value, str):
+                try:
+                    num = float(value)
+                except ValueError:
+                    raise UsageError(f"{where} must be a number, got {value!r}") from None
+            if isinstance(num, bool) or not isinstance(num, (int, float)):
+                raise UsageError(f"{where} must be a number, got {_type_name(value)}")
+            out[key] = float(num)
+        elif key in _INT_KEYS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UsageError(f"{where} must be an integer, got {_type_name(value)}")
+            if isinstance(value, float) and not (value == value and abs(value) != float("inf") and value == int(value)):
+                raise UsageError(f"{where} must be an integer, got {value}")
+            value = out[key] = int(value)
+            if value < _INT_KEYS[key]:
+                raise UsageError(f"{where} must be an integer >= {_INT_KEYS[key]}, got {value}")
+            if key == "seed" and value > _MAX_SEED:
+                raise UsageError(f"{where} must be at most 2**63 - 1, got {value}")
+        elif key in _STR_KEYS:
+            if not isinstance(value, str):
+                raise UsageError(f"{where} must be a string, got {_type_name(value)}")
+        elif key == "hidden":
+            widths = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+            if not isinstance(widths, (list, tuple)) or not widths or \
+                    any(isinstance(w, bool) or not isinstance(w, int) for w in widths):
+                raise UsageError(f"{where} must be a list of layer widths (integers), e.g. [50, 50], got {value!r}")
+            if min(widths) < 1:
+                raise UsageError(f"{where}: layer widths must be >= 1, got {list(widths)}")
+            out[key] = list(widths)
+        elif key == "schedule":
+            if not isinstance(value, dict):
+                raise UsageError(f"{where} must be a table such as {{kind = \"step_decay\", every = 2000}}, "
+                                 f"got {_type_name(value)}")
+    return out
 
 
 def _sample_settings(args: argparse.Namespace) -> dict:
@@ -51,12 +149,10 @@ def _sample_settings(args: argparse.Namespace) -> dict:
         cfg = _load_config(args.config)
         unknown = set(cfg) - set(SAMPLE_DEFAULTS)
         if unknown:
-            raise SystemExit(f"unknown keys in {args.config}: {sorted(unknown)}; allowed: {sorted(SAMPLE_DEFAULTS)}")
-        settings.update(cfg)
-    for key in SAMPLE_DEFAULTS:
-        value = getattr(args, key, None)
-        if value is not None:
-            settings[key] = value
+            raise UsageError(f"unknown keys in {args.config}: {sorted(unknown)}; allowed: {sorted(SAMPLE_DEFAULTS)}")
+        settings.update(_check_settings(cfg, args.config))
+    flags = {key: getattr(args, key) for key in SAMPLE_DEFAULTS if getattr(args, key, None) is not None}
+    settings.update(_check_settings(flags, _FLAGS))
     return settings
 
 
@@ -128,7 +224,13 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from .samplers import sampler_from_config
 
     s = _sample_settings(args)
+    if s["gradient"] not in ("minibatch", "cv", "control_variate"):
+        raise UsageError(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
     out = Path(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.resume and not (out / "run" / "checkpoint.pt").is_file():
+        raise UsageError(f"--resume: nothing to resume in {out / 'run'} (no checkpoint.pt); "
+                         + ("pass the --out folder of the run to continue" if args.out else
+                            "pass --out with the folder of the run to continue") + ", or drop --resume")
     data = _load_dataset(s)
     energy = _model_energy(s, data)
     sampler = sampler_from_config(sampler_config(s))
@@ -138,8 +240,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if s["gradient"] in ("cv", "control_variate"):
         init = find_map(energy, init, data=train, batch_size=min(len(data.x_train), 128), num_steps=2000)
         gradient = ControlVariate(init)
-    elif s["gradient"] != "minibatch":
-        raise SystemExit(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
     t0 = time.perf_counter()
     chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=s["batch_size"],
                    burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
@@ -216,6 +316,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for key in ("dataset", "model", "hidden", "activation", "prior_std", "noise_std", "seed", "data_dir", "sampler"):
         if getattr(args, key, None) is not None:
             s[key] = getattr(args, key)
+    s = _check_settings(s, _FLAGS)
     budget = _budget(args.budget)
     if args.lr and args.log10_h:
         raise ValueError("give --lr or --log10-h, not both")
@@ -311,7 +412,7 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     module = exp.load()
     preset = args.preset
     if preset not in module.PRESETS:
-        raise SystemExit(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
+        raise UsageError(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
     out = Path(args.out or f"runs/{name}")
     t0 = time.perf_counter()
     report = module.run(preset, out, progress=None if not args.quiet else False)
@@ -336,9 +437,28 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         from .diagnostics.report import diagnose_run
     except ImportError as err:  # pragma: no cover
-        raise SystemExit(f"diagnostics are unavailable: {err}") from err
-    print(diagnose_run(args.run_dir, args.out))
+        raise UsageError(f"diagnostics are unavailable: {err}") from err
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"no such run folder: {run_dir}")
+    if not (run_dir / "run.json").is_file():
+        inner = [d for d in (run_dir / "run",) if (d / "run.json").is_file()]
+        raise UsageError(f"{run_dir} is not a structmc run folder (no run.json)"
+                         + (f"; did you mean {inner[0]}?" if inner else
+                            "; pass the folder a run wrote its draws to (structmc sample --out DIR writes DIR/run)"))
+    print(diagnose_run(run_dir, args.out))
     return 0
+
+
+def _widths(text: str) -> list[int]:
+    """``--hidden 50,50`` -> [50, 50]; every width a positive integer."""
+    try:
+        widths = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer widths, e.g. 50,50, got {text!r}") from None
+    if min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"layer widths must be >= 1, got {text!r}")
+    return widths
 
 
 def _dataset_names(source: str) -> list[str]:
@@ -352,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     from .samplers import SAMPLERS
 
     ap = argparse.ArgumentParser(prog="structmc", description="Scalable approximate MCMC for Bayesian neural networks.")
+    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error "
+                    f"(also ${DEBUG_ENV}=1)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="Bayesian linear regression with exact posterior, five samplers (~1 min)")
@@ -372,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                    f"{', '.join(_dataset_names('files'))} (see structmc.data.DATASETS)")
     p.add_argument("--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)")
     p.add_argument("--model", choices=_sample_models())
-    p.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")], help="MLP widths, e.g. 50,50")
+    p.add_argument("--hidden", type=_widths, help="MLP widths, e.g. 50,50")
     p.add_argument("--activation", choices=sorted(ACTIVATIONS))
     p.add_argument("--sampler", choices=SAMPLERS.names())
     p.add_argument("--lr", type=float)
@@ -401,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", help="as for structmc sample")
     p.add_argument("--data-dir", dest="data_dir")
     p.add_argument("--model", choices=_sample_models())
-    p.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--hidden", type=_widths)
     p.add_argument("--activation", choices=sorted(ACTIVATIONS))
     p.add_argument("--prior-std", dest="prior_std", type=float)
     p.add_argument("--noise-std", dest="noise_std", type=float)
@@ -431,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="where to write plots (default: RUN_DIR/diagnostics)")
 
     args = ap.parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
     try:
         if args.command == "demo":
             return cmd_experiment(args, "demo")
@@ -441,9 +564,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tune":
             return cmd_tune(args)
         return cmd_diagnose(args)
-    except ValueError as err:  # configuration errors: one clear line, no traceback
-        print(f"structmc: error: {err}", file=sys.stderr)
+    except UsageError as err:  # exits with status 2, like argparse's usage errors
+        _error(str(err))
+        if debug:
+            raise RuntimeError(str(err)) from err
+        raise
+    except USER_ERRORS as err:  # configuration errors: one clear line, no traceback
+        if debug:
+            raise
+        _error(_user_message(err))
         return 2
+
+
+def _error(message: str) -> None:
+    print(f"structmc: error: {message}", file=sys.stderr)
+
+
+def _user_message(err: BaseException) -> str:
+    """One line for an error the user can fix; download failures say which flag to pass."""
+    from .data.files import DataError, DownloadError, ENV_DATA
+
+    text = str(err).strip()
+    if isinstance(err, DownloadError):
+        first = text.splitlines()[0].rstrip(":") if text else "could not download a data file"
+        return (f"{first} (offline?); put the file in a folder and pass --data-dir DIR, or set ${ENV_DATA}=DIR "
+                f"(run with --debug for the details)")
+    if isinstance(err, DataError) and "data_dir=" in text:
+        text = text.replace("data_dir=...", "--data-dir DIR").replace("data_dir=<dir>", "--data-dir <dir>")
+    if isinstance(err, (ModuleNotFoundError, ImportError)) and getattr(err, "name", None):
+        text = f"{text} (an optional dependency is missing: pip install {err.name})"
+    return " ".join(text.split()) or type(err).__name__
 
 
 if __name__ == "__main__":

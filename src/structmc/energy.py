@@ -18,6 +18,7 @@ target and the others are the module's inputs. ``batch=None`` means "no data".
 from __future__ import annotations
 
 import copy
+import operator
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
@@ -113,6 +114,41 @@ def _check_theta(theta: Tensor, dim: int) -> None:
         raise ValueError(f"theta must have shape [chains, {dim}], got {tuple(theta.shape)}")
 
 
+def _as_num_data(num_data) -> int | None:
+    """``num_data`` as a positive int (``None`` stays ``None``); a non-integer N (``100.5``)
+    or a bool is an error, never a truncation."""
+    if num_data is None:
+        return None
+    if isinstance(num_data, (bool, str, bytes)):
+        raise ValueError(f"num_data must be a positive integer, got {num_data!r}")
+    try:
+        n = operator.index(num_data)
+    except TypeError:
+        try:
+            f = float(num_data)
+        except (TypeError, ValueError):
+            raise ValueError(f"num_data must be a positive integer, got {num_data!r}") from None
+        if not f.is_integer():
+            raise ValueError(f"num_data must be a positive integer (the number of data points), got {num_data!r}")
+        n = int(f)
+    if n < 1:
+        raise ValueError(f"num_data must be positive, got {num_data!r}")
+    return int(n)
+
+
+class DensityShapeError(ValueError):
+    """A user log density returned something other than one scalar per chain."""
+
+
+def _check_scalar(value, what: str, hint: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        value = torch.as_tensor(value)
+    if value.dim() != 0:  # under vmap this is the per-chain shape
+        raise DensityShapeError(f"{what} returned a tensor of shape {list(value.shape)} for one chain; it must "
+                                f"return a scalar{hint}")
+    return value
+
+
 def hutchinson_diag(energy_of: Callable[[Tensor], Tensor], theta: Tensor, generator: torch.Generator | None,
                     num_probes: int = 1) -> Tensor:
     """Unbiased estimate of diag ∇²U per chain: E_z[z ⊙ (∇²U z)], z Rademacher (Hutchinson).
@@ -174,13 +210,12 @@ class LogDensityEnergy:
             raise TypeError("log_prob must be callable")
         if dim is None or isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
             raise ValueError(f"dim must be a positive integer, got {dim}")
-        if num_data is not None and int(num_data) < 1:
-            raise ValueError(f"num_data must be positive, got {num_data}")
+        num_data = _as_num_data(num_data)
         self.log_prob = log_prob
         self.log_likelihood, self.log_prior = log_likelihood, log_prior
         self.space = ParamSpace.flat(int(dim))
         self.vectorized = vectorized
-        self.num_data = None if num_data is None else int(num_data)
+        self.num_data = num_data
         self.model = model
         self._use_vmap = True
 
@@ -190,23 +225,39 @@ class LogDensityEnergy:
 
     def with_num_data(self, num_data):
         new = copy.copy(self)
-        new.num_data = None if num_data is None else int(num_data)
+        new.num_data = _as_num_data(num_data)
         return new
 
     def _log_density(self, theta: Tensor, batch) -> Tensor:
         """Log density of one chain (or of ``[C, P]`` when vectorized)."""
+        if self.vectorized:  # shapes are checked on the [C] result
+            if self.log_prob is not None:
+                return self.log_prob(theta, batch)
+            lp = self.log_prior(theta)
+            if batch is None:
+                raise ValueError("this energy has a likelihood: pass data=(...) to sample()")
+            scale = 1.0 if self.num_data is None else self.num_data / batch[-1].shape[1]
+            return lp + scale * self.log_likelihood(theta, batch)
         if self.log_prob is not None:
-            return self.log_prob(theta, batch)
-        lp = self.log_prior(theta)
+            return _check_scalar(self.log_prob(theta, batch), "log_prob",
+                                 " (the log posterior of that chain's θ [P], summed over the minibatch)")
+        lp = _check_scalar(self.log_prior(theta), "log_prior", " (the log prior of that chain's θ [P])")
         if batch is None:
             raise ValueError("this energy has a likelihood: pass data=(...) to sample()")
-        n = batch[-1].shape[1] if self.vectorized else batch[-1].shape[0]
+        n = batch[-1].shape[0]
         scale = 1.0 if self.num_data is None else self.num_data / n
-        return lp + scale * self.log_likelihood(theta, batch)
+        ll = _check_scalar(self.log_likelihood(theta, batch), "log_likelihood",
+                           " (the log-likelihood summed over the minibatch: add .sum())")
+        return lp + scale * ll
 
     def _log_prob_chains(self, theta: Tensor, batch: Batch) -> Tensor:
         if self.vectorized:
-            return self._log_density(theta, batch).reshape(theta.shape[0])
+            out = self._log_density(theta, batch)
+            if not isinstance(out, Tensor) or out.numel() != theta.shape[0]:
+                shape = list(out.shape) if isinstance(out, Tensor) else type(out).__name__
+                raise DensityShapeError(f"a vectorized log density must return one value per chain "
+                                        f"[{theta.shape[0]}], got {shape}")
+            return out.reshape(theta.shape[0])
         if theta.shape[0] == 1:
             return self._log_density(theta[0], _chain_slice(batch, 0)).reshape(1)
         if self._use_vmap:
@@ -214,6 +265,8 @@ class LogDensityEnergy:
                 if batch is None:
                     return vmap(lambda t: self._log_density(t, None))(theta)
                 return vmap(lambda t, *b: self._log_density(t, tuple(b)))(theta, *batch)
+            except DensityShapeError:
+                raise
             except Exception as err:  # vmap-incompatible user code: correct but slower
                 warnings.warn(f"log density could not be vmapped ({err}); evaluating chains in a loop")
                 self._use_vmap = False
@@ -296,6 +349,50 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
 # ---------------------------------------------------------------------------------------
 # Energies from an nn.Module
 # ---------------------------------------------------------------------------------------
+def _refuse_dropout(module: nn.Module) -> None:
+    """Dropout layers in training mode draw from torch's global RNG: refuse them (see
+    :meth:`ModuleEnergy._check_deterministic`)."""
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.training and sub.p > 0:
+            where = f"submodule {name!r}" if name else "the module"
+            raise ValueError(
+                f"ModuleEnergy: {where} is {type(sub).__name__}(p={sub.p}) in training mode. Its masks would come from "
+                f"torch's global RNG, not the run's generator, so the draws would not follow `seed` (and several chains "
+                f"cannot be vmapped). Call module.eval() before ModuleEnergy(module, ...) to sample without dropout "
+                f"(or set p=0).")
+
+
+def _first_layer(module: nn.Module) -> str:
+    """``"; the first layer 'name' (Linear) expects in_features=3"`` or ``""``."""
+    for name, sub in module.named_modules():
+        for attr in ("in_features", "in_channels", "num_embeddings", "input_size"):
+            if hasattr(sub, attr):
+                return f"; the first layer {name!r} ({type(sub).__name__}) expects {attr}={getattr(sub, attr)}"
+    return ""
+
+
+def validate_data(energy, data) -> None:
+    """Check ``data`` against ``energy`` before any compute: calls ``check_data(data)`` of the
+    energy, or of the energy it wraps (``base`` / ``cv_base``), when it has one; else does
+    nothing. ``data=None`` is not checked."""
+    if data is None:
+        return
+    seen, e = set(), energy
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        check = getattr(type(e), "check_data", None)
+        if callable(check):
+            e.check_data(data)
+            return
+        nxt = getattr(e, "base", None)
+        if nxt is None:
+            try:
+                nxt = e.cv_base
+            except Exception:
+                nxt = None
+        e = nxt
+
+
 class ModuleEnergy:
     r"""Energy of an ``nn.Module`` with a likelihood and a Normal(0, σ²) prior per parameter.
 
@@ -326,9 +423,10 @@ class ModuleEnergy:
         if self.space.dim == 0:
             raise ValueError("the module has no trainable parameters")
         self.likelihood = make_likelihood(likelihood, noise_std)
-        self.num_data = None if num_data is None else int(num_data)
-        if self.num_data is not None and self.num_data < 1:
-            raise ValueError(f"num_data must be positive, got {num_data}")
+        self.num_data = _as_num_data(num_data)
+        _refuse_dropout(self.module)
+        # the first evaluation also checks, on a few rows, that the forward is deterministic
+        self._randomness_checked = False
         stds = self.space.per_param_vector(prior_std)
         if not bool(torch.all(stds > 0)) or not bool(torch.all(torch.isfinite(stds))):
             raise ValueError("prior_std must be positive and finite")
@@ -370,10 +468,9 @@ class ModuleEnergy:
     def with_num_data(self, num_data):
         """A copy with N = ``num_data``. The copy owns its module, flat buffers and per-chain
         buffer store, so the two can run at the same time (threads) without sharing state."""
-        if num_data is not None and int(num_data) < 1:
-            raise ValueError(f"num_data must be positive, got {num_data}")
+        num_data = _as_num_data(num_data)
         new = copy.copy(self)
-        new.num_data = None if num_data is None else int(num_data)
+        new.num_data = num_data
         new.module = copy.deepcopy(self.module)
         new._buffer_store = {}
         new._bind()
@@ -476,6 +573,8 @@ class ModuleEnergy:
         _check_theta(theta, self.space.dim)
         scale = self.scale(batch)
         theta = theta.detach()
+        if not self._randomness_checked:
+            self._check_deterministic(tuple(t[0] for t in batch[:-1]))
         if theta.shape[0] == 1:  # the hot path: no per-chain bookkeeping
             nll, g = self._single(theta[0], [t[0] for t in batch[:-1]], batch[-1][0], scale, grad)
             nll = nll.reshape(1)
@@ -486,6 +585,125 @@ class ModuleEnergy:
             nll, g = self._vmapped(theta, batch, scale, grad)
         energy = nll + self.prior_energy(theta)
         return energy, (None if g is None else self._add_prior_grad(g, theta))
+
+    # -- checks -----------------------------------------------------------------------------
+    def _probe(self, inputs: Sequence[Tensor], rows: int = 4) -> Tensor:
+        """The module's output on the first ``rows`` rows of ``inputs`` (no batch dimension of
+        chains), at the current parameters, with copies of the buffers (running statistics
+        are not updated) and no gradient."""
+        xs = tuple(t[:rows].to(self.device) for t in inputs)
+        params = self.space.unflatten(self._flat.detach())
+        buffers = {k: v.detach().clone() for k, v in self.module.named_buffers()}
+        with torch.no_grad():
+            return functional_call(self.module, {**params, **buffers}, xs)
+
+    def _check_deterministic(self, inputs: Sequence[Tensor]) -> None:
+        """Refuse a module whose forward draws random numbers: two forwards on the same rows
+        under different global seeds must agree. Such a module's randomness comes from the
+        global RNG, not the run's generator, so draws would ignore ``seed`` (and ``vmap`` over
+        chains refuses random ops). Checked once, at the first evaluation (and by
+        :meth:`check_data`)."""
+        device = self.device
+        outs = []
+        try:
+            for seed in (12345, 54321):
+                with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                    torch.random.default_generator.manual_seed(seed)
+                    if device.type == "cuda":
+                        with torch.cuda.device(device):
+                            torch.cuda.manual_seed(seed)
+                    outs.append(self._probe(inputs))
+        except Exception:  # the forward itself fails: the evaluation will say why
+            return
+        a, b = outs
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.is_floating_point():
+            same = torch.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)
+        else:
+            same = True
+        if not same:
+            what = "in training mode" if self.module.training else "even in eval mode"
+            fix = ("call module.eval() before wrapping it (dropout off)" if self.module.training
+                   else "remove the random op from forward()")
+            raise ValueError(f"ModuleEnergy: {type(self.module).__name__}'s forward draws random numbers {what} "
+                             f"(two forwards on the same rows under different global seeds differ). Its "
+                             f"randomness would come from torch's global RNG, not the run's generator, so the draws "
+                             f"would not follow `seed` (and several chains cannot be vmapped): {fix}.")
+        self._randomness_checked = True
+
+    def check_data(self, data: Sequence[Tensor]) -> None:
+        """Check ``data = (inputs..., target)`` (no chain dimension) against the module and the
+        likelihood before any compute; raises ``ValueError`` saying what to convert.
+
+        Feature dtypes against the parameters'; one forward on ≤ 4 rows (input width vs the
+        first layer); categorical labels integer in [0, K) with K the module's output width;
+        Bernoulli labels in {0, 1}; a target size per row matching the output's; no NaN/Inf in
+        floating data; a deterministic forward (see :meth:`_check_deterministic`).
+        """
+        if isinstance(data, Tensor):
+            data = (data,)
+        elif hasattr(data, "tensors"):
+            data = data.tensors
+        data = tuple(data)
+        if len(data) < 2:
+            raise ValueError(f"a module energy needs data=(inputs..., targets), got {len(data)} tensor(s)")
+        inputs, target = data[:-1], data[-1]
+        dtype = self.dtype
+        for i, x in enumerate(data):
+            if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+                bad = int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).sum()) if x.dim() else 1
+                name = "target" if i == len(data) - 1 else f"input {i}"
+                raise ValueError(f"{name} has NaN or Inf values in {bad} row(s)")
+        for i, x in enumerate(inputs):
+            if x.is_floating_point() and x.dtype != dtype:
+                raise ValueError(f"input {i} has dtype {x.dtype} but the module's parameters are {dtype}: convert the "
+                                 f"features with x.to({dtype}) (or the module with energy.to(dtype={x.dtype}))")
+        rows = min(4, int(target.shape[0]) if target.dim() else 1)
+        try:
+            out = self._probe(inputs, rows)
+        except Exception as err:
+            shapes = ", ".join(f"input {i}: {list(x.shape)} {x.dtype}" for i, x in enumerate(inputs))
+            ints = [i for i, x in enumerate(inputs) if not x.is_floating_point()]
+            if ints:
+                raise ValueError(f"input {ints[0]} has integer dtype {inputs[ints[0]].dtype}; the module could not run "
+                                 f"on it ({err}). Convert the features with x.to({dtype}).") from err
+            first = _first_layer(self.module)
+            raise ValueError(f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: "
+                             f"{err}){first}") from err
+        if not isinstance(out, Tensor):
+            return
+        self._check_target(out, target, rows)
+        self._check_deterministic(inputs)
+
+    def _check_target(self, out: Tensor, target: Tensor, rows: int) -> None:
+        name = self.likelihood.name
+        y = target[:rows]
+        if name == "categorical":
+            if out.dim() < 2:
+                raise ValueError(f"the categorical likelihood needs logits [n, K]; the module outputs {list(out.shape)}")
+            K = out.shape[1]
+            if target.is_floating_point() and tuple(y.shape) == tuple(out.shape):
+                return  # class probabilities (soft labels)
+            if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
+                raise ValueError(f"categorical labels must be integer class indices in [0, {K}), got dtype "
+                                 f"{target.dtype}: convert with y.long()")
+            if tuple(y.shape[1:]) != tuple(out.shape[2:]):
+                raise ValueError(f"categorical labels of shape {list(target.shape)} do not fit the module's logits "
+                                 f"{list(out.shape)} on {rows} rows (expected labels [n{''.join(f', {d}' for d in out.shape[2:])}])")
+            lo, hi = int(target.min()), int(target.max())
+            if lo < 0 or hi >= K:
+                raise ValueError(f"categorical labels must be in [0, {K}) (the module outputs {K} logits), got labels "
+                                 f"in [{lo}, {hi}]")
+        elif name == "bernoulli":
+            if out.numel() != y.numel():
+                raise ValueError(f"the bernoulli likelihood needs one logit per label: the module outputs "
+                                 f"{list(out.shape)} for labels {list(y.shape)} ({rows} rows)")
+            if not bool(((target == 0) | (target == 1)).all()):
+                vals = torch.unique(target)[:5].tolist()
+                raise ValueError(f"bernoulli labels must be 0 or 1, got values such as {vals}")
+        elif name == "gaussian":
+            if out.numel() != y.numel():
+                raise ValueError(f"gaussian targets of shape {list(target.shape)} do not match the module's output "
+                                 f"{list(out.shape)} on {rows} rows (one output per target value)")
 
     def value_and_grad(self, theta, batch):
         return self._evaluate(theta, batch, grad=True)
@@ -528,29 +746,46 @@ class ModuleEnergy:
             grads.append(g)
         return torch.stack(values), torch.stack(grads)
 
+    @property
+    def has_buffers(self) -> bool:
+        """Whether the module has buffers (e.g. BatchNorm running statistics), kept per chain."""
+        return self._has_buffers
+
+    @property
+    def buffer_chains(self) -> int | None:
+        """Number of chains whose buffers are kept (the last multi-chain evaluation), or
+        ``None`` when the module's own buffers are the only ones (no multi-chain run yet)."""
+        chains = self._buffer_store.get("chains")
+        return None if chains is None else len(chains)
+
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
-        """Buffers (e.g. BatchNorm running statistics) of one chain of the last multi-chain run."""
+        """Buffers (e.g. BatchNorm running statistics) of one chain of the last multi-chain run
+        (the module's own buffers when there was none)."""
         chains = self._buffer_store.get("chains")
         if chains is None:
             return {k: v.detach().clone() for k, v in self.module.named_buffers()}
+        if not 0 <= chain < len(chains):
+            raise ValueError(f"buffers are kept for {len(chains)} chains; no chain {chain}")
         return chains[chain]
 
     # -- prediction ---------------------------------------------------------------------------
     @torch.no_grad()
-    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64) -> Tensor:
+    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64,
+                      buffers: Mapping[str, Tensor] | None = None) -> Tensor:
         """Module outputs for each parameter draw: ``samples [S, P]`` -> ``[S, n, ...]``.
 
-        Runs in eval mode (running BatchNorm statistics), draws vmapped in groups.
+        Runs in eval mode (running BatchNorm statistics), draws vmapped in groups. ``buffers``
+        (e.g. ``chain_buffers(c)``, for the draws of chain ``c``) replace the module's own.
         """
         was_training = self.module.training
         self.module.eval()
+        extra = {} if buffers is None else {k: v.to(self.device) for k, v in buffers.items()}
         try:
             outs = []
             for s0 in range(0, samples.shape[0], draws_per_call):
                 chunk = samples[s0 : s0 + draws_per_call].to(self._flat)
-                outs.append(
-                    vmap(lambda flat: functional_call(self.module, self.space.unflatten(flat), tuple(inputs)))(chunk)
-                )
+                outs.append(vmap(lambda flat: functional_call(self.module, {**self.space.unflatten(flat), **extra},
+                                                              tuple(inputs)))(chunk))
             return torch.cat(outs)
         finally:
             self.module.train(was_training)
@@ -606,6 +841,23 @@ def as_energy(target, dim: int | None = None) -> Energy:
             raise ValueError("dim is needed to wrap a log density; it is taken from init")
         return LogDensityEnergy(target, dim)
     raise TypeError(f"expected an Energy or a log density callable, got {type(target).__name__}")
+
+
+def check_finite_at(energy: Energy, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+    """Evaluate ``energy`` at ``theta [C, P]`` on ``batch`` and raise ``ValueError`` naming the
+    chains whose energy or gradient is NaN/Inf (e.g. at the initial point, before sampling);
+    returns ``(energy [C], grad [C, P])``."""
+    value, grad = energy.value_and_grad(theta, batch)
+    bad_value = ~torch.isfinite(value)
+    bad_grad = ~torch.isfinite(grad).all(-1)
+    if bool(bad_value.any()) or bool(bad_grad.any()):
+        chains = torch.nonzero(bad_value | bad_grad).flatten().tolist()
+        what = "energy" if bool(bad_value.any()) else "gradient"
+        if bool(bad_value.any()) and bool(bad_grad.any()):
+            what = "energy and gradient"
+        raise ValueError(f"the {what} is not finite at the initial point for chain(s) {chains} "
+                         f"(energy {value[chains].tolist()}): check init, the data and the log density")
+    return value, grad
 
 
 def full_data_value_and_grad(energy: Energy, theta: Tensor, data: Sequence[Tensor], chunk_size: int = 4096):

@@ -61,8 +61,14 @@ class ControlVariate:
             raise TypeError("centre must be a tensor of shape [P] or [chains, P]")
         if not bool(torch.isfinite(centre).all()):
             raise ValueError("centre contains NaN or Inf")
-        if int(chunk_size) < 1:
+        from .schedules import check_int
+
+        if check_int("chunk_size", chunk_size) < 1:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+        if centre.dim() not in (1, 2) or centre.numel() == 0:
+            raise ValueError(f"centre must have shape [P] or [chains, P], got {tuple(centre.shape)}")
+        if centre_grad is not None and not isinstance(centre_grad, Tensor):
+            raise TypeError("centre_grad must be a tensor shaped like the centre")
         self.centre = centre.detach()
         self.centre_grad = None if centre_grad is None else centre_grad.detach()
         self.chunk_size = int(chunk_size)
@@ -72,12 +78,17 @@ class ControlVariate:
     def prepare(self, energy: Energy, data: Sequence[Tensor] | None, theta: Tensor) -> None:
         """Move θ̂ to ``theta``'s device/dtype and compute ∇U(θ̂) (``theta``: the [C, P] start)."""
         num_chains, P = theta.shape
-        centre = self.centre.reshape(-1, P) if self.centre.dim() == 1 else self.centre
-        if centre.shape[-1] != P or centre.shape[0] not in (1, num_chains):
+        # check the shape before reshaping: a [P'] centre whose length is a multiple of P would
+        # otherwise be read as P'/P chains, and any other length fail inside reshape
+        centre = self.centre.unsqueeze(0) if self.centre.dim() == 1 else self.centre
+        if centre.dim() != 2 or centre.shape[-1] != P or centre.shape[0] not in (1, num_chains):
             raise ValueError(f"centre must have shape [{P}] or [{num_chains}, {P}], got {tuple(self.centre.shape)}")
         centre = centre.to(theta)
         energy = energy.cv_base  # structured energies: centre terms of the base
         if self.centre_grad is not None:
+            if self.centre_grad.shape[-1:] != (P,) or self.centre_grad.numel() not in (P, centre.numel()):
+                raise ValueError(f"centre_grad must have the centre's shape {tuple(self.centre.shape)}, "
+                                 f"got {tuple(self.centre_grad.shape)}")
             full = self.centre_grad.to(centre).reshape(-1, P)
         elif data is None:
             full = energy.value_and_grad(centre, None)[1]

@@ -33,6 +33,7 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from .schedules import check_int
 from .space import ParamSpace
 
 __all__ = ["Partition", "contiguous_index", "by_finer_nodes", "by_layer", "by_neuron", "custom", "fully_factorized", "fully_joint",
@@ -217,17 +218,18 @@ def _relabel(ids: Tensor, kind: str) -> Partition:
 # ---------------------------------------------------------------------------------------
 def fully_joint(dim: int) -> Partition:
     """M = 1: the base sampler's posterior."""
-    return Partition(torch.zeros(int(dim), dtype=torch.long), 1, "joint")
+    return Partition(torch.zeros(check_int("dim", dim), dtype=torch.long), 1, "joint")
 
 
 def fully_factorized(dim: int) -> Partition:
     """M = P: every parameter its own group."""
-    return Partition(torch.arange(int(dim)), int(dim), "factorized")
+    dim = check_int("dim", dim)
+    return Partition(torch.arange(dim), dim, "factorized")
 
 
 def round_robin(dim: int, num_groups: int) -> Partition:
     """Flat index mod M — the structured-SGMCMC experiments' "ordered" grouping."""
-    dim, M = int(dim), int(num_groups)
+    dim, M = check_int("dim", dim), check_int("num_groups", num_groups)
     if not 1 <= M <= dim:
         raise ValueError(f"num_groups must lie in [1, {dim}], got {num_groups}")
     return Partition(torch.arange(dim) % M, M, "round_robin")
@@ -236,10 +238,10 @@ def round_robin(dim: int, num_groups: int) -> Partition:
 def random_partition(dim: int, num_groups: int, seed: int = 0) -> Partition:
     """Uniformly random balanced assignment (a random permutation of round-robin), so no
     group is empty — unlike independent uniform ids per parameter."""
-    dim, M = int(dim), int(num_groups)
+    dim, M = check_int("dim", dim), check_int("num_groups", num_groups)
     if not 1 <= M <= dim:
         raise ValueError(f"num_groups must lie in [1, {dim}], got {num_groups}")
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(check_int("seed", seed, 0))
     return Partition((torch.arange(dim) % M)[torch.randperm(dim, generator=g)], M, "random")
 
 
@@ -291,6 +293,8 @@ def node_blocks(space: ParamSpace, chunk_size: int | None = None) -> list[Tensor
     consecutive sub-blocks (larger ones first), as in the blocked-Gibbs reference (785
     indices, chunk 10 -> 78 sub-blocks, five of size 11). Group ``g`` of
     :func:`by_neuron` / :func:`by_finer_nodes` holds the same indices, ascending."""
+    if chunk_size is not None and check_int("chunk_size", chunk_size) < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     blocks: list[Tensor] = []
     for rec in space.layers:
         rows = space.unit_rows(rec)  # [U, n]
@@ -321,11 +325,16 @@ def by_finer_nodes(space: ParamSpace, chunk_size: int | None = None, *,
         raise ValueError("give either chunk_size or num_chunks")
     if num_chunks is not None:
         L = len(space.layers)
-        per_layer = [int(num_chunks)] * L if isinstance(num_chunks, int) else [int(c) for c in num_chunks]
+        if isinstance(num_chunks, (int, float)):
+            per_layer = [check_int("num_chunks", num_chunks)] * L
+        elif isinstance(num_chunks, Sequence) and not isinstance(num_chunks, str):
+            per_layer = [check_int("num_chunks", c) for c in num_chunks]
+        else:
+            raise TypeError(f"num_chunks must be an integer or one integer per layer, got {num_chunks!r}")
         if len(per_layer) != L or min(per_layer) < 1:
             raise ValueError(f"num_chunks needs a positive integer or one per layer ({L}), got {num_chunks!r}")
         return _node_partition(space, None, "finer_nodes", per_layer)
-    if int(chunk_size) < 1:
+    if check_int("chunk_size", chunk_size) < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     return _node_partition(space, int(chunk_size), "finer_nodes")
 
@@ -346,16 +355,39 @@ def custom(space: ParamSpace | int,
     if isinstance(space, int):
         raise ValueError("name patterns need a ParamSpace")
     if not isinstance(groups, Mapping):
+        if isinstance(groups, str) or any(isinstance(pats, str) for pats in groups):
+            raise TypeError("groups as name patterns: a {pattern: group} map or a list of groups, each a "
+                            f"list of patterns (e.g. [['fc1.*'], ['fc2.*']]), got {groups!r}")
         groups = {pat: g for g, pats in enumerate(groups) for pat in pats}
     ids = torch.full((space.dim,), -1, dtype=torch.long)
     for info, g in space.first_match(groups, "every parameter needs a group"):
         ids[info.slice] = int(g)
+    _check_patterns_used(space, groups)
     return _relabel(ids, "custom").annotate(space)
+
+
+def _check_patterns_used(space: ParamSpace, groups: Mapping[str, object]) -> None:
+    """Every pattern must take at least one parameter: a pattern that matches no name (a typo)
+    or only names an earlier pattern already took would otherwise be dropped silently."""
+    import fnmatch
+
+    taken: set[str] = set()
+    for pattern in groups:
+        hits = [n for n in space.names if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise ValueError(f"partition pattern {pattern!r} matches no parameter; the parameters are "
+                             f"{', '.join(space.names)}")
+        if all(n in taken for n in hits):
+            raise ValueError(f"partition pattern {pattern!r} matches only parameters that earlier patterns "
+                             f"already took ({', '.join(hits)}); first match wins")
+        taken.update(hits)
 
 
 def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
     """By name: ``joint``, ``factorized``, ``layer``, ``neuron``, ``finer_nodes`` (chunk_size),
-    ``round_robin`` / ``random`` (num_groups[, seed]); groups' layers and units filled in."""
+    ``round_robin`` / ``random`` (num_groups[, seed]); groups' layers and units filled in.
+    A keyword the kind does not take (``num_groups`` for ``layer``) is a ``TypeError`` naming
+    those it accepts; ``seed`` is accepted by every kind (only ``random`` uses it)."""
     P = space.dim
     builders = {
         "joint": lambda: fully_joint(P).annotate(space), "factorized": lambda: fully_factorized(P).annotate(space),
@@ -366,4 +398,21 @@ def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
     }
     if kind not in builders:
         raise ValueError(f"unknown partition {kind!r}; choose from {sorted(builders)}")
+    accepted, needed = _PARTITION_KEYS[kind]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise TypeError(f"partition {kind!r}: unknown keyword(s) {unknown}; it accepts "
+                        + (", ".join(accepted) if accepted else "none"))
+    missing = [k for k in needed if k not in kwargs]
+    if missing:
+        raise TypeError(f"partition {kind!r} needs {', '.join(missing)}")
     return builders[kind]()
+
+
+_PARTITION_KEYS = {  # kind -> (accepted keywords, required keywords); ``seed`` is accepted by every kind
+    # (a run's structured settings carry one for the energy too) and used by ``random`` only
+    "joint": (("seed",), ()), "factorized": (("seed",), ()), "layer": (("seed",), ()), "neuron": (("seed",), ()),
+    "finer_nodes": (("chunk_size", "seed"), ("chunk_size",)),
+    "round_robin": (("num_groups", "seed"), ("num_groups",)),
+    "random": (("num_groups", "seed"), ("num_groups",)),
+}

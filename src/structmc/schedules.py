@@ -11,8 +11,39 @@ import math
 from dataclasses import dataclass
 
 
+def check_number(name: str, value) -> float:
+    """``value`` as a float; ``None``, a bool, a string or anything else that is not a real
+    number is a ``TypeError`` naming the argument (``float("0.1")`` would let a string through)."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError) as err:  # RuntimeError: a tensor of several elements
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})") from err
+
+
+def check_int(name: str, value, minimum: int | None = None) -> int:
+    """``value`` as an int, refusing what ``int()`` would silently truncate: a bool, a string
+    or ``None`` is a ``TypeError``, a non-integral number (``2.5``) or one below ``minimum`` a
+    ``ValueError``; both name the argument. Integral floats (``2000.0``) are accepted."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    try:
+        as_int = int(value)
+        integral = as_int == value
+    except (TypeError, ValueError, OverflowError, RuntimeError) as err:
+        if isinstance(err, (ValueError, OverflowError)):  # NaN, inf
+            raise ValueError(f"{name} must be an integer, got {value!r}") from err
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from err
+    if not integral:
+        raise ValueError(f"{name} must be an integer, got {value!r} (not truncated to {as_int})")
+    if minimum is not None and as_int < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return as_int
+
+
 def _positive(name: str, value: float) -> float:
-    value = float(value)
+    value = check_number(name, value)
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"{name} must be positive and finite, got {value}")
     return value
@@ -45,7 +76,7 @@ class Polynomial(Schedule):
     def __post_init__(self):
         _positive("a", self.a)
         _positive("b", self.b)
-        if not 0 <= self.gamma <= 1:
+        if not 0 <= check_number("gamma", self.gamma) <= 1:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
 
     def __call__(self, t: int) -> float:
@@ -63,9 +94,8 @@ class StepDecay(Schedule):
 
     def __post_init__(self):
         _positive("lr", self.lr)
-        if int(self.every) < 1:
-            raise ValueError(f"every must be >= 1, got {self.every}")
-        if not 0 < self.factor <= 1:
+        check_int("every", self.every, 1)
+        if not 0 < check_number("factor", self.factor) <= 1:
             raise ValueError(f"factor must lie in (0, 1], got {self.factor}")
 
     def __call__(self, t: int) -> float:
@@ -83,7 +113,7 @@ class Cyclical(Schedule):
 
     def __post_init__(self):
         _positive("lr", self.lr)
-        if int(self.num_cycles) < 1 or int(self.num_steps) < int(self.num_cycles):
+        if check_int("num_cycles", self.num_cycles, 1) > check_int("num_steps", self.num_steps, 1):
             raise ValueError("need 1 <= num_cycles <= num_steps")
 
     @property
@@ -105,7 +135,10 @@ def as_schedule(lr: float | Schedule) -> Schedule:
         return lr
     if callable(lr):
         raise TypeError("pass a structmc.schedules.Schedule (or a float), not a bare function")
-    return Constant(float(lr))
+    if lr is None or isinstance(lr, (bool, str, bytes)):
+        raise TypeError(f"lr must be a positive number or a structmc.schedules.Schedule, got {lr!r} "
+                        f"({type(lr).__name__})")
+    return Constant(check_number("lr", lr))
 
 
 SCHEDULES = {"constant": Constant, "polynomial": Polynomial, "step_decay": StepDecay, "cyclical": Cyclical}

@@ -183,15 +183,29 @@ class ParamSpace:
         """Expand a scalar or ``{name pattern: value}`` map into a length-P vector.
 
         Patterns are tried in insertion order, the first match wins; a ``"*"`` entry (or a
-        plain scalar) gives the default. Every parameter must be matched.
+        plain scalar) gives the default. Every parameter must be matched, and every pattern
+        must match some parameter name (a typo next to ``"*"`` is an error, not a silent
+        fallback to the default).
         """
         kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
         out = torch.empty(self.dim, **kw)
         if not isinstance(values, Mapping):
             return out.fill_(float(values))
+        self.check_patterns(values)
         for info, v in self.first_match(values, "add a '*' default"):
             out[info.slice] = float(v)
         return out
+
+    def check_patterns(self, patterns: Mapping[str, object] | Iterable[str]) -> None:
+        """Raise ``ValueError`` naming every pattern that matches no parameter name, with the
+        parameter names."""
+        unused = [p for p in patterns if not any(fnmatch.fnmatchcase(i.name, p) for i in self.params)]
+        if unused:
+            names = self.names
+            shown = ", ".join(names[:40]) + (f", ... ({len(names) - 40} more)" if len(names) > 40 else "")
+            which = "pattern " + repr(unused[0]) if len(unused) == 1 else "patterns " + ", ".join(map(repr, unused))
+            raise ValueError(f"{which} in {list(patterns)} match{'es' if len(unused) == 1 else ''} no parameter; "
+                             f"the parameters are: {shown}")
 
     def first_match(self, patterns: Mapping[str, object], hint: str = "") -> list[tuple[ParamInfo, object]]:
         """``(param, value)`` for every parameter, value of the first pattern matching its

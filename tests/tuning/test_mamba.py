@@ -233,3 +233,10 @@ def test_trace_is_json_and_resume_continues_exactly(tmp_path):
     assert resumed.best_index == full.best_index and strip(resumed) == strip(full)
     with pytest.raises(ValueError, match="cannot resume"):
         _tune(seed=2, budget=Budget(iterations=2700), out_dir=part, resume=True)
+
+
+@pytest.mark.parametrize("key, value", [("num_copies", 2.5), ("num_groups", 0), ("history", "100"), ("num_copies", True)])
+def test_structured_integer_settings_are_checked_not_truncated(key, value):
+    s = {"partition": "random", "num_groups": 2, "mask": "bernoulli", "rho": 0.5, "num_copies": 2, key: value}
+    with pytest.raises(ValueError, match=key):
+        Arm({"name": "sgld", "lr": 0.1}, structured=s)

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..schedules import Schedule, as_schedule
+from ..schedules import Schedule, as_schedule, check_int, check_number
 
 StepInfo = dict  # {"energy": [C] tensor, ...}: one iteration's records
 
@@ -52,16 +52,24 @@ class NoiseBuffer:
 
 
 def check_nonnegative(name: str, value: float) -> float:
-    value = float(value)
+    value = check_number(name, value)
     if not (value >= 0 and math.isfinite(value)):
         raise ValueError(f"{name} must be >= 0 and finite, got {value}")
     return value
 
 
+def check_positive(name: str, value: float) -> float:
+    value = check_number(name, value)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be > 0 and finite, got {value}")
+    return value
+
+
 def check_positive_int(name: str, value: int) -> int:
-    if int(value) != value or int(value) < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-    return int(value)
+    try:
+        return check_int(name, value, 1)
+    except ValueError as err:
+        raise ValueError(f"{name} must be a positive integer, got {value}") from err
 
 
 def state_to_dict(state) -> dict[str, Any]:

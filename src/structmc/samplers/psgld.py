@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_nonnegative
+from .base import Sampler, check_int, check_number, check_positive
 
 
 @dataclass
@@ -53,18 +53,19 @@ class PSGLD(Sampler):
                  temperature: float = 1.0, v_init: str = "zeros", include_gamma: bool = False,
                  gamma_probes: int = 1):
         super().__init__(lr, temperature)
-        if not 0 <= alpha < 1:
+        if not 0 <= check_number("alpha", alpha) < 1:
             raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
         if v_init not in ("zeros", "first"):
             raise ValueError(f"v_init must be 'zeros' or 'first', got {v_init!r}")
-        if num_data is not None and int(num_data) < 1:
+        if num_data is not None and check_int("num_data", num_data) < 1:
             raise ValueError(f"num_data must be positive, got {num_data}")
         self.alpha = float(alpha)
-        self.eps = check_nonnegative("eps", eps)
+        # eps = 0 divides by sqrt(V) = 0 wherever a gradient coordinate is zero (and at V0 = 0)
+        self.eps = check_positive("eps", eps)
         self.num_data = None if num_data is None else int(num_data)
         self.v_init = v_init
         self.include_gamma = bool(include_gamma)
-        self.gamma_probes = int(gamma_probes)
+        self.gamma_probes = check_int("gamma_probes", gamma_probes)
         if self.gamma_probes < 1:
             raise ValueError(f"gamma_probes must be >= 1, got {gamma_probes}")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_nonnegative, normal_like
+from .base import Sampler, check_nonnegative, check_number, normal_like
 
 
 @dataclass
@@ -35,7 +35,7 @@ class SGHMC(Sampler):
     def __init__(self, lr, friction: float = 0.01, beta_hat: float = 0.0, *, num_leapfrog: int = 1,
                  resample_momentum: bool = False, temperature: float = 1.0):
         super().__init__(lr, temperature, num_leapfrog)
-        self.friction = float(friction)
+        self.friction = check_number("friction", friction)
         self.beta_hat = check_nonnegative("beta_hat", beta_hat)
         if not 0 < self.friction <= 1:
             raise ValueError(f"friction must lie in (0, 1], got {friction}")

@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 from ..energy import Batch, Energy
+from ..schedules import check_int, check_number
 from .history import ChainHistory
 from ..partitions import Partition
 
@@ -56,7 +57,7 @@ class BernoulliMask:
     at_least_one: bool = False
 
     def __post_init__(self):
-        if not 0 < self.rho <= 1:
+        if not 0 < check_number("rho", self.rho) <= 1:
             raise ValueError(f"rho must lie in (0, 1], got {self.rho}")
 
     def sample(self, shape, generator, dtype, device) -> Tensor:
@@ -95,7 +96,7 @@ class BetaMask:
     b: float
 
     def __post_init__(self):
-        if not (self.a > 0 and self.b > 0):
+        if not (check_number("a", self.a) > 0 and check_number("b", self.b) > 0):
             raise ValueError(f"Beta mask needs a, b > 0, got {self.a}, {self.b}")
 
     def sample(self, shape, generator, dtype, device) -> Tensor:
@@ -110,14 +111,35 @@ class BetaMask:
         return M * self.a / (self.a + self.b)
 
 
+MASK_KEYS = {"bernoulli": ("rho", "at_least_one"), "uniform": (), "beta": ("a", "b")}
+
+
 def make_mask(kind: str, **kwargs):
+    """A mask law by name: ``bernoulli`` (``rho`` = 0.5, ``at_least_one`` = False),
+    ``uniform`` (no arguments) or ``beta`` (``a``, ``b``, both needed; also spelt ``alpha``,
+    ``beta``). An argument the law
+    does not take is an error listing those it accepts (not silently dropped)."""
+    if kind not in MASK_KEYS:
+        raise ValueError(f"unknown mask {kind!r}; choose bernoulli, uniform or beta")
+    accepted = MASK_KEYS[kind]
+    if kind == "beta":  # Beta(alpha, beta): the tuning arms' names for a, b
+        for alias, key in (("alpha", "a"), ("beta", "b")):
+            if alias in kwargs:
+                if key in kwargs:
+                    raise TypeError(f"mask 'beta': give {key} or {alias}, not both")
+                kwargs[key] = kwargs.pop(alias)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise TypeError(f"mask {kind!r}: unknown keyword(s) {unknown}; it accepts "
+                        + (", ".join(accepted) if accepted else "none"))
     if kind == "bernoulli":
         return BernoulliMask(kwargs.get("rho", 0.5), kwargs.get("at_least_one", False))
     if kind == "uniform":
         return UniformMask()
-    if kind == "beta":
-        return BetaMask(kwargs["a"], kwargs["b"])
-    raise ValueError(f"unknown mask {kind!r}; choose bernoulli, uniform or beta")
+    missing = [k for k in accepted if k not in kwargs]
+    if missing:
+        raise TypeError(f"mask 'beta' needs {', '.join(missing)}")
+    return BetaMask(kwargs["a"], kwargs["b"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -131,16 +153,19 @@ class StructuredEnergy:
                  mask=None, num_copies: int | None = None, max_copies_per_call: int | None = None,
                  seed: int = 0, warmup_steps: int = 0):
         partition.check_space(base.space)
-        if isinstance(history, int):
+        if isinstance(history, int) and not isinstance(history, bool):
             history = ChainHistory(history)
+        elif not isinstance(history, ChainHistory):
+            raise TypeError(f"history must be a ChainHistory or an integer capacity, got {history!r}")
         if mask is None and num_copies is not None:
             raise ValueError("num_copies applies to Sd-SGMCMC (give a mask); S-SGMCMC uses M copies")
-        if mask is not None and (num_copies is None or int(num_copies) < 1):
+        if mask is not None and (num_copies is None or check_int("num_copies", num_copies) < 1):
             raise ValueError("Sd-SGMCMC needs num_copies K >= 1")
-        if max_copies_per_call is not None and int(max_copies_per_call) < 1:
+        if max_copies_per_call is not None and check_int("max_copies_per_call", max_copies_per_call) < 1:
             raise ValueError("max_copies_per_call must be >= 1")
-        if int(warmup_steps) < 0:
+        if check_int("warmup_steps", warmup_steps) < 0:
             raise ValueError("warmup_steps must be >= 0")
+        check_int("seed", seed)
         self.base, self.partition, self.history, self.mask = base, partition, history, mask
         self.num_copies = partition.num_groups if mask is None else int(num_copies)
         self.max_copies_per_call = self.num_copies if max_copies_per_call is None else int(max_copies_per_call)

@@ -26,14 +26,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..schedules import check_int
+
 
 class ChainHistory:
     def __init__(self, capacity: int, *, mode: str = "window", thin: int = 1, dtype: torch.dtype | None = None):
-        if int(capacity) < 1:
+        if check_int("capacity", capacity) < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if mode not in ("window", "reservoir"):
             raise ValueError(f"mode must be 'window' or 'reservoir', got {mode!r}")
-        if int(thin) < 1:
+        if check_int("thin", thin) < 1:
             raise ValueError(f"thin must be >= 1, got {thin}")
         self.capacity, self.mode, self.thin, self.storage_dtype = int(capacity), mode, int(thin), dtype
         self.buffer: Tensor | None = None  # [C, W, P]

@@ -158,9 +158,13 @@ def _check_structured(s: Mapping[str, Any]) -> dict:
                 raise ValueError(f"the {mask} mask needs {k!r}")
         if "rho" in s and not 0.0 < float(s["rho"]) <= 1.0:
             raise ValueError(f"rho must lie in (0, 1], got {s['rho']}")
-        if int(s["num_copies"]) < 1:
-            raise ValueError(f"num_copies must be >= 1, got {s['num_copies']}")
-    if s["partition"] in ("random", "round_robin") and int(s.get("num_groups", 0) or 0) < 1:
+    for key in ("num_groups", "num_copies", "history", "chunk_size"):
+        v = s.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1):
+            raise ValueError(f"structured {key} must be an integer >= 1, got {v!r}")
+        if v is not None:
+            s[key] = int(v)
+    if s["partition"] in ("random", "round_robin") and s.get("num_groups") is None:
         raise ValueError(f"partition {s['partition']!r} needs num_groups >= 1")
     return s
 

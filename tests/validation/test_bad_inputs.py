@@ -1,0 +1,325 @@
+"""Bad inputs get clear errors, not silent truncation, dropping or tracebacks.
+
+One table, :data:`CASES`: each row is a callable doing one bad thing (given a scratch folder),
+the exception it must raise and a phrase its message must contain (naming the argument). The
+``CLI`` rows run :func:`structmc.cli.main` in-process and turn its outcome into
+:class:`CLIError`: exit status 2, the message on one ``structmc: error: ...`` line (argparse's
+own usage errors end in ``structmc <command>: error: ...``), no traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import torch
+from torch import nn
+
+import structmc as sm
+from structmc.cli import main
+from structmc.gradients import ControlVariate
+from structmc.partitions import Partition, by_finer_nodes, custom, make_partition, node_blocks, round_robin
+from structmc.samplers import sampler_from_config
+from structmc.schedules import schedule_from_config
+from structmc.structured.energies import BernoulliMask, BetaMask, StructuredEnergy, make_mask
+from structmc.structured.history import ChainHistory
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+class CLIError(Exception):
+    """The CLI refused its input the agreed way (exit 2, one error line, no traceback)."""
+
+
+_ERROR_LINE = re.compile(r"^structmc( [a-z]+)?: error: ")
+
+
+def cli(*argv, env: dict | None = None) -> None:
+    """Run ``structmc *argv`` in-process; raise :class:`CLIError` with its error line if it
+    exits with status 2 the agreed way, fail otherwise."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), mock.patch.dict(os.environ, env or {}):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:
+            rc = exc.code
+    text = err.getvalue()
+    assert "Traceback" not in text, text
+    if rc != 2:
+        raise AssertionError(f"structmc {' '.join(map(str, argv))}: exit {rc!r}, stderr {text!r}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines and _ERROR_LINE.match(lines[-1]), f"no 'structmc: error:' line in {text!r}"
+    if not lines[-1].startswith("structmc: error: "):  # argparse: usage lines, then its error line
+        assert lines[0].startswith("usage: structmc"), text
+    else:
+        assert len(lines) == 1, f"expected one error line, got {text!r}"
+    raise CLIError(lines[-1])
+
+
+def config(tmp: Path, name: str, body: str) -> Path:
+    path = tmp / name
+    path.write_text(body)
+    return path
+
+
+def sample_cli(tmp: Path, *extra, env=None):
+    return cli("sample", "--quiet", "--steps", 20, "--burn-in", 5, "--chains", 1, "--out", tmp / "out", *extra, env=env)
+
+
+def _offline_download(tmp: Path):
+    """A paper data set with no local copy on a machine without network."""
+    def no_network(*args, **kwargs):
+        raise urllib.error.URLError("no network")
+
+    env = {"STRUCTMC_CACHE": str(tmp / "cache")}
+    with mock.patch("structmc.data.files._stream", no_network), mock.patch.dict(os.environ, {}, clear=False):
+        os.environ.pop("STRUCTMC_DATA", None)
+        sample_cli(tmp, "--dataset", "yacht", env=env)
+
+
+def _space():
+    return sm.ParamSpace.from_module(nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1)))  # P = 11
+
+
+def _energy(dim: int = 2):
+    return sm.LogDensityEnergy(lambda theta, batch: -0.5 * (theta * theta).sum(-1), dim)
+
+
+def _run(**kwargs):
+    args = dict(energy=_energy(), init=torch.zeros(2), sampler=sm.SGLD(0.1), num_steps=10)
+    args.update(kwargs)
+    return sm.sample(args.pop("energy"), args.pop("init"), args.pop("sampler"), args.pop("num_steps"), **args)
+
+
+def _prepare(centre: torch.Tensor, dim: int = 3, chains: int = 1):
+    return ControlVariate(centre).prepare(_energy(dim), None, torch.zeros(chains, dim))
+
+
+def _diagnose_not_a_run(tmp: Path):
+    (tmp / "notes").mkdir()
+    (tmp / "notes" / "a.txt").write_text("hello")
+    cli("diagnose", tmp / "notes")
+
+
+# ---------------------------------------------------------------------------------------
+# the table: (id, callable(tmp), exception, phrase)
+# ---------------------------------------------------------------------------------------
+API = [
+    # partitions: patterns and keywords are never dropped
+    ("custom-pattern-matches-nothing", lambda t: custom(_space(), {"*": 0, "fc9.*": 1}), ValueError,
+     "'fc9.*' matches no parameter"),
+    ("custom-pattern-shadowed", lambda t: custom(_space(), {"*": 0, "0.*": 1}), ValueError,
+     "already took"),
+    ("custom-groups-as-flat-strings", lambda t: custom(_space(), ["0.*", "2.*"]), TypeError, "list of patterns"),
+    ("custom-parameter-uncovered", lambda t: custom(_space(), {"0.*": 0}), ValueError, "matches no pattern"),
+    ("custom-id-vector-wrong-length", lambda t: custom(_space(), [0, 1, 0]), ValueError, "shape [11]"),
+    ("make_partition-unknown-keyword", lambda t: make_partition("layer", _space(), num_groups=3), TypeError,
+     "unknown keyword(s) ['num_groups']"),
+    ("make_partition-missing-keyword", lambda t: make_partition("round_robin", _space()), TypeError,
+     "needs num_groups"),
+    ("make_partition-fractional-groups", lambda t: make_partition("round_robin", _space(), num_groups=2.5),
+     ValueError, "num_groups must be an integer"),
+    ("make_partition-unknown-kind", lambda t: make_partition("blocks", _space()), ValueError, "unknown partition"),
+    ("finer_nodes-fractional-chunk", lambda t: by_finer_nodes(_space(), chunk_size=1.5), ValueError,
+     "chunk_size must be an integer"),
+    ("node_blocks-fractional-chunk", lambda t: node_blocks(_space(), chunk_size=2.5), ValueError,
+     "chunk_size must be an integer"),
+    ("round_robin-zero-groups", lambda t: round_robin(5, 0), ValueError, "num_groups must lie in [1, 5]"),
+    ("partition-empty-group", lambda t: Partition(torch.tensor([0, 2]), 3), ValueError, "empty groups"),
+    # Sd-SGMCMC masks
+    ("make_mask-unknown-keyword", lambda t: make_mask("bernoulli", p=0.3), TypeError, "it accepts rho, at_least_one"),
+    ("make_mask-uniform-takes-none", lambda t: make_mask("uniform", rho=0.3), TypeError, "accepts none"),
+    ("make_mask-beta-missing", lambda t: make_mask("beta", a=1.0), TypeError, "needs b"),
+    ("make_mask-unknown-kind", lambda t: make_mask("gaussian"), ValueError, "unknown mask"),
+    ("bernoulli-rho-string", lambda t: BernoulliMask("0.5"), TypeError, "rho must be a number"),
+    ("bernoulli-rho-zero", lambda t: BernoulliMask(0.0), ValueError, "rho must lie in (0, 1]"),
+    ("beta-mask-nonpositive", lambda t: BetaMask(0.0, 1.0), ValueError, "a, b > 0"),
+    # chain history and structured energies
+    ("history-fractional-capacity", lambda t: ChainHistory(2.5), ValueError, "capacity must be an integer"),
+    ("history-zero-capacity", lambda t: ChainHistory(0), ValueError, "capacity must be >= 1"),
+    ("history-fractional-thin", lambda t: ChainHistory(10, thin=1.5), ValueError, "thin must be an integer"),
+    ("history-unknown-mode", lambda t: ChainHistory(10, mode="fifo"), ValueError, "mode must be"),
+    ("structured-partition-wrong-size", lambda t: StructuredEnergy(_energy(3), round_robin(4, 2)), ValueError,
+     "covers 4 parameters but the model has 3"),
+    ("structured-history-wrong-type", lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), "big"), TypeError,
+     "history must be"),
+    ("structured-mask-without-copies", lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5)),
+     ValueError, "num_copies"),
+    ("structured-fractional-copies",
+     lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5), num_copies=1.5),
+     ValueError, "num_copies must be an integer"),
+    # schedules
+    ("stepdecay-fractional-every", lambda t: sm.StepDecay(1e-3, every=2.5), ValueError, "every must be an integer"),
+    ("stepdecay-string-every", lambda t: sm.StepDecay(1e-3, every="3"), TypeError, "every must be an integer"),
+    ("stepdecay-config-fractional-every", lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "every": 2.5}),
+     ValueError, "every must be an integer"),
+    ("schedule-config-unknown-key", lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "evry": 3}),
+     ValueError, "unknown key(s) ['evry']"),
+    ("schedule-config-unknown-kind", lambda t: schedule_from_config({"kind": "warmup", "lr": 1e-3}), ValueError,
+     "unknown schedule 'warmup'"),
+    ("cyclical-fractional-steps", lambda t: sm.Cyclical(1e-3, num_steps=10.5), ValueError,
+     "num_steps must be an integer"),
+    ("polynomial-string", lambda t: sm.Polynomial("a"), TypeError, "a must be a number"),
+    ("constant-bool", lambda t: sm.Constant(True), TypeError, "lr must be a number"),
+    # samplers
+    *[(f"{cls.__name__}-lr-none", (lambda c: lambda t: c(None))(cls), TypeError, "lr must be a positive number")
+      for cls in (sm.SGLD, sm.SGHMC, sm.SGNHT, sm.PSGLD)],
+    ("sgld-lr-string", lambda t: sm.SGLD("0.1"), TypeError, "lr must be a positive number"),
+    ("sgld-lr-negative", lambda t: sm.SGLD(-0.1), ValueError, "lr must be positive"),
+    ("psgld-eps-zero", lambda t: sm.PSGLD(1e-3, eps=0), ValueError, "eps must be > 0"),
+    ("psgld-eps-negative", lambda t: sm.PSGLD(1e-3, eps=-1e-5), ValueError, "eps must be > 0"),
+    ("psgld-fractional-probes", lambda t: sm.PSGLD(1e-3, gamma_probes=1.5), ValueError, "gamma_probes must be an integer"),
+    ("psgld-fractional-num-data", lambda t: sm.PSGLD(1e-3, num_data=2.5), ValueError, "num_data must be an integer"),
+    ("psgld-alpha-string", lambda t: sm.PSGLD(1e-3, alpha="high"), TypeError, "alpha must be a number"),
+    ("sghmc-friction-string", lambda t: sm.SGHMC(1e-3, friction="x"), TypeError, "friction must be a number"),
+    ("sghmc-fractional-leapfrog", lambda t: sm.SGHMC(1e-3, num_leapfrog=2.5), ValueError,
+     "num_leapfrog must be a positive integer"),
+    ("sgld-temperature-string", lambda t: sm.SGLD(1e-3, temperature="hot"), TypeError, "temperature must be a number"),
+    ("sgnht-negative-a", lambda t: sm.SGNHT(1e-3, a=-1), ValueError, "a must be >= 0"),
+    ("sampler-config-unknown-key", lambda t: sampler_from_config({"name": "sgld", "lr": 1e-3, "friction": 0.1}),
+     ValueError, "unknown key(s) ['friction']"),
+    ("sampler-config-missing-lr", lambda t: sampler_from_config({"name": "sgld"}), ValueError, "needs lr"),
+    ("sampler-config-lr-none", lambda t: sampler_from_config({"name": "sgld", "lr": None}), ValueError,
+     "a schedule is a number"),
+    # control variates
+    ("cv-centre-wrong-last-dim", lambda t: _prepare(torch.zeros(4)), ValueError, "centre must have shape [3]"),
+    ("cv-centre-multiple-of-dim", lambda t: _prepare(torch.zeros(6)), ValueError, "centre must have shape [3]"),
+    ("cv-centre-wrong-chains", lambda t: _prepare(torch.zeros(2, 3), chains=3), ValueError, "[3, 3]"),
+    ("cv-centre-3d", lambda t: ControlVariate(torch.zeros(2, 2, 3)), ValueError, "centre must have shape"),
+    ("cv-centre-list", lambda t: ControlVariate([0.0, 0.0]), TypeError, "centre must be a tensor"),
+    ("cv-centre-nan", lambda t: ControlVariate(torch.tensor([math.nan])), ValueError, "NaN"),
+    ("cv-fractional-chunk", lambda t: ControlVariate(torch.zeros(3), chunk_size=2.5), ValueError,
+     "chunk_size must be an integer"),
+    # sample() arguments (validated in run.py)
+    ("sample-cv-centre-wrong-shape", lambda t: _run(gradient=ControlVariate(torch.zeros(3))), ValueError,
+     "centre must have shape [2]"),
+    ("sample-gradient-string", lambda t: _run(gradient="cv"), TypeError, "gradient must be"),
+    ("sample-zero-steps", lambda t: _run(num_steps=0), ValueError, "num_steps"),
+    ("sample-fractional-seed", lambda t: _run(seed=1.5), ValueError, "seed must be an integer"),
+    ("sample-negative-seed", lambda t: _run(seed=-1), ValueError, "seed must be an integer >= 0"),
+    ("sample-fractional-thin", lambda t: _run(thin=2.5), ValueError, "thin must be an integer"),
+    ("sample-burn-in-too-long", lambda t: _run(burn_in=10), ValueError, "burn_in (10) must be smaller"),
+    ("sample-resume-without-folder", lambda t: _run(resume=True), ValueError, "out_dir"),
+]
+
+CLI = [
+    ("config-malformed-toml", lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = [1,\n")),
+     CLIError, "cannot parse config"),
+    ("config-malformed-yaml", lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: [1\n")), CLIError,
+     "cannot parse config"),
+    ("config-malformed-json", lambda t: sample_cli(t, "--config", config(t, "c.json", '{"lr": 1e-4,}')), CLIError,
+     "c.json: Expecting property name"),
+    ("config-not-a-table", lambda t: sample_cli(t, "--config", config(t, "c.json", "[1, 2]")), CLIError,
+     "must hold a table of settings"),
+    ("config-string-steps", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'num_steps = "many"\n')),
+     CLIError, "c.toml) must be an integer, got 'many' (a string)"),
+    ("config-infinite-steps", lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = inf\n")),
+     CLIError, "num_steps (in"),
+    ("config-fractional-steps", lambda t: sample_cli(t, "--config", config(t, "c.yml", "num_steps: 2.5\n")),
+     CLIError, "must be an integer, got 2.5"),
+    ("config-string-lr", lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: fast\n")), CLIError,
+     "lr (in"),
+    ("config-bool-seed", lambda t: sample_cli(t, "--config", config(t, "c.toml", "seed = true\n")), CLIError,
+     "seed (in"),
+    ("config-hidden-string", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'hidden = "wide"\n')),
+     CLIError, "list of layer widths"),
+    ("config-hidden-zero", lambda t: sample_cli(t, "--config", config(t, "c.toml", "hidden = [0]\n")), CLIError,
+     "layer widths must be >= 1"),
+    ("config-schedule-number", lambda t: sample_cli(t, "--config", config(t, "c.toml", "schedule = 3\n")), CLIError,
+     "schedule (in"),
+    ("config-unknown-gradient", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'gradient = "sgd"\n')),
+     CLIError, "unknown gradient 'sgd'"),
+    ("config-unknown-key", lambda t: sample_cli(t, "--config", config(t, "c.toml", "learning_rate = 0.1\n")),
+     CLIError, "unknown keys"),
+    ("config-missing", lambda t: sample_cli(t, "--config", t / "nope.toml"), CLIError, "config file not found"),
+    ("config-wrong-suffix", lambda t: sample_cli(t, "--config", config(t, "c.ini", "lr=1\n")), CLIError,
+     "config must be .toml"),
+    ("flag-hidden-zero", lambda t: sample_cli(t, "--hidden", "0"), CLIError, "layer widths must be >= 1"),
+    ("flag-hidden-words", lambda t: sample_cli(t, "--hidden", "a,b"), CLIError, "comma-separated layer widths"),
+    ("flag-negative-seed", lambda t: sample_cli(t, "--seed", "-1"), CLIError, "--seed must be an integer >= 0"),
+    ("flag-huge-seed", lambda t: sample_cli(t, "--seed", str(2**70)), CLIError, "--seed must be at most"),
+    ("flag-zero-steps", lambda t: sample_cli(t, "--steps", "0"), CLIError, "--steps must be an integer >= 1"),
+    ("flag-zero-chains", lambda t: sample_cli(t, "--chains", "0"), CLIError, "--chains must be"),
+    ("flag-negative-lr", lambda t: sample_cli(t, "--lr", "-1"), CLIError, "lr must be positive"),
+    ("flag-burn-in-too-long", lambda t: sample_cli(t, "--burn-in", "50"), CLIError, "burn_in (50) must be smaller"),
+    ("flag-unknown-dataset", lambda t: sample_cli(t, "--dataset", "imagenet"), CLIError, "unknown data set 'imagenet'"),
+    ("offline-download", _offline_download, CLIError, "pass --data-dir DIR, or set $STRUCTMC_DATA=DIR"),
+    ("resume-nothing", lambda t: sample_cli(t, "--resume"), CLIError, "nothing to resume"),
+    ("diagnose-not-a-run-folder", _diagnose_not_a_run, CLIError, "is not a structmc run folder"),
+    ("diagnose-missing-folder", lambda t: cli("diagnose", t / "missing"), CLIError, "no such run folder"),
+    ("experiment-unknown-preset", lambda t: cli("experiment", "demo", "--preset", "huge"), CLIError,
+     "unknown preset 'huge'"),
+    ("experiment-unknown-name", lambda t: cli("experiment", "fig9"), CLIError, "unknown experiment 'fig9'"),
+    ("tune-bad-budget", lambda t: cli("tune", "--budget", "30 minutes"), CLIError, "--budget takes"),
+    ("tune-negative-seed", lambda t: cli("tune", "--seed", "-1"), CLIError, "--seed must be an integer >= 0"),
+]
+
+CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + \
+        [pytest.param(fn, exc, phrase, id=f"cli:{name}") for name, fn, exc, phrase in CLI]
+
+
+@pytest.mark.parametrize("do, exc, phrase", CASES)
+def test_bad_input_is_a_clear_error(tmp_path, do, exc, phrase):
+    with pytest.raises(exc, match=re.escape(phrase)):
+        do(tmp_path)
+
+
+def test_table_size():
+    assert len(API) >= 40 and len(CLI) >= 20
+
+
+# ---------------------------------------------------------------------------------------
+# the CLI's error convention
+# ---------------------------------------------------------------------------------------
+def test_debug_flag_and_env_show_the_traceback(tmp_path):
+    argv = ["sample", "--quiet", "--lr", "-1", "--out", str(tmp_path / "o")]
+    with pytest.raises(ValueError, match="lr must be positive"):
+        main(["--debug", *argv])
+    with mock.patch.dict(os.environ, {"STRUCTMC_DEBUG": "1"}), pytest.raises(ValueError, match="lr must be positive"):
+        main(argv)
+
+
+def test_real_bugs_are_not_swallowed(tmp_path):
+    with mock.patch("structmc.cli.cmd_sample", side_effect=RuntimeError("a bug")), \
+            pytest.raises(RuntimeError, match="a bug"):
+        main(["sample", "--quiet"])
+
+
+STRUCTMC = Path(sys.executable).with_name("structmc")
+
+
+@pytest.mark.skipif(not STRUCTMC.exists(), reason="the structmc console script is not installed")
+def test_console_script_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run([str(STRUCTMC), "sample", "--steps", "0", "--quiet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "structmc: error: --steps must be an integer >= 1, got 0"
+
+
+@pytest.mark.skipif(not STRUCTMC.exists(), reason="the structmc console script is not installed")
+def test_same_seed_same_draws_across_processes(tmp_path):
+    """``--seed`` fixes the model's initial weights and the chain: two processes agree."""
+    draws = []
+    for k in range(2):
+        out = tmp_path / f"r{k}"
+        proc = subprocess.run([str(STRUCTMC), "sample", "--dataset", "breast_cancer", "--model", "linear", "--steps", "50",
+                               "--burn-in", "10", "--chains", "1", "--quiet", "--out", str(out), "--seed", "3"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        chunks = sorted((out / "run" / "samples").glob("chunk_*.pt"))
+        assert chunks
+        draws.append([torch.load(c, weights_only=True) for c in chunks])
+    assert len(draws[0]) == len(draws[1])
+    for a, b in zip(*draws):
+        assert torch.equal(a["samples"], b["samples"]) and torch.equal(a["draw_steps"], b["draw_steps"])
