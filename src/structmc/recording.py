@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .chain import Chain
 from .space import ParamSpace
-from .storage import RunFolder
+from .storage import RunFolder, concat_info
 
 
 class InfoLog:
@@ -25,15 +25,25 @@ class InfoLog:
     a Python number becomes ``[S]``. Kept cheap in the hot loop: values are appended to lists
     and tensors are copied to the CPU in blocks of ``BLOCK`` iterations (one copy per block,
     not per step, so no per-step device-to-host transfer).
+
+    With a run ``folder`` the records are streamed to ``folder/info`` in chunks of about
+    ``WRITE_EVERY`` iterations; a checkpoint holds only the records not yet in a chunk
+    (:meth:`tail`), so neither a checkpoint nor, with ``keep=False``, memory grows with the
+    number of iterations.
     """
 
     BLOCK = 256
+    WRITE_EVERY = 4096
 
-    def __init__(self):
-        self._done: dict[str, list[Tensor]] = {}  # finished blocks on the CPU
+    def __init__(self, folder: RunFolder | None = None, *, keep: bool = True):
+        self.folder, self.keep = folder, keep or folder is None
+        self._done: dict[str, list[Tensor]] = {}  # finished blocks on the CPU, iterations [base, count)
         self._pending: dict[str, list] = {}
         self._count = 0  # iterations appended
         self._pending_count = 0
+        self._base = 0  # first iteration held in memory (records before it are only on disk)
+        self._written = 0  # iterations written to the folder
+        self._chunks = 0  # info chunks written
 
     def __len__(self) -> int:
         return self._count
@@ -47,6 +57,8 @@ class InfoLog:
         self._pending_count += 1
         if self._pending_count >= self.BLOCK:
             self._flush()
+            if self.folder is not None and self._count - self._written >= self.WRITE_EVERY:
+                self.write()
 
     def _new_keys(self, info: dict) -> None:
         """A key missing from earlier iterations (a record restored from an older checkpoint)
@@ -55,11 +67,12 @@ class InfoLog:
         if gone:
             raise ValueError(f"info records must have the same keys every iteration; missing now: {sorted(gone)}")
         self._flush()
+        held = self._count - self._base
         for key in info.keys() - self._pending.keys():
             self._pending[key] = []
-            if self._count:
+            if held:
                 shape = tuple(info[key].shape) if isinstance(info[key], Tensor) else ()
-                self._done[key] = [torch.full((*shape, self._count), math.nan, dtype=torch.float64)]
+                self._done[key] = [torch.full((*shape, held), math.nan, dtype=torch.float64)]
 
     def _flush(self) -> None:
         if not self._pending_count:
@@ -69,19 +82,74 @@ class InfoLog:
             values.clear()
         self._pending_count = 0
 
+    def write(self) -> None:
+        """Write the records not yet in the folder as the next info chunk (without ``keep``,
+        drop them from memory)."""
+        if self.folder is None or self._count == self._written:
+            return
+        self.folder.write_info_chunk(self._chunks, self.tail())
+        self._written, self._chunks = self._count, self._chunks + 1
+        if not self.keep:
+            self._done = {}
+            self._base = self._count
+
+    def tail(self) -> dict[str, Tensor]:
+        """The records not yet written to the folder (what a checkpoint stores)."""
+        self._flush()
+        n = self._count - self._written
+        return {k: _last(blocks, n) for k, blocks in self._done.items() if blocks} if n else {}
+
     def upto(self, steps: int | None = None) -> dict[str, Tensor]:
-        """``{key: [..., S]}`` for the first ``steps`` iterations (all by default)."""
+        """``{key: [..., S]}`` for the first ``steps`` iterations (all by default); records no
+        longer in memory are read back from the folder."""
         self._flush()
         steps = self._count if steps is None else steps
-        return {k: torch.cat(blocks, -1)[..., :steps].clone() for k, blocks in self._done.items()}
+        held = {k: torch.cat(blocks, -1) for k, blocks in self._done.items() if blocks}
+        if self._base:
+            held = concat_info([self.folder.read_info(self._chunks), held] if held else [self.folder.read_info(self._chunks)])
+        # torch.cat and concat_info return fresh tensors: copy only a cut
+        return {k: v if steps == v.shape[-1] else v[..., :steps].clone() for k, v in held.items()}
+
+    def state_dict(self) -> dict:
+        return {"info_written": self._written, "info_chunks": self._chunks}
+
+    def restore(self, state: dict, steps: int, tail: dict[str, Tensor]) -> None:
+        """Back to a checkpoint with streamed records: ``state`` (info chunks written) and the
+        checkpoint's ``tail``; later info chunks must already be dropped. Without ``keep`` only
+        the tail is held in memory (the chunks are checked, not loaded)."""
+        self.__init__(self.folder, keep=self.keep)
+        self._chunks, self._written, self._count = int(state["info_chunks"]), int(state["info_written"]), steps
+        held = next(iter(tail.values())).shape[-1] if tail else 0
+        if self._written + held != steps:
+            raise ValueError(f"inconsistent checkpoint: {self._written} + {held} iterations of records, at {steps}")
+        if self.keep:
+            records = concat_info([self.folder.read_info(self._chunks), tail])
+        else:
+            self.folder.verify_info(self._chunks)
+            self._base, records = self._written, tail
+        for key, value in records.items():
+            self._done[key] = [value.clone()]
+            self._pending[key] = []
 
     def load(self, info: dict[str, Tensor], steps: int) -> None:
         """Start from a saved log (a checkpoint's), cut at ``steps`` iterations."""
-        self.__init__()
+        self.__init__(self.folder, keep=self.keep)
         for key, value in info.items():
             self._done[key] = [value[..., :steps].clone()]
             self._pending[key] = []
         self._count = steps
+
+
+def _last(blocks: list[Tensor], n: int) -> Tensor:
+    """The last ``n`` iterations of a key's blocks, as a fresh tensor (cost: those iterations only)."""
+    out, got = [], 0
+    for b in reversed(blocks):
+        if got >= n:
+            break
+        take = min(n - got, b.shape[-1])
+        out.append(b[..., b.shape[-1] - take:])
+        got += take
+    return torch.cat(out[::-1], -1)
 
 
 def _stack(values: list) -> Tensor:
@@ -96,24 +164,27 @@ def _stack(values: list) -> Tensor:
 
 class DrawRecorder:
     """Keeps the draws: in memory (``[C, D, P]``, allocated once) and/or streamed to the run
-    folder in chunks of ``chunk_draws``. A checkpoint always refers to chunks on disk."""
+    folder in chunks of ``chunk_draws``. A checkpoint always refers to chunks on disk. Without
+    ``keep_in_memory`` nothing sized by the number of draws is held (only the pending chunk)."""
 
     def __init__(self, num_chains: int, dim: int, num_draws: int, *, dtype, device, keep_in_memory: bool = True,
                  folder: RunFolder | None = None, chunk_draws: int = 1000):
         self.C, self.P = num_chains, dim
         self.samples = (torch.empty(num_chains, num_draws, dim, dtype=dtype, device=device)
                         if keep_in_memory else None)
-        self.draw_steps = torch.empty(num_draws, dtype=torch.long)
+        self.draw_steps = torch.empty(num_draws, dtype=torch.long) if keep_in_memory else None
         self.folder, self.chunk_draws = folder, chunk_draws
         self.kept = self.written = self.chunks = 0
         self._pending: list[Tensor] = []  # draws not yet on disk, when not kept in memory
+        self._pending_steps: list[int] = []
 
     def add(self, theta: Tensor, iteration: int) -> None:
         if self.samples is not None:
             self.samples[:, self.kept].copy_(theta)
+            self.draw_steps[self.kept] = iteration
         else:
             self._pending.append(theta.detach().clone())
-        self.draw_steps[self.kept] = iteration
+            self._pending_steps.append(iteration)
         self.kept += 1
         if self.folder is not None and self.kept - self.written >= self.chunk_draws:
             self.flush()
@@ -123,34 +194,38 @@ class DrawRecorder:
         if self.folder is None or self.kept == self.written:
             return
         if self.samples is not None:
-            chunk = self.samples[:, self.written:self.kept]
+            chunk, steps = self.samples[:, self.written:self.kept], self.draw_steps[self.written:self.kept]
         else:
-            chunk = torch.stack(self._pending, 1)
-        self.folder.write_chunk(self.chunks, chunk, self.draw_steps[self.written:self.kept])
+            chunk, steps = torch.stack(self._pending, 1), torch.tensor(self._pending_steps, dtype=torch.long)
+        self.folder.write_chunk(self.chunks, chunk, steps)
         self._pending.clear()
+        self._pending_steps.clear()
         self.written, self.chunks = self.kept, self.chunks + 1
 
     def state_dict(self) -> dict:
         return {"kept": self.kept, "written": self.written, "chunks": self.chunks}
 
-    def restore(self, state: dict) -> None:
-        """Back to a checkpoint: drop later chunks, reload the kept draws from disk."""
+    def restore(self, state: dict, info_chunks: int | None = None) -> None:
+        """Back to a checkpoint: drop later chunks (and later info chunks), reload the kept
+        draws from disk (without ``keep_in_memory``, only check them)."""
         self.kept, self.written, self.chunks = state["kept"], state["written"], state["chunks"]
-        self.folder.drop_chunks_from(self.chunks)
+        self.folder.drop_chunks_from(self.chunks, info_chunks)
+        if self.samples is None:
+            self.folder.verify_chunks(self.chunks)
+            return
         got = self.folder.read_chunks(self.chunks)
         if got is not None:
             self.draw_steps[:self.kept] = got[1]
-            if self.samples is not None:
-                self.samples[:, :self.kept] = got[0].to(self.samples)
+            self.samples[:, :self.kept] = got[0].to(self.samples)
 
     def chain(self, space: ParamSpace, info: dict, config: dict) -> Chain:
         if self.samples is not None:
-            samples = self.samples[:, :self.kept]
+            samples, steps = self.samples[:, :self.kept], self.draw_steps[:self.kept].clone()
         elif self.written:
-            samples = self.folder.read_chunks()[0]
+            samples, steps = self.folder.read_chunks()
         else:
-            samples = torch.empty(self.C, 0, self.P)
-        return Chain(samples, space, self.draw_steps[:self.kept].clone(), info, config)
+            samples, steps = torch.empty(self.C, 0, self.P), torch.empty(0, dtype=torch.long)
+        return Chain(samples, space, steps, info, config)
 
 
 class Progress:

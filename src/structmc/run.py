@@ -12,9 +12,13 @@ draw recorder, the run folder (chunks, checkpoints, exact resume) and the progre
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
+import signal
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -24,7 +28,7 @@ from torch import Tensor
 
 from .batching import MODES, MinibatchStream
 from .chain import Chain
-from .energy import Energy, StatefulEnergy, as_energy
+from .energy import Energy, StatefulEnergy, as_energy, validate_data
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import DrawRecorder, InfoLog, Progress
@@ -95,9 +99,12 @@ class Run:
             raise TypeError(f"sampler must be a structmc sampler (SGLD(...), ...), got {type(sampler).__name__}")
         num_chains = _check_int("num_chains", num_chains, 1)
         seed = _check_int("seed", seed, 0)
+        if seed >= 2 ** 64:
+            raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
         if batching not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
         data = _as_data(data)
+        data_fingerprint = _data_fingerprint(data)
         if batch_size is not None:
             batch_size = _check_int("batch_size", batch_size, 1)
             if data is None:
@@ -111,9 +118,11 @@ class Run:
             energy = energy.fresh()
         if data is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
+        validate_data(energy, data)  # dtypes, widths, labels: a clear error before any compute
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
+        self._theta0, self._data = theta0, data  # only read to explain a divergence at iteration 1
         energy = sampler.target_energy(energy)
         sampler = sampler.prepare(energy)
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
@@ -140,6 +149,7 @@ class Run:
             "space": [(i.name, list(i.shape)) for i in energy.space.params],
             "layers": energy.space.to_config()["layers"],
             "config": {"sampler": sampler.config(), "gradient": estimator.config()},
+            "target": {"data": data_fingerprint, **_energy_fingerprint(energy)},
         }
 
     # -- advancing ---------------------------------------------------------------------------
@@ -179,12 +189,29 @@ class Run:
         if math.isfinite(float(total)):
             return
         name = self.sampler.name
+        if iteration == 1 and self._non_finite_at_start():
+            raise DivergenceError(f"{name}: the energy or its gradient is NaN/Inf at the initial point, before any "
+                                  "step: check init, the data and the prior (the step size is not the cause)", 1)
         if energy is not None and not bool(torch.isfinite(energy).all()):
             what = f"non-finite energy at iteration {iteration}"
         else:
             what = f"non-finite parameters after iteration {iteration}"
         hint = f" (lr={lr:.3g}); reduce the step size" if lr is not None else ""
         raise DivergenceError(f"{name}: {what}{hint}", iteration)
+
+    def _non_finite_at_start(self) -> bool:
+        """Energy and gradient of the base target at the initial positions on the first rows of
+        the data (no random draw: the run's stream is untouched)."""
+        base = getattr(self.energy, "cv_base", self.energy)
+        batch = None
+        if self._data is not None:
+            rows = min(64, int(self._data[0].shape[0]))
+            batch = tuple(t[:rows].expand(self._theta0.shape[0], *t[:rows].shape) for t in self._data)
+        try:
+            value, grad = base.value_and_grad(self._theta0, batch)
+        except Exception:  # noqa: BLE001  (a diagnosis only: keep the original error path)
+            return False
+        return not (bool(torch.isfinite(value).all()) and bool(torch.isfinite(grad).all()))
 
     def iterate(self, budget: Budget | int | None = None, *,
                 until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, object, dict]]:
@@ -296,9 +323,11 @@ def sample(
     checkpoint_every: int | None = None,
     chunk_draws: int = 1000,
     resume: bool = False,
+    overwrite: bool = False,
     keep_in_memory: bool = True,
     progress: bool | None = None,
     callback: Callable[[int, object], None] | None = None,
+    on_blowup: str = "warn",
 ) -> Chain:
     """Run ``num_chains`` chains of ``sampler`` on ``target`` and return the kept draws.
 
@@ -319,10 +348,19 @@ def sample(
     out_dir : stream draws to ``out_dir/samples`` in chunks of ``chunk_draws`` and write
         checkpoints every ``checkpoint_every`` iterations (and at the end). ``resume=True``
         continues from the last checkpoint and yields exactly the chain an uninterrupted run
-        would; ``num_steps`` may be raised to extend a finished run.
+        would; ``num_steps`` may be raised to extend a finished run. A new run refuses an
+        ``out_dir`` that is not empty unless ``resume=True`` or ``overwrite=True`` (which first
+        removes the previous run's files; a folder holding anything else is refused). Every
+        chunk and checkpoint is recorded with its digest in ``out_dir/manifest.json`` and
+        checked on resume and on loading. Ctrl-C (``KeyboardInterrupt``) during a run with an
+        ``out_dir`` finishes the current iteration, writes a checkpoint and re-raises, so
+        ``resume=True`` continues from there.
     keep_in_memory : keep draws in ``Chain.samples`` (otherwise read them back from ``out_dir``).
     progress : tqdm bar; ``None`` shows it only when stderr is a terminal.
     callback : ``callback(iteration, state)`` after every iteration.
+    on_blowup : ``"warn"`` (default), ``"raise"`` or ``"ignore"``: what to do when the minibatch
+        energy grows past 1000 times its initial magnitude (checked every 64 iterations), a chain
+        blowing up without (yet) becoming NaN; ``"raise"`` raises :class:`DivergenceError` as for NaN.
 
     ``Chain.info`` holds every iteration's records: the sampler's (``energy [C, S]``, ...),
     ``lr``, ``grad_evals`` and ``time`` (seconds in sampler steps). For budgets, scoring and
@@ -339,8 +377,12 @@ def sample(
     num_draws = _check_draws(num_steps, burn_in, thin)
     if checkpoint_every is not None:
         checkpoint_every = _check_int("checkpoint_every", checkpoint_every, 1)
+    if on_blowup not in ("warn", "raise", "ignore"):
+        raise ValueError(f"on_blowup must be 'warn', 'raise' or 'ignore', got {on_blowup!r}")
+    if resume and overwrite:
+        raise ValueError("resume=True and overwrite=True contradict each other: choose one")
     for flag, needs in ((checkpoint_every is not None, "checkpoint_every needs out_dir"),
-                        (resume, "resume=True needs out_dir"),
+                        (resume, "resume=True needs out_dir"), (overwrite, "overwrite=True needs out_dir"),
                         (not keep_in_memory, "keep_in_memory=False needs out_dir (draws would be lost)")):
         if flag and out_dir is None:
             raise ValueError(needs)
@@ -348,44 +390,124 @@ def sample(
               num_chains=num_chains, gradient=gradient)
     settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
     folder = RunFolder(out_dir) if out_dir is not None else None
+    if folder is not None and not resume:
+        if overwrite:
+            folder.clear()
+        elif not folder.is_empty():
+            raise ValueError(f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
+                             "continue that run, or overwrite=True to replace it")
     ckpt = _load_checkpoint(folder, settings, num_steps) if resume else None
     if folder is not None:
+        if resume and (folder.path / "diverged.json").exists():
+            (folder.path / "diverged.json").unlink()
         folder.create(settings)
     draws = DrawRecorder(num_chains, run.energy.space.dim, num_draws, dtype=run.theta.dtype, device=run.theta.device,
                          keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
-    log = InfoLog()
+    log = InfoLog(folder, keep=keep_in_memory)
     if ckpt is not None:
         run.load_state_dict(ckpt["run"])
-        draws.restore(ckpt["draws"])
-        log.load(ckpt["info"], run.iteration)
+        if "info_chunks" in ckpt["draws"]:  # records streamed to out_dir/info
+            draws.restore(ckpt["draws"], ckpt["draws"]["info_chunks"])
+            log.restore(ckpt["draws"], run.iteration, ckpt["info"])
+        else:  # older checkpoints hold the records
+            draws.restore(ckpt["draws"], 0)
+            log.load(ckpt["info"], run.iteration)
+    elif resume and folder is not None:  # nothing to resume from: start afresh, without stale chunks
+        folder.drop_chunks_from(0, 0)
 
     def checkpoint() -> None:
-        draws.flush()
+        draws.flush()  # the records: info chunks on disk plus the tail not yet in one
         folder.save_checkpoint({"format": CHECKPOINT_FORMAT, "settings": settings, "run": run.state_dict(),
-                                "draws": draws.state_dict(), "info": log.upto()})
+                                "draws": {**draws.state_dict(), **log.state_dict()}, "info": log.tail()})
 
+    watch = _BlowupWatch(run, on_blowup) if on_blowup != "ignore" else None
+    # Ctrl-C: finish the iteration, checkpoint, re-raise (a second Ctrl-C stops at once)
+    interrupted: list[bool] = []
+    previous = None
+    if (folder is not None and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        def on_sigint(signum, frame):
+            interrupted.append(True)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    recorded = False  # iteration t is fully recorded (log, draws): a consistent point to checkpoint
     bar = Progress(progress, num_steps, run.iteration, run.sampler.name)
     try:
         for t, state, info in run.iterate(num_steps - run.iteration):
             log.append(info)
             if t > burn_in and (t - burn_in) % thin == 0:
                 draws.add(state.theta, t)
+            recorded = True
+            if watch is not None and (watch.scale is None or t % _BlowupWatch.EVERY == 0 or t == num_steps):
+                watch.check(t, info)
             if callback is not None:
                 callback(t, state)
             if checkpoint_every is not None and t % checkpoint_every == 0:
                 checkpoint()
             bar.update(t, info)
+            if interrupted:
+                raise KeyboardInterrupt
+            recorded = False
     except DivergenceError as err:
         if folder is not None:
             draws.flush()
+            log.write()
             folder.mark_diverged(str(err), err.step)
         err.chain = draws.chain(run.energy.space, log.upto(), run.config())
         raise
+    except KeyboardInterrupt:
+        if folder is not None and recorded:
+            checkpoint()
+        raise
     finally:
         bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if folder is not None:
         checkpoint()
     return draws.chain(run.energy.space, log.upto(), run.config())
+
+
+class _BlowupWatch:
+    """Watches the minibatch energy for a chain blowing up without becoming NaN: every
+    ``EVERY`` iterations and at the last (one device read each), whether ``|U_t| > FACTOR · max(|U_1|, P, 1)`` for a
+    chain. Only growth counts: the energy falling during burn-in is normal, and the floor
+    ``P`` (about the energy's thermal spread) keeps a start near a mode from false alarms."""
+
+    EVERY = 64
+    FACTOR = 1e3
+
+    def __init__(self, run: Run, mode: str):
+        self.run, self.mode = run, mode
+        self.scale: Tensor | None = None
+        self.fired = False
+
+    def check(self, t: int, info: dict) -> None:
+        energy = info.get("energy")
+        if self.fired or not isinstance(energy, Tensor) or not energy.is_floating_point():
+            return
+        if self.scale is None:
+            self.scale = energy.detach().abs().to(torch.float64).clamp(min=max(1.0, float(self.run.energy.space.dim)))
+            self.first = energy.detach().to(torch.float64).clone()
+            return
+        ratio = energy.detach().abs().to(torch.float64) / self.scale
+        worst = int(ratio.argmax()) if ratio.numel() > 1 else 0
+        growth = float(ratio.reshape(-1)[worst])
+        if not (growth > self.FACTOR) or not math.isfinite(growth):
+            return
+        self.fired = True
+        now, first = float(energy.reshape(-1)[worst]), float(self.first.reshape(-1)[worst])
+        lr = info.get("lr")
+        msg = (f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
+               f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1"
+               + (f", chain {worst}" if ratio.numel() > 1 else "") + "). "
+               + (f"The step size lr={lr:.3g} may be too large: " if isinstance(lr, float) else "The step size may be too large: ")
+               + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
+               "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it.")
+        if self.mode == "raise":
+            raise DivergenceError(msg, t)
+        warnings.warn(msg, UserWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------------------
@@ -481,6 +603,69 @@ def _check_resume_compatible(old: dict, new: dict) -> None:
     for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
         if json_like(old.get(key)) != json_like(new.get(key)):
             raise ValueError(f"cannot resume: {key} differs from the checkpoint ({old.get(key)!r} vs {new.get(key)!r})")
+    if "target" not in old or "target" not in new:  # checkpoints from before target fingerprints
+        return
+    was, now = old["target"], new["target"]
+    changed = [f"{_TARGET_PARTS.get(key, key)} ({key}: {was.get(key)!r} vs {now.get(key)!r})"
+               for key in sorted(set(was) | set(now)) if json_like(was.get(key)) != json_like(now.get(key))]
+    if changed:
+        raise ValueError("cannot resume: the target changed since the checkpoint: " + "; ".join(changed))
+
+
+_TARGET_PARTS = {"data": "the data", "num_data": "the energy's num_data", "energy": "the energy's kind",
+                 "prior": "the prior", "likelihood": "the likelihood", "partition": "the partition",
+                 "log_prob": "the log density", "log_likelihood": "the log-likelihood", "log_prior": "the log prior"}
+
+
+def _tensor_fingerprint(t: Tensor, samples: int = 4096) -> str:
+    """A cheap hash of a tensor's values: blake2b over up to ``samples`` evenly strided elements,
+    with its shape and dtype."""
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    if n > samples:
+        flat = flat[torch.arange(samples, device=flat.device) * (n - 1) // (samples - 1)]
+    raw = flat.contiguous().cpu()
+    raw = raw.view(torch.uint8) if raw.dtype != torch.bool else raw.to(torch.uint8)
+    h = hashlib.blake2b(raw.numpy().tobytes(), digest_size=10)
+    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+    return h.hexdigest()
+
+
+def _data_fingerprint(data) -> list | None:
+    if data is None:
+        return None
+    return [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": _tensor_fingerprint(t)}
+            for t in data]
+
+
+def _energy_fingerprint(energy) -> dict:
+    """What defines the target besides the data: the energy's kind (outermost to innermost),
+    ``num_data``, and where known the prior, likelihood, log-density functions and partition."""
+    out: dict = {"num_data": energy.num_data}
+    kinds = []
+    e, seen = energy, 0
+    while e is not None and seen < 8:
+        kinds.append(type(e).__name__)
+        part = getattr(e, "partition", None)
+        if part is not None and hasattr(part, "num_groups") and "partition" not in out:
+            ids = getattr(part, "group_ids", None)
+            out["partition"] = {"num_groups": int(part.num_groups),
+                                "group_ids": _tensor_fingerprint(ids) if isinstance(ids, Tensor) else None}
+        if hasattr(e, "prior_std") and "prior" not in out:
+            prec = getattr(e, "_prior_precision", None)
+            out["prior"] = {"prior_std": repr(e.prior_std),
+                            "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
+        lik = getattr(e, "likelihood", None)
+        if lik is not None and hasattr(lik, "name") and "likelihood" not in out:
+            out["likelihood"] = {"name": lik.name, "noise_std": getattr(lik, "noise_std", None)}
+        for name in ("log_prob", "log_likelihood", "log_prior"):
+            f = getattr(e, name, None)
+            if callable(f) and name not in out:
+                out[name] = getattr(f, "__qualname__", type(f).__name__)
+        e = getattr(e, "base", None)
+        seen += 1
+    out["energy"] = kinds
+    return out
 
 
 def json_like(x):

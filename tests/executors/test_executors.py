@@ -293,7 +293,7 @@ def test_out_dir_gets_one_folder_per_chain(tmp_path, pool):
 def test_a_diverging_chain_is_named(request, executor_name):
     executor = None if executor_name == "serial" else request.getfixturevalue("pool")
     init = torch.tensor([[0.0, 0.0], [1e30, 1e30]])  # chain 1's energy overflows at once
-    with pytest.raises(sm.DivergenceError, match="chain 1: sgld: non-finite energy at iteration 1") as info:
+    with pytest.raises(sm.DivergenceError, match="chain 1: sgld: .*NaN/Inf at the initial point") as info:
         run_chains(gaussian_log_prob, init, sm.SGLD(0.1), 5, num_chains=2, executor=executor)
     assert info.value.step == 1 and info.value.chain.samples.shape == (1, 0, 2)
 

@@ -28,7 +28,9 @@ def _dist(name: str, v: torch.Tensor) -> str:
 def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
     """Load ``structmc.load_chain(run_dir)``, return a printable report and write plots.
 
-    The report gives the run settings, step size and energy, the distribution over *all*
+    A run that stopped on NaN/Inf or a blow-up (``diverged.json``) is reported with its
+    message and iteration; a missing or corrupted chunk is an error naming the file. The
+    report gives the run settings, step size and energy, the distribution over *all*
     parameters of rank-normalised split R-hat, bulk/tail ESS and Sokal IAC (vectorised, so
     fine for 10^5-10^6 parameters), and a :func:`summary` table of ``num_params`` parameters
     (half with the largest posterior variance, half uniformly at random with ``seed``).
@@ -36,10 +38,11 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     ``out_dir`` (default ``run_dir/diagnostics``) with ``summary.txt``; without matplotlib they
     are skipped and the report says so.
     """
-    from ..storage import load_chain
+    from ..storage import RunFolder, load_chain
 
     run_dir = Path(run_dir)
-    chain = load_chain(run_dir)
+    chain = load_chain(run_dir)  # a missing, truncated or altered chunk is an error naming it
+    diverged = RunFolder(run_dir).diverged()
     out = Path(out_dir) if out_dir is not None else run_dir / "diagnostics"
     C, D, P = chain.num_chains, chain.num_draws, chain.dim
     cfg = chain.config or {}
@@ -48,6 +51,9 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
              f"chain: {C} chains x {D} draws, {P} parameters"
              + (f"; sampler {sampler.get('sampler', sampler)}" if sampler else "")
              + (f"; gradient {cfg['gradient']}" if cfg.get("gradient") else "")]
+    if diverged is not None:
+        lines.append(f"DIVERGED at iteration {diverged.get('step')}: {diverged.get('message')} "
+                     "(the draws end there)")
     info = chain.info or {}
     if D:
         ds = chain.draw_steps
