@@ -29,6 +29,9 @@ class Chain:
         plus the sampler's own records (e.g. SGNHT's ``thermostat [C, S]``, a Metropolis
         sampler's acceptance).
     config : sampler, gradient estimator and run settings, for reports.
+    buffers : for a module with buffers (BatchNorm running statistics), each chain's buffers
+        at the end of the run (``[{name: tensor}]``, one per chain), which
+        :func:`structmc.predictive` uses for that chain's draws; ``None`` otherwise.
     """
 
     samples: Tensor
@@ -36,6 +39,7 @@ class Chain:
     draw_steps: Tensor
     info: dict[str, Tensor] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    buffers: list[dict[str, Tensor]] | None = None
 
     @property
     def num_chains(self) -> int:

@@ -16,6 +16,13 @@ def _draw_groups(energy: ModuleEnergy, draws: Chain | Tensor, chain: int | None)
     """``[(samples [S, P], buffers or None)]``: one group per chain when the module has buffers
     (each chain's draws with that chain's own running statistics), else all draws pooled."""
     P = energy.space.dim
+    if isinstance(draws, Chain) and draws.buffers is not None and energy.has_buffers:
+        # the chain carries its own buffers (sample() ran on a copy of the energy)
+        if chain is not None:
+            if not 0 <= chain < draws.num_chains:
+                raise ValueError(f"draws have {draws.num_chains} chains; no chain {chain}")
+            return [(draws.samples[chain], draws.buffers[chain])]
+        return [(draws.samples[c], draws.buffers[c]) for c in range(draws.num_chains)]
     samples = draws.samples if isinstance(draws, Chain) else draws
     per_chain = samples.dim() == 3  # [C, D, P]
     if chain is not None:

@@ -466,7 +466,20 @@ def sample(
             signal.signal(signal.SIGINT, previous)
     if folder is not None:
         checkpoint()
-    return draws.chain(run.energy.space, log.upto(), run.config())
+    chain = draws.chain(run.energy.space, log.upto(), run.config())
+    chain.buffers = _chain_buffers(run.energy, num_chains)
+    return chain
+
+
+def _chain_buffers(energy, num_chains: int):
+    """Each chain's module buffers (BatchNorm statistics) at the end of the run: ``sample``
+    works on a copy of the energy, so the chain carries them for ``predictive``."""
+    base = getattr(energy, "cv_base", energy)
+    if not getattr(base, "has_buffers", False):
+        return None
+    if base.buffer_chains not in (None, num_chains):
+        return None
+    return [{k: v.detach().clone() for k, v in base.chain_buffers(c).items()} for c in range(num_chains)]
 
 
 class _BlowupWatch:

@@ -249,3 +249,26 @@ def test_check_finite_at_names_the_bad_chains():
         energy_module.check_finite_at(energy, theta, None)
     value, grad = energy_module.check_finite_at(energy, theta[[0, 2]], None)
     assert value.shape == (2,) and grad.shape == (2, 2)
+
+
+def test_sample_returns_each_chains_buffers_for_predictive_with_the_users_energy():
+    """sample() works on a copy of the energy (num_data is filled in): the Chain carries each
+    chain's BatchNorm statistics, so predictive(user_energy, chain) uses them, no warning."""
+    import warnings
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 3))
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(40, 3, generator=g) + 2.0, torch.randint(0, 3, (40,), generator=g)
+    user = ModuleEnergy(net)  # num_data=None: sample() copies it
+    chain = sm.sample(user, None, sm.SGLD(1e-2), 12, data=(X, y), batch_size=10, num_chains=2, progress=False)
+    assert chain.buffers is not None and len(chain.buffers) == 2
+    assert not torch.allclose(chain.buffers[0]["1.running_mean"], chain.buffers[1]["1.running_mean"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        probs = sm.predictive(user, chain, X)["probs"]
+    pooled = (_manual_probs(user, chain.samples[0], chain.buffers[0], X)
+              + _manual_probs(user, chain.samples[1], chain.buffers[1], X)) / 2
+    torch.testing.assert_close(probs, pooled)
+    torch.testing.assert_close(sm.predictive(user, chain, X, chain=1)["probs"],
+                               _manual_probs(user, chain.samples[1], chain.buffers[1], X))
