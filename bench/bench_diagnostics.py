@@ -12,6 +12,7 @@
     python bench/bench_diagnostics.py --quick    # smaller sizes, ~20 s
     python bench/bench_diagnostics.py --device cuda   # structmc on GPU (references stay on CPU)
     python bench/bench_diagnostics.py --ksd-d 100000 --skip-mixing   # KSD at n = 2,000, d = 10^5
+    python bench/bench_diagnostics.py --skip-ksd      # only the mixing diagnostics
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def main() -> None:
     ap.add_argument("--subset", type=int, default=None, help="parameters timed for the reference loops")
     ap.add_argument("--ksd-d", type=int, default=None, help="KSD dimension (default 10,000)")
     ap.add_argument("--skip-mixing", action="store_true", help="only the KSD part")
+    ap.add_argument("--skip-ksd", action="store_true", help="only the mixing part")
     args = ap.parse_args()
     if args.quick:
         C, D, P, subset, n, d, repeats = 4, 1000, 1000, 50, 500, 2000, 2
@@ -155,6 +157,8 @@ def main() -> None:
         print(f"{'quantity':<20} {'structmc s':>11} {'reference':<22} {'ref s (extrap.)':>16} {'speed-up':>9}")
         for name, t, label, rt, ratio in rows:
             print(f"{name:<20} {t:>11.2f} {label:<22} {rt:>16.2f} {ratio:>8.1f}x")
+    if args.skip_ksd:
+        return
     t_ksd, t_gram, mem = bench_ksd(n, d, args.device, max(repeats, 2))
     print(f"\nKSD (IMQ, V-statistic) at n = {n}, d = {d} (float32):")
     print(f"{'ksd()':<34} {t_ksd:>8.3f} s")
