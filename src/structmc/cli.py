@@ -217,8 +217,6 @@ def _sample_models() -> list[str]:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    import torch
-
     from . import ControlVariate, find_map, predictive, sample
     from .diagnostics import classification_metrics, regression_metrics
     from .samplers import sampler_from_config
@@ -307,8 +305,6 @@ def _budget(text: str):
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune a sampler's hyperparameters on a built-in model / data set (MAMBA, grid search or
     the heuristic) and write the trace, the plot and a report with the chosen arm."""
-    import torch
-
     from . import find_map
     from .tuning import grid, grid_search, heuristic, lr_from_paper, mamba
 

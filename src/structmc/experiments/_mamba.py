@@ -55,8 +55,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +68,7 @@ from ..executors import as_executor
 from ..run import Budget, DivergenceError
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
+from ._shared import jsonable as _jsonable, threads as Threads, versions
 
 SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = ("M-KSD", "M-FSSD", "Grid", "Heuristic")
@@ -420,7 +419,7 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, t
             out["burn_in_iterations"] = run.iteration
             rest = total - part if kind == "seconds" else max(1, int(total - int(part)))
             budget = Budget(**{kind: rest})
-        it0, t0 = run.iteration, run.elapsed
+        t0 = run.elapsed
         t_start = t0
         k = 0
         cap = None if max_ksd_samples is None else max(2, 2 * int(max_ksd_samples))
@@ -777,58 +776,23 @@ def plot_tuning_time(path, tuned: Mapping[str, Mapping[str, dict]], target: floa
 # ---------------------------------------------------------------------------------------------
 # misc
 # ---------------------------------------------------------------------------------------------
-def versions() -> dict:
-    from .. import __version__
 
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "structmc": __version__,
-           "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
-    for mod in ("numpy", "matplotlib"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except ImportError:  # pragma: no cover
-            out[mod] = None
-    return out
+
+def _convert(x):
+    if isinstance(x, Budget):
+        return budget_dict(x)
+    if callable(x) and not isinstance(x, (int, float, str, bool)) and not hasattr(x, "to_dict"):
+        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}"
+    return NotImplemented
 
 
 def jsonable(x):
-    """Tensors to lists, inf/NaN to strings, Arms to dicts, recursively."""
-    if isinstance(x, Tensor):
-        return jsonable(x.tolist())
-    if isinstance(x, Arm):
-        return x.to_dict()
-    if isinstance(x, Budget):
-        return budget_dict(x)
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    if isinstance(x, Mapping):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if callable(x) and not isinstance(x, (int, float, str, bool)):
-        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}"
-    return x
+    """A JSON-ready copy (:func:`._shared.jsonable`); Arms and Budgets as dicts, functions by name."""
+    return _jsonable(x, _convert)
 
 
 def write_json(path, obj) -> None:
     Path(path).write_text(json.dumps(jsonable(obj), indent=1))
-
-
-class Threads:
-    """``with Threads(n):`` sets ``torch.set_num_threads(n)`` (``None``: unchanged) and restores it."""
-
-    def __init__(self, n: int | None):
-        self.n, self.old = n, None
-
-    def __enter__(self):
-        if self.n is not None:
-            self.old = torch.get_num_threads()
-            torch.set_num_threads(int(self.n))
-        return self
-
-    def __exit__(self, *exc):
-        if self.old is not None:
-            torch.set_num_threads(self.old)
-        return False
 
 
 __all__ = [

@@ -42,9 +42,6 @@ orderings the paper states. Each row's verdict follows the rule in :class:`Confi
 from __future__ import annotations
 
 import json
-import os
-import platform
-import sys
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -58,6 +55,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import Partition, by_finer_nodes, by_neuron, custom
 from ..zoo import energy_for
+from ._shared import default_data_dir, jsonable as _jsonable, pyplot as _pyplot, threads, versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 #: Table 2, batch 3,000 (the only cells stated in the text; "the highest accuracy ... 90.75 %
@@ -88,7 +86,6 @@ BLOCKS_NOTE = ("Blocks: the paper's 130 (Sect. 4.4) instead of the reference cod
                "(fewer, larger first-layer blocks), so the chain gets ~5x more sweeps in the same time; the later "
                "layers' node blocks, whose small proposal variances make them the slow part of the transient, are "
                "identical. Larger first-layer blocks lower that layer's acceptance at the same σ².")
-_REPO = Path(__file__).resolve().parents[3]
 _FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
           "t10k-labels-idx1-ubyte.gz")
 
@@ -180,13 +177,6 @@ def make_partition(space, cfg: Config) -> Partition:
 # ---------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------
-def default_data_dir() -> Path | None:
-    """``$STRUCTMC_DATA``, else ``../shared/data`` next to the repository where it exists."""
-    env = os.environ.get("STRUCTMC_DATA")
-    if env:
-        return Path(env)
-    cand = _REPO.parent / "shared" / "data"
-    return cand if cand.is_dir() else None
 
 
 def synthetic_images(num_train: int, num_test: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -410,20 +400,6 @@ def batch_verdict(acc_by_batch: Mapping[int, float], slack: float) -> str:
 # ---------------------------------------------------------------------------------------
 # the experiment
 # ---------------------------------------------------------------------------------------
-def versions() -> dict:
-    import numpy
-
-    from .. import __version__ as structmc_version
-
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": numpy.__version__,
-           "structmc": structmc_version, "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
-    try:
-        import matplotlib
-
-        out["matplotlib"] = matplotlib.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    return out
 
 
 def reductions(cfg: Config, preset: str, full: Config) -> list[str]:
@@ -446,23 +422,6 @@ def _resolve(config: Config | str) -> tuple[Config, str]:
     from . import resolve_preset
 
     return resolve_preset(config, PRESETS)
-
-
-class threads:
-    """Context manager: ``torch.set_num_threads(n)`` inside, the previous count restored after."""
-
-    def __init__(self, n: int | None):
-        self.n = n
-
-    def __enter__(self):
-        self.before = torch.get_num_threads()
-        if self.n:
-            torch.set_num_threads(int(self.n))
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.before)
-        return False
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-mnist", progress: bool | None = None) -> dict:
@@ -659,26 +618,9 @@ def _markdown(report: dict, cfg: Config) -> str:
     return "\n".join(lines)
 
 
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
 # ---------------------------------------------------------------------------------------
 # figures
 # ---------------------------------------------------------------------------------------
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
-        return None
-    return plt
 
 
 def _plots(out: Path, report: dict, examples: dict, cfg: Config) -> None:

@@ -70,10 +70,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -89,6 +86,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import by_neuron
 from ..zoo import energy_for
+from ._shared import default_data_dir, versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
 
@@ -147,13 +145,6 @@ FIGURES = {
 
 
 # -- data ----------------------------------------------------------------------------------------
-def default_data_dir() -> Path | None:
-    """``$STRUCTMC_DATA`` if set, else ``../shared/data`` next to the repository if it exists."""
-    env = os.environ.get("STRUCTMC_DATA")
-    if env:
-        return Path(env).expanduser()
-    shared = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    return shared if shared.is_dir() else None
 
 
 def load_data(cfg: Config, data_dir=None):
@@ -373,17 +364,6 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
 
 
 # -- entry point -----------------------------------------------------------------------------------
-def _versions() -> dict:
-    from .. import __version__
-
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "structmc": __version__,
-           "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
-    for mod in ("numpy", "matplotlib"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except ImportError:  # pragma: no cover
-            out[mod] = None
-    return out
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", progress: bool | None = None, *,

@@ -67,11 +67,8 @@ rule written in it. ``Config.num_threads``: on a shared 2-core machine one torch
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import platform
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -87,6 +84,7 @@ from ..tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, 
 from ..tuning.metrics import KSD, FunctionMetric
 from ..tuning.task import evenly
 from ..zoo import energy_for
+from ._shared import jsonable as _jsonable, threads as torch_threads, versions as _versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 SAMPLERS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
@@ -235,18 +233,6 @@ def compute_map(energy, x: Tensor, y: Tensor, *, steps: int, lr: float, batch: f
     b = max(1, int(math.floor(batch * len(y))))
     return find_map(energy, energy.initial_position(), data=(x, y), batch_size=None if b >= len(y) else b,
                     num_steps=steps, lr=lr, seed=seed)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        if n is not None:
-            torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------
@@ -653,17 +639,6 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------
-def _versions() -> dict:
-    from .. import __version__
-
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "structmc": __version__,
-           "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
-    for mod in ("numpy", "matplotlib"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except ImportError:  # pragma: no cover
-            out[mod] = None
-    return out
 
 
 def _reduced(cfg: Config) -> list[str]:
@@ -857,18 +832,6 @@ def _plot(out: Path, report: dict) -> None:
     fig.tight_layout()
     fig.savefig(out / FIGURES["table3"], dpi=100)
     plt.close(fig)
-
-
-def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, Tensor):
-        return _jsonable(x.tolist())
-    return x
 
 
 __all__ = ["Config", "PRESETS", "run", "SAMPLERS", "METHODS", "PAPER_ECE", "PAPER_MCE", "load_data", "make_energy",

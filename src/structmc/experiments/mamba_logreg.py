@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -64,6 +63,7 @@ from .. import Budget, LogDensityEnergy, find_map, sample
 from ..data.synthetic import logistic_regression_data
 from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
+from ._shared import progress_log
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
 
@@ -374,12 +374,6 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
 # ---------------------------------------------------------------------------------------------
 # run
 # ---------------------------------------------------------------------------------------------
-def _log_fn(progress):
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    if not show:
-        return None
-    t0 = time.perf_counter()
-    return lambda msg: print(f"[mamba-logreg {time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-logreg", progress: bool | None = None) -> dict:
@@ -394,7 +388,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-logreg
         raise ValueError(f"unknown sampler(s)/method(s) {unknown}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    log = _log_fn(progress)
+    log = progress_log("mamba-logreg", progress)
     with M.Threads(cfg.threads):
         return _run(cfg, preset, out, log)
 

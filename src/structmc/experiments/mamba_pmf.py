@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -61,6 +60,7 @@ from ..data.base import Dataset
 from ..tuning import Arm, FunctionMetric, Problem
 from ..zoo import energy_for
 from . import _mamba as M
+from ._shared import default_data_dir, progress_log
 
 PAPER_R = 10.0  # seconds, App. C.2.3
 METHODS = ("MAMBA", "Grid", "Heuristic")
@@ -146,13 +146,6 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
-def default_data_dir() -> Path | None:
-    """``$STRUCTMC_DATA`` if set, else ``../shared/data`` next to the repository if it exists."""
-    env = os.environ.get("STRUCTMC_DATA")
-    if env:
-        return Path(env).expanduser()
-    shared = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    return shared if shared.is_dir() else None
 
 
 def simulated_ratings(num_users: int = 943, num_items: int = 1682, num_ratings: int = 100_000, *, rank: int = 5,
@@ -285,12 +278,6 @@ def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -
 # ---------------------------------------------------------------------------------------------
 # run
 # ---------------------------------------------------------------------------------------------
-def _log_fn(progress):
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    if not show:
-        return None
-    t0 = time.perf_counter()
-    return lambda msg: print(f"[mamba-pmf {time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-pmf", progress: bool | None = None) -> dict:
@@ -305,7 +292,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-pmf", 
         raise ValueError(f"unknown sampler(s)/method(s) {unknown}; methods are {METHODS}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    log = _log_fn(progress)
+    log = progress_log("mamba-pmf", progress)
     with M.Threads(cfg.threads):
         return _run(cfg, preset, out, log)
 

@@ -66,7 +66,8 @@ from ..run import Budget
 from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
-from .mamba_bnn import _jsonable, _versions, evaluate_arm, load_data, log_loss_metric, mamba_budget, torch_threads
+from ._shared import jsonable as _jsonable, threads as torch_threads, versions as _versions
+from .mamba_bnn import evaluate_arm, load_data, log_loss_metric, mamba_budget
 
 #: Alexos, Boyd & Mandt (2022), Sect. 9.1 (MNIST, 784-50-50-10, 100,000 samples after 150,000 burn-in).
 PAPER_ACCURACY = {"defaults": 96.3, "pSGLD": 94.2}

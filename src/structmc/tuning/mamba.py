@@ -23,13 +23,12 @@ gradient-evaluation budget the choice and the trace are identical on every backe
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
