@@ -17,14 +17,6 @@ ORDERINGS = {"approx_above_exact", "approx_less_volatile", "depth_layers", "dept
              "approx_above_exact_acc", "acc_iqr_exact", "acc_iqr_depth", "runtime"}
 
 
-@pytest.fixture
-def no_files(tmp_path, monkeypatch):
-    """No data folder anywhere: the experiment must fall back to the simulator."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("STRUCTMC_DATA", str(empty))
-    monkeypatch.setenv("STRUCTMC_CACHE", str(empty))
-    return empty
 
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files):

@@ -18,14 +18,6 @@ from structmc.tuning import Arm, Problem
 VERDICTS = {"agrees", "differs", "n/a"}
 
 
-@pytest.fixture
-def no_files(tmp_path, monkeypatch):
-    """No data folder anywhere: the experiment falls back to the synthetic stand-in."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("STRUCTMC_DATA", str(empty))
-    monkeypatch.setenv("STRUCTMC_CACHE", str(empty))
-    return empty
 
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path):

@@ -16,14 +16,6 @@ from structmc.experiments import mamba_pmf as P
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
 
-@pytest.fixture
-def no_files(tmp_path, monkeypatch):
-    """No data folder anywhere: the experiment must fall back to the simulator."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("STRUCTMC_DATA", str(empty))
-    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
-    return empty
 
 
 def test_simulated_ratings_look_like_movielens():

@@ -86,20 +86,29 @@ def test_same_seed_same_choice_and_trace():
     assert a.best_index == b.best_index and strip(a) == strip(b)
 
 
-def test_arms_continue_their_run_across_rounds():
-    """restart="state": a surviving arm is one chain of r_0 + r_1 iterations."""
-    energy, data, model = linreg(N=12, d=2)
-    arm = Arm({"name": "sgld", "lr": 0.02}, 6)
-    other = [Arm({"name": "sgld", "lr": 0.6}, 6), Arm({"name": "sgld", "lr": 0.6}, 3)]
-    res = mamba(energy, torch.zeros(2, dtype=torch.float64), [arm, *other], Budget(iterations=60), data=data,
-                seed=5, thin=1, progress=False)
-    assert res.best_index == 0 and len(res.rounds) == 1
-    # direct: the same Run for 20 iterations
+def test_arms_continue_their_run_across_rounds(tmp_path):
+    """restart="state": the surviving arm is one chain of r_0 + r_1 iterations, bit for bit."""
     from structmc.tuning import Problem, arm_seed
-    p = Problem(energy, torch.zeros(2, dtype=torch.float64), data=data)
-    run = p.run(arm, seed=arm_seed(5, 0))
-    ch = run.sample(20)
-    assert ch.num_draws == 20
+
+    energy, data, model = linreg(N=12, d=2)
+    init = torch.zeros(2, dtype=torch.float64)
+    arms = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[None, 6, 3])
+    res = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, out_dir=tmp_path,
+                progress=False)
+    best = res.best_index
+    total = sum(r["budget"]["iterations"] for r in res.rounds)  # 20 + 60
+    assert total == 80 and all(best in r["arms"] for r in res.rounds)
+    saved = torch.load(tmp_path / "arm_states.pt", weights_only=False)[best]["state"]
+    direct = Problem(energy, init, data=data).run(arms[best], seed=arm_seed(5, best))
+    direct.sample(total)
+    assert saved["iteration"] == total
+    assert torch.equal(saved["sampler_state"]["theta"], direct.theta.cpu())
+    # restart="position" re-seeds each round: the same arm ends elsewhere
+    other = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, restart="position",
+                  out_dir=tmp_path / "position", progress=False)
+    if other.best_index == best:
+        pos = torch.load(tmp_path / "position" / "arm_states.pt", weights_only=False)[best]["theta"]
+        assert not torch.equal(pos, direct.theta.cpu())
 
 
 def test_all_samples_option_and_fssd_metric_run():
