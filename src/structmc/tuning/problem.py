@@ -9,7 +9,6 @@ and over samples so that memory stays bounded.
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Sequence
 
 import torch
@@ -148,15 +147,6 @@ class Problem:
     def score_cost(self) -> int:
         """Data points one score evaluates (1 without data)."""
         return 1 if self.score_points is None else int(self.score_points[0].shape[0])
-
-    def __getstate__(self):
-        return self.__dict__.copy()
-
-
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0
 
 
 __all__ = ["Problem"]
