@@ -44,6 +44,7 @@ class InfoLog:
         self._base = 0  # first iteration held in memory (records before it are only on disk)
         self._written = 0  # iterations written to the folder
         self._chunks = 0  # info chunks written
+        self.before_write = None  # called before records go to disk (the run loop's NaN/Inf check)
 
     def __len__(self) -> int:
         return self._count
@@ -87,11 +88,27 @@ class InfoLog:
         drop them from memory)."""
         if self.folder is None or self._count == self._written:
             return
+        if self.before_write is not None:
+            self.before_write()
         self.folder.write_info_chunk(self._chunks, self.tail())
         self._written, self._chunks = self._count, self._chunks + 1
         if not self.keep:
             self._done = {}
             self._base = self._count
+
+    def truncate(self, steps: int) -> None:
+        """Keep the records of the first ``steps`` iterations (those after a divergence go);
+        records already written to the folder stay."""
+        if steps >= self._count:
+            return
+        if steps < max(self._written, self._base):
+            raise ValueError(f"cannot cut the records to {steps} iterations: {self._written} are on disk")
+        self._flush()
+        keep = steps - self._base
+        for key, blocks in self._done.items():
+            if blocks:
+                self._done[key] = [torch.cat(blocks, -1)[..., :keep].clone()]
+        self._count = steps
 
     def tail(self) -> dict[str, Tensor]:
         """The records not yet written to the folder (what a checkpoint stores)."""
@@ -177,6 +194,7 @@ class DrawRecorder:
         self.kept = self.written = self.chunks = 0
         self._pending: list[Tensor] = []  # draws not yet on disk, when not kept in memory
         self._pending_steps: list[int] = []
+        self.before_write = None  # called before draws go to disk (the run loop's NaN/Inf check)
 
     def add(self, theta: Tensor, iteration: int) -> None:
         if self.samples is not None:
@@ -193,6 +211,8 @@ class DrawRecorder:
         """Write the draws not yet on disk as the next chunk."""
         if self.folder is None or self.kept == self.written:
             return
+        if self.before_write is not None:
+            self.before_write()
         if self.samples is not None:
             chunk, steps = self.samples[:, self.written:self.kept], self.draw_steps[self.written:self.kept]
         else:
@@ -201,6 +221,17 @@ class DrawRecorder:
         self._pending.clear()
         self._pending_steps.clear()
         self.written, self.chunks = self.kept, self.chunks + 1
+
+    def truncate(self, before_iteration: int) -> None:
+        """Drop the draws of iterations ``>= before_iteration`` not yet on disk (after a
+        divergence found late: those draws are not finite)."""
+        if self.samples is not None:
+            steps = self.draw_steps[self.written:self.kept]
+            self.kept = self.written + int((steps < before_iteration).sum())
+        else:
+            keep = sum(1 for s in self._pending_steps if s < before_iteration)
+            del self._pending[keep:], self._pending_steps[keep:]
+            self.kept = self.written + keep
 
     def state_dict(self) -> dict:
         return {"kept": self.kept, "written": self.written, "chunks": self.chunks}

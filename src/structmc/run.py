@@ -94,10 +94,12 @@ class Run:
 
     def __init__(self, target: Energy | Callable, init: Tensor | None, sampler: Sampler, *,
                  data: Sequence[Tensor] | None = None, batch_size: int | None = None, batching: str = "epoch",
-                 seed: int = 0, num_chains: int = 1, gradient: str | Minibatch | ControlVariate = "minibatch"):
+                 seed: int = 0, num_chains: int = 1, gradient: str | Minibatch | ControlVariate = "minibatch",
+                 check_every: int = 32):
         if not isinstance(sampler, Sampler):
             raise TypeError(f"sampler must be a structmc sampler (SGLD(...), ...), got {type(sampler).__name__}")
         num_chains = _check_int("num_chains", num_chains, 1)
+        self.check_every = _check_int("check_every", check_every, 1)
         seed = _check_int("seed", seed, 0)
         if seed >= 2 ** 64:
             raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
@@ -143,6 +145,7 @@ class Run:
         self.state = sampler.init(theta0, self.generator)
         self.iteration = 0
         self.elapsed = 0.0
+        self._unchecked: list[tuple[Tensor, object, float | None]] = []  # (total, energy, lr) per iteration
         self._settings = {
             "seed": seed, "num_chains": num_chains, "batch_size": batch_size, "batching": batching,
             "num_data": energy.num_data, "dim": energy.space.dim,
@@ -164,8 +167,13 @@ class Run:
 
     def step(self) -> dict:
         """One iteration; returns its info (the sampler's records plus ``lr``, ``grad_evals``
-        and ``time``, the seconds spent in steps so far). Raises :class:`DivergenceError`
-        when the energy or the parameters become NaN/Inf."""
+        and ``time``, the seconds spent in steps so far).
+
+        NaN/Inf is checked without a device-to-host read per iteration: each iteration adds
+        ``Σ energy + Σ θ`` (non-finite iff either is) to a list that is read in one transfer
+        every ``check_every`` iterations and by :meth:`check_finite`. A divergence therefore
+        raises :class:`DivergenceError` up to ``check_every - 1`` iterations late, naming the
+        first non-finite iteration (exactly, from the list)."""
         t = self.iteration
         lr = self.sampler.lr(t) if self.sampler.lr is not None else None
         evals = self.oracle.grad_evals
@@ -174,20 +182,35 @@ class Run:
         if isinstance(self.energy, StatefulEnergy):
             self.energy.observe(self.state.theta)
         self.elapsed += time.perf_counter() - t0
-        self._check_finite(info, lr, t + 1)
         self.iteration = t + 1
+        energy = info.get("energy")
+        total = self.state.theta.sum() if energy is None else energy.sum() + self.state.theta.sum()
+        self._unchecked.append((total, energy, lr))
+        if len(self._unchecked) >= self.check_every:
+            self.check_finite()
         if lr is not None:
             info["lr"] = lr
         info["grad_evals"] = self.oracle.grad_evals - evals
         info["time"] = self.elapsed
         return info
 
-    def _check_finite(self, info: dict, lr: float, iteration: int) -> None:
-        """One device-to-host read per iteration: energy and parameters together."""
-        energy = info.get("energy")
-        total = self.state.theta.sum() if energy is None else energy.sum() + self.state.theta.sum()
-        if math.isfinite(float(total)):
+    def check_finite(self) -> None:
+        """Read the NaN/Inf flags of the iterations not checked yet (one device-to-host
+        transfer); raise :class:`DivergenceError` naming the first non-finite iteration.
+        The run loop calls it every ``check_every`` iterations, at the end of every
+        :meth:`iterate` and before anything is written to a run folder."""
+        pending = self._unchecked
+        if not pending:
             return
+        totals = torch.stack([p[0] for p in pending])
+        finite = torch.isfinite(totals)
+        if bool(finite.all()):
+            pending.clear()
+            return
+        bad = int((~finite).nonzero()[0, 0])
+        iteration = self.iteration - len(pending) + bad + 1
+        _, energy, lr = pending[bad]
+        pending.clear()
         name = self.sampler.name
         if iteration == 1 and self._non_finite_at_start():
             raise DivergenceError(f"{name}: the energy or its gradient is NaN/Inf at the initial point, before any "
@@ -218,7 +241,12 @@ class Run:
         """Yield ``(iteration, state, info)`` after each iteration (``iteration`` counts from 1
         over the whole run) until ``budget`` (a :class:`Budget` or a number of iterations,
         counted from this call) is used up or ``until(iteration, state, info)`` is true. With
-        neither, it runs until the caller stops. The state is live: copy what you keep."""
+        neither, it runs until the caller stops. The state is live: copy what you keep.
+
+        NaN/Inf is detected every ``check_every`` iterations and when the budget or ``until``
+        ends the call (see :meth:`step`): states yielded up to ``check_every - 1`` iterations
+        past a divergence can be non-finite, and the :class:`DivergenceError` names the first
+        bad iteration. A caller that breaks out early calls :meth:`check_finite` to be sure."""
         budget = _as_budget(budget)
         it0, sec0, ev0 = self.iteration, self.elapsed, self.oracle.grad_evals
         if budget is not None and budget.iterations == 0:
@@ -231,11 +259,13 @@ class Run:
                                  "ends: give iterations or seconds")
             yield self.iteration, self.state, info
             if until is not None and until(self.iteration, self.state, info):
+                self.check_finite()
                 return
             if budget is not None and (
                     (budget.iterations is not None and self.iteration - it0 >= budget.iterations)
                     or (budget.seconds is not None and self.elapsed - sec0 >= budget.seconds)
                     or (budget.grad_evals is not None and self.oracle.grad_evals - ev0 >= budget.grad_evals)):
+                self.check_finite()
                 return
 
     def sample(self, budget: Budget | int, *, thin: int = 1, burn_in: int = 0, progress: bool | None = False) -> Chain:
@@ -328,6 +358,7 @@ def sample(
     progress: bool | None = None,
     callback: Callable[[int, object], None] | None = None,
     on_blowup: str = "warn",
+    check_every: int = 32,
 ) -> Chain:
     """Run ``num_chains`` chains of ``sampler`` on ``target`` and return the kept draws.
 
@@ -361,6 +392,11 @@ def sample(
     on_blowup : ``"warn"`` (default), ``"raise"`` or ``"ignore"``: what to do when the minibatch
         energy grows past 1000 times its initial magnitude (checked every 64 iterations), a chain
         blowing up without (yet) becoming NaN; ``"raise"`` raises :class:`DivergenceError` as for NaN.
+    check_every : iterations between reads of the NaN/Inf flags (one device-to-host transfer
+        each; see :meth:`Run.step`). The flags are also read before every write to ``out_dir``
+        and at the end, so a divergence still names its first iteration exactly and no
+        non-finite draw is kept or written; ``1`` checks after every iteration (a
+        ``callback`` then never sees a non-finite state).
 
     ``Chain.info`` holds every iteration's records: the sampler's (``energy [C, S]``, ...),
     ``lr``, ``grad_evals`` and ``time`` (seconds in sampler steps). For budgets, scoring and
@@ -387,7 +423,7 @@ def sample(
         if flag and out_dir is None:
             raise ValueError(needs)
     run = Run(target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
-              num_chains=num_chains, gradient=gradient)
+              num_chains=num_chains, gradient=gradient, check_every=check_every)
     settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
     folder = RunFolder(out_dir) if out_dir is not None else None
     if folder is not None and not resume:
@@ -404,6 +440,7 @@ def sample(
     draws = DrawRecorder(num_chains, run.energy.space.dim, num_draws, dtype=run.theta.dtype, device=run.theta.device,
                          keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
     log = InfoLog(folder, keep=keep_in_memory)
+    draws.before_write = log.before_write = run.check_finite  # nothing non-finite reaches the disk
     if ckpt is not None:
         run.load_state_dict(ckpt["run"])
         if "info_chunks" in ckpt["draws"]:  # records streamed to out_dir/info
@@ -416,6 +453,7 @@ def sample(
         folder.drop_chunks_from(0, 0)
 
     def checkpoint() -> None:
+        run.check_finite()
         draws.flush()  # the records: info chunks on disk plus the tail not yet in one
         folder.save_checkpoint({"format": CHECKPOINT_FORMAT, "settings": settings, "run": run.state_dict(),
                                 "draws": {**draws.state_dict(), **log.state_dict()}, "info": log.tail()})
@@ -450,15 +488,15 @@ def sample(
                 raise KeyboardInterrupt
             recorded = False
     except DivergenceError as err:
-        if folder is not None:
-            draws.flush()
-            log.write()
-            folder.mark_diverged(str(err), err.step)
-        err.chain = draws.chain(run.energy.space, log.upto(), run.config())
+        _keep_finite_records(err, run, draws, log, folder)
         raise
     except KeyboardInterrupt:
         if folder is not None and recorded:
-            checkpoint()
+            try:
+                checkpoint()
+            except DivergenceError as err:  # the run had diverged before the Ctrl-C: say so
+                _keep_finite_records(err, run, draws, log, folder)
+                raise err from None
         raise
     finally:
         bar.close()
@@ -469,6 +507,22 @@ def sample(
     chain = draws.chain(run.energy.space, log.upto(), run.config())
     chain.buffers = _chain_buffers(run.energy, num_chains)
     return chain
+
+
+def _keep_finite_records(err: DivergenceError, run: Run, draws: DrawRecorder, log: InfoLog,
+                         folder: RunFolder | None) -> None:
+    """After a divergence: drop the draws and records of the iterations from the first
+    non-finite one on (found up to ``check_every`` iterations late; a blow-up stop keeps its
+    iteration, which is finite), write the rest to the folder and attach them to ``err``."""
+    last_good = err.step if getattr(err, "finite", False) else err.step - 1
+    draws.truncate(last_good + 1)
+    log.truncate(last_good)
+    run._unchecked.clear()  # the divergence is known: writing the kept records needs no check
+    if folder is not None:
+        draws.flush()
+        log.write()
+        folder.mark_diverged(str(err), err.step)
+    err.chain = draws.chain(run.energy.space, log.upto(), run.config())
 
 
 def _chain_buffers(energy, num_chains: int):
@@ -519,7 +573,9 @@ class _BlowupWatch:
                + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
                "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it.")
         if self.mode == "raise":
-            raise DivergenceError(msg, t)
+            err = DivergenceError(msg, t)
+            err.finite = True  # iteration t is finite: its draw and records are kept
+            raise err
         warnings.warn(msg, UserWarning, stacklevel=3)
 
 

@@ -97,12 +97,54 @@ def test_the_oracle_evaluates_states_on_one_batch_and_never_raises():
     torch.testing.assert_close(u, ref_u)
 
 
-def test_divergence_inside_a_run_names_the_iteration_and_keeps_the_state_count():
-    run = sm.Run(lambda t, b: -0.5 * (t * t).sum() * 1e4, torch.ones(3), sm.SGLD(1.0))
+@pytest.mark.parametrize("check_every", [1, 4, 32, 1000])
+def test_divergence_inside_a_run_names_the_first_bad_iteration_whatever_the_check_interval(check_every):
+    def log_prob(t, b):
+        return -0.5 * (t * t).sum() * 1e4
+
+    reference = sm.Run(log_prob, torch.ones(3), sm.SGLD(1.0), check_every=1)
+    with pytest.raises(sm.DivergenceError) as first:
+        for t, state, info in reference.iterate(1000):
+            assert bool(torch.isfinite(state.theta).all()) and bool(torch.isfinite(info["energy"]).all())
+    assert reference.iteration == first.value.step  # checked every iteration: stops at once
+
+    run = sm.Run(log_prob, torch.ones(3), sm.SGLD(1.0), check_every=check_every)
     with pytest.raises(sm.DivergenceError, match=r"sgld: non-finite .* iteration \d+ \(lr=1\); reduce the step size") as err:
         for _ in run.iterate(1000):
             pass
-    assert run.iteration == err.value.step - 1
+    assert err.value.step == first.value.step and str(err.value) == str(first.value)
+    # found at the next read of the flags: a multiple of check_every, or the budget's end
+    assert run.iteration == min(1000, -(-err.value.step // check_every) * check_every)
+
+
+def test_no_device_to_host_read_per_iteration():
+    """The hot loop reads the device only every check_every iterations (counted as
+    aten._local_scalar_dense calls, what .item()/float()/bool() dispatch to)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountReads(TorchDispatchMode):
+        reads = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                CountReads.reads += 1
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    X, y = torch.randn(64, 3), torch.randint(0, 2, (64,))
+    energy = sm.ModuleEnergy(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)),
+                             "categorical", prior_std=1.0)
+    for sampler, gradient in ((sm.SGLD(1e-3), "minibatch"), (sm.PSGLD(1e-3), "minibatch"),
+                              (sm.SGHMC(1e-3, friction=0.1), "minibatch"), (sm.SGNHT(1e-3, a=0.1), "minibatch"),
+                              (sm.SGLD(1e-3), sm.ControlVariate(energy.initial_position()))):
+        run = sm.Run(energy, None, sampler, data=(X, y), batch_size=16, num_chains=2, gradient=gradient, check_every=16)
+        for _ in run.iterate(3):
+            pass
+        CountReads.reads = 0
+        with CountReads():
+            for _ in run.iterate(64):  # ends on a multiple of 16: 4 reads, each of 16 iterations' flags
+                pass
+        assert CountReads.reads == 4, (sampler.name, CountReads.reads)
 
 
 def test_info_log_records_any_sampler_keys_and_backfills_new_ones():
