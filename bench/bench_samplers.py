@@ -1,12 +1,24 @@
-"""Per-step cost of each structmc sampler vs a hand-written autograd SGLD loop.
+"""Per-step cost of each structmc sampler vs the loops a careful PyTorch user writes.
 
-Problem: MLP 784-50-50-10 (ReLU), categorical likelihood, N(0, 1) prior, minibatch 500 of
-N = 10,000 MNIST-shaped points, one chain, CPU. Every contender runs the same number of
-steps, interleaved in rounds so that machine noise hits all of them alike; we report the
-median seconds per step and the ratio to the hand loop measured in the same run.
+References, measured in the same run and interleaved in rounds so that machine noise hits
+every contender alike (median seconds per step):
 
-    python bench/bench_samplers.py            # ~1 minute
-    python bench/bench_samplers.py --quick    # a few seconds, for smoke runs
+* **tuned hand loop** (the reference of every ratio): contiguous slices of a per-epoch
+  permutation gathered with ``index_select``, forward, ``autograd.grad``, and the SGLD
+  update ``θ ← θ − (ε/2)(∇Û + θ) + √ε ξ`` as ``torch._foreach_*`` ops with one flat
+  ``randn`` for the noise;
+* **plain hand loop**: random indices, ``backward``, a Python loop of in-place updates per
+  parameter tensor (second row, as in earlier versions of this benchmark);
+* **posteriors SGLD** when ``posteriors`` is installed.
+
+Models: ``--model mlp`` (784-50-50-10 ReLU, batch 500 of N = 10,000 MNIST-shaped points) or
+``--model resnet20`` (ResNet-20 with BatchNorm, batch 128 of CIFAR-shaped points). The
+multi-chain rows run 8 and 32 chains batched (``vmap``) and report the cost per chain-step.
+On ``--device cuda`` every timed block ends with ``torch.cuda.synchronize()``.
+
+    python bench/bench_samplers.py                       # MLP on CPU, ~1-2 minutes
+    python bench/bench_samplers.py --model resnet20      # slow on CPU; use --device cuda
+    python bench/bench_samplers.py --quick               # a few seconds, for smoke runs
 """
 
 from __future__ import annotations
@@ -23,23 +35,29 @@ import structmc as sm
 from _timing import interleaved_seconds_per_step, write_json
 
 
-def make_problem(num_data: int, seed: int = 0):
+def make_problem(num_data: int, seed: int = 0, model: str = "mlp", device: str = "cpu"):
     g = torch.Generator().manual_seed(seed)
-    X = torch.randn(num_data, 784, generator=g)
-    y = torch.randint(0, 10, (num_data,), generator=g)
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(784, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU(), nn.Linear(50, 10))
-    return X, y, model
+    if model == "mlp":
+        X = torch.randn(num_data, 784, generator=g)
+        net = nn.Sequential(nn.Linear(784, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU(), nn.Linear(50, 10))
+    elif model == "resnet20":
+        X = torch.randn(num_data, 3, 32, 32, generator=g)
+        net = sm.models.resnet20(10)
+    else:
+        raise ValueError(f"unknown model {model!r}")
+    y = torch.randint(0, 10, (num_data,), generator=g)
+    return X.to(device), y.to(device), net.to(device)
 
 
 def hand_loop(model: nn.Module, X, y, batch_size: int, lr: float, steps: int, seed: int) -> None:
-    """The plain loop a user would write: gather a batch, forward, backward, in-place update + noise."""
-    g = torch.Generator().manual_seed(seed)
+    """The plain loop: random indices, forward, backward, per-tensor in-place update + noise."""
+    g = torch.Generator(X.device).manual_seed(seed)
     N = X.shape[0]
     params = list(model.parameters())
     scale, noise_sd = N / batch_size, math.sqrt(lr)
     for _ in range(steps):
-        idx = torch.randint(N, (batch_size,), generator=g)
+        idx = torch.randint(N, (batch_size,), generator=g, device=X.device)
         loss = scale * F.cross_entropy(model(X[idx]), y[idx], reduction="sum")
         for p in params:
             p.grad = None
@@ -48,10 +66,41 @@ def hand_loop(model: nn.Module, X, y, batch_size: int, lr: float, steps: int, se
             for p in params:
                 p.grad.add_(p)  # N(0, 1) prior
                 p.add_(p.grad, alpha=-0.5 * lr)
-                p.add_(torch.randn(p.shape, generator=g), alpha=noise_sd)
+                p.add_(torch.randn(p.shape, generator=g, device=p.device), alpha=noise_sd)
 
 
-def posteriors_loop(model: nn.Module, X, y, batch_size: int, lr: float, steps: int, seed: int):
+class TunedHandLoop:
+    """The loop a careful PyTorch user writes (see the module docstring); it keeps its epoch
+    position between calls, as a training loop would."""
+
+    def __init__(self, model: nn.Module, X, y, batch_size: int, lr: float, seed: int):
+        self.model, self.X, self.y, self.n, self.lr = model, X, y, batch_size, lr
+        self.g = torch.Generator(X.device).manual_seed(seed)
+        self.params = [p for p in model.parameters()]
+        self.numels = [p.numel() for p in self.params]
+        self.total = sum(self.numels)
+        self.perm, self.pos = None, X.shape[0]
+
+    def __call__(self, steps: int) -> None:
+        X, y, n, lr, params = self.X, self.y, self.n, self.lr, self.params
+        N = X.shape[0]
+        scale, noise_sd = N / n, math.sqrt(lr)
+        for _ in range(steps):
+            if self.pos + n > N:
+                self.perm, self.pos = torch.randperm(N, generator=self.g, device=X.device), 0
+            idx = self.perm[self.pos:self.pos + n]
+            self.pos += n
+            xb, yb = X.index_select(0, idx), y.index_select(0, idx)
+            loss = scale * F.cross_entropy(self.model(xb), yb, reduction="sum")
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                noise = torch.randn(self.total, generator=self.g, device=X.device).split(self.numels)
+                torch._foreach_add_(grads, params)  # N(0, 1) prior: ∇Û + θ
+                torch._foreach_add_(params, grads, alpha=-0.5 * lr)
+                torch._foreach_add_(params, [z.view_as(p) for z, p in zip(noise, params)], alpha=noise_sd)
+
+
+def posteriors_loop(model: nn.Module, X, y, batch_size: int, lr: float, seed: int):
     import posteriors
     from torch.func import functional_call
 
@@ -67,64 +116,106 @@ def posteriors_loop(model: nn.Module, X, y, batch_size: int, lr: float, steps: i
     # posteriors' SGLD is θ + lr·∇log p + N(0, 2·lr·T): lr_posteriors = ε/2 in our convention.
     transform = posteriors.sgmcmc.sgld.build(log_post, lr=0.5 * lr, temperature=1.0)
     state = transform.init({k: v.detach().clone() for k, v in model.named_parameters()})
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(X.device).manual_seed(seed)
 
     def run(n_steps):
         nonlocal state
         for _ in range(n_steps):
-            idx = torch.randint(N, (batch_size,), generator=g)
+            idx = torch.randint(N, (batch_size,), generator=g, device=X.device)
             state, _ = transform.update(state, (X[idx], y[idx]), inplace=True)
 
     return run
 
 
+def synced(run, device: str):
+    if device != "cuda":
+        return run
+
+    def timed(n):
+        run(n)
+        torch.cuda.synchronize()
+
+    return timed
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=200, help="steps per timed block")
+    ap.add_argument("--model", choices=("mlp", "resnet20"), default="mlp")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--steps", type=int, default=None, help="steps per timed block (default: 200 MLP, 20 ResNet)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median is reported)")
-    ap.add_argument("--batch-size", type=int, default=500)
-    ap.add_argument("--num-data", type=int, default=10_000)
+    ap.add_argument("--batch-size", type=int, default=None, help="default: 500 MLP, 128 ResNet-20")
+    ap.add_argument("--num-data", type=int, default=None, help="default: 10,000 MLP, 2,048 ResNet-20")
+    ap.add_argument("--chains", default="8,32", help="multi-chain rows (comma list; empty for none)")
+    ap.add_argument("--samplers", default="all", help="'all' or a comma list of SGLD,pSGLD,SGHMC,SGNHT,CV")
     ap.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
+    mlp = args.model == "mlp"
+    steps = args.steps or (200 if mlp else 20)
+    batch = args.batch_size or (500 if mlp else 128)
+    num_data = args.num_data or (10_000 if mlp else 2_048)
+    chains = [int(c) for c in args.chains.split(",") if c]
     if args.quick:
-        args.steps, args.rounds = 10, 2
-    X, y, model = make_problem(args.num_data)
-    lr = 1e-5
+        steps, args.rounds, num_data = 4, 2, min(num_data, 2 * batch if mlp else 256)
+        batch = min(batch, 64)
+        chains = [c for c in chains if c <= 8][:1]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device")
+    X, y, model = make_problem(num_data, model=args.model, device=args.device)
+    lr = 1e-5 if mlp else 1e-7
     energy = sm.ModuleEnergy(model, "categorical", prior_std=1.0)
     centre = energy.initial_position()
+    wanted = None if args.samplers == "all" else {s.strip().lower() for s in args.samplers.split(",")}
 
-    def ours(sampler, gradient="minibatch"):
+    def ours(sampler, gradient="minibatch", num_chains=1):
         def run(n_steps):
-            sm.sample(energy, None, sampler, n_steps, data=(X, y), batch_size=args.batch_size, thin=n_steps,
-                      gradient=gradient, progress=False)
-        return run
+            sm.sample(energy, None, sampler, n_steps, data=(X, y), batch_size=batch, thin=n_steps,
+                      gradient=gradient, num_chains=num_chains, progress=False, on_blowup="ignore")
+        return synced(run, args.device)
 
+    samplers = {"SGLD": lambda: sm.SGLD(lr), "pSGLD": lambda: sm.PSGLD(lr),
+                "SGHMC": lambda: sm.SGHMC(lr, friction=0.1), "SGNHT": lambda: sm.SGNHT(lr, a=0.1)}
     contenders = {
-        "hand-written SGLD loop": lambda n: hand_loop(model, X, y, args.batch_size, lr, n, 0),
-        "structmc SGLD": ours(sm.SGLD(lr)),
-        "structmc pSGLD": ours(sm.PSGLD(lr)),
-        "structmc SGHMC": ours(sm.SGHMC(lr, friction=0.1)),
-        "structmc SGNHT": ours(sm.SGNHT(lr, a=0.1)),
-        "structmc SGLD-CV": ours(sm.SGLD(lr), sm.ControlVariate(centre)),
-        "structmc SGHMC-CV": ours(sm.SGHMC(lr, friction=0.1), sm.ControlVariate(centre)),
-        "structmc SGNHT-CV": ours(sm.SGNHT(lr, a=0.1), sm.ControlVariate(centre)),
+        "tuned hand loop (SGLD)": synced(TunedHandLoop(model, X, y, batch, lr, 0), args.device),
+        "plain hand loop (SGLD)": synced(lambda n: hand_loop(model, X, y, batch, lr, n, 0), args.device),
     }
+    per_chain = {}
+    for name, make in samplers.items():
+        if wanted is None or name.lower() in wanted:
+            contenders[f"structmc {name}"] = ours(make())
+    for name in ("SGLD", "SGHMC", "SGNHT"):
+        if wanted is None or "cv" in wanted:
+            contenders[f"structmc {name}-CV"] = ours(samplers[name](), sm.ControlVariate(centre))
+    if wanted is None or "cv" in wanted:  # θ and θ̂ in one call (pays where launches dominate)
+        contenders["structmc SGLD-CV stacked"] = ours(samplers["SGLD"](), sm.ControlVariate(centre, stacked=True))
+    for C in chains:
+        for name in ("SGLD", "SGHMC"):
+            if wanted is None or name.lower() in wanted:
+                key = f"structmc {name}, {C} chains"
+                contenders[key] = ours(samplers[name](), num_chains=C)
+                per_chain[key] = C
     try:
-        contenders["posteriors SGLD"] = posteriors_loop(model, X, y, args.batch_size, lr, args.steps, 0)
+        contenders["posteriors SGLD"] = synced(posteriors_loop(model, X, y, batch, lr, 0), args.device)
     except ImportError:
         print("posteriors is not installed (pip install posteriors): skipping that reference", file=sys.stderr)
 
-    per_step = interleaved_seconds_per_step(contenders, args.steps, args.rounds)
-    base = per_step["hand-written SGLD loop"]
-    rows = {k: {"ms_per_step": 1e3 * t, "ratio_to_hand_loop": t / base} for k, t in per_step.items()}
-    print(f"MLP 784-50-50-10, batch {args.batch_size}, N={args.num_data}, {torch.get_num_threads()} threads, "
-          f"{args.rounds} rounds x {args.steps} steps (median)")
-    print(f"{'contender':28s} {'ms/step':>9s} {'ratio':>7s}")
+    per_step = interleaved_seconds_per_step(contenders, steps, args.rounds)
+    base = per_step["tuned hand loop (SGLD)"]
+    rows = {}
+    for k, t in per_step.items():
+        C = per_chain.get(k, 1)
+        rows[k] = {"ms_per_step": 1e3 * t, "chains": C, "ms_per_chain_step": 1e3 * t / C,
+                   "ratio_to_tuned_hand_loop": t / C / base}
+    model_name = "MLP 784-50-50-10" if mlp else "ResNet-20 (BatchNorm)"
+    print(f"{model_name}, batch {batch}, N={num_data}, device {args.device}, {torch.get_num_threads()} threads, "
+          f"{args.rounds} rounds x {steps} steps (median)")
+    print(f"{'contender':32s} {'ms/step':>9s} {'ms/chain-step':>14s} {'ratio':>7s}")
     for k, r in rows.items():
-        print(f"{k:28s} {r['ms_per_step']:9.3f} {r['ratio_to_hand_loop']:7.3f}")
-    print("CV variants evaluate two gradients per step (at θ and at the centre).")
-    write_json(args.json, rows)
+        print(f"{k:32s} {r['ms_per_step']:9.3f} {r['ms_per_chain_step']:14.3f} {r['ratio_to_tuned_hand_loop']:7.3f}")
+    print("ratio: per chain-step, to the tuned hand loop. CV variants evaluate two gradients per step.")
+    write_json(args.json, {"model": args.model, "device": args.device, "batch_size": batch, "num_data": num_data,
+                           "rows": rows})
     return rows
 
 

@@ -138,7 +138,9 @@ class Run:
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.stream = (MinibatchStream(data, batch_size, num_chains, self.generator, batching)
                        if data is not None else None)
-        if isinstance(energy, StatefulEnergy):
+        # isinstance on a runtime Protocol costs ~13 µs: decide once, not per iteration
+        self._observe = energy.observe if isinstance(energy, StatefulEnergy) else None
+        if self._observe is not None:
             energy.start(theta0)
         estimator.prepare(energy, data, theta0)
         self.oracle = Oracle(energy, estimator, self.stream, self.generator)
@@ -179,8 +181,8 @@ class Run:
         evals = self.oracle.grad_evals
         t0 = time.perf_counter()
         self.state, info = self.sampler.step(self.state, self.oracle, lr, self.generator)
-        if isinstance(self.energy, StatefulEnergy):
-            self.energy.observe(self.state.theta)
+        if self._observe is not None:
+            self._observe(self.state.theta)
         self.elapsed += time.perf_counter() - t0
         self.iteration = t + 1
         energy = info.get("energy")

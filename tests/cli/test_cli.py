@@ -65,8 +65,9 @@ def test_console_script_and_benchmark_quick(tmp_path):
     bench = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_samplers.py"), "--quick", "--num-data", "1000",
                             "--json", str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300)
     assert bench.returncode == 0, bench.stderr
-    rows = json.loads((tmp_path / "b.json").read_text())
-    assert rows["hand-written SGLD loop"]["ratio_to_hand_loop"] == 1.0
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert rows["tuned hand loop (SGLD)"]["ratio_to_tuned_hand_loop"] == 1.0
+    assert rows["structmc SGLD, 8 chains"]["chains"] == 8
     assert all(r["ms_per_step"] > 0 for r in rows.values())
 
 

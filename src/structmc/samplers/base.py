@@ -43,11 +43,14 @@ class NoiseBuffer:
 
     def __init__(self):
         self._buf: Tensor | None = None
+        self._like: Tensor | None = None  # the tensor the buffer was made for (samplers update in place)
 
     def __call__(self, x: Tensor, generator: torch.Generator | None) -> Tensor:
         buf = self._buf
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device:
+        if x is not self._like and (buf is None or buf.shape != x.shape or buf.dtype != x.dtype
+                                    or buf.device != x.device):
             buf = self._buf = torch.empty_like(x)
+        self._like = x
         return buf.normal_(generator=generator)
 
 
