@@ -48,6 +48,7 @@ class MinibatchStream:
         self._perm: Tensor | None = None  # [C, N] current epoch's order
         self._pos = 0
         self._buffers = tuple(t.new_empty((num_chains * self.batch_size, *t.shape[1:])) for t in self.data)
+        self._views = tuple(buf.view(num_chains, self.batch_size, *buf.shape[1:]) for buf in self._buffers)
         if self.full:
             self._full_batch = tuple(t.unsqueeze(0).expand(num_chains, *t.shape) for t in self.data)
         if mode == "stratified":
@@ -62,10 +63,12 @@ class MinibatchStream:
         self._pos = 0
 
     def _gather(self, idx: Tensor) -> tuple[Tensor, ...]:
-        """``idx [C, n]`` -> tuple of ``[C, n, ...]`` batches, written into the reused buffers."""
+        """``idx [C, n]`` -> tuple of ``[C, n, ...]`` batches, written into the reused buffers
+        (the same tuple of views every step: no per-step view objects)."""
         flat = idx.reshape(-1)
-        return tuple(torch.index_select(t, 0, flat, out=buf).view(*idx.shape, *t.shape[1:])
-                     for t, buf in zip(self.data, self._buffers))
+        for t, buf in zip(self.data, self._buffers):
+            torch.index_select(t, 0, flat, out=buf)
+        return self._views
 
     def next(self) -> tuple[Tensor, ...]:
         if self.full:

@@ -442,6 +442,7 @@ class ModuleEnergy:
             raise ValueError("prior_std must be positive and finite")
         self.prior_std = prior_std
         self._has_buffers = any(True for _ in self.module.buffers())
+        self._hot_batch = None  # (batch, its chain-0 inputs, its chain-0 target): views made once
         # per-chain buffer copies (BatchNorm statistics) of the last multi-chain evaluation
         self._buffer_store: dict[str, list[dict[str, Tensor]]] = {}
         ref = next(self.module.parameters())
@@ -474,6 +475,9 @@ class ModuleEnergy:
 
     evaluations_per_call = 1
     requires_data = True
+
+    def __getstate__(self):  # copies and pickles do not carry the last run's batch views
+        return {**self.__dict__, "_hot_batch": None}
 
     def with_num_data(self, num_data):
         """A copy with N = ``num_data``. The copy owns its module, flat buffers and per-chain
@@ -586,11 +590,15 @@ class ModuleEnergy:
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         _check_theta(theta, self.space.dim)
         scale = self.scale(batch)
-        theta = theta.detach()
+        if theta.requires_grad:
+            theta = theta.detach()
         if not self._randomness_checked:
             self._check_deterministic(tuple(t[0] for t in batch[:-1]))
         if theta.shape[0] == 1:  # the hot path: no per-chain bookkeeping
-            nll, g = self._single(theta[0], [t[0] for t in batch[:-1]], batch[-1][0], scale, grad)
+            hot = self._hot_batch
+            if hot is None or hot[0] is not batch:  # a run's stream hands over the same views each step
+                hot = self._hot_batch = (batch, [t[0] for t in batch[:-1]], batch[-1][0])
+            nll, g = self._single(theta[0], hot[1], hot[2], scale, grad)
             nll = nll.reshape(1)
             g = None if g is None else g.unsqueeze(0)
         elif self._has_buffers:
