@@ -121,6 +121,9 @@ class Run:
         if data is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
         validate_data(energy, data)  # dtypes, widths, labels: a clear error before any compute
+        check_batch = getattr(energy, "check_batch_size", None)  # e.g. split-batch structured energies
+        if check_batch is not None:
+            check_batch(batch_size, batching, None if data is None else int(data[0].shape[0]))
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
@@ -677,14 +680,18 @@ def _check_resume_compatible(old: dict, new: dict) -> None:
     if "target" not in old or "target" not in new:  # checkpoints from before target fingerprints
         return
     was, now = old["target"], new["target"]
+    # a part the checkpoint does not record (written before it was fingerprinted) is not compared
     changed = [f"{_TARGET_PARTS.get(key, key)} ({key}: {was.get(key)!r} vs {now.get(key)!r})"
-               for key in sorted(set(was) | set(now)) if json_like(was.get(key)) != json_like(now.get(key))]
+               for key in sorted(set(was) | set(now))
+               if (key in was or key in _FINGERPRINTED_SINCE_0_1) and json_like(was.get(key)) != json_like(now.get(key))]
     if changed:
         raise ValueError("cannot resume: the target changed since the checkpoint: " + "; ".join(changed))
 
 
-_TARGET_PARTS = {"data": "the data", "num_data": "the energy's num_data", "energy": "the energy's kind",
-                 "prior": "the prior", "likelihood": "the likelihood", "partition": "the partition",
+_FINGERPRINTED_SINCE_0_1 = {"data", "num_data", "energy", "prior", "likelihood", "partition", "log_prob",
+                            "log_likelihood", "log_prior"}
+_TARGET_PARTS = {"structured": "the structured energy's settings", "data": "the data",
+                 "num_data": "the energy's num_data", "energy": "the energy's kind", "prior": "the prior", "likelihood": "the likelihood", "partition": "the partition",
                  "log_prob": "the log density", "log_likelihood": "the log-likelihood", "log_prior": "the log prior"}
 
 
@@ -726,6 +733,8 @@ def _energy_fingerprint(energy) -> dict:
             prec = getattr(e, "_prior_precision", None)
             out["prior"] = {"prior_std": repr(e.prior_std),
                             "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
+        if type(e).__name__ == "StructuredEnergy" and "structured" not in out:
+            out["structured"] = e.config()  # K, mask law, split_batch, history, seed
         lik = getattr(e, "likelihood", None)
         if lik is not None and hasattr(lik, "name") and "likelihood" not in out:
             out["likelihood"] = {"name": lik.name, "noise_std": getattr(lik, "noise_std", None)}

@@ -112,6 +112,51 @@ def test_resume_refuses_a_changed_partition(tmp_path):
         sm.sample(StructuredEnergy(base, round_robin(6, 3), 50), torch.zeros(6), sm.SGLD(0.1), 20, resume=True, **kw)
 
 
+def test_resume_refuses_changed_structured_settings_and_accepts_older_fingerprints(tmp_path):
+    """K, the mask law and split_batch are part of the target; a checkpoint written before
+    they were fingerprinted still resumes (to the uninterrupted chain)."""
+    from structmc.partitions import round_robin
+    from structmc.structured import BernoulliMask, StructuredEnergy
+    from structmc.storage import RunFolder
+
+    X = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
+    y = X.sum(1, keepdim=True)
+    base = sm.ModuleEnergy(torch.nn.Linear(3, 1), "gaussian", noise_std=1.0)
+
+    def sd(K=2, rho=0.5, split=False):
+        return StructuredEnergy(base, round_robin(4, 2), 50, mask=BernoulliMask(rho), num_copies=K, split_batch=split)
+
+    kw = dict(data=(X, y), batch_size=8, progress=False)
+    full = sm.sample(sd(), None, sm.SGLD(1e-3), 20, **kw)
+    sm.sample(sd(), None, sm.SGLD(1e-3), 10, out_dir=tmp_path, **kw)
+    for changed in (sd(K=4), sd(rho=0.3), sd(split=True)):
+        with pytest.raises(ValueError, match="the structured energy's settings"):
+            sm.sample(changed, None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
+    folder = RunFolder(tmp_path)
+    ckpt = folder.load_checkpoint()
+    del ckpt["settings"]["target"]["structured"]  # as written before this fingerprint
+    folder.save_checkpoint(ckpt)
+    resumed = sm.sample(sd(), None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
+    assert torch.equal(resumed.samples, full.samples)
+
+
+def test_split_batch_refuses_an_indivisible_batch_before_any_compute():
+    from structmc.partitions import round_robin
+    from structmc.structured import BernoulliMask, StructuredEnergy
+
+    calls = []
+    energy = sm.LogDensityEnergy(log_likelihood=lambda t, b: calls.append(1) or -((b[0] @ t - b[1]) ** 2).sum(),
+                                 log_prior=lambda t: -0.5 * (t * t).sum(), dim=3)
+    sd = StructuredEnergy(energy, round_robin(3, 3), 10, mask=BernoulliMask(0.5), num_copies=4, split_batch=True)
+    X = torch.randn(30, 3)
+    with pytest.raises(ValueError, match="n = 10 rows into K = 4 slices"):
+        sm.sample(sd, torch.zeros(3), sm.SGLD(1e-3), 5, data=(X, X.sum(1)), batch_size=10, progress=False)
+    with pytest.raises(ValueError, match="stratified"):
+        sm.sample(sd, torch.zeros(3), sm.SGLD(1e-3), 5, data=(X, torch.arange(30) % 2), batch_size=8,
+                  batching="stratified", progress=False)
+    assert not calls
+
+
 def test_checkpoints_without_target_fingerprints_still_resume(tmp_path):
     full = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, progress=False)
     sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, progress=False)

@@ -90,3 +90,43 @@ def test_group_sorted_layout_gives_the_same_draws_and_survives_a_checkpoint():
     back = ChainHistory(4)
     back.load_state_dict(sorted_.state_dict())
     assert torch.equal(back.draw(5, ids, 3, torch.Generator().manual_seed(3)), a)
+
+
+def test_padded_row_layout_gives_the_same_draws_and_checkpoints_in_the_sorted_format(monkeypatch):
+    """Groups of unequal length (round robin: 13 and 12 parameters), a full window that has
+    wrapped around, several chains and copies: the padded-row layout draws exactly what the
+    plain and group-sorted layouts draw, and its checkpoint loads into either."""
+    P, M, W = 63, 5, 4
+    ids = torch.arange(P) % M
+    thetas = torch.randn(9, 3, P, dtype=F64)
+    plain, sorted_, rows = ChainHistory(W), ChainHistory(W), ChainHistory(W)
+    with monkeypatch.context() as m:
+        m.setattr(ChainHistory, "MIN_ROW", 10**9)  # no padded rows: the group-sorted gather
+        sorted_.reset(thetas[0], ids)
+    rows.reset(thetas[0], ids)
+    plain.reset(thetas[0])
+    assert sorted_._rows is None and rows._rows is not None and rows.buffer.shape[-1] == M * 13
+    for x in thetas[1:]:
+        for h in (plain, sorted_, rows):
+            h.push(x)
+    draws = [h.draw(6, ids, M, torch.Generator().manual_seed(7)) for h in (plain, sorted_, rows)]
+    assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], draws[2])
+    # every draw of parameter j comes from one stored slot of its chain: values of thetas[5:9]
+    stored = thetas[-W:]  # [W, C, P]
+    assert bool((draws[2].unsqueeze(0) == stored.unsqueeze(2)).any(0).all())
+    state = rows.state_dict()
+    torch.testing.assert_close(state["buffer"], sorted_.state_dict()["buffer"], rtol=0, atol=0)
+    for target in (ChainHistory(W), sorted_):
+        target.load_state_dict(state)
+        assert torch.equal(target.draw(6, ids, M, torch.Generator().manual_seed(7)), draws[0])
+    back = ChainHistory(W)
+    back.load_state_dict(sorted_.state_dict())
+    assert back._rows is not None and torch.equal(back.draw(6, ids, M, torch.Generator().manual_seed(7)), draws[0])
+
+
+def test_short_or_very_unequal_groups_keep_the_sorted_gather():
+    h = ChainHistory(3)
+    h.reset(torch.zeros(1, 40), torch.arange(40) % 8)  # groups of 5 < MIN_ROW
+    assert h._rows is None
+    h.reset(torch.zeros(1, 40), (torch.arange(40) >= 30).long())  # 30 and 10: padding 50%
+    assert h._rows is None

@@ -25,6 +25,17 @@ The K (or M) model evaluations of a step run as one batched evaluation of the ba
 over ``C·K`` mixed parameter vectors (``vmap`` for modules), in chunks of
 ``max_copies_per_call`` copies when memory is short.
 
+Split batch (``split_batch=True``, beyond the paper): by default every copy is evaluated on
+the chain's whole minibatch of n rows, so a step costs K model evaluations on n points. With
+``split_batch`` the minibatch is cut into K disjoint contiguous slices of n/K rows and copy k
+sees slice k (a view ``[C, n, ...] -> [C·K, n/K, ...]``, no copy and no random numbers: the
+batch is already in random order). The base energy scales each slice by N/(n/K) and adds the
+prior once per copy, so each copy is still an unbiased estimate of U at its mixed parameter
+and E[Û^(Sd)] is unchanged; the model evaluations of a step cost about one base evaluation on
+n points for any K (drawing θ̃ and mixing still cost O(K·P)). The price is noise: each copy's likelihood term has ~K times the variance (the README's "Split
+batch" section says when it pays). n must be divisible by K
+(:meth:`StructuredEnergy.check_batch_size`).
+
 History (the :class:`~structmc.energy.StatefulEnergy` protocol): the run loop works on a
 ``fresh()`` copy, calls ``start(theta0)`` (stores the initial position) and ``observe(theta)``
 after every iteration. The energy draws θ̃ and masks from its own
@@ -36,6 +47,7 @@ iterations use the base energy (the reference code's plain-sampler first epoch).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -147,12 +159,38 @@ def make_mask(kind: str, **kwargs):
 # ---------------------------------------------------------------------------------------
 class StructuredEnergy:
     """S-SGMCMC (``mask=None``: M copies with identity masks) or Sd-SGMCMC (``mask`` and
-    ``num_copies`` K) on top of any base energy."""
+    ``num_copies`` K) on top of any base energy.
+
+    ``history``: a :class:`ChainHistory` or its capacity (a window of that many past samples).
+    ``max_copies_per_call``: evaluate the copies in chunks of at most this many (memory).
+    ``seed``: the θ̃/mask generator's seed (separate from the run's). ``warmup_steps``:
+    iterations that use the base energy before the structured one takes over.
+
+    ``split_batch`` (default ``False``; beyond the paper): copy k sees only the k-th of K
+    contiguous slices of n/K rows of the chain's minibatch instead of all n rows, so the K
+    copies' model evaluations (M for S-SGMCMC) cost about one base evaluation on n points
+    instead of K (θ̃ draws and mixing still cost O(K·P)). Each copy
+    stays unbiased (its likelihood is scaled by N/(n/K) by the base energy, the prior counted
+    once per copy as without splitting), at the price of ~K times the minibatch-noise variance
+    per copy. Needs a base energy that applies the N/n scaling itself (``requires_data``),
+    real minibatches whose size n is divisible by the number of copies, in random order
+    (``check_batch_size`` refuses the full data set and stratified batches), and no random
+    numbers: the θ̃/mask stream is the same as without splitting. With ``False`` the chains
+    are exactly those of the per-copy full-minibatch estimator.
+    """
 
     def __init__(self, base: Energy, partition: Partition, history: ChainHistory | int = 1000, *,
                  mask=None, num_copies: int | None = None, max_copies_per_call: int | None = None,
-                 seed: int = 0, warmup_steps: int = 0):
+                 seed: int = 0, warmup_steps: int = 0, split_batch: bool = False):
+        if not isinstance(split_batch, bool):
+            raise TypeError(f"split_batch must be True or False, got {split_batch!r} ({type(split_batch).__name__})")
         partition.check_space(base.space)
+        if split_batch and not base.requires_data:
+            raise ValueError(f"split_batch=True splits each minibatch between the copies, but the base energy "
+                             f"({type(base).__name__}) has no likelihood that it scales by N/n itself "
+                             f"(requires_data is False: a full-batch energy or an opaque log density): there is "
+                             f"nothing it could rescale per slice. Use split_batch=False, or a ModuleEnergy / "
+                             f"LogDensityEnergy(log_likelihood=..., log_prior=...).")
         if isinstance(history, int) and not isinstance(history, bool):
             history = ChainHistory(history)
         elif not isinstance(history, ChainHistory):
@@ -170,6 +208,7 @@ class StructuredEnergy:
         self.num_copies = partition.num_groups if mask is None else int(num_copies)
         self.max_copies_per_call = self.num_copies if max_copies_per_call is None else int(max_copies_per_call)
         self.seed, self.warmup_steps = int(seed), int(warmup_steps)
+        self.split_batch = split_batch
         M = partition.num_groups
         self.scale = 1.0 if mask is None else M / (self.num_copies * mask.mean_sum(M))
         self.space = base.space
@@ -202,8 +241,59 @@ class StructuredEnergy:
 
     @property
     def evaluations_per_call(self) -> int:
-        """Base-model evaluations per call: the K (or M) copies, 1 during warm-up."""
-        return 1 if self._state["steps"] < self.warmup_steps else self.num_copies
+        """Base-model evaluations per call, in evaluations on the chain's n-row minibatch: the K
+        (or M) copies, 1 during warm-up, and 1 with ``split_batch`` (K copies on n/K rows each)."""
+        if self._state["steps"] < self.warmup_steps or self.split_batch:
+            return 1
+        return self.num_copies
+
+    def config(self) -> dict:
+        """The settings that define the structured target and its chain (JSON-friendly), for
+        reports and resume checks."""
+        mask = None
+        if self.mask is not None:
+            mask = {"law": type(self.mask).__name__, **dataclasses.asdict(self.mask)}
+        h = self.history
+        return {"kind": "S-SGMCMC" if self.mask is None else "Sd-SGMCMC", "num_groups": self.partition.num_groups,
+                "num_copies": self.num_copies, "mask": mask, "split_batch": self.split_batch,
+                "history": {"capacity": h.capacity, "mode": h.mode, "thin": h.thin,
+                            "dtype": None if h.storage_dtype is None else str(h.storage_dtype)},
+                "seed": self.seed, "warmup_steps": self.warmup_steps}
+
+    def check_batch_size(self, batch_size: int | None, batching: str | None = None,
+                         num_data: int | None = None) -> None:
+        """Refuse, before any compute, a minibatch that ``split_batch=True`` cannot split
+        honestly (does nothing when ``split_batch`` is ``False``): ``batch_size=None`` (the
+        full data, fed in a fixed order, so copy k would see the same rows at every step),
+        a ``batch_size`` equal to the number of data points ``num_data`` (default: the
+        energy's N) except with ``batching="with_replacement"``, ``batching="stratified"``
+        (rows come grouped by class, so a slice is not a uniform subset), and a size n not
+        divisible by the number of copies K (``ValueError`` naming n and K)."""
+        if not self.split_batch:
+            return
+        K = self.num_copies
+        if batch_size is None:
+            raise ValueError(f"split_batch=True needs minibatches (batch_size=n, n divisible by K = {K}): with the "
+                             f"full data (batch_size=None) every copy would see the same fixed block of rows at every "
+                             f"step, a biased estimate per copy")
+        n = check_int("batch_size", batch_size, 1)
+        if batching == "stratified":
+            raise ValueError("split_batch=True needs minibatches in random order; stratified batches come grouped by "
+                             "class, so a contiguous slice is not a uniform subset (use batching='epoch', "
+                             "'without_replacement' or 'with_replacement')")
+        N = self.num_data if num_data is None else num_data
+        if N is not None and n >= N and batching != "with_replacement":
+            raise ValueError(f"split_batch=True needs minibatches: batch_size={n} is the whole data set (N = {N}), "
+                             f"fed in a fixed order, so copy k would see the same block of rows at every step")
+        self._check_divisible(n)
+
+    def _check_divisible(self, n: int) -> None:
+        K = self.num_copies
+        if n % K:
+            lo, hi = (n // K) * K, (n // K + 1) * K
+            sizes = f"batch_size={lo} or {hi}" if lo else f"batch_size={hi}"
+            raise ValueError(f"split_batch=True splits each minibatch of n = {n} rows into K = {K} slices (one per "
+                             f"copy): n must be divisible by K, and {n} is not (e.g. {sizes})")
 
     def initial_position(self) -> Tensor:
         """The base energy's initial position."""
@@ -257,10 +347,22 @@ class StructuredEnergy:
             return eye.expand(C, -1, -1)
         return self.mask.sample((C, k1 - k0, M), generator, dtype, device)
 
+    def _split_rows(self, batch: Batch) -> None:
+        """The lazy form of :meth:`check_batch_size` on an actual minibatch ``[C, n, ...]``."""
+        if batch is None:
+            raise ValueError("split_batch=True needs a minibatch to split between the copies, got batch=None "
+                             "(pass data=(...) and a batch_size divisible by the number of copies)")
+        sizes = {int(t.shape[1]) for t in batch}
+        if len(sizes) != 1:
+            raise ValueError(f"split_batch=True: the batch tensors have different row counts {sorted(sizes)}")
+        self._check_divisible(sizes.pop())
+
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         generator = self._state["generator"]
         if generator is None:
             raise RuntimeError("StructuredEnergy.start(theta0) must be called first (structmc.sample does)")
+        if self.split_batch:
+            self._split_rows(batch)
         if self._state["steps"] < self.warmup_steps:
             return self.base.value_and_grad(theta, batch) if grad else (self.base.value(theta, batch), None)
         C, P = theta.shape
@@ -274,7 +376,12 @@ class StructuredEnergy:
             r = self._copy_masks(C, k0, k1, theta.dtype, theta.device, generator)[:, :, ids]  # [C, k, P]
             tilde = self.history.draw(k, ids, M, generator, theta.dtype)  # [C, k, P]
             mixed = torch.addcmul(tilde, r, theta.unsqueeze(1) - tilde).reshape(C * k, P)
-            rep = None if batch is None else tuple(_repeat_chains(t, k) for t in batch)
+            if batch is None:
+                rep = None
+            elif self.split_batch:  # copy j sees rows [j·n/K, (j+1)·n/K) of its chain's batch
+                rep = tuple(_split_chains(t, K, k0, k1) for t in batch)
+            else:
+                rep = tuple(_repeat_chains(t, k) for t in batch)
             if grad:
                 u, g = self.base.value_and_grad(mixed, rep)
                 total += (r * g.view(C, k, P)).sum(1)
@@ -293,6 +400,16 @@ def _repeat_chains(t: Tensor, k: int) -> Tensor:
     if t.shape[0] == 1:
         return t.expand(k, *t.shape[1:])
     return t.repeat_interleave(k, dim=0)
+
+
+def _split_chains(t: Tensor, K: int, k0: int, k1: int) -> Tensor:
+    """``[C, n, ...]`` -> ``[C·(k1-k0), n/K, ...]``: slices k0..k1-1 of K contiguous slices of
+    each chain's batch, chain-major like the mixed parameters. A view for all K slices of a
+    contiguous batch (a copy only of a chunk of several chains, or of a stride-0 batch)."""
+    parts = t.unflatten(1, (K, t.shape[1] // K))
+    if k0 or k1 != K:
+        parts = parts[:, k0:k1]
+    return parts.flatten(0, 1)
 
 
 def structured_optimum_gaussian(mean: Tensor, precision: Tensor, partition: Partition) -> tuple[Tensor, Tensor]:

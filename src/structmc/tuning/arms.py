@@ -24,7 +24,8 @@ from ..samplers import SAMPLERS, sampler_from_config, sampler_keys
 
 GRADIENTS = ("minibatch", "control_variate")
 _GRADIENT_ALIASES = {"minibatch": "minibatch", "cv": "control_variate", "control_variate": "control_variate"}
-STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", "rho", "num_copies", "history", "seed")
+STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", "rho", "num_copies", "history", "seed",
+                   "split_batch")
 _MASK_KEYS = {"bernoulli": ("rho",), "uniform": (), "beta": ("alpha", "beta")}
 
 
@@ -48,7 +49,9 @@ class Arm:
     ``gradient`` (``"minibatch"`` or ``"control_variate"``/``"cv"``) and ``structured``
     (``None``, or the structured energy: ``partition`` (a :func:`~structmc.partitions.make_partition`
     kind, default ``"random"``), ``num_groups``, ``mask`` (``None`` for S-SGMCMC, else
-    ``"bernoulli"``/``"uniform"``/``"beta"``) with ``rho``, ``num_copies`` K, ``history``).
+    ``"bernoulli"``/``"uniform"``/``"beta"``) with ``rho``, ``num_copies`` K, ``history``,
+    ``split_batch`` (bool: each copy sees n/K rows of the minibatch, see
+    :class:`~structmc.structured.StructuredEnergy`)).
     Validated on construction: an unknown hyperparameter is a ``ValueError`` naming the ones
     the sampler accepts."""
 
@@ -105,6 +108,8 @@ class Arm:
             for k, v in self.structured.items():
                 if k in ("partition", "mask", "num_groups", "rho", "num_copies", "chunk_size"):
                     parts.append(f"{k}={v}")
+                elif k == "split_batch" and v:
+                    parts.append("split")
         return " ".join(parts)
 
     def to_dict(self) -> dict:
@@ -158,6 +163,8 @@ def _check_structured(s: Mapping[str, Any]) -> dict:
                 raise ValueError(f"the {mask} mask needs {k!r}")
         if "rho" in s and not 0.0 < float(s["rho"]) <= 1.0:
             raise ValueError(f"rho must lie in (0, 1], got {s['rho']}")
+    if "split_batch" in s and not isinstance(s["split_batch"], bool):
+        raise ValueError(f"structured split_batch must be true or false, got {s['split_batch']!r}")
     for key in ("num_groups", "num_copies", "history", "chunk_size"):
         v = s.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1):
@@ -181,7 +188,8 @@ def structured_energy(base, settings: Mapping[str, Any]):
     mask = s.get("mask")
     mask_obj = None if mask is None else make_mask(mask, **{k: s[k] for k in _MASK_KEYS[mask]})
     return StructuredEnergy(base, partition, int(s.get("history", 1000)), mask=mask_obj,
-                            num_copies=None if mask is None else int(s["num_copies"]), seed=int(s.get("seed", 0)))
+                            num_copies=None if mask is None else int(s["num_copies"]), seed=int(s.get("seed", 0)),
+                            split_batch=bool(s.get("split_batch", False)))
 
 
 def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequence[str] | str = ("minibatch",),

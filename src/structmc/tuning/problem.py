@@ -81,12 +81,16 @@ class Problem:
 
     def check_arm(self, arm: Arm) -> None:
         """Errors an arm would raise, before any compute: batch larger than N, a structured
-        arm whose partition does not fit, a sampler that refuses this energy."""
+        arm whose partition does not fit or whose ``split_batch`` cannot split its batch, a
+        sampler that refuses this energy."""
         arm.batch_count(self.num_data)
         if arm.batch_size is not None and self.data is None:
             raise ValueError(f"arm {arm.label!r} has a batch_size but the problem has no data")
+        energy = self.energy_for(arm)
+        if arm.structured is not None:  # split_batch: n divisible by K, real minibatches in random order
+            energy.check_batch_size(arm.batch_count(self.num_data), batching=self.batching, num_data=self.num_data)
         sampler = arm.build_sampler()
-        sampler.prepare(sampler.target_energy(self.energy_for(arm)))
+        sampler.prepare(sampler.target_energy(energy))
 
     def energy_for(self, arm: Arm) -> Energy:
         return self.energy if arm.structured is None else structured_energy(self.energy, arm.structured)
