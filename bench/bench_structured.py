@@ -31,12 +31,15 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (every timed block ends with a synchronize)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.rounds = 4, 1
-    X, y, model = make_problem(10_000)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device")
+    X, y, model = make_problem(10_000, device=args.device)
     energy = sm.ModuleEnergy(model, "categorical", prior_std=1.0)
     P = energy.space.dim
     contenders = {"base SGLD": (energy, 1)}
@@ -53,14 +56,18 @@ def main(argv=None) -> dict:
         contenders[f"S-SGLD M={M}"] = (StructuredEnergy(energy, round_robin(P, M), ChainHistory(100)), M)
 
     def run(target, n, batch_size=500):
-        sm.sample(target, None, sm.SGLD(1e-5), n, data=(X, y), batch_size=batch_size, thin=n, progress=False)
+        sm.sample(target, None, sm.SGLD(1e-5), n, data=(X, y), batch_size=batch_size, thin=n, progress=False,
+                  on_blowup="ignore")
+        if args.device == "cuda":
+            torch.cuda.synchronize()
 
     per_step = interleaved_seconds_per_step({k: (lambda n, t=t, b=batch.get(k, 500): run(t, n, b))
                                              for k, (t, _) in contenders.items()},
                                             args.steps, args.rounds, warmup=2)
     base = per_step["base SGLD"]
     rows = {}
-    print(f"MLP 784-50-50-10, batch 500, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps")
+    print(f"MLP 784-50-50-10, batch 500, device {args.device}, {torch.get_num_threads()} threads, "
+          f"{args.rounds} rounds x {args.steps} steps")
     print(f"{'step':22s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  "
           f"target <= 1.15 (split: x base ~ 1)")
     for name, (target, copies) in contenders.items():
@@ -69,25 +76,28 @@ def main(argv=None) -> dict:
                       "ratio_per_copy": t / base / copies, "batch_size": batch.get(name, 500)}
         print(f"{name:22s} {1e3 * t:9.3f} {t / base:7.2f} {copies:6d} {t / base / copies:15.3f}")
 
-    # θ̃ draws for a fully factorized partition from a 5,000-sample window
+    # θ̃ draws from a window of past samples: a fully factorized partition (M = P, one
+    # element per group: a K·P gather) and the 64 round-robin groups above (padded rows)
     W = 5000 if not args.quick else 200
-    hist = ChainHistory(W)
-    theta = torch.randn(1, P)
-    hist.reset(theta)
-    hist.buffer.normal_()
-    hist.count = W
-    part = fully_factorized(P)
-    g = torch.Generator().manual_seed(0)
-    for K in (1, 8):
-        hist.draw(K, part.group_ids, part.num_groups, g)
-        t0 = time.perf_counter()
-        reps = 20 if not args.quick else 2
-        for _ in range(reps):
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    for label, part, window in (("factorized", fully_factorized(P), W), ("round-robin 64", round_robin(P, 64), 100)):
+        hist = ChainHistory(window)
+        hist.reset(torch.randn(1, P, device=args.device), None if label == "factorized" else part.group_ids)
+        hist.buffer.normal_()
+        hist.count = window
+        g = torch.Generator(device=args.device).manual_seed(0)
+        for K in (1, 8):
             hist.draw(K, part.group_ids, part.num_groups, g)
-        t = (time.perf_counter() - t0) / reps
-        rows[f"draw theta~ factorized K={K}"] = {"ms": 1e3 * t, "ratio_to_base_step": t / base}
-        print(f"draw θ̃, M = P = {P}, window {W}, K={K}: {1e3 * t:.3f} ms ({t / base:.2f} x base step); "
-              f"window memory {hist.memory_bytes() / 2**20:.0f} MiB")
+            sync()
+            t0 = time.perf_counter()
+            reps = 20 if not args.quick else 2
+            for _ in range(reps):
+                hist.draw(K, part.group_ids, part.num_groups, g)
+            sync()
+            t = (time.perf_counter() - t0) / reps
+            rows[f"draw theta~ {label} K={K}"] = {"ms": 1e3 * t, "ratio_to_base_step": t / base}
+            print(f"draw θ̃, {label} (M = {part.num_groups}), window {window}, K={K}: {1e3 * t:.3f} ms "
+                  f"({t / base:.2f} x base step); window memory {hist.memory_bytes() / 2**20:.0f} MiB")
     write_json(args.json, rows)
     return rows
 

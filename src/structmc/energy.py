@@ -306,11 +306,15 @@ class LogDensityEnergy:
 # ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Likelihood:
-    """Observation model of a module's output. ``log_lik`` sums over the minibatch."""
+    """Observation model of a module's output. ``log_lik`` sums over the minibatch;
+    ``log_lik_chains`` (optional) takes outputs and targets of C chains, ``[C, n, ...]``, and
+    returns the C sums, equal bit for bit to ``vmap(log_lik)`` but without vmap's per-op cost
+    (cross-entropy is decomposed into ~20 small ops under vmap)."""
 
     name: str
     log_lik: Callable[[Tensor, Tensor], Tensor]
     noise_std: float | None = None
+    log_lik_chains: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def predict(self, outputs: Tensor) -> dict[str, Tensor]:
         """Posterior predictive summary from outputs of S draws, ``[S, n, ...]``."""
@@ -333,6 +337,13 @@ def _bernoulli(out: Tensor, y: Tensor) -> Tensor:
     return -F.binary_cross_entropy_with_logits(out.reshape(y.shape), y.to(out.dtype), reduction="sum")
 
 
+def _categorical_chains(out: Tensor, y: Tensor) -> Tensor:
+    if y.is_floating_point():  # soft labels: the batched form differs in rounding, keep vmap's
+        return vmap(_categorical)(out, y)
+    per_point = F.cross_entropy(out.flatten(0, 1), y.flatten(0, 1), reduction="none")
+    return -per_point.reshape(out.shape[0], -1).sum(1)
+
+
 def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | None = None) -> Likelihood:
     """``"categorical"`` (logits), ``"bernoulli"`` (logit), ``"gaussian"`` (known ``noise_std``),
     a :class:`Likelihood`, or a callable ``(output, target) -> summed log-likelihood``."""
@@ -341,9 +352,9 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
     if callable(likelihood):
         return Likelihood("custom", likelihood)
     if likelihood == "categorical":
-        return Likelihood("categorical", _categorical)
+        return Likelihood("categorical", _categorical, log_lik_chains=_categorical_chains)
     if likelihood == "bernoulli":
-        return Likelihood("bernoulli", _bernoulli)
+        return Likelihood("bernoulli", _bernoulli)  # a batched form would round differently
     if likelihood == "gaussian":
         if noise_std is None or not noise_std > 0:
             raise ValueError("the gaussian likelihood needs noise_std > 0")
@@ -352,7 +363,10 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
         def _gaussian(out: Tensor, y: Tensor) -> Tensor:
             return -0.5 * inv_var * (y - out.reshape(y.shape)).square().sum()
 
-        return Likelihood("gaussian", _gaussian, float(noise_std))
+        def _gaussian_chains(out: Tensor, y: Tensor) -> Tensor:
+            return -0.5 * inv_var * (y - out.reshape(y.shape)).square().reshape(y.shape[0], -1).sum(1)
+
+        return Likelihood("gaussian", _gaussian, float(noise_std), _gaussian_chains)
     raise ValueError(f"unknown likelihood {likelihood!r}; use categorical, bernoulli, gaussian or a callable")
 
 
@@ -575,17 +589,29 @@ class ModuleEnergy:
     def _vmapped(self, theta, batch, scale, grad):
         module, space, lik = self.module, self.space, self.likelihood
 
-        def chain_log_lik(flat, *b):
-            out = functional_call(module, space.unflatten(flat), tuple(b[:-1]))
-            return lik.log_lik(out, b[-1])
+        def chain_forward(params, *inputs):
+            return functional_call(module, params, inputs)
 
-        with torch.enable_grad() if grad else torch.no_grad():
-            leaf = theta.detach().requires_grad_(grad)
-            nll = -scale * vmap(chain_log_lik)(leaf, *batch)
-            if not grad:
-                return nll, None
-            (g,) = torch.autograd.grad(nll.sum(), leaf)
-        return nll.detach(), g
+        def log_lik(params):  # the forward vmapped, the likelihood batched where it can be
+            out = vmap(chain_forward)(params, *batch[:-1])
+            if lik.log_lik_chains is not None and isinstance(out, Tensor):
+                return lik.log_lik_chains(out, batch[-1])
+            return vmap(lik.log_lik)(out, batch[-1])
+
+        theta = theta.detach()
+        if not grad:
+            with torch.no_grad():
+                return -scale * log_lik(space.unflatten(theta)), None
+        C = theta.shape[0]
+        with torch.enable_grad():
+            # one leaf per parameter tensor: the gradient of a view of one flat [C, P] leaf is
+            # scattered into a zero [C, P] tensor per parameter and summed (C·P fills and adds
+            # per parameter tensor, 0.7 ms of an 8-copy structured step); cat is one copy
+            leaves = [theta[:, i.slice].detach().requires_grad_() for i in space.params]
+            params = {i.name: leaf.reshape(C, *i.shape) for i, leaf in zip(space.params, leaves)}
+            nll = -scale * log_lik(params)
+            grads = torch.autograd.grad(nll.sum(), leaves)
+        return nll.detach(), torch.cat(grads, dim=1)
 
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         _check_theta(theta, self.space.dim)

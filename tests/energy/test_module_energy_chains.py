@@ -50,3 +50,35 @@ def test_batchnorm_buffers_are_per_chain_and_not_sampled():
     means = [run.energy.chain_buffers(c)["1.running_mean"] for c in range(2)]  # the run's own copy
     assert not torch.equal(means[0], means[1])  # each chain updated its own statistics
     assert bool((means[0] > 0.1).any())
+
+
+def test_batched_likelihoods_equal_vmapped_ones_bit_for_bit():
+    """log_lik_chains (no vmap) gives exactly vmap(log_lik), values and gradients: the
+    vmapped module path may use either without changing a chain."""
+    import pytest
+    from torch.func import vmap
+
+    from structmc.energy import make_likelihood
+
+    g = torch.Generator().manual_seed(0)
+    cases = [("categorical", (8, 500, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
+             ("categorical", (3, 5000, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
+             ("gaussian", (3, 5000, 1), lambda s: torch.randn(s[:2], generator=g)),
+             ("categorical", (3, 7, 4, 5), lambda s: torch.randint(0, 4, (3, 7, 5), generator=g)),  # [n, K, L]
+             ("categorical", (2, 9, 6), lambda s: torch.softmax(torch.randn(s, generator=g), -1)),  # soft labels
+             ("gaussian", (5, 21, 1), lambda s: torch.randn(s[:2], generator=g)),
+             ("gaussian", (2, 10, 3), lambda s: torch.randn(s, generator=g))]
+    for name, shape, target in cases:
+        lik = make_likelihood(name, noise_std=0.7 if name == "gaussian" else None)
+        assert lik.log_lik_chains is not None
+        for dtype in (torch.float32, torch.float64):
+            out = torch.randn(shape, generator=g, dtype=dtype).requires_grad_()
+            y = target(shape)
+            y = y.to(dtype) if y.is_floating_point() else y
+            a = vmap(lik.log_lik)(out, y)
+            b = lik.log_lik_chains(out, y)
+            (ga,), (gb,) = torch.autograd.grad(a.sum(), out), torch.autograd.grad(b.sum(), out)
+            assert a.shape == b.shape == (shape[0],)
+            assert torch.equal(a, b) and torch.equal(ga, gb), (name, shape, dtype)
+    with pytest.raises(ValueError):
+        make_likelihood("gaussian")
