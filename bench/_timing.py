@@ -9,14 +9,23 @@ from typing import Callable
 
 
 def interleaved_seconds_per_step(contenders: dict[str, Callable[[int], None]], steps: int, rounds: int,
-                                 warmup: int = 3) -> dict[str, float]:
+                                 warmup: int = 3, rewarm: int = 1) -> dict[str, float]:
     """Median seconds per step of each ``run(n_steps)``, measured in interleaved rounds so
-    that machine noise hits every contender alike; one warm-up call each first."""
+    that machine noise hits every contender alike; one warm-up call each first, and an
+    untimed ``run(rewarm)`` right before every timed block, and the order rotated every round
+    (with a fixed order, the tuned hand loop timed right after the 32-chain row of
+    bench_samplers.py looked 12-20% slower than in isolation)."""
     for run in contenders.values():
         run(warmup)
     times: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(rounds):
-        for name, run in contenders.items():
+    names = list(contenders)
+    for r in range(rounds):
+        # rotate the order every round: each contender follows a different one each time, so
+        # no contender always inherits the allocator and cache state a heavy one leaves behind
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            run = contenders[name]
+            if rewarm:
+                run(rewarm)
             t0 = time.perf_counter()
             run(steps)
             times[name].append((time.perf_counter() - t0) / steps)
