@@ -1,4 +1,4 @@
-"""``structmc`` command line: ``demo``, ``sample``, ``tune``, ``experiment``, ``diagnose``.
+"""``structmc`` command line: ``demo``, ``sample``, ``tune``, ``reproduce`` (``experiment``), ``diagnose``.
 
 Names come from the library's registries (:mod:`structmc.registry`): ``--sampler`` from
 ``structmc.samplers.SAMPLERS`` (built by ``sampler_from_config``), ``--model`` from
@@ -396,10 +396,13 @@ def _trace_plot(path: Path, chain) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
+    """``structmc reproduce NAME`` (and its older spelling ``structmc experiment NAME``)."""
+    import inspect
+
     from .experiments import REGISTRY
 
     if getattr(args, "list", False):
-        print(experiment_table())
+        print(reproduce_table() if getattr(args, "command", "") == "reproduce" else experiment_table())
         return 0
     name = name or args.name
     if not name:
@@ -409,12 +412,49 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     preset = args.preset
     if preset not in module.PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
-    out = Path(args.out or f"runs/{name}")
+    options = {"device": getattr(args, "device", None), "seed": getattr(args, "seed", None),
+               "resume": getattr(args, "resume", False) or None}
+    accepted = inspect.signature(module.run).parameters
+    kwargs = {}
+    for key, value in options.items():
+        if value is None or (key == "device" and value == "cpu" and key not in accepted):
+            continue
+        if key not in accepted:
+            raise UsageError(f"experiment {exp.name!r} does not take --{key}")
+        kwargs[key] = value
+    if kwargs.get("seed") is not None and kwargs["seed"] < 0:
+        raise UsageError(f"--seed must be >= 0, got {kwargs['seed']}")
+    device = kwargs.get("device", "cpu")
+    if str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: no CUDA device on this machine")
+    out = Path(args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce"
+                            else f"runs/{name}"))
     t0 = time.perf_counter()
-    report = module.run(preset, out, progress=None if not args.quiet else False)
+    report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
     print((out / "report.md").read_text())
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0 if report else 1
+
+
+def reproduce_table() -> str:
+    """One line per registered experiment: name, paper, table/figure, what ``quick`` cuts and
+    its measured wall time on the 2-core development CPU."""
+    from .experiments import REGISTRY
+
+    rows = [("name", "paper", "figure", "quick on 2 CPU cores", "what quick cuts")]
+    for name, exp in REGISTRY.items():
+        paper = exp.paper.citation if exp.paper else "- (structmc)"
+        seconds = "-" if exp.quick_seconds is None else _duration(exp.quick_seconds)
+        rows.append((name, paper, exp.figure or "-", seconds, exp.quick_cuts or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def experiment_table() -> str:
@@ -477,7 +517,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="run folder (default runs/demo)")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("experiment", help="run a registered experiment (--list shows them)")
+    p = sub.add_parser("reproduce", help="reproduce a table or figure of the papers, side by side with the "
+                       "published numbers (--list shows them)")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--list", action="store_true", help="the experiments: paper, table/figure, what quick cuts, its time")
+    p.add_argument("--preset", default="quick", help="tiny | quick (default) | full (the paper's settings)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--out", help="run folder (default runs/NAME/PRESET)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument("--seed", type=int, help="override the experiment's seed")
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("experiment", help="the older spelling of `reproduce` (--list shows presets and data sets)")
     p.add_argument("name", nargs="?")
     p.add_argument("--list", action="store_true", help="list the experiments: paper, figure, presets, data sets")
     p.add_argument("--preset", default="quick")
@@ -553,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return cmd_experiment(args, "demo")
-        if args.command == "experiment":
+        if args.command in ("experiment", "reproduce"):
             return cmd_experiment(args)
         if args.command == "sample":
             return cmd_sample(args)

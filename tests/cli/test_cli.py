@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from structmc.cli import main
 from support.paths import REPO_ROOT, SHARED_DATA
@@ -24,13 +25,34 @@ def test_demo_tiny_writes_report(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
 
 
-def test_structured_linreg_experiment_tiny(tmp_path):
-    assert main(["experiment", "structured_linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet"]) == 0
+def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
+    """`reproduce` under the new name and the old one (an alias); the common report format;
+    the data set's exact MAP is the paper's within 0.1 per coordinate, whatever the sampling."""
+    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+
+    assert main(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet",
+                 "--seed", "4"]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
-    assert len(report["scenarios"]) == 5
-    s = report["scenarios"]["S-SGLD {w1},{w2},{w3},{b}"]
-    assert s["num_groups"] == 4 and s["exact_structured_optimum"]["corr"][0][1] == 0.0
-    assert (tmp_path / "pairs.png").exists()
+    assert set(REPORT_FIELDS) <= set(report) and report["seed"] == 4 and report["experiment"] == "ssgmcmc-linreg"
+    assert all(set(COMPARISON_FIELDS) <= set(c) for c in report["comparisons"])
+    maps = [c for c in report["comparisons"] if c["quantity"].startswith("exact MAP")]
+    assert len(maps) == 4 and all(c["verdict"] == "reproduced" for c in maps)
+    assert report["numbers"]["map_distance_to_paper"] < 0.1
+    scen = report["numbers"]["scenarios"]
+    assert len(scen) == 5 and scen["S-SGLD {w1},{w2},{w3},{b}"]["exact_structured_optimum"]["corr"][0][1] == 0.0
+    assert report["numbers"]["exact_posterior"]["corr"][0][1] < -0.9  # the w1-w2 dependence of the figure
+    assert report["reduced"] and (tmp_path / "pairs.png").exists()
+    assert main(["experiment", "structured_linreg", "--preset", "tiny", "--out", str(tmp_path / "old"),
+                 "--quiet"]) == 0
+
+
+def test_expected_map_of_the_fitted_covariate_law_is_the_papers():
+    from structmc.experiments.ssgmcmc_linreg import PAPER_MAP, expected_map, fit_covariate_law
+
+    mu, cov = fit_covariate_law()
+    assert (expected_map(mu, cov) - torch.tensor(PAPER_MAP, dtype=torch.float64)).abs().max() < 1e-5
+    eig = torch.linalg.eigvalsh(cov)
+    assert 1e-4 < eig[0] < 1e-2 and (eig[1:] - 1).abs().max() < 0.05  # nearest N(0, I): one thin direction
 
 
 @pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])

@@ -156,14 +156,15 @@ def test_cli_runs_with_the_same_seed_are_identical(tmp_path):
 
 # -- experiments ------------------------------------------------------------------------------
 def test_experiment_records():
-    assert isinstance(E.REGISTRY, Registry) and E.REGISTRY.names()[:2] == ["demo", "structured_linreg"]
+    assert isinstance(E.REGISTRY, Registry) and E.REGISTRY.names()[:2] == ["demo", "ssgmcmc-linreg"]
     assert {"gibbs-xor", "gibbs-mnist", "gibbs-augment"} <= set(E.REGISTRY.names())
     for name, exp in E.REGISTRY.items():
         module = E.get(name)
         assert exp.name == name and module is exp.load() and exp.presets == tuple(module.PRESETS)
         assert {"tiny", "quick", "full"} <= set(exp.presets)
         assert all(d in D.DATASETS for d in exp.datasets)
-    fig2 = E.REGISTRY.get("structured_linreg")
+    fig2 = E.REGISTRY.get("structured_linreg")  # the older name, an alias
+    assert fig2 is E.REGISTRY.get("ssgmcmc-linreg")
     assert fig2.paper is E.PAPERS["structured-sgmcmc"] and fig2.figure == "Fig. 2"
     assert fig2.published["map"] == [0.52, 0.31, 0.47, 0.84] and fig2.datasets == ("linear-regression",)
     assert E.REGISTRY.get("demo").paper is None and E.REGISTRY.get("demo").datasets == ("diabetes",)
@@ -177,7 +178,7 @@ def test_experiment_list_and_unknown_name(capsys):
     assert main(["experiment", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["name", "paper", "figure", "presets", "data", "sets"]
-    row = next(line for line in lines if line.startswith("structured_linreg"))
+    row = next(line for line in lines if line.startswith("ssgmcmc-linreg"))
     assert "Alexos, Boyd & Mandt (2022)" in row and "Fig. 2" in row and "tiny, quick, full" in row
     assert any(line.startswith("demo ") and "diabetes" in line for line in lines)
     assert main(["experiment", "fig9"]) == 2

@@ -1,0 +1,277 @@
+"""The report of a reproduced experiment: ``report.json`` and ``report.md`` in one format.
+
+An experiment's ``run`` computes its numbers, then builds one :class:`Comparison` per number
+the paper publishes (or per claim it states), each judged by a rule written in the
+experiment — never by eye:
+
+* :class:`Tolerance` — reproduced when ``|ours − paper| ≤ abs + rel·|paper|``;
+* :class:`Ordering` — a claim over several values ("pSGLD < SGLD at every size"): reproduced
+  when our values rank as the paper's and our margin is at least ``margin`` of the paper's,
+  "same ordering, smaller margin" when they rank alike with a smaller margin, else "not
+  reproduced" (saying which pair is out of order).
+
+:func:`write_report` writes both files with every field a reader needs to trust the numbers:
+the config, seed, package versions, hardware, wall time, step-size mapping into the library's
+convention, what a reduced preset cut and what that is expected to change, and per paper
+number our value, the difference and the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ._shared import jsonable, versions
+
+REPRODUCED = "reproduced"
+SMALLER_MARGIN = "same ordering, smaller margin"
+NOT_REPRODUCED = "not reproduced"
+NOT_COMPARABLE = "not comparable"
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Reproduced when ``|ours − paper| ≤ abs + rel·|paper|``."""
+
+    abs: float = 0.0
+    rel: float = 0.0
+
+    def __post_init__(self):
+        if not (self.abs >= 0 and self.rel >= 0) or (self.abs == 0 and self.rel == 0):
+            raise ValueError(f"a Tolerance needs abs >= 0 and rel >= 0, not both 0; got {self.abs}, {self.rel}")
+
+    def describe(self) -> str:
+        parts = ([f"±{self.abs:g}"] if self.abs else []) + ([f"±{100 * self.rel:g}% of the paper's"] if self.rel else [])
+        return "|ours − paper| ≤ " + " + ".join(parts)
+
+    def judge(self, ours, paper) -> str:
+        if not (_finite(ours) and _finite(paper)):
+            return f"{NOT_COMPARABLE}: ours {ours!r}, paper {paper!r}"
+        allowed = self.abs + self.rel * abs(paper)
+        diff = ours - paper
+        if abs(diff) <= allowed * (1 + 1e-9):  # a difference equal to the tolerance passes despite rounding
+            return REPRODUCED
+        return f"{NOT_REPRODUCED}: differs by {diff:+.4g}, beyond the tolerance ±{allowed:.4g}"
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """A claim over several values: ``labels[i]`` has value ``ours[i]`` / ``paper[i]``;
+    ``lower_is_better`` ranks them. Reproduced when our ranking equals the paper's and our
+    spread (best to worst) is at least ``margin`` times the paper's; "same ordering, smaller
+    margin" when the ranking holds with a smaller spread; ties within ``tie`` (absolute) count
+    as agreeing with either order."""
+
+    labels: tuple[str, ...]
+    lower_is_better: bool = True
+    margin: float = 0.5
+    tie: float = 0.0
+
+    def describe(self) -> str:
+        sign = "<" if self.lower_is_better else ">"
+        return (f"ranking {f' {sign} '.join(self.labels)} as in the paper, margin ≥ {self.margin:g}× the "
+                f"paper's" + (f", ties within {self.tie:g}" if self.tie else ""))
+
+    def judge(self, ours: Sequence[float], paper: Sequence[float]) -> str:
+        if len(ours) != len(self.labels) or len(paper) != len(self.labels):
+            raise ValueError(f"an Ordering over {len(self.labels)} labels needs as many values")
+        if not all(_finite(x) for x in list(ours) + list(paper)):
+            return f"{NOT_COMPARABLE}: non-finite values (ours {list(ours)}, paper {list(paper)})"
+        order = sorted(range(len(paper)), key=lambda i: paper[i], reverse=not self.lower_is_better)
+        for a, b in zip(order, order[1:]):  # consecutive pairs in the paper's ranking
+            worse = ours[b] - ours[a] if self.lower_is_better else ours[a] - ours[b]
+            if worse < -self.tie:
+                return (f"{NOT_REPRODUCED}: {self.labels[b]} ({ours[b]:.4g}) beats {self.labels[a]} "
+                        f"({ours[a]:.4g}), the paper has the reverse")
+        spread_paper = abs(paper[order[-1]] - paper[order[0]])
+        spread_ours = abs(ours[order[-1]] - ours[order[0]])
+        if spread_ours + 1e-300 >= self.margin * spread_paper:
+            return REPRODUCED
+        return f"{SMALLER_MARGIN} ({spread_ours:.4g} vs the paper's {spread_paper:.4g})"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim the paper makes in words or in a figure, checked by an explicit test on our
+    numbers: ``test(ours) -> bool``; ``text`` states the claim and the test."""
+
+    text: str
+    test: Any
+
+    def describe(self) -> str:
+        return self.text
+
+    def judge(self, ours, paper) -> str:
+        try:
+            ok = bool(self.test(ours))
+        except (TypeError, ValueError) as err:
+            return f"{NOT_COMPARABLE}: {err}"
+        return REPRODUCED if ok else f"{NOT_REPRODUCED}: the claim fails on our numbers ({_fmt(ours)})"
+
+
+@dataclass
+class Comparison:
+    """One row of the report: a number (or claim) of the paper beside ours and its verdict.
+    ``ours``/``paper`` are numbers for a :class:`Tolerance`, sequences for an
+    :class:`Ordering`; ``paper=None`` records a number the paper does not give (no verdict)."""
+
+    quantity: str
+    ours: Any
+    paper: Any
+    rule: Tolerance | Ordering | Claim | None = None
+    unit: str = ""
+    note: str = ""
+    verdict: str = field(init=False, default="")
+
+    def __post_init__(self):
+        if self.paper is None or self.rule is None:
+            self.verdict = "no published value" if self.paper is None else "not judged"
+        else:
+            self.verdict = self.rule.judge(self.ours, self.paper)
+
+    @property
+    def difference(self):
+        if _finite(self.ours) and _finite(self.paper):
+            return self.ours - self.paper
+        return None
+
+    def to_dict(self) -> dict:
+        return {"quantity": self.quantity, "paper": self.paper, "ours": self.ours, "difference": self.difference,
+                "unit": self.unit, "rule": None if self.rule is None else self.rule.describe(),
+                "verdict": self.verdict, "note": self.note}
+
+
+def hardware(device: str = "cpu") -> dict:
+    """The machine the numbers come from: CPU model, cores, threads, GPU."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    out = {"cpu": cpu, "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": device}
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return out
+
+
+def verdict_counts(rows: Sequence[Comparison]) -> dict[str, int]:
+    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}
+    for r in rows:
+        for key in counts:
+            if r.verdict.startswith(key):
+                counts[key] += 1
+                break
+    return counts
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    return str(x)
+
+
+def write_report(out_dir: str | Path, *, experiment, preset: str, config: Mapping, seed: int | None,
+                 comparisons: Sequence[Comparison], numbers: Mapping, wall_time_s: float, device: str = "cpu",
+                 step_sizes: Sequence[str] = (), reductions: Sequence[str] = (), figures: Sequence[str] = (),
+                 notes: Sequence[str] = (), extra_md: str = "") -> dict:
+    """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
+
+    ``experiment`` is the registry record (:class:`~structmc.experiments.Experiment`);
+    ``numbers`` every number the table/figure holds (nested dicts/lists); ``step_sizes`` the
+    mapping of the paper's step sizes into the library's convention, one line each;
+    ``reductions`` what a reduced preset cut and what that is expected to change (empty for
+    the paper's settings); ``figures`` PNG paths relative to ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paper = experiment.paper
+    report = {
+        "experiment": experiment.name,
+        "paper": None if paper is None else {"citation": paper.citation, "title": paper.title, "venue": paper.venue,
+                                             "year": paper.year},
+        "figure": experiment.figure,
+        "preset": preset,
+        "reduced": bool(reductions),
+        "reductions": list(reductions),
+        "config": dict(config),
+        "seed": seed,
+        "step_size_mapping": list(step_sizes),
+        "versions": versions(),
+        "hardware": hardware(device),
+        "wall_time_s": float(wall_time_s),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "numbers": numbers,
+        "comparisons": [c.to_dict() for c in comparisons],
+        "verdicts": verdict_counts(comparisons),
+        "figures": list(figures),
+        "notes": list(notes),
+    }
+    report = jsonable(report)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "report.md").write_text(render_markdown(report, extra_md))
+    return report
+
+
+def render_markdown(report: Mapping, extra_md: str = "") -> str:
+    paper = report["paper"]
+    lines = [f"# {report['experiment']}: {report['figure']}" if report["figure"] else f"# {report['experiment']}", ""]
+    if paper:
+        lines += [f"{paper['citation']}, *{paper['title']}* ({paper['venue']})", ""]
+    hw = report["hardware"]
+    lines += [f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
+              f"({hw['torch_threads']} threads" + (f", {hw['gpu']}" if hw.get("gpu") else "") + f"), {report['date']}.",
+              ""]
+    if report["reductions"]:
+        lines += ["**Reduced from the paper's settings** (what this preset cuts, and what that is expected to change):", ""]
+        lines += [f"- {r}" for r in report["reductions"]] + [""]
+    counts = report["verdicts"]
+    lines += ["## Paper vs ours", "",
+              f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
+              f"margin, {counts['not reproduced']} not reproduced, {counts['not comparable']} not comparable.", "",
+              "| quantity | paper | ours | difference | rule | verdict |", "|---|---|---|---|---|---|"]
+    for c in report["comparisons"]:
+        unit = f" {c['unit']}" if c["unit"] else ""
+        lines.append(f"| {c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
+                     f"{_fmt(c['ours'])}{unit} | {_fmt(c['difference'])} | {c['rule'] or '–'} | **{c['verdict']}** |")
+    notes = [c for c in report["comparisons"] if c["note"]]
+    if notes:
+        lines += [""] + [f"- *{c['quantity']}*: {c['note']}" for c in notes]
+    if report["step_size_mapping"]:
+        lines += ["", "## Step sizes in the library's convention", ""] + [f"- {s}" for s in report["step_size_mapping"]]
+    if report["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
+    if extra_md:
+        lines += ["", extra_md.rstrip()]
+    if report["figures"]:
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in report["figures"]]
+    v = report["versions"]
+    lines += ["", f"structmc {v.get('structmc')}, torch {v.get('torch')}, Python {v.get('python')}, {v.get('platform')}", ""]
+    return "\n".join(lines)
+
+
+REPORT_FIELDS = ("experiment", "paper", "figure", "preset", "reduced", "reductions", "config", "seed",
+                 "step_size_mapping", "versions", "hardware", "wall_time_s", "date", "numbers", "comparisons",
+                 "verdicts", "figures", "notes")
+COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note")
+
+__all__ = ["Tolerance", "Ordering", "Claim", "Comparison", "write_report", "render_markdown", "hardware", "verdict_counts",
+           "REPORT_FIELDS", "COMPARISON_FIELDS", "REPRODUCED", "SMALLER_MARGIN", "NOT_REPRODUCED", "NOT_COMPARABLE"]

@@ -1,0 +1,307 @@
+"""Fig. 2 of Alexos, Boyd & Mandt (2022): SGLD vs S-SGLD vs Sd-SGLD on a 3-coefficient
+Bayesian linear regression, where the exact posterior and every exact structured optimum
+are known in closed form.
+
+Model (the paper's): y = wᵀx + b + N(0, 1), w = [1.5, −0.8, 1.3], b = 0.5, 100 points, known
+σ² = 1, N(0, 1) priors, θ = [w1, w2, w3, b]. The paper reports the MAP ≈ [0.52, 0.31, 0.47,
+0.84], far from the truth, so its covariates were correlated (their law is in a supplement we
+do not have). Rule used here: x ~ N(μ, Σ) with (μ, Σ) the Gaussian nearest N(0, I) (least
+‖Σ − I‖²_F + ‖μ‖²) under which the expected exact MAP, (M + I/N)⁻¹Mθ with M = E[[x,1][x,1]ᵀ],
+equals the paper's MAP (:func:`fit_covariate_law`; the fit leaves Σ one direction of variance
+≈ 0.001, so x nearly lies on a plane); then, among data seeds 0..``seed_search − 1``, the data
+set whose exact MAP is nearest the paper's (:func:`paper_like_data`). The report states the
+law, the seed and the distance. Under this law the exact posterior has corr(w1, w2) ≈ −0.96,
+the dependence the paper's SGLD panel shows and S-SGLD removes.
+
+Scenarios: SGLD; S-SGLD with groups {[w1, w2], [w3, b]} and {w1}, {w2}, {w3}, {b}; Sd-SGLD
+(Bernoulli(0.5) masks, K = 4) with the same two partitions. The report compares each
+scenario's sample variances and correlations with the exact posterior (SGLD) or the exact
+structured optimum q = Π q_i of its partition (Theorem 1: block-diagonal precision inverse),
+and checks the figure's claims; ``pairs.png`` draws (w1, w2) and (w1, w3) like the figure.
+
+Step sizes: SGLD(lr=ε) in the library's convention, θ ← θ − (ε/2)∇Û + √ε ξ with Û scaled by
+N/n; the paper's figure does not state its step, ε = 1e-3 is stable and mixes in the quick
+preset (the stiffest direction has precision ≈ 260, ε·λ ≈ 0.26 < 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .. import SGLD, ModuleEnergy, sample
+from ..structured import BernoulliMask, ChainHistory, StructuredEnergy, custom, fully_factorized, fully_joint
+from ..structured import structured_optimum_gaussian
+from . import REGISTRY, resolve_preset
+from ._report import Claim, Comparison, Tolerance, write_report
+from ._shared import pyplot
+
+NAMES = ["w1", "w2", "w3", "b"]
+TRUTH = (1.5, -0.8, 1.3, 0.5)
+PAPER_MAP = (0.52, 0.31, 0.47, 0.84)
+
+
+@dataclass
+class Config:
+    num_steps: int = 20_000
+    burn_in: int = 4_000
+    thin: int = 5
+    num_chains: int = 16
+    batch_size: int = 10
+    lr: float = 1e-3
+    history: int = 5_000
+    rho: float = 0.5
+    num_copies: int = 4
+    seed: int = 2
+    num_data: int = 100
+    seed_search: int = 300  # data seeds tried for the paper-like data set (1: use seed 0 as is)
+
+
+PRESETS = {
+    "tiny": Config(num_steps=600, burn_in=200, num_chains=2, history=300),
+    "quick": Config(),
+    "full": Config(num_steps=200_000, burn_in=50_000, thin=20, num_chains=32, history=20_000),
+}
+
+REDUCTIONS = {
+    "tiny": ["600 steps x 2 chains instead of 200,000 x 32: the sample moments carry Monte Carlo errors of "
+             "about 0.1-0.3, so most moment rows are expected to fail; only the set-up is exercised"],
+    "quick": ["20,000 steps x 16 chains (burn-in 4,000) instead of 200,000 x 32: moment errors ~0.02-0.05"],
+    "full": [],
+}
+
+
+def _second_moment(mu: torch.Tensor, L: torch.Tensor) -> torch.Tensor:
+    S = L @ L.T
+    M = torch.zeros(4, 4, dtype=mu.dtype)
+    M[:3, :3] = S + torch.outer(mu, mu)
+    M[:3, 3] = M[3, :3] = mu
+    M[3, 3] = 1
+    return M
+
+
+def expected_map(mu: torch.Tensor, cov: torch.Tensor, num_data: int = 100) -> torch.Tensor:
+    """E-data approximation of the exact MAP: (M + I/N)⁻¹ M θ_true."""
+    M = _second_moment(mu, torch.linalg.cholesky(cov))
+    theta = torch.tensor(TRUTH, dtype=mu.dtype)
+    return torch.linalg.solve(M + torch.eye(4, dtype=mu.dtype) / num_data, M @ theta)
+
+
+def fit_covariate_law(num_data: int = 100, target=PAPER_MAP) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(μ [3], Σ [3, 3])``: the Gaussian nearest N(0, I) whose expected exact MAP is
+    ``target`` (a penalty of 10⁶ on the squared MAP error, L-BFGS in float64 from N(0, I))."""
+    dt = torch.float64
+    theta, m = torch.tensor(TRUTH, dtype=dt), torch.tensor(target, dtype=dt)
+    mu = torch.zeros(3, dtype=dt, requires_grad=True)
+    raw = torch.eye(3, dtype=dt).requires_grad_(True)
+    opt = torch.optim.LBFGS([mu, raw], max_iter=300, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+                            tolerance_change=1e-14, history_size=20)
+
+    def loss():
+        opt.zero_grad()
+        L = torch.tril(raw)
+        M = _second_moment(mu, L)
+        err = torch.linalg.solve(M + torch.eye(4, dtype=dt) / num_data, M @ theta) - m
+        value = 1e6 * (err ** 2).sum() + ((L @ L.T - torch.eye(3, dtype=dt)) ** 2).sum() + (mu ** 2).sum()
+        value.backward()
+        return value
+
+    opt.step(loss)  # ~375 evaluations, 0.2 s: the expected MAP matches to 1e-7
+    L = torch.tril(raw).detach()
+    return mu.detach(), L @ L.T
+
+
+def paper_like_data(cfg: Config) -> dict:
+    """The data set: covariates from :func:`fit_covariate_law`, the data seed among
+    ``0..seed_search − 1`` whose exact MAP is nearest the paper's (first one on ties)."""
+    mu, cov = fit_covariate_law(cfg.num_data)
+    L = torch.linalg.cholesky(cov)
+    theta = torch.tensor(TRUTH, dtype=torch.float64)
+    best = None
+    for seed in range(max(1, cfg.seed_search)):
+        g = torch.Generator().manual_seed(seed)
+        x = mu + torch.randn(cfg.num_data, 3, generator=g, dtype=torch.float64) @ L.T
+        y = x @ theta[:3] + theta[3] + torch.randn(cfg.num_data, generator=g, dtype=torch.float64)
+        A = torch.cat([x, torch.ones(cfg.num_data, 1, dtype=x.dtype)], 1)
+        precision = A.T @ A + torch.eye(4, dtype=x.dtype)
+        post_mean = torch.linalg.solve(precision, A.T @ y)
+        dist = float((post_mean - torch.tensor(PAPER_MAP, dtype=x.dtype)).norm())
+        if best is None or dist < best["distance"]:
+            best = {"x": x, "y": y.unsqueeze(1), "precision": precision, "mean": post_mean, "distance": dist,
+                    "data_seed": seed}
+    best.update(mu=mu, cov=cov)
+    return best
+
+
+def _scenarios(cfg: Config):
+    two = custom(4, [0, 0, 1, 1])
+    four = fully_factorized(4)
+    mask = BernoulliMask(cfg.rho)
+    return {
+        "SGLD": (fully_joint(4), None),
+        "S-SGLD {[w1,w2],[w3,b]}": (two, None),
+        "S-SGLD {w1},{w2},{w3},{b}": (four, None),
+        "Sd-SGLD {[w1,w2],[w3,b]}": (two, mask),
+        "Sd-SGLD {w1},{w2},{w3},{b}": (four, mask),
+    }
+
+
+def _moments(x: torch.Tensor) -> dict:
+    cov = torch.cov(x.T)
+    sd = cov.diagonal().sqrt()
+    return {"mean": x.mean(0).tolist(), "var": cov.diagonal().tolist(),
+            "corr": (cov / sd.outer(sd)).tolist()}
+
+
+def _cov_summary(cov: torch.Tensor) -> dict:
+    sd = cov.diagonal().sqrt()
+    return {"var": cov.diagonal().tolist(), "corr": (cov / sd.outer(sd)).nan_to_num().tolist()}
+
+
+def _per_chain(samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Variances ``[C, 4]`` and correlation matrices ``[C, 4, 4]`` of each chain's draws."""
+    var, corr = [], []
+    for c in range(samples.shape[0]):
+        cov = torch.cov(samples[c].T)
+        sd = cov.diagonal().sqrt()
+        var.append(cov.diagonal())
+        corr.append(cov / sd.outer(sd))
+    return torch.stack(var), torch.stack(corr)
+
+
+PAIRS = ((0, 1), (0, 2), (2, 3))
+
+
+def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linreg", progress: bool | None = None,
+        *, seed: int | None = None) -> dict:
+    cfg, preset = resolve_preset(config, PRESETS)
+    if seed is not None:
+        cfg = Config(**{**asdict(cfg), "seed": int(seed)})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    data = paper_like_data(cfg)
+    x, y, precision, post_mean = data["x"], data["y"], data["precision"], data["mean"]
+    post_cov = torch.linalg.inv(precision)
+
+    torch.manual_seed(cfg.seed)
+    base = ModuleEnergy(nn.Linear(3, 1).double(), "gaussian", noise_std=1.0, prior_std=1.0)
+    results, draws, rows, targets = {}, {}, [], {}
+    for k, j in enumerate(range(4)):
+        rows.append(Comparison(f"exact MAP {NAMES[j]}", float(post_mean[j]), PAPER_MAP[j], Tolerance(abs=0.1),
+                               note="ours: the exact posterior mode of our data set" if k == 0 else ""))
+    sample_corr12 = {}
+    for name, (partition, mask) in _scenarios(cfg).items():
+        energy = StructuredEnergy(base, partition, ChainHistory(cfg.history), mask=mask,
+                                  num_copies=cfg.num_copies if mask is not None else None, seed=cfg.seed)
+        t0 = time.perf_counter()
+        chain = sample(energy, post_mean, SGLD(cfg.lr), cfg.num_steps, data=(x, y), batch_size=cfg.batch_size,
+                       burn_in=cfg.burn_in, thin=cfg.thin, seed=cfg.seed, num_chains=cfg.num_chains, progress=progress)
+        d = chain.flat_draws()
+        _, optimum = structured_optimum_gaussian(post_mean, precision, partition)
+        target = post_cov if name == "SGLD" else optimum
+        if name != "SGLD":
+            targets[name] = optimum
+        results[name] = {"samples": _moments(d), "exact_posterior" if name == "SGLD" else "exact_structured_optimum":
+                         _cov_summary(target), "num_groups": partition.num_groups, "seconds": time.perf_counter() - t0}
+        draws[name] = d
+        sample_corr12[name] = results[name]["samples"]["corr"][0][1]
+        if mask is not None:
+            continue  # Sd-SGLD's exact law is not known in closed form: checked by the claims below
+        var_c, corr_c = _per_chain(chain.samples)
+        C = chain.samples.shape[0]
+        se_var = var_c.std(0) / C ** 0.5 if C > 1 else var_c.abs().mean(0)
+        se_corr = corr_c.std(0) / C ** 0.5 if C > 1 else torch.ones(4, 4)
+        ref = "exact posterior" if name == "SGLD" else "exact structured optimum (Theorem 1)"
+        tv = target.diagonal()
+        tsd = tv.sqrt()
+        tcorr = target / tsd.outer(tsd)
+        s_m = results[name]["samples"]
+        for j in range(4):  # variances within 10% (discretisation and minibatch noise) + 4 standard errors
+            tol = 0.10 * float(tv[j]) + 4 * float(se_var[j])
+            rows.append(Comparison(f"{name}: var {NAMES[j]} (vs the {ref})", s_m["var"][j], float(tv[j]),
+                                   Tolerance(abs=tol)))
+        for i, j in PAIRS:
+            tol = 0.05 + 4 * float(se_corr[i, j])
+            rows.append(Comparison(f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})", s_m["corr"][i][j],
+                                   float(tcorr[i, j].nan_to_num()), Tolerance(abs=tol)))
+    scen = list(results)
+    sgld, s2, s4, sd2, sd4 = (sample_corr12[n] for n in scen)
+    rows.append(Comparison("figure: SGLD shows the w1-w2 dependence, fully factorised S-SGLD removes most of it",
+                           [sgld, s4], "strong vs weak",
+                           Claim("|corr(w1,w2)| > 0.8 for SGLD, and below a third of that for S-SGLD "
+                                 "{w1},{w2},{w3},{b} (exact target 0)", lambda v: abs(v[0]) > 0.8 and
+                                 abs(v[1]) < abs(v[0]) / 3)))
+    rows.append(Comparison("figure: S-SGLD {[w1,w2],[w3,b]} keeps a w1-w2 dependence (same group)", [s2, s4],
+                           "kept", Claim("|corr(w1,w2)| of S-SGLD {[w1,w2],[w3,b]} > 0.5 (exact target 0.67) and "
+                                         "above the fully factorised one's", lambda v: abs(v[0]) > 0.5
+                                         and abs(v[0]) > abs(v[1]))))
+    rows.append(Comparison("Theorem 3: Sd-SGLD (rho = 0.5) lies between SGLD and S-SGLD", [sgld, sd4, s4],
+                           "between", Claim("|corr(w1,w2)|: S-SGLD - 0.05 <= Sd-SGLD <= SGLD + 0.05 (four groups)",
+                                            lambda v: abs(v[2]) - 0.05 <= abs(v[1]) <= abs(v[0]) + 0.05)))
+    _plot(out / "pairs.png", draws, post_mean, post_cov, targets)
+    numbers = {"parameters": NAMES, "truth": list(TRUTH), "paper_map": list(PAPER_MAP),
+               "covariate_law": {"mean": data["mu"].tolist(), "cov": data["cov"].tolist(),
+                                 "cov_eigenvalues": torch.linalg.eigvalsh(data["cov"]).tolist()},
+               "data_seed": data["data_seed"], "map_distance_to_paper": data["distance"],
+               "exact_posterior": {"mean": post_mean.tolist(), **_cov_summary(post_cov)}, "scenarios": results}
+    notes = [f"Covariates: x ~ N(mu, Sigma), the Gaussian nearest N(0, I) whose expected exact MAP is the paper's "
+             f"(mu = {[round(v, 3) for v in data['mu'].tolist()]}, Sigma eigenvalues "
+             f"{[round(v, 4) for v in torch.linalg.eigvalsh(data['cov']).tolist()]}); data seed {data['data_seed']} "
+             f"of {max(1, cfg.seed_search)} has the exact MAP nearest the paper's: distance "
+             f"{data['distance']:.3f} (Euclidean, 4 coordinates).",
+             "The paper gives no numbers for the figure's panels: each scenario is compared with its exact "
+             "target instead (tolerances: 10% + 4 standard errors across chains for variances, 0.05 + 4 standard "
+             "errors for correlations), and the figure's visible claims are checked as stated.",
+             "S-SGLD reaches the exact structured optimum only slowly on this target: with corr(w1, w2) = -0.98 the "
+             "mean-field fixed point is approached at a rate ~ corr^2 per turnover of the history window, so the "
+             "history's mean drifts as a slow collective mode, which shows as extra variance and residual "
+             "correlation in the S-SGLD rows (the figure's qualitative picture holds: see the claims)."]
+    return write_report(out, experiment=REGISTRY.get("ssgmcmc-linreg"), preset=preset, config=asdict(cfg),
+                        seed=cfg.seed, comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start,
+                        step_sizes=[f"SGLD(lr={cfg.lr:g}): θ ← θ − (ε/2)∇Û + √ε ξ, Û scaled by N/n = "
+                                    f"{cfg.num_data}/{cfg.batch_size}; the paper does not state its step"],
+                        reductions=REDUCTIONS.get(preset, []), figures=["pairs.png"], notes=notes)
+
+
+def _ellipse(ax, mean, cov, i, j, **kw) -> None:
+    """The 2-sigma ellipse of the (i, j) marginal of N(mean, cov)."""
+    import math
+
+    sub = cov[[i, j]][:, [i, j]]
+    vals, vecs = torch.linalg.eigh(sub)
+    t = torch.linspace(0, 2 * math.pi, 200, dtype=cov.dtype)
+    circle = torch.stack([t.cos(), t.sin()], 1) * (2 * vals.clamp(min=0).sqrt())
+    pts = circle @ vecs.T + torch.stack([mean[i], mean[j]])
+    ax.plot(pts[:, 0].numpy(), pts[:, 1].numpy(), **kw)
+
+
+def _plot(path: Path, draws: dict, mean: torch.Tensor, cov: torch.Tensor, targets: dict) -> None:
+    """Scatter of (w1, w2) and (w1, w3) per scenario, like the paper's Fig. 2, with the 2-sigma
+    ellipses of the exact posterior (grey) and of the scenario's exact target (red, S-SGLD)."""
+    plt = pyplot()
+    if plt is None:  # pragma: no cover
+        return
+    fig, axes = plt.subplots(2, len(draws), figsize=(3.2 * len(draws), 6.2), sharex="row", sharey="row")
+    g = torch.Generator().manual_seed(0)
+    for col, (name, d) in enumerate(draws.items()):
+        keep = d[torch.randperm(d.shape[0], generator=g)[:3000]]
+        for row, (i, j) in enumerate(((0, 1), (0, 2))):
+            ax = axes[row, col]
+            ax.scatter(keep[:, i].numpy(), keep[:, j].numpy(), s=2, alpha=0.25, color="tab:blue", rasterized=True)
+            _ellipse(ax, mean, cov, i, j, color="0.3", ls=":", lw=1.2, label="exact posterior")
+            if name in targets:
+                _ellipse(ax, mean, targets[name], i, j, color="tab:red", ls="--", lw=1.2, label="exact S target")
+            ax.set(xlabel=NAMES[i], ylabel=NAMES[j])
+            if row == 0:
+                ax.set_title(name, fontsize=9)
+    axes[0, -1].legend(fontsize=7, loc="upper right")
+    fig.suptitle("2-sigma ellipses: exact posterior (dotted), exact structured optimum of the partition (dashed)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,63 @@
+"""The common report format: verdict rules on synthetic numbers, and the files written."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from structmc.experiments import REGISTRY
+from structmc.experiments._report import (COMPARISON_FIELDS, NOT_REPRODUCED, REPORT_FIELDS, REPRODUCED,
+                                          SMALLER_MARGIN, Comparison, Ordering, Tolerance, write_report)
+
+
+def test_tolerance_reproduced_and_failed_rows():
+    rule = Tolerance(abs=0.2, rel=0.1)  # allowed: 0.2 + 0.1 * |paper|
+    assert rule.judge(1.55, 1.40) == REPRODUCED  # |0.15| <= 0.34
+    assert rule.judge(1.74, 1.40) == REPRODUCED  # 0.34 exactly
+    v = rule.judge(1.80, 1.40)
+    assert v.startswith(NOT_REPRODUCED) and "+0.4" in v and "0.34" in v
+    assert rule.judge(math.nan, 1.4).startswith("not comparable")
+    with pytest.raises(ValueError):
+        Tolerance()
+
+
+def test_ordering_reproduced_smaller_margin_and_reversed():
+    rule = Ordering(("pSGLD", "SGLD"), lower_is_better=True, margin=0.5)
+    assert rule.judge([1.2, 1.6], [1.26, 1.41]) == REPRODUCED  # same ranking, margin 0.4 >= 0.5 * 0.15
+    assert rule.judge([1.30, 1.35], [1.26, 1.41]).startswith(SMALLER_MARGIN)  # 0.05 < 0.075
+    v = rule.judge([1.5, 1.3], [1.26, 1.41])
+    assert v.startswith(NOT_REPRODUCED) and "SGLD (1.3) beats pSGLD (1.5)" in v
+    higher = Ordering(("Sd", "S", "base"), lower_is_better=False, tie=0.01)
+    assert higher.judge([0.963, 0.955, 0.942], [0.963, 0.950, 0.942]) == REPRODUCED
+    assert higher.judge([0.963, 0.941, 0.9415], [0.963, 0.950, 0.942]) == REPRODUCED  # a tie within 0.01
+    with pytest.raises(ValueError):
+        higher.judge([1, 2], [1, 2, 3])
+
+
+def test_write_report_has_every_field_and_a_table(tmp_path):
+    exp = REGISTRY.get("ssgmcmc-linreg")
+    rows = [Comparison("test error, pSGLD", 1.3, 1.26, Tolerance(abs=0.2), unit="%"),
+            Comparison("ranking", [1.3, 1.5], [1.26, 1.41], Ordering(("pSGLD", "SGLD"))),
+            Comparison("ESS, not published", 120.0, None)]
+    report = write_report(tmp_path, experiment=exp, preset="tiny", config={"epochs": 1}, seed=3, comparisons=rows,
+                          numbers={"curve": [1.0, math.inf]}, wall_time_s=1.5, step_sizes=["ε = 5e-4 -> lr = 2ε/N"],
+                          reductions=["1 epoch instead of 100: accuracy lower"], figures=["fig.png"])
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert on_disk == report and set(REPORT_FIELDS) <= set(on_disk)
+    assert all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
+    assert on_disk["numbers"]["curve"] == [1.0, "inf"] and on_disk["reduced"] is True
+    assert on_disk["verdicts"] == {REPRODUCED: 2, SMALLER_MARGIN: 0, NOT_REPRODUCED: 0, "not comparable": 0}
+    assert abs(on_disk["comparisons"][0]["difference"] - 0.04) < 1e-12
+    md = (tmp_path / "report.md").read_text()
+    assert "| test error, pSGLD | 1.26 % | 1.3 % |" in md and "**reproduced**" in md
+    assert "Reduced from the paper's settings" in md and "lr = 2ε/N" in md and "![fig](fig.png)" in md
+
+
+def test_claim_rows():
+    from structmc.experiments._report import Claim
+
+    rule = Claim("|corr| falls: SGLD > Sd > S", lambda v: v[0] > v[1] > v[2])
+    assert Comparison("|corr(w1, w2)|", [0.9, 0.5, 0.02], "figure", rule).verdict == REPRODUCED
+    assert Comparison("|corr(w1, w2)|", [0.9, 0.95, 0.02], "figure", rule).verdict.startswith(NOT_REPRODUCED)
