@@ -1,0 +1,47 @@
+"""psgld-fnn (Table 2 of the pSGLD paper): tiny end to end, the step-size mapping, no-data fallback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structmc.experiments import get
+from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+
+fnn = get("psgld-fnn")
+
+
+def test_step_sizes_map_the_papers_per_datum_epsilon():
+    cfg = fnn.PRESETS["full"]
+    p = fnn.make_sampler("psgld", 60_000, 600, cfg)
+    s = fnn.make_sampler("sgld", 60_000, 600, cfg)
+    assert p.lr(0) == pytest.approx(2 * 5e-4 / 60_000) and s.lr(0) == pytest.approx(2 * 0.5 / 60_000)
+    assert p.lr(20 * 600) == pytest.approx(p.lr(0) / 2) and p.lr(20 * 600 - 1) == p.lr(0)  # halved every 20 epochs
+    assert p.alpha == 0.99 and p.eps == 1e-5 and p.v_init == "first"
+
+
+def test_tiny_end_to_end(tmp_path):
+    report = fnn.run("tiny", tmp_path, progress=False)
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert set(REPORT_FIELDS) <= set(on_disk) and all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
+    res = report["numbers"]["results"]
+    for method in ("pSGLD (σ² = 100)", "SGLD"):
+        r = res[method]["50"]
+        assert r["draws"] > 0 and len(r["curve_pct"]) == 1
+        # 1,000 images, 10 steps: far from the paper, but the predictive must beat chance (90%)
+        assert r["test_error_pct"] < 85
+    assert (tmp_path / "learning_curves.png").stat().st_size > 5_000
+    assert report["reduced"] and any("epochs" in r for r in report["reductions"])
+    again = fnn.run("tiny", tmp_path / "again", progress=False)
+    def numbers(rep):
+        return {m: {w: {k: v for k, v in r.items() if k != "seconds"} for w, r in d.items()}
+                for m, d in rep["numbers"]["results"].items()}
+
+    assert numbers(again) == numbers(report)  # same seed, same numbers
+
+
+def test_without_the_files_no_row_is_judged(tmp_path, no_files):
+    report = fnn.run("tiny", tmp_path, progress=False)
+    assert all(c["verdict"] == "no published value" for c in report["comparisons"])
+    assert any("synthetic" in n for n in report["notes"])
