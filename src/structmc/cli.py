@@ -414,6 +414,12 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         raise UsageError(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
     options = {"device": getattr(args, "device", None), "seed": getattr(args, "seed", None),
                "resume": getattr(args, "resume", False) or None}
+    device = options["device"] or "cpu"
+    if str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: no CUDA device on this machine")
     accepted = inspect.signature(module.run).parameters
     kwargs = {}
     for key, value in options.items():
@@ -424,12 +430,6 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         kwargs[key] = value
     if kwargs.get("seed") is not None and kwargs["seed"] < 0:
         raise UsageError(f"--seed must be >= 0, got {kwargs['seed']}")
-    device = kwargs.get("device", "cpu")
-    if str(device).startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {device}: no CUDA device on this machine")
     out = Path(args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce"
                             else f"runs/{name}"))
     t0 = time.perf_counter()

@@ -207,3 +207,22 @@ def test_user_experiment_runs_through_the_cli(tmp_path, capsys):
             main(["experiment", "test_user", "--out", str(tmp_path)])
     finally:
         E.REGISTRY.unregister("test_user")
+
+
+def test_reproduce_list_and_option_errors(capsys, tmp_path):
+    assert main(["reproduce", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["name", "paper", "figure"] and "what quick cuts" in lines[0]
+    row = next(line for line in lines if line.startswith("psgld-gaussian-2d"))
+    assert "Li et al. (2016)" in row and "Fig. 1" in row and " s " in row  # measured quick time
+    def usage_error(argv, message):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+    usage_error(["reproduce", "demo", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)], "does not take --seed")
+    if not torch.cuda.is_available():
+        usage_error(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--device", "cuda", "--out", str(tmp_path)],
+                    "no CUDA device")
+    usage_error(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--seed", "-1", "--out", str(tmp_path)],
+                "--seed must be >= 0")

@@ -104,7 +104,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         notes="published: the MAP of theta = [w1, w2, w3, b] the paper reports (appendix, 'roughly'); its "
               "covariate law is in a supplement we do not have: the covariates are drawn from the Gaussian nearest "
               "N(0, I) whose expected MAP is the paper's, and the report gives the distance",
-        quick_cuts="20,000 steps x 16 chains instead of 200,000 x 32"),
+        quick_cuts="20,000 steps x 16 chains instead of 200,000 x 32",
+        quick_seconds=41.0),
     "gibbs-xor": Experiment(
         "gibbs-xor", "structmc.experiments.gibbs_xor", PAPERS["blocked-gibbs"], "Figs. 3, 4, 7",
         "node-blocked Metropolis-within-Gibbs on noisy XOR: approximate (batch 100, var 0.04) vs exact "
