@@ -96,6 +96,11 @@ def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config):
     return SGLD(lr)
 
 
+def _probs(module: nn.Module, x: torch.Tensor, chunk: int = 1000) -> torch.Tensor:
+    """Class probabilities ``[n, 10]`` (float64), in chunks of ``chunk`` rows (bounded memory)."""
+    return torch.cat([torch.softmax(module(x[i:i + chunk]), -1).double() for i in range(0, len(x), chunk)])
+
+
 def run_one(energy: ModuleEnergy, sampler, data, cfg: Config, log=None) -> dict:
     """One chain for ``cfg.epochs`` epochs; the posterior-predictive test error after every
     epoch (probabilities averaged over the kept draws) and the last draw's own error."""
@@ -113,11 +118,11 @@ def run_one(energy: ModuleEnergy, sampler, data, cfg: Config, log=None) -> dict:
             if t > cfg.burn_in and t % every == 0:
                 with torch.no_grad():
                     run.energy._flat.copy_(state.theta[0])  # the module's parameters are views of it
-                    probs_sum += torch.softmax(module(x_test), -1).double()
+                    probs_sum += _probs(module, x_test)
                 kept += 1
         with torch.no_grad():
             run.energy._flat.copy_(run.theta[0])
-            last = (module(x_test).argmax(-1) != y_test).double().mean().item()
+            last = (_probs(module, x_test).argmax(-1) != y_test).double().mean().item()
         err = float(((probs_sum.argmax(-1) != y_test).double().mean()) if kept else math.nan)
         curve.append(100 * err)
         single.append(100 * last)
@@ -203,4 +208,4 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
                         step_sizes=step_sizes, reductions=_reductions(cfg), figures=figures, notes=notes)
 
 
-__all__ = ["Config", "PRESETS", "run", "make_energy", "make_sampler", "PAPER_ERROR_PCT", "METHODS"]
+__all__ = ["Config", "PRESETS", "run", "run_one", "make_energy", "make_sampler", "PAPER_ERROR_PCT", "METHODS"]
