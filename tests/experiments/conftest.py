@@ -10,3 +10,36 @@ def no_files(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTMC_DATA", str(empty))
     monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
     return empty
+
+
+VERDICT_PREFIXES = ("reproduced", "same ordering, smaller margin", "not reproduced", "not comparable",
+                    "no published value")
+
+
+def _check_common_report(report: dict, preset: str | None = None) -> dict:
+    """``report`` (report.json, read back) is in the common format of
+    structmc.experiments._report: every REPORT_FIELDS key, every comparison with
+    COMPARISON_FIELDS, verdicts from the new vocabulary, counts that match them; returns
+    ``{quantity: comparison}``."""
+    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+
+    assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
+    if preset is not None:
+        assert report["preset"] == preset
+    assert report["comparisons"], "no comparison rows"
+    for c in report["comparisons"]:
+        assert set(COMPARISON_FIELDS) <= set(c), c
+        assert c["verdict"].startswith(VERDICT_PREFIXES), c["verdict"]
+        assert c["rule"] or c["verdict"] == "no published value", c
+    counted = sum(report["verdicts"].values())
+    judged = sum(not c["verdict"].startswith("no published value") for c in report["comparisons"])
+    assert counted == judged
+    assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
+    assert report["reduced"] == bool(report["reductions"])
+    return {c["quantity"]: c for c in report["comparisons"]}
+
+
+@pytest.fixture
+def common_report():
+    """The checker of the common report format (see :func:`_check_common_report`)."""
+    return _check_common_report

@@ -126,25 +126,36 @@ def test_missing_files_name_the_data_dir(tmp_path):
 
 
 # -- experiments -------------------------------------------------------------------------------
-def _check_report(out, report, keys):
+def _check_report(out, report, keys, common_report):
     for name in ("report.json", "report.md"):
         assert (out / name).is_file()
     assert list(out.glob("*.png"))
-    saved = json.loads((out / "report.json").read_text())
-    for k in ("config", "seed", "versions", "wall_time_s", "tables", "preset"):
-        assert k in saved
-    assert saved["preset"] == "tiny"
+    top = json.loads((out / "report.json").read_text())
+    comps = common_report(top, "tiny")
+    assert top["reduced"] is True and top["seed"] == 0 and top["config"]["seed"] == 0
+    assert set(top["figures"]) == {p.name for p in out.glob("*.png")}
+    saved = top["numbers"]  # the old report: every number
+    assert "tables" in saved and saved["wall_time_s"] > 0
     rows = [r for k in keys for r in saved["tables"][k]]
-    assert rows and all(r["verdict"] for r in rows)
+    assert rows and len(comps) == sum(len(t) for t in saved["tables"].values())  # one Comparison per old row
+    assert all(r["verdict"] in {c["verdict"] for c in comps.values()} for r in rows)
     md = (out / "report.md").read_text()
-    assert "verdict" in md and "Reduced run" in md
-    return saved
+    assert "verdict" in md and "Reduced run" in md and "Paper vs ours" in md
+    return saved, comps
 
 
-def test_gibbs_mnist_tiny(tmp_path):
+def test_gibbs_mnist_tiny(tmp_path, common_report):
     out = tmp_path / "mnist"
     report = gm.run("tiny", out, progress=False)
-    saved = _check_report(out, report, ("accuracy", "chain_length", "acceptance"))
+    saved, comps = _check_report(out, report, ("accuracy", "chain_length", "acceptance"), common_report)
+    # the old rules, as Comparisons: acceptance >= min per layer, accuracy non-decreasing with window
+    for r in saved["tables"]["acceptance"]:
+        ok = min(r["ours"]) >= gm.PRESETS["tiny"].min_acceptance
+        assert r["verdict"].startswith("reproduced") == ok
+    for r in saved["tables"]["chain_length"]:
+        ok = all(b >= a - gm.PRESETS["tiny"].length_slack for a, b in zip(r["ours"], r["ours"][1:]))
+        assert r["verdict"].startswith("reproduced") == ok
+    assert all(r["verdict"].startswith("not comparable") for r in saved["tables"]["batch_ordering"])  # one batch
     run = next(iter(saved["runs"].values()))
     assert len(run["acceptance_per_layer"]) == 4
     assert all(0 <= a <= 1 for a in run["acceptance_per_layer"])
@@ -154,16 +165,26 @@ def test_gibbs_mnist_tiny(tmp_path):
 
 def test_gibbs_mnist_synthetic_paper_blocks(tmp_path):
     cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=6, windows=(2, 4), predict_window=4)
-    report = gm.run(cfg, tmp_path, progress=False)
-    assert report["preset"] == "custom" and report["partition"]["num_blocks"] == 130
+    top = gm.run(cfg, tmp_path, progress=False, seed=3)
+    assert top["preset"] == "custom" and top["seed"] == 3 and top["config"]["seed"] == 3
+    assert any("synthetic" in n for n in top["notes"])
+    report = top["numbers"]
+    assert report["partition"]["num_blocks"] == 130
     assert report["data"]["mnist"]["source"] == "synthetic"
-    assert report["tables"]["accuracy"][0]["verdict"].startswith("n/a (synthetic")
+    assert report["tables"]["accuracy"][0]["verdict"].startswith("not comparable: synthetic")
+    acc = next(c for c in top["comparisons"] if "test accuracy" in c["quantity"])
+    assert acc["paper"] is None or acc["verdict"].startswith("not comparable")
 
 
-def test_gibbs_augment_tiny(tmp_path):
+def test_gibbs_augment_tiny(tmp_path, common_report):
     out = tmp_path / "augment"
     report = ga.run("tiny", out, progress=False)
-    saved = _check_report(out, report, ("accuracy",))
+    saved, comps = _check_report(out, report, ("accuracy",), common_report)
+    base = {r["dataset"]: r["ours"] for r in saved["tables"]["accuracy"] if r["transform"] == "none"}
+    for r in saved["tables"]["accuracy"]:  # the old rule: augmented < untransformed - margin
+        if r["transform"] != "none":
+            ok = r["ours"] < base[r["dataset"]] - ga.PRESETS["tiny"].margin
+            assert r["verdict"].startswith("reproduced") == ok
     assert {r["transform"] for r in saved["tables"]["accuracy"]} == {"none", "rotation", "blur", "inversion"}
     assert (out / "augment_examples.png").is_file()
 
@@ -181,9 +202,9 @@ def test_registry_lists_both():
 def test_gibbs_mnist_resumes_from_checkpoints(tmp_path):
     cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=8, windows=(2, 4), predict_window=4,
                   checkpoint_every=4, resume=True)
-    first = gm.run(cfg, tmp_path, progress=False)
+    first = gm.run(cfg, tmp_path, progress=False)["numbers"]
     assert (tmp_path / "chains" / "mnist-b50").is_dir()
-    again = gm.run(cfg, tmp_path, progress=False)  # everything is read back from the checkpoint
+    again = gm.run(cfg, tmp_path, progress=False)["numbers"]  # everything is read back from the checkpoint
     for key, r in first["runs"].items():
         assert again["runs"][key]["by_window"] == r["by_window"]
         assert again["runs"][key]["acceptance_per_layer"] == r["acceptance_per_layer"]

@@ -19,25 +19,33 @@ ORDERINGS = {"approx_above_exact", "approx_less_volatile", "depth_layers", "dept
 
 
 
-def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files):
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_report):
     out = tmp_path / "run"
     report = G.run("tiny", out, progress=False)
-    assert report["data"]["source"] == "simulated"
+    assert report["numbers"]["data"]["source"] == "simulated"
     for name in ("report.json", "report.md", *G.FIGURES.values()):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    on_disk = json.loads((out / "report.json").read_text())
-    assert on_disk["config"]["num_steps"] == G.PRESETS["tiny"].num_steps and on_disk["seed"] == 0
-    assert on_disk["wall_seconds"] > 0 and on_disk["versions"]["torch"] and on_disk["data"]["source"] == "simulated"
+    top = json.loads((out / "report.json").read_text())
+    comps = common_report(top, "tiny")
+    assert top["experiment"] == "gibbs-xor" and top["reduced"] is True and any("simulated" in n for n in top["notes"])
+    assert top["config"]["num_steps"] == G.PRESETS["tiny"].num_steps and top["seed"] == 0
+    on_disk = top["numbers"]  # the old report: every number
+    assert on_disk["wall_seconds"] > 0 and on_disk["data"]["source"] == "simulated"
 
     rows = {r["key"]: r for r in on_disk["rows"]}
     assert set(PAPER_ROWS) | ORDERINGS == set(rows)
     for key, value in PAPER_ROWS.items():
         assert rows[key]["paper"] == pytest.approx(value)
     md = (out / "report.md").read_text()
+    assert len(comps) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"] in {"agrees", "differs", "n/a"} and r["rule"]
+        assert r["verdict"].startswith(("reproduced", "not reproduced", "not comparable")) and r["rule"]
         assert r["quantity"] in md
-    assert "Reduced run" in md and "simulated" in md
+        c = comps[f"{r['quantity']} [{r['source']}]"]
+        assert c["verdict"] == r["verdict"]
+        if r["kind"] == "value" and r["ours"] is not None:  # the old rule: |ours - paper| <= tol
+            assert c["verdict"].startswith("reproduced") == (abs(r["ours"] - r["paper"]) <= r["tol"] + 1e-12)
+    assert "Reduced from the paper" in md and "Paper vs ours" in md and "simulated" in md
 
     settings = on_disk["settings"]
     assert set(settings) == {"approx-deep", "exact-deep", "approx-shallow", "exact-shallow"}
@@ -62,8 +70,8 @@ def test_files_required_but_missing_raises(no_files):
 def test_resume_reads_finished_chains_back(tmp_path, no_files):
     cfg = G.Config(num_steps=60, burn_in=10, predict_last=10, num_chains=2, exact_pool_chains=2,
                    exact_shallow=False, checkpoint_every=20)
-    first = G.run(cfg, tmp_path, progress=False)
-    again = G.run(cfg, tmp_path, progress=False, resume=True)
+    first = G.run(cfg, tmp_path, progress=False)["numbers"]
+    again = G.run(cfg, tmp_path, progress=False, resume=True)["numbers"]
     for name, s in first["settings"].items():
         assert again["settings"][name]["node_acceptance"] == s["node_acceptance"]
         assert again["settings"][name]["accuracy"] == s["accuracy"]

@@ -15,12 +15,12 @@ from structmc.experiments import mamba_bnn as M
 from structmc.run import Budget
 from structmc.tuning import Arm, Problem
 
-VERDICTS = {"agrees", "differs", "n/a"}
+VERDICTS = ("reproduced", "not reproduced", "not comparable")
 
 
 
 
-def test_tiny_preset_writes_report_with_verdicts(tmp_path):
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
     out = tmp_path / "run"
     report = M.run("tiny", out, progress=False)
     for name in ("report.json", "report.md", *M.FIGURES.values()):
@@ -29,16 +29,24 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path):
         for m in ("mamba", "grid"):
             assert (out / "tuning" / s / m / "trace.json").is_file()
         assert (out / "tuning" / s / "mamba" / "metric_by_round.png").is_file()
-    saved = json.loads((out / "report.json").read_text())
-    assert saved["preset"] == "tiny" and saved["seed"] == 0 and saved["wall_seconds"] > 0
-    assert saved["versions"]["torch"] and saved["config"]["budget"] == "iterations"
-    assert saved["data"]["source"] in ("files", "synthetic")
+    top = json.loads((out / "report.json").read_text())
+    comps = common_report(top, "tiny")
+    assert top["experiment"] == "mamba-bnn" and top["seed"] == 0 and top["reduced"] is True
+    assert top["config"]["budget"] == "iterations" and set(top["figures"]) == set(M.FIGURES.values())
+    saved = top["numbers"]  # the old report: every number
+    assert saved["wall_seconds"] > 0 and saved["data"]["source"] in ("files", "synthetic")
 
     rows = {r["key"]: r for r in saved["rows"]}
     md = (out / "report.md").read_text()
+    assert len(comps) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"] in VERDICTS and r["rule"], r
+        assert r["verdict"].startswith(VERDICTS) and r["rule"], r
         assert r["quantity"] in md
+        if r["kind"] == "value":  # the old rule: |ours - paper| <= tol
+            c = comps[f"{r['quantity']} [{r['source']}]"]
+            assert c["ours"] == r["ours"] and c["paper"] == r["paper"] and c["verdict"] == r["verdict"]
+            if r["ours"] is not None:
+                assert c["verdict"].startswith("reproduced") == (abs(r["ours"] - r["paper"]) <= r["tol"] + 1e-9)
     # every Table 3 / Table 9 cell has its row, with the paper's number
     for i, s in enumerate(M.SAMPLERS):
         for m in M.METHODS:
@@ -54,7 +62,7 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path):
     for key in ("mamba_batch_1pct", "mamba_best_or_close", "mamba_le_grid", "mamba_more_samples", "sgnht_unstable",
                 "heuristic_worst_sghmc", "heuristic_worst_sghmc-cv"):
         assert key in rows
-    assert "Reduced run" in md and "Table 3" in md and "softmax" in md
+    assert "Reduced from the paper" in md and "Paper vs ours" in md and "Table 3" in md and "softmax" in md
 
     # the chosen arms come from the grids of App. C.3 (tiny: two step sizes)
     for s, rec in saved["results"].items():
@@ -68,7 +76,9 @@ def test_synthetic_fallback_and_determinism(tmp_path, no_files):
     cfg = replace(M.PRESETS["tiny"], samplers=("SGLD", "SGHMC-CV"), num_train=120, num_test=60)
     a = M.run(cfg, tmp_path / "a", progress=False)
     b = M.run(cfg, tmp_path / "b", progress=False)
-    assert a["data"]["source"] == "synthetic" and a["preset"] is None
+    assert a["preset"] == "custom" and any("synthetic" in n for n in a["notes"])
+    a, b = a["numbers"], b["numbers"]
+    assert a["data"]["source"] == "synthetic"
     assert set(a["results"]) == {"SGLD", "SGHMC-CV"}
     for s in a["results"]:
         for m in M.METHODS:  # iteration budgets: the same choices and the same numbers

@@ -119,7 +119,7 @@ def test_evaluate_arm_measures_a_run(cache):
 
 
 # -- the experiment -----------------------------------------------------------------------------
-def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache):
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report):
     out = tmp_path / "run"
     report = LR.run("tiny", out, progress=False)
     for name in ("report.json", "report.md", *LR.FIGURES.values()):
@@ -127,9 +127,14 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache):
     for s in SAMPLERS:
         for m in ("M-KSD", "M-FSSD", "Grid"):
             assert (out / "tuning" / s / m / "trace.json").is_file()
-    on_disk = json.loads((out / "report.json").read_text())
-    assert on_disk["preset"] == "tiny" and on_disk["wall_seconds"] > 0 and on_disk["versions"]["torch"]
-    assert on_disk["data"]["num_train"] == 2000 and on_disk["config"]["num_data"] == 2500
+    saved = json.loads((out / "report.json").read_text())
+    comps = common_report(saved, "tiny")
+    assert saved["experiment"] == "mamba-logreg" and saved["reduced"] is True and saved["seed"] == 0
+    assert set(saved["figures"]) == set(LR.FIGURES.values())
+    assert any("lr = 2h" in line for line in saved["step_size_mapping"])
+    on_disk = saved["numbers"]  # the old report: every number
+    assert on_disk["wall_seconds"] > 0 and saved["config"]["num_data"] == 2500
+    assert on_disk["data"]["num_train"] == 2000
     assert on_disk["reference"]["method"] == "mala" and on_disk["reference"]["cached"] is False
     assert "MALA" in on_disk["reference"]["description"]
 
@@ -143,13 +148,19 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache):
               "claim_heuristic_sghmc", "claim_more_samples", "claim_accuracy", "tuning_wall"}
     assert claims <= set(rows)
     md = (out / "report.md").read_text()
+    assert len(saved["comparisons"]) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"] in {"agrees", "differs", "n/a"} and r["rule"]
+        assert r["verdict"].startswith(("reproduced", "not reproduced", "not comparable")) and r["rule"]
     for r in rows.values():
         if r["metric"] != "claim":  # method rows: ours for (nearly) every sampler (None: a diverged run)
-            assert r["verdict"] != "n/a" and sum(v is not None for v in r["ours"]) >= 5
-    assert "not comparable at this scale" in md and "Reduced run" in md and "Reference posterior" in md
-    assert rows["claim_more_samples"]["verdict"] == "n/a"  # iteration budgets: equal by construction
+            assert not r["verdict"].startswith("not comparable") and sum(v is not None for v in r["ours"]) >= 5
+            # the rule is the old one: the within-factor counts agree within one sampler
+            c = next(c for q, c in comps.items() if q.startswith(r["quantity"]))
+            assert c["ours"] == r["ours_count"] and c["paper"] == r["paper_count"]
+            assert c["verdict"].startswith("reproduced") == (abs(r["ours_count"] - r["paper_count"]) <= 1)
+    assert "not comparable at this scale" in md and "Reduced from the paper" in md and "Reference posterior" in md
+    assert "Paper vs ours" in md and "Chosen hyperparameters" in md
+    assert rows["claim_more_samples"]["verdict"].startswith("not comparable")  # iteration budgets: equal by construction
     # tuning records: the chosen arm comes from the preset's grid, the timing split is there
     for s in SAMPLERS:
         for m in ("M-KSD", "M-FSSD", "Grid"):
@@ -161,7 +172,7 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache):
         assert e["ksd"] > 0 and e["xi"] >= 0 and 0.5 <= e["test_accuracy"] <= 1.0
 
     # same config, same numbers (iteration budgets), and the reference now comes from the cache
-    again = LR.run("tiny", tmp_path / "again", progress=False)
+    report, again = report["numbers"], LR.run("tiny", tmp_path / "again", progress=False)["numbers"]
     assert again["reference"]["cached"] is True and again["reference"]["sd"] == report["reference"]["sd"]
     for s in SAMPLERS:
         for m in ("M-KSD", "Grid"):

@@ -55,13 +55,18 @@ def test_pmf_grids():
     assert M.arm_summary(h, 80_000)["batch"] == 8000
 
 
-def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files):
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_report):
     out = tmp_path / "run"
-    report = P.run("tiny", out, progress=False)
+    report = P.run("tiny", out, progress=False, seed=0)
     for name in ("report.json", "report.md", *P.FIGURES.values()):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    on_disk = json.loads((out / "report.json").read_text())
-    assert on_disk["data"]["source"] == "simulated" and on_disk["preset"] == "tiny"
+    saved = json.loads((out / "report.json").read_text())
+    comps = common_report(saved, "tiny")
+    assert saved["experiment"] == "mamba-pmf" and saved["reduced"] is True and saved["seed"] == 0
+    assert set(saved["figures"]) == set(P.FIGURES.values()) and report["seed"] == 0
+    assert any("lr = h" in line for line in saved["step_size_mapping"])
+    on_disk = saved["numbers"]  # the old report: every number
+    assert on_disk["data"]["source"] == "simulated"
     assert on_disk["num_params"] == (40 + 50) * 3 + 4 * 3 and on_disk["wall_seconds"] > 0
     assert on_disk["reference"]["method"] == "sgld-cv" and "not NUTS" in on_disk["reference"]["description"]
     assert on_disk["comparable"] is False
@@ -75,11 +80,17 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files):
     assert {"claim_mamba_lowest", "claim_heuristic_sd", "claim_heuristic_sghmc", "claim_rmse_vs_grid",
             "tuning_wall"} <= set(rows)
     md = (out / "report.md").read_text()
+    assert len(comps) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"] in {"agrees", "differs", "n/a"} and r["rule"]
+        assert r["verdict"].startswith(("reproduced", "not reproduced", "not comparable")) and r["rule"]
         if r["metric"] != "claim":
-            assert r["verdict"] != "n/a" or r["method"] == "Heuristic"
-    assert "simulated" in md and "not comparable at this scale" in md and "Reduced run" in md
+            assert not r["verdict"].startswith("not comparable") or r["method"] == "Heuristic"
+            c = next(c for q, c in comps.items() if q.startswith(r["quantity"]))
+            assert c["ours"] == r["ours_count"] and c["paper"] == r["paper_count"] and c["verdict"] == r["verdict"]
+            if r["ours_count"] is not None:
+                assert c["verdict"].startswith("reproduced") == (abs(r["ours_count"] - r["paper_count"]) <= 1)
+    assert "simulated" in md and "not comparable at this scale" in md and "Reduced from the paper" in md
+    assert "Paper vs ours" in md
     for s in SAMPLERS:
         assert (out / "tuning" / s / "MAMBA" / "trace.json").is_file()
         t = on_disk["tuning"][s]["MAMBA"]

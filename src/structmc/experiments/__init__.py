@@ -120,7 +120,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         datasets=("noisy-xor",),
         notes="exact NBG is run on the deep net only (Sect. 5.2), node 13 is its output node; the layer rates "
               "(Fig. 4b) are means over chains, the other numbers medians; without the published files the "
-              "simulator (noisy-xor-simulated) is used and the report says so"),
+              "simulator (noisy-xor-simulated) is used and the report says so",
+        quick_cuts="5,500 sweeps instead of 110,000 (the paper's schedule / 20), 10 chains"),
     "gibbs-mnist": Experiment(
         "gibbs-mnist", "structmc.experiments.gibbs_mnist", PAPERS["blocked-gibbs"], "Tables 2, 3, 5, 6; Figs. 5, 8",
         "minibatch finer-node-blocked Gibbs (FNBG) on MLP(784,10,10,10,10) for MNIST and Fashion-MNIST: "
@@ -129,7 +130,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         published={"accuracy_batch3000": {"mnist": 0.9075, "fashion-mnist": 0.8089}},
         datasets=("mnist", "fashion-mnist"),
         notes="only the batch-3,000 accuracies are stated in the paper's text; Tables 3, 5, 6 are compared "
-              "through the orderings the paper states; blocks='reference' (810, the reference code) or 'paper' (130)"),
+              "through the orderings the paper states; blocks='reference' (810, the reference code) or 'paper' (130)",
+        quick_cuts="2,000 sweeps instead of 110,000 (burn-in 200, 200-sweep prediction window), the paper's 130 blocks, batch 3,000 only"),
     "gibbs-augment": Experiment(
         "gibbs-augment", "structmc.experiments.gibbs_augment", PAPERS["blocked-gibbs"], "Table 4 (Sect. 5.8)",
         "FNBG on MNIST / Fashion-MNIST training sets augmented by rotation (+-30 deg), Gaussian blur (9x9, "
@@ -138,7 +140,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         datasets=("mnist", "fashion-mnist"),
         notes="Table 4's augmented cells are not in the paper's text: the paper's claim (accuracy drops "
               "drastically, catastrophically for FMNIST) is checked as an ordering against an untransformed "
-              "chain of the same length"),
+              "chain of the same length",
+        quick_cuts="800 sweeps instead of 110,000 (burn-in 80, 80-sweep window), the paper's 130 blocks"),
     "mamba-logreg": Experiment(
         "mamba-logreg", "structmc.experiments.mamba_logreg", PAPERS["mamba"], "Table 1 (Fig. 1, Tables 4, 5)",
         "simulated logistic regression (d = 10, N = 10^6 in full): SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, "
@@ -151,7 +154,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
                                          "Grid": [12.0, 12.4, 34.5, 31.2, 15.0, 10.5],
                                          "Heuristic": [12.1, 27.5, 3000.3, 3084.0, 71.4, 20.4]},
                    "samplers": ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]},
-        datasets=("logistic-regression",)),
+        datasets=("logistic-regression",),
+        quick_cuts="N = 100,000 rows instead of 10^6; grid search 500 iterations per arm instead of 5,000; 2 s evaluation runs instead of 10 s, KSD on at most 1,000 draws"),
     "mamba-pmf": Experiment(
         "mamba-pmf", "structmc.experiments.mamba_pmf", PAPERS["mamba"], "Table 2 (Fig. 2)",
         "probabilistic matrix factorisation on MovieLens-100K: six samplers tuned by MAMBA-KSD, grid search and "
@@ -162,7 +166,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
                                          "Grid": [119.2, 133.0, 51.2, 55.6, 44.2, 46.8],
                                          "Heuristic": [71.7, 75.0, 50.3, 53.2, 40.6, 38.7]},
                    "samplers": ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]},
-        datasets=("movielens-100k",)),
+        datasets=("movielens-100k",),
+        quick_cuts="R = 1.5 s instead of 10 s; grid search 60 iterations per arm; 3 s evaluation runs instead of 20 s, KSD on at most 150 draws; shorter MAP and reference chain (12,000 iterations)"),
     "mamba-bnn": Experiment(
         "mamba-bnn", "structmc.experiments.mamba_bnn", PAPERS["mamba"], "Table 3 (Fig. 3)",
         "784-100-10 Bayesian neural network on MNIST: six samplers tuned by MAMBA-KSD, grid search and the "
@@ -173,7 +178,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
                                "Grid": [42.1, 40.7, 65.5, 55.2, 42.2, 42.3],
                                "Heuristic": [23.3, 22.0, 71.6, 74.8, 43.2, 51.5]},
                    "samplers": ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]},
-        datasets=("mnist",)),
+        datasets=("mnist",),
+        quick_cuts="6 step sizes instead of 12, R = 2.5 s instead of 10 s, stochastic KSD on 5,000 points; grid search 12 iterations per point on 2,000 test points; 6 s evaluation runs instead of 300 s"),
     "mamba-structured": Experiment(
         "mamba-structured", "structmc.experiments.mamba_structured", PAPERS["mamba"], "beyond the paper",
         "MAMBA choosing rho, K and the number of groups of Sd-pSGLD (Alexos et al. 2022) on the MNIST MLP, "
@@ -212,7 +218,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         published={"test_error_pct": {"pSGLD (σ² = 100)": [1.40, 1.26, 1.14], "pSGLD (σ² = 1)": [1.45, 1.32, 1.24],
                                       "SGLD": [1.64, 1.41, 1.40], "widths": [400, 800, 1200]}},
         datasets=("mnist",),
-        quick_cuts="400-400 only, pSGLD (sigma^2 = 100) and SGLD, 4 epochs instead of 100"),
+        quick_cuts="400-400 only, pSGLD (sigma^2 = 100) and SGLD, 4 epochs instead of 100",
+        quick_seconds=408.0),
     "psgld-cnn": Experiment(
         "psgld-cnn", "structmc.experiments.psgld_cnn", PAPERS["psgld"], "Table 3",
         "pSGLD vs SGD on MNIST with the paper's CNN (5x5 convolutions, 32 and 64 channels, max pooling, "
@@ -221,6 +228,17 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         datasets=("mnist",),
         quick_cuts="1 epoch on 10,000 training images (5,000 test) instead of 20 epochs on 60,000: a CPU "
                    "runs this CNN at ~0.3-0.7 s per step; full needs a GPU"),
+    "ssgmcmc-mnist-groups": Experiment(
+        "ssgmcmc-mnist-groups", "structmc.experiments.ssgmcmc_mnist_groups", PAPERS["structured-sgmcmc"], "Fig. 3",
+        "pSGLD vs S-pSGLD vs Sd-pSGLD (Bernoulli rho in {0.1, 0.3, 0.5}) on a 784-50-50-10 MNIST network (42,200 "
+        "weights), number of parameter groups M from 2 to 42,200: posterior-predictive accuracy, IAC and ESS",
+        published={"accuracy_pct": {"Sd-pSGLD (M = 32, rho = 0.5)": 96.3, "pSGLD": 94.2}},
+        datasets=("mnist",),
+        notes="authors' pSGLD lr 1e-2 on the N-scaled loss -> PSGLD(lr=2*eta/N, eps=1e-8/N); no biases (42,200 "
+              "weights); prior N(0, 0.3^2) from the authors' drivers; IAC/ESS averaged over 200 fixed traced weights",
+        quick_cuts="3 epochs instead of 500, K = 4 instead of 300, rho = 0.5 only, Sd-pSGLD at M in {4, 32, 512, "
+                   "42200}, S-pSGLD at M in {4, 32} only (M model evaluations per step), 50 predictive draws",
+        quick_seconds=262.0),
     "ssgmcmc-uci": Experiment(
         "ssgmcmc-uci", "structmc.experiments.ssgmcmc_uci", PAPERS["structured-sgmcmc"], "Tables 1, 3, 4",
         "2-layer 50-50 network, S-SGLD with the partitions random (M = 3), by layer, by neuron and fully "
