@@ -55,7 +55,7 @@ class Config:
 
 PRESETS = {
     "tiny": Config(epochs=1, num_train=300, num_test=200, burn_in=1, draws_per_epoch=1),
-    "quick": Config(epochs=1, num_train=10_000, num_test=5_000),
+    "quick": Config(epochs=1, num_train=10_000, num_test=5_000, burn_in=30, draws_per_epoch=10),
     "full": Config(),
 }
 
@@ -67,6 +67,8 @@ def _reductions(cfg: Config) -> list[str]:
                    "needs several epochs to get below 1%), and the sampler/optimiser gap may not show")
     if cfg.num_train is not None or cfg.num_test is not None:
         out.append(f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images")
+    if cfg.burn_in != 300:
+        out.append(f"burn-in {cfg.burn_in} iterations instead of 300 (the run is shorter than the paper's burn-in)")
     return out
 
 
