@@ -55,7 +55,7 @@ class Config:
 
 PRESETS = {
     "tiny": Config(epochs=1, num_train=300, num_test=200, burn_in=1, draws_per_epoch=1),
-    "quick": Config(epochs=1, num_train=10_000, num_test=5_000, burn_in=30, draws_per_epoch=10),
+    "quick": Config(epochs=1, draws_per_epoch=10),
     "full": Config(),
 }
 
