@@ -226,7 +226,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         "fully connected 200-200): test error after 20 epochs",
         published={"test_error_pct": {"pSGLD": 0.45, "SGD": 0.82}},
         datasets=("mnist",),
-        quick_cuts="1 epoch instead of 20 (a CPU runs this CNN at ~0.2-0.7 s per step; full wants a GPU)"),
+        quick_cuts="1 epoch instead of 20",
+        quick_seconds=35.0),
     "ssgmcmc-mnist-groups": Experiment(
         "ssgmcmc-mnist-groups", "structmc.experiments.ssgmcmc_mnist_groups", PAPERS["structured-sgmcmc"], "Fig. 3",
         "pSGLD vs S-pSGLD vs Sd-pSGLD (Bernoulli rho in {0.1, 0.3, 0.5}) on a 784-50-50-10 MNIST network (42,200 "
