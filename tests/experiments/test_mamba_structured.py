@@ -12,12 +12,15 @@ import structmc.experiments as E
 from structmc.experiments import mamba_structured as S
 
 
-def test_tiny_preset_writes_report_with_verdicts(tmp_path):
+def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
     out = tmp_path / "run"
     report = S.run("tiny", out, progress=False)
     for name in ("report.json", "report.md", *S.FIGURES.values(), "tuning/trace.json", "tuning/metric_by_round.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    saved = json.loads((out / "report.json").read_text())
+    common = json.loads((out / "report.json").read_text())
+    assert common == report
+    rows_by_quantity = common_report(common, "tiny")
+    saved = common["numbers"]  # the experiment's own record
     assert saved["preset"] == "tiny" and saved["wall_seconds"] > 0 and saved["versions"]["torch"]
     cfg = S.PRESETS["tiny"]
     assert saved["tuning"]["num_arms"] == len(cfg.rho) * len(cfg.num_copies) * len(cfg.num_groups) + 1
@@ -40,6 +43,18 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path):
         assert r["verdict"] in allowed and r["rule"] and r["quantity"] in md
     assert {"order_sd_above_psgld", "mamba_nll_le_defaults", "mamba_picks_structure"} <= set(rows)
     assert "validation NLL" in md and "Reduced run" in md
+    # one common-format comparison per row, its verdict the row's rule in the new words
+    assert len(common["comparisons"]) == len(rows)
+    for r in rows.values():
+        c = rows_by_quantity[r["quantity"]]
+        old = r["verdict"]
+        if old in ("agrees", "holds"):
+            assert c["verdict"] == "reproduced", (r, c)
+        elif old in ("differs", "fails"):
+            assert c["verdict"].startswith("not reproduced"), (r, c)
+        else:
+            assert c["verdict"].startswith("not comparable"), (r, c)
+    assert any("2ε/N" in line for line in common["step_size_mapping"])
 
 
 def test_arms_cover_the_grid():

@@ -75,7 +75,6 @@ development CPU, shared with another job) and ``full`` (the paper's grid, 500 ep
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
