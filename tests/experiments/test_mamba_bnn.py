@@ -22,7 +22,7 @@ VERDICTS = ("reproduced", "not reproduced", "not comparable")
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
     out = tmp_path / "run"
-    report = M.run("tiny", out, progress=False)
+    M.run("tiny", out, progress=False)
     for name in ("report.json", "report.md", *M.FIGURES.values()):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     for s in M.SAMPLERS:

@@ -121,7 +121,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         notes="exact NBG is run on the deep net only (Sect. 5.2), node 13 is its output node; the layer rates "
               "(Fig. 4b) are means over chains, the other numbers medians; without the published files the "
               "simulator (noisy-xor-simulated) is used and the report says so",
-        quick_cuts="5,500 sweeps instead of 110,000 (the paper's schedule / 20), 10 chains"),
+        quick_cuts="5,500 sweeps instead of 110,000 (the paper's schedule / 20), 10 chains",
+        quick_seconds=89.0),
     "gibbs-mnist": Experiment(
         "gibbs-mnist", "structmc.experiments.gibbs_mnist", PAPERS["blocked-gibbs"], "Tables 2, 3, 5, 6; Figs. 5, 8",
         "minibatch finer-node-blocked Gibbs (FNBG) on MLP(784,10,10,10,10) for MNIST and Fashion-MNIST: "
@@ -155,7 +156,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
                                          "Heuristic": [12.1, 27.5, 3000.3, 3084.0, 71.4, 20.4]},
                    "samplers": ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]},
         datasets=("logistic-regression",),
-        quick_cuts="N = 100,000 rows instead of 10^6; grid search 500 iterations per arm instead of 5,000; 2 s evaluation runs instead of 10 s, KSD on at most 1,000 draws"),
+        quick_cuts="N = 100,000 rows instead of 10^6; grid search 500 iterations per arm instead of 5,000; 2 s evaluation runs instead of 10 s, KSD on at most 1,000 draws",
+        quick_seconds=333.0),
     "mamba-pmf": Experiment(
         "mamba-pmf", "structmc.experiments.mamba_pmf", PAPERS["mamba"], "Table 2 (Fig. 2)",
         "probabilistic matrix factorisation on MovieLens-100K: six samplers tuned by MAMBA-KSD, grid search and "

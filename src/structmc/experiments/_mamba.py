@@ -855,7 +855,7 @@ def step_size_lines(num_data: int, samplers: Sequence[str] = SAMPLER_LABELS) -> 
         spec = sampler_spec(label)
         factor = lr_from_paper(spec.name, 1.0)
         how = "lr = 2h (paper: θ + h∇log π + √(2h)ξ; library: drift (lr/2)∇log π)" if factor == 2.0 else \
-            (f"lr = h (the paper's dt)" if factor == 1.0 else f"lr = {factor:g}·h")
+            ("lr = h (the paper's dt)" if factor == 1.0 else f"lr = {factor:g}·h")
         lines.append(f"{label} ({spec.name}{', control variate' if spec.gradient == 'cv' else ''}): {how}; "
                      f"the heuristic h = 1/N = {1 / num_data:.3g} → lr = {lr_from_paper(spec.name, 1 / num_data):.3g}")
     lines.append("grid values are log10 h of the paper's parameterisation; the reports' chosen log10 h convert "
