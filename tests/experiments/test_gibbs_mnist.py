@@ -156,6 +156,10 @@ def test_gibbs_mnist_tiny(tmp_path, common_report):
         ok = all(b >= a - gm.PRESETS["tiny"].length_slack for a, b in zip(r["ours"], r["ours"][1:]))
         assert r["verdict"].startswith("reproduced") == ok
     assert all(r["verdict"].startswith("not comparable") for r in saved["tables"]["batch_ordering"])  # one batch
+    for r in saved["tables"]["accuracy"]:  # a value is judged against the paper's, even in a reduced run
+        if r["paper"] is not None and not r["verdict"].startswith("not comparable"):
+            close = abs(r["ours"] - r["paper"]) <= gm.PRESETS["tiny"].tolerance
+            assert r["verdict"].startswith("reproduced") == close, r
     run = next(iter(saved["runs"].values()))
     assert len(run["acceptance_per_layer"]) == 4
     assert all(0 <= a <= 1 for a in run["acceptance_per_layer"])
