@@ -132,7 +132,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         datasets=("mnist", "fashion-mnist"),
         notes="only the batch-3,000 accuracies are stated in the paper's text; Tables 3, 5, 6 are compared "
               "through the orderings the paper states; blocks='reference' (810, the reference code) or 'paper' (130)",
-        quick_cuts="2,000 sweeps instead of 110,000 (burn-in 200, 200-sweep prediction window), the paper's 130 blocks, batch 3,000 only"),
+        quick_cuts="2,000 sweeps instead of 110,000 (burn-in 200, 200-sweep prediction window), the paper's 130 blocks, batch 3,000 only",
+        quick_seconds=90.0),
     "gibbs-augment": Experiment(
         "gibbs-augment", "structmc.experiments.gibbs_augment", PAPERS["blocked-gibbs"], "Table 4 (Sect. 5.8)",
         "FNBG on MNIST / Fashion-MNIST training sets augmented by rotation (+-30 deg), Gaussian blur (9x9, "
@@ -142,7 +143,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         notes="Table 4's augmented cells are not in the paper's text: the paper's claim (accuracy drops "
               "drastically, catastrophically for FMNIST) is checked as an ordering against an untransformed "
               "chain of the same length",
-        quick_cuts="800 sweeps instead of 110,000 (burn-in 80, 80-sweep window), the paper's 130 blocks"),
+        quick_cuts="800 sweeps instead of 110,000 (burn-in 80, 80-sweep window), the paper's 130 blocks",
+        quick_seconds=142.0),
     "mamba-logreg": Experiment(
         "mamba-logreg", "structmc.experiments.mamba_logreg", PAPERS["mamba"], "Table 1 (Fig. 1, Tables 4, 5)",
         "simulated logistic regression (d = 10, N = 10^6 in full): SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, "
@@ -169,7 +171,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
                                          "Heuristic": [71.7, 75.0, 50.3, 53.2, 40.6, 38.7]},
                    "samplers": ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]},
         datasets=("movielens-100k",),
-        quick_cuts="R = 1.5 s instead of 10 s; grid search 60 iterations per arm; 3 s evaluation runs instead of 20 s, KSD on at most 150 draws; shorter MAP and reference chain (12,000 iterations)"),
+        quick_cuts="R = 1.5 s instead of 10 s; grid search 60 iterations per arm; 3 s evaluation runs instead of 20 s, KSD on at most 150 draws; shorter MAP and reference chain (12,000 iterations)",
+        quick_seconds=301.0),
     "mamba-bnn": Experiment(
         "mamba-bnn", "structmc.experiments.mamba_bnn", PAPERS["mamba"], "Table 3 (Fig. 3)",
         "784-100-10 Bayesian neural network on MNIST: six samplers tuned by MAMBA-KSD, grid search and the "
