@@ -32,3 +32,5 @@ def test_tiny_end_to_end(tmp_path):
     assert res["S-pSGLD_2"]["evaluations_per_step"] == 2 and res["Sd-pSGLD rho=0.5"]["evaluations_per_step"] == 2
     assert all(r["num_draws"] >= 1 and 0 <= r["accuracy"] <= 1 for r in res.values())
     assert report["reduced"] and (tmp_path / rn.FIGURE).exists()
+    mixing = [c for c in report["comparisons"] if c["quantity"].startswith(("IAC", "ESS", "Table 2"))]
+    assert mixing and all(c["verdict"].startswith("not comparable") for c in mixing)  # a 6-iteration trace

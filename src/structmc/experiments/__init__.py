@@ -258,7 +258,8 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
         notes="FMNIST only (CIFAR-10 and SVHN download); pSGLD family only (Table 6's SGHMC rates are not mapped); "
               "ResNet-20 without normalisation layers",
         quick_cuts="3 epochs on 10,000 images instead of 300 on 60,000; pSGLD, S-pSGLD_2, Sd-pSGLD (rho 0.5) only; "
-                   "IAC/ESS from a 30-iteration trace"),
+                   "IAC/ESS from a 30-iteration trace",
+        quick_seconds=273.0),
     "ssgmcmc-uci": Experiment(
         "ssgmcmc-uci", "structmc.experiments.ssgmcmc_uci", PAPERS["structured-sgmcmc"], "Tables 1, 3, 4",
         "2-layer 50-50 network, S-SGLD with the partitions random (M = 3), by layer, by neuron and fully "

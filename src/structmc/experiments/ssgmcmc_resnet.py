@@ -187,21 +187,34 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resn
             results[key] = run_one(cfg, data, method, rho, lr, log)
     synthetic = data.source != "files"
     rows = []
+    short = cfg.trace_length < 5_000  # the paper's IAC/ESS come from the last 5,000 samples
+
+    def mixing_rule(rule):
+        if not short:
+            return rule
+
+        def refuse(_):
+            raise ValueError(f"IAC/ESS from a {cfg.trace_length}-iteration trace (ESS ≤ its length) are not "
+                             "comparable with the paper's from 5,000 samples")
+
+        return Claim("needs a 5,000-iteration trace, as the paper's", refuse)
+
     for (method, rho, lr), (key, r) in zip(cfg.runs, results.items()):
         paper = None if synthetic else PAPER_TABLE5.get((method, rho, lr))
         label = f"{key}, lr {lr:g}"
         rows.append(Comparison(f"accuracy, {label}", r["accuracy"], None if paper is None else paper[2],
                                Tolerance(abs=cfg.tolerance_acc)))
         rows.append(Comparison(f"IAC, {label}", r["iac"], None if paper is None else paper[0],
-                               Tolerance(rel=cfg.tolerance_iac_rel)))
+                               mixing_rule(Tolerance(rel=cfg.tolerance_iac_rel))))
         rows.append(Comparison(f"ESS, {label}", r["ess"], None if paper is None else paper[1],
-                               Tolerance(rel=cfg.tolerance_iac_rel)))
+                               mixing_rule(Tolerance(rel=cfg.tolerance_iac_rel))))
     sd = [k for k in results if k.startswith("Sd-pSGLD")]
     if "pSGLD" in results and sd and not synthetic:
         best = min(sd, key=lambda k: results[k]["iac"])
         rows.append(Comparison("Table 2: Sd-pSGLD (every parameter its own group) mixes faster than pSGLD (IAC)",
                                [results[best]["iac"], results["pSGLD"]["iac"]], "677 < 779",
-                               Claim("IAC of the best Sd-pSGLD run below pSGLD's", lambda v: v[0] < v[1])))
+                               mixing_rule(Claim("IAC of the best Sd-pSGLD run below pSGLD's",
+                                                 lambda v: v[0] < v[1]))))
     figures = _figure(cfg, results, out)
     notes = [f"data: Fashion-MNIST {'IDX files' if not synthetic else 'synthetic stand-in (files not found)'}",
              "network: ResNet-20 without normalisation layers (see the module docstring); prior N(0, 0.3²)",
