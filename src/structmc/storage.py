@@ -227,6 +227,14 @@ class RunFolder:
         steps = torch.cat([p["draw_steps"] for p in parts])
         return (torch.cat([p["samples"] for p in parts], 1) if samples else None), steps
 
+    def iter_chunks(self, count: int | None = None):
+        """``(samples [C, n, P], draw_steps [n])`` one chunk at a time, each checked against the
+        manifest: memory bounded by one chunk, for runs whose draws do not fit in memory."""
+        files = self._checked_files(self.chunk_files() if count is None else self.chunk_files()[:count], "sample")
+        for f in files:
+            part = self._load(f)
+            yield part["samples"], part["draw_steps"]
+
     def verify_chunks(self, count: int) -> None:
         """Check the first ``count`` sample chunks against the manifest without keeping them."""
         files = self._checked_files(self.chunk_files()[:count], "sample")

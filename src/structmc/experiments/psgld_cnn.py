@@ -73,7 +73,7 @@ def _reductions(cfg: Config) -> list[str]:
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", progress: bool | None = None,
-        *, seed: int | None = None) -> dict:
+        *, seed: int | None = None, resume: bool = False) -> dict:
     cfg, preset = resolve_preset(config, PRESETS)
     if seed is not None:
         cfg = replace(cfg, seed=int(seed))
@@ -100,7 +100,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", 
             sampler = (PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first") if method == "pSGLD"
                        else SGLD(lr, temperature=0.0))
             # SGD keeps its last iterate (no averaging): its "predictive" is the last draw's error
-            r = run_one(energy, sampler, images, replace(cfg, burn_in=cfg.burn_in), log)
+            r = run_one(energy, sampler, images, cfg, log, folder=out / "runs" / method, resume=resume)
             if method == "SGD":
                 r["test_error_pct"] = r["last_draw_error_pct"][-1]
             results[method] = r
