@@ -62,7 +62,7 @@ class Config:
 PRESETS = {
     "tiny": Config(widths=(50,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=1, num_train=1000, num_test=500,
                    burn_in=5, draws_per_epoch=2, data="auto"),
-    "quick": Config(widths=(400,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=4),
+    "quick": Config(widths=(400,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=20),
     "full": Config(),
 }
 
