@@ -8,7 +8,10 @@ epochs. SGD is the same update with no noise: ``SGLD(lr, temperature=0)`` takes 
 (lr/2)∇Û = ε ḡ, so SGD's ε maps to ``lr = 2ε/N`` like the samplers'. The paper does not state
 SGD's ε for the CNN; we use its FNN value 0.5, said in the report. The prior is N(0, 1) on
 every weight (σ² is not stated for the CNN). The convolution padding is not stated either:
-``padding=0`` ("valid", as in Jarrett et al. 2009) is the default.
+``padding=0`` ("valid", as in Jarrett et al. 2009) is the default. ``Config.temperature``
+(default 1, the posterior) sets pSGLD's temperature: the authors' Matlab code divides its
+noise by N, an effective temperature of 1/N in the library's convention
+(:class:`structmc.PSGLD`), which this option reproduces.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Config:
     alpha: float = 0.99
     eps: float = 1e-5
     prior_var: float = 1.0
+    temperature: float = 1.0  # pSGLD's; the authors' Matlab noise corresponds to 1/N (see psgld-blr)
     padding: int = 0
     num_train: int | None = None
     num_test: int | None = None
@@ -97,7 +101,8 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", 
             energy = ModuleEnergy(ConvNet(padding=cfg.padding), "categorical", prior_std=math.sqrt(cfg.prior_var),
                                   num_data=N)
             lr = StepDecay(2 * EPSILON[method] / N, every=cfg.halve_every_epochs * steps_per_epoch, factor=0.5)
-            sampler = (PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first") if method == "pSGLD"
+            sampler = (PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=cfg.temperature)
+                       if method == "pSGLD"
                        else SGLD(lr, temperature=0.0))
             # SGD keeps its last iterate (no averaging): its "predictive" is the last draw's error
             r = run_one(energy, sampler, images, cfg, log, folder=out / "runs" / method, resume=resume)
