@@ -279,13 +279,20 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
 }, aliases={"structured_linreg": "ssgmcmc-linreg"}, validate=_check)
 
 
-def resolve_preset(config, presets: dict) -> tuple:
-    """``(config, preset name)`` for a preset name (``"custom"`` for a config object)."""
+def resolve_preset(config, presets: dict, seed: int | None = None) -> tuple:
+    """``(config, preset name)`` for a preset name (``"custom"`` for a config object); ``seed``
+    (the ``--seed`` of ``structmc reproduce``) overrides the config's ``seed`` in a copy."""
+    import dataclasses
+
     if isinstance(config, str):
         if config not in presets:
             raise ValueError(f"unknown preset {config!r}; choose from {sorted(presets)}")
-        return presets[config], config
-    return config, "custom"
+        config, name = presets[config], config
+    else:
+        name = "custom"
+    if seed is not None:
+        config = dataclasses.replace(config, seed=int(seed))
+    return config, name
 
 
 def get(name: str) -> ModuleType:

@@ -83,6 +83,19 @@ def progress_log(name: str, progress: bool | None) -> Callable[[str], None] | No
     return lambda msg: print(f"[{name} {time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
+def save_cache(obj, path: Path) -> bool:
+    """``torch.save`` to ``path`` through a temporary file (a crash never leaves half a file);
+    ``False`` when the folder is read-only (a cache that cannot be written is not an error)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save(obj, tmp)
+        tmp.replace(path)
+    except OSError:
+        return False
+    return True
+
+
 def pyplot():
     """``matplotlib.pyplot`` on the headless Agg backend, or ``None`` without matplotlib."""
     try:

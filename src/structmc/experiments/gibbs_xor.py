@@ -85,7 +85,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import by_neuron
 from ..zoo import energy_for
-from ._shared import default_data_dir, versions as _versions
+from ._shared import default_data_dir, pyplot, versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
 
@@ -552,12 +552,8 @@ def _markdown(report: dict) -> str:
 
 
 def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - plotting is optional
+    plt = pyplot()
+    if plt is None:  # pragma: no cover - plotting is optional
         return
     blue = {"color": "tab:blue", "linewidth": 2}
     ad, ed, ash = res["approx-deep"], res["exact-deep"], res["approx-shallow"]

@@ -84,7 +84,7 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..tuning.task import evenly
 from ..zoo import energy_for
 from ._mamba import step_size_lines, write_common_report
-from ._shared import jsonable as _jsonable, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable, pyplot, threads as torch_threads, versions as _versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 SAMPLERS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
@@ -798,12 +798,8 @@ def _markdown(report: dict) -> str:
 
 
 def _plot(out: Path, report: dict) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
+    plt = pyplot()
+    if plt is None:  # pragma: no cover - plotting is optional
         return
     res = report["results"]
     names = list(res)

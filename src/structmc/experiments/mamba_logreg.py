@@ -63,7 +63,7 @@ from .. import Budget, LogDensityEnergy, find_map, sample
 from ..data.synthetic import logistic_regression_data
 from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
-from ._shared import progress_log
+from ._shared import progress_log, save_cache
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
 
@@ -360,14 +360,8 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
             pass
     ref = _reference_mala(cfg, theta_map, x, y) if method == "mala" else _reference_nuts(cfg, backend, x, y)
     ref["cached"], ref["path"] = False, None if path is None else str(path)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            torch.save({k: v for k, v in ref.items() if k not in ("cached", "path")}, tmp)
-            tmp.replace(path)
-        except OSError:  # a read-only cache is not an error
-            ref["path"] = None
+    if path is not None and not save_cache({k: v for k, v in ref.items() if k not in ("cached", "path")}, path):
+        ref["path"] = None  # a read-only cache is not an error
     return ref
 
 

@@ -60,7 +60,7 @@ from ..data.base import Dataset
 from ..tuning import Arm, FunctionMetric, Problem
 from ..zoo import energy_for
 from . import _mamba as M
-from ._shared import default_data_dir, progress_log
+from ._shared import default_data_dir, progress_log, save_cache
 
 PAPER_R = 10.0  # seconds, App. C.2.3
 METHODS = ("MAMBA", "Grid", "Heuristic")
@@ -264,14 +264,8 @@ def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -
            "sd": ev["sd"], "mean": ev["mean"], "num_samples": ev["iterations"], "ksd": ev["ksd"],
            "seconds": time.perf_counter() - t0}
     ref["cached"], ref["path"] = False, None if path is None else str(path)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            torch.save({k: v for k, v in ref.items() if k not in ("cached", "path")}, tmp)
-            tmp.replace(path)
-        except OSError:
-            ref["path"] = None
+    if path is not None and not save_cache({k: v for k, v in ref.items() if k not in ("cached", "path")}, path):
+        ref["path"] = None  # a read-only cache is not an error
     return ref
 
 

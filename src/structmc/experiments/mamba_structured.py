@@ -65,7 +65,7 @@ from ..run import Budget
 from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
-from ._shared import jsonable as _jsonable, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable, pyplot, threads as torch_threads, versions as _versions
 from .mamba_bnn import evaluate_arm, load_data, log_loss_metric, mamba_budget
 
 #: Alexos, Boyd & Mandt (2022), Sect. 9.1 (MNIST, 784-50-50-10, 100,000 samples after 150,000 burn-in).
@@ -456,12 +456,8 @@ def _markdown(report: dict) -> str:
 
 
 def _plot(out: Path, report: dict) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
+    plt = pyplot()
+    if plt is None:  # pragma: no cover - plotting is optional
         return
     t = report["tuning"]
     dim = report["dim"]

@@ -84,7 +84,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +96,7 @@ from .. import PSGLD, SGLD, LogDensityEnergy, sample
 from ..data import ChecksumError, DataError
 from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
+from .mamba_logreg import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
 from ._shared import default_data_dir, progress_log, pyplot, threads
 
@@ -283,25 +284,10 @@ def load_data(cfg: Config, data_dir=None) -> dict:
 # ---------------------------------------------------------------------------------------------
 # model and evaluation
 # ---------------------------------------------------------------------------------------------
-def log_likelihood(theta: Tensor, batch) -> Tensor:
-    """Σ_batch log Bernoulli(y | σ(xᵀθ)) for one θ ``[D]``."""
-    x, y = batch
-    return -F.binary_cross_entropy_with_logits(x @ theta, y, reduction="sum")
-
-
-class GaussianLogPrior:
-    """log N(θ; 0, var I) up to a constant."""
-
-    def __init__(self, var: float):
-        self.var = float(var)
-
-    def __call__(self, theta: Tensor) -> Tensor:
-        return -0.5 * theta.square().sum() / self.var
-
 
 def make_energy(cfg: Config, dim: int, num_train: int) -> LogDensityEnergy:
-    return LogDensityEnergy(dim=dim, log_likelihood=log_likelihood, log_prior=GaussianLogPrior(cfg.prior_var),
-                            num_data=num_train)
+    return LogDensityEnergy(dim=dim, log_likelihood=logistic_log_likelihood,
+                            log_prior=GaussianLogPrior(cfg.prior_var), num_data=num_train)
 
 
 def library_lr(step: float, num_train: int) -> float:
@@ -441,8 +427,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-blr", 
     ``out_dir``, the chains to ``out_dir/runs/<sampler>-seed<k>`` (checkpointed every
     ``checkpoint_every`` iterations; ``resume=True`` continues them, a finished one is read
     back). ``seed`` overrides the config's; ``data_dir``: where to look for ``adult/``."""
-    cfg, preset = resolve_preset(config, PRESETS)
-    cfg = replace(cfg) if seed is None else replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     _check(cfg)
     with threads(cfg.threads):  # the report records the thread count used
         return _run(cfg, preset, Path(out_dir), progress, device, resume, data_dir)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -78,9 +78,7 @@ def _reductions(cfg: Config) -> list[str]:
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", progress: bool | None = None,
         *, seed: int | None = None, resume: bool = False) -> dict:
-    cfg, preset = resolve_preset(config, PRESETS)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     unknown = [m for m in cfg.methods if m not in PAPER_ERROR_PCT]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {list(PAPER_ERROR_PCT)}")

@@ -278,9 +278,7 @@ def _summ(v: Tensor) -> dict:
 # ---------------------------------------------------------------------------------------
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussian-2d", progress: bool | None = None,
         *, device: str = "cpu", seed: int | None = None) -> dict:
-    cfg, preset = resolve_preset(config, PRESETS)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     cfg = replace(cfg, step_sizes=tuple(float(s) for s in cfg.step_sizes))
     if cfg.num_chains < 2:
         raise ValueError("num_chains must be >= 2: the tolerances come from the spread between replicas")

@@ -178,9 +178,7 @@ PAIRS = ((0, 1), (0, 2), (2, 3))
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linreg", progress: bool | None = None,
         *, seed: int | None = None) -> dict:
-    cfg, preset = resolve_preset(config, PRESETS)
-    if seed is not None:
-        cfg = Config(**{**asdict(cfg), "seed": int(seed)})
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()

@@ -76,7 +76,7 @@ development CPU, shared with another job) and ``full`` (the paper's grid, 500 ep
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -250,9 +250,7 @@ def _reductions(cfg: Config) -> list[str]:
 
 def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", progress: bool | None = None, *,
         device: str = "cpu", seed: int | None = None) -> dict:
-    cfg, preset = resolve_preset(config, PRESETS)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     for M in tuple(cfg.sd_groups) + tuple(cfg.s_groups):
         if not 1 <= int(M) <= NUM_PARAMS:
             raise ValueError(f"number of groups must lie in [1, {NUM_PARAMS}], got {M}")

@@ -34,7 +34,7 @@ be mapped with confidence into the library's convention.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -167,9 +167,7 @@ def _reductions(cfg: Config) -> list[str]:
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resnet", progress: bool | None = None,
         *, seed: int | None = None) -> dict:
-    cfg, preset = resolve_preset(config, PRESETS)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("ssgmcmc-resnet", progress)

@@ -397,8 +397,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
         device: str = "cpu", seed: int | None = None) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` and the two PNGs to
     ``out_dir`` and return the report. ``seed`` overrides the config's first seed."""
-    cfg, preset = resolve_preset(config, PRESETS)
-    cfg = replace(cfg) if seed is None else replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     _check(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
