@@ -242,7 +242,9 @@ def _figure(cfg: Config, results: dict, out: Path) -> list[str]:
         ax.scatter(range(len(names)), [p[i] if p else float("nan") for p in paper], color="tab:red", zorder=3,
                    label="paper (300 epochs)")
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-        ax.set_title(label, fontsize=9)
+        trace = max(r["trace_length"] for r in results.values())
+        ax.set_title(label if key == "accuracy" else f"{label}\nours: trace of {trace} iterations, paper: 5,000",
+                     fontsize=9)
     axes[0].legend(fontsize=8)
     fig.suptitle("ResNet-20 on Fashion-MNIST (Tables 2 and 5)", fontsize=10)
     fig.tight_layout()
