@@ -14,7 +14,7 @@ from .predictive import predictive
 from .run import Budget, DivergenceError, Run, iterate, sample
 from .executors import run_chains
 from .storage import load_chain, save_chain
-from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler
+from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler, ScaleAdaptedSGHMC
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
 from . import gibbs, partitions, structured, zoo  # noqa: E402  (blocks, S/Sd energies, models as energies)
@@ -25,6 +25,6 @@ __all__ = [
     "Chain", "Energy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
     "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive",
     "Budget", "DivergenceError", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
-    "SGLD", "PSGLD", "SGHMC", "SGNHT", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
+    "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
     "steps_per_epoch", "ParamSpace",
 ]

@@ -28,8 +28,8 @@ def _settings(**kw):
 
 # -- samplers ---------------------------------------------------------------------------------
 def test_unknown_sampler_and_unknown_keys_are_clear_errors():
-    assert isinstance(SAMPLERS, Registry) and SAMPLERS.names() == ["sgld", "psgld", "sghmc", "sgnht"]
-    with pytest.raises(ValueError, match="unknown sampler 'hmc'; choose from psgld, sghmc, sgld, sgnht"):
+    assert isinstance(SAMPLERS, Registry) and SAMPLERS.names() == ["sgld", "psgld", "sghmc", "sgnht", "scale_adapted_sghmc"]
+    with pytest.raises(ValueError, match="unknown sampler 'hmc'; choose from psgld, scale_adapted_sghmc, sghmc, sgld, sgnht"):
         sampler_from_config({"name": "hmc", "lr": 1e-3})
     with pytest.raises(ValueError, match=r"sampler 'sgld': unknown key\(s\) \['friction'\]; it accepts lr, temperature"):
         sampler_from_config({"name": "sgld", "lr": 1e-3, "friction": 0.1})

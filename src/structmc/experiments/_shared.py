@@ -106,3 +106,84 @@ def pyplot():
     except ImportError:  # pragma: no cover
         return None
     return plt
+
+
+CHECKPOINT = "checkpoint.pt"
+RESULT = "result.json"
+
+
+def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = False, every: int = 1_000,
+                      carry: dict | None = None):
+    """``run.iterate`` up to iteration ``steps``, checkpointed into ``folder``.
+
+    Every ``every`` iterations and after the last one, ``run.state_dict()`` (sampler state,
+    generator, minibatch stream, structured history), ``run.settings()`` and ``carry`` (the
+    caller's accumulators: traces, kept draws — updated in place by the loop body) are saved
+    to ``folder/checkpoint.pt`` through a temporary file. With ``resume=True`` a checkpoint
+    found there is loaded first (refused when the run's settings differ), ``carry`` is
+    restored in place (its lists keep their identity) and the loop continues at the next iteration, so the caller ends with
+    exactly what an uninterrupted loop gives (tensors in ``carry`` come back on the CPU).
+    Without ``folder`` it is ``run.iterate(steps)``.
+    """
+    from ..run import _check_resume_compatible
+
+    if folder is None:
+        yield from run.iterate(steps)
+        run.check_finite()
+        return
+    folder = Path(folder)
+    path = folder / CHECKPOINT
+    carry = {} if carry is None else carry
+    if resume and path.exists():
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        _check_resume_compatible(ckpt["settings"], run.settings())
+        if ckpt["run"]["iteration"] > steps:
+            raise ValueError(f"cannot resume {folder}: its checkpoint is at iteration {ckpt['run']['iteration']}, "
+                             f"beyond this run's {steps}")
+        run.load_state_dict(ckpt["run"])
+        for key, value in ckpt["carry"].items():  # in place: the caller's loop holds these lists
+            if isinstance(carry.get(key), list):
+                carry[key][:] = value
+            else:
+                carry[key] = value
+    elif path.exists():
+        path.unlink()
+
+    def save():
+        run.check_finite()  # nothing non-finite is ever checkpointed
+        state = {"settings": run.settings(), "run": run.state_dict(),
+                 "carry": {k: ([t.cpu() if isinstance(t, Tensor) else t for t in v] if isinstance(v, list) else v)
+                           for k, v in carry.items()}}
+        save_cache(state, path)
+
+    remaining = steps - run.iteration
+    if remaining > 0:
+        for t, state, info in run.iterate(remaining):
+            yield t, state, info
+            if t % every == 0 or t == steps:
+                save()
+    run.check_finite()
+
+
+def load_result(folder: Path | None, resume: bool) -> dict | None:
+    """The finished run's ``result.json`` in ``folder`` when resuming, else ``None``."""
+    import json
+
+    if folder is None or not resume or not (Path(folder) / RESULT).exists():
+        return None
+    return json.loads((Path(folder) / RESULT).read_text())
+
+
+def save_result(folder: Path | None, result: dict) -> None:
+    """Write a finished run's result (``load_result`` reads it back on ``--resume``) and drop
+    its checkpoint, which is no longer needed."""
+    import json
+
+    if folder is None:
+        return
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (RESULT + ".tmp")
+    tmp.write_text(json.dumps(jsonable(result), indent=1))
+    tmp.replace(folder / RESULT)
+    (folder / CHECKPOINT).unlink(missing_ok=True)

@@ -88,7 +88,7 @@ from ..partitions import Partition, round_robin
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
-from ._shared import progress_log, pyplot, threads
+from ._shared import load_result, progress_log, pyplot, resumable_iterate, save_result, threads
 
 NAME = "ssgmcmc-mnist-groups"
 NUM_PARAMS = 784 * 50 + 50 * 50 + 50 * 10  # 42,200 weights
@@ -165,9 +165,16 @@ def trace_indices(cfg: Config, dim: int) -> torch.Tensor:
 
 
 def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float | None, device: str = "cpu",
-            log=None) -> dict:
+            log=None, *, folder: Path | None = None, resume: bool = False) -> dict:
     """One chain of ``method`` ("pSGLD", "S-pSGLD" or "Sd-pSGLD"): accuracy of the posterior
-    predictive over ``num_draws`` kept draws, mean IAC and ESS over the traced weights."""
+    predictive over ``num_draws`` kept draws, mean IAC and ESS over the traced weights. With
+    ``folder``, checkpointed there every epoch (``resume=True`` continues it; a finished run's
+    result is read back)."""
+    done = load_result(folder, resume)
+    if done is not None:
+        if log:
+            log(f"{method:8s} M={num_groups!s:>6} ρ={rho!s:>4}: finished earlier, read from {folder}")
+        return done
     x, y = data.x_train.to(device), data.y_train.to(device)
     N = len(y)
     base = make_energy(cfg, N, device)
@@ -186,17 +193,17 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
     idx = trace_indices(cfg, base.space.dim).to(device)
     run = Run(energy, base.initial_position(), make_sampler(cfg, N), data=(x, y), batch_size=cfg.batch_size,
               seed=cfg.seed)
-    trace, draws = [], []
+    carry = {"trace": [], "draws": []}
+    trace, draws = carry["trace"], carry["draws"]
     t0 = time.perf_counter()
-    for t, state, _ in run.iterate(steps):
+    for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry):
         if t >= first_kept:
             theta = state.theta[0]
             trace.append(theta[idx].detach().to("cpu", torch.float64))
             if (steps - t) % thin == 0 and len(draws) < cfg.num_draws:
                 draws.append(theta.detach().clone())
-    run.check_finite()
-    seconds = time.perf_counter() - t0
-    draws_t = torch.stack(draws)
+    seconds = run.elapsed
+    draws_t = torch.stack([d.to(device) for d in draws])  # restored draws are on the CPU
     probs = predictive(base, draws_t, data.x_test.to(device))["probs"].cpu()
     acc = 100 * float((probs.argmax(-1) == data.y_test).double().mean())
     tr = torch.stack(trace).unsqueeze(0)  # [1, D, params]
@@ -211,6 +218,7 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
     if log:
         log(f"{method:8s} M={num_groups!s:>6} ρ={rho!s:>4}: accuracy {acc:.2f}%, IAC {out['iac']:.1f}, "
             f"ESS {out['ess']:.1f} ({seconds:.1f} s)")
+    save_result(folder, out)
     return out
 
 
@@ -249,7 +257,10 @@ def _reductions(cfg: Config) -> list[str]:
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", progress: bool | None = None, *,
-        device: str = "cpu", seed: int | None = None) -> dict:
+        device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
+    """Run the experiment into ``out_dir``: each chain is checkpointed every epoch under
+    ``out_dir/runs/<method>``, and ``resume=True`` continues an interrupted run (finished
+    chains are read back, the interrupted one continues from its last checkpoint)."""
     cfg, preset = resolve_preset(config, PRESETS, seed)
     for M in tuple(cfg.sd_groups) + tuple(cfg.s_groups):
         if not 1 <= int(M) <= NUM_PARAMS:
@@ -268,7 +279,9 @@ def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", pr
         jobs = [("pSGLD", None, None)] + [("S-pSGLD", M, None) for M in cfg.s_groups] + \
                [("Sd-pSGLD", M, r) for r in cfg.rhos for M in cfg.sd_groups]
         for method, M, rho in jobs:
-            results[_key(method, M, rho)] = run_one(cfg, data, method, M, rho, device, log)
+            key = _key(method, M, rho)
+            results[key] = run_one(cfg, data, method, M, rho, device, log,
+                                   folder=out / "runs" / key.replace(" ", "_"), resume=resume)
     synthetic = data.source["source"] != "files"
     N = len(data.y_train)
     rows = _comparisons(cfg, results, synthetic)

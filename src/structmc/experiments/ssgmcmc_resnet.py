@@ -47,7 +47,7 @@ from ..predictive import predictive
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Tolerance, write_report
-from ._shared import progress_log, pyplot, threads
+from ._shared import load_result, progress_log, pyplot, resumable_iterate, save_result, threads
 
 # Table 5 (FMNIST, pSGLD family): (method, rho, lr) -> (IAC, ESS, accuracy)
 PAPER_TABLE5 = {
@@ -117,7 +117,15 @@ def make_energy_for(method: str, rho, base: ModuleEnergy, cfg: Config, steps: in
     raise ValueError(f"unknown method {method!r}")
 
 
-def run_one(cfg: Config, data, method: str, rho, lr: float, log=None) -> dict:
+def run_one(cfg: Config, data, method: str, rho, lr: float, log=None, *, folder: Path | None = None,
+            resume: bool = False) -> dict:
+    """One chain; with ``folder`` checkpointed there every epoch (``resume=True`` continues it,
+    a finished chain's result is read back)."""
+    done = load_result(folder, resume)
+    if done is not None:
+        if log:
+            log(f"{method} rho={rho} lr={lr:g}: finished earlier, read from {folder}")
+        return done
     x, y = data.x_train, data.y_train
     N = len(y)
     per_epoch = max(1, N // cfg.batch_size)
@@ -131,16 +139,16 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None) -> dict:
     every = max(1, length // cfg.num_draws)
     run = Run(energy, base.initial_position(), PSGLD(2 * lr / N, alpha=cfg.alpha, eps=cfg.eps), data=(x, y),
               batch_size=cfg.batch_size, seed=cfg.seed)
-    trace, draws = [], []
-    t0 = time.perf_counter()
-    for t, state, _ in run.iterate(steps):
+    carry = {"trace": [], "draws": []}
+    trace, draws = carry["trace"], carry["draws"]
+    for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry):
         if t >= first:
-            trace.append(state.theta[0, idx].to(torch.float64))
+            trace.append(state.theta[0, idx].to("cpu", torch.float64))
             if (steps - t) % every == 0 and len(draws) < cfg.num_draws:
                 draws.append(state.theta[0].clone())
-    run.check_finite()
-    seconds = time.perf_counter() - t0
-    probs = predictive(base, torch.stack(draws), data.x_test, batch_size=500)["probs"]
+    seconds = run.elapsed
+    device = x.device
+    probs = predictive(base, torch.stack([d.to(device) for d in draws]), data.x_test, batch_size=500)["probs"]
     acc = float((probs.argmax(-1) == data.y_test).double().mean())
     tr = torch.stack(trace).unsqueeze(0)
     iac, ess = integrated_time(tr).double(), ess_tfp(tr).double()
@@ -150,6 +158,7 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None) -> dict:
     if log:
         log(f"{method} rho={rho} lr={lr:g}: accuracy {100 * acc:.2f}%, IAC {out['iac']:.1f}, ESS {out['ess']:.1f} "
             f"({seconds:.1f} s)")
+    save_result(folder, out)
     return out
 
 

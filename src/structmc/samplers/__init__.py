@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from ..registry import Registry
 from .base import Sampler
 from .psgld import PSGLD, PSGLDState
-from .sghmc import SGHMC, SGHMCState
+from .sghmc import SGHMC, ScaleAdaptedSGHMC, ScaleAdaptedSGHMCState, SGHMCState
 from .sgld import SGLD, SGLDState
 from .sgnht import SGNHT, SGNHTState
 
@@ -32,7 +32,8 @@ def _check_sampler(name: str, entry):
 
 
 SAMPLERS: Registry[type[Sampler]] = Registry(
-    "sampler", {"sgld": SGLD, "psgld": PSGLD, "sghmc": SGHMC, "sgnht": SGNHT}, validate=_check_sampler)
+    "sampler", {"sgld": SGLD, "psgld": PSGLD, "sghmc": SGHMC, "sgnht": SGNHT,
+                "scale_adapted_sghmc": ScaleAdaptedSGHMC}, validate=_check_sampler)
 
 
 def _parameters(fn) -> tuple[dict[str, inspect.Parameter], bool]:
@@ -102,5 +103,5 @@ def sampler_from_config(cfg: Mapping[str, Any]) -> Sampler:
     return cls(**cfg)
 
 
-__all__ = ["Sampler", "SGLD", "PSGLD", "SGHMC", "SGNHT", "SAMPLERS", "sampler_from_config", "sampler_keys",
-           "SGLDState", "PSGLDState", "SGHMCState", "SGNHTState"]
+__all__ = ["Sampler", "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "SAMPLERS", "sampler_from_config",
+           "sampler_keys", "SGLDState", "PSGLDState", "SGHMCState", "SGNHTState", "ScaleAdaptedSGHMCState"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_nonnegative, check_number, normal_like
+from .base import Sampler, check_int, check_nonnegative, check_number, check_positive, normal_like
 
 
 @dataclass
@@ -62,6 +62,81 @@ class SGHMC(Sampler):
         noise_var = 2 * (self.friction - self.beta_hat) * lr * self.temperature
         if noise_var > 0:
             v.add_(self._noise(v, generator), alpha=math.sqrt(noise_var))
+        state.theta.add_(v)
+        state.step += 1
+        return state
+
+
+@dataclass
+class ScaleAdaptedSGHMCState:
+    theta: Tensor  # [C, P]
+    momentum: Tensor  # v, [C, P]
+    tau: Tensor  # τ, the adaptive averaging window, [C, P]
+    grad_avg: Tensor  # ḡ, running mean of ∇Û, [C, P]
+    v_hat: Tensor  # V̂, running mean of ∇Û², [C, P]
+    step: int = 0
+
+
+class ScaleAdaptedSGHMC(Sampler):
+    r"""SGHMC with the scale adaptation of Springenberg, Klein, Falkner & Hutter (2016, eqs. 8–10),
+    the SGHMC of the structured SGMCMC paper's ResNet experiments (Alexos et al. 2022, Tables 6, 8).
+
+    For the first ``adapt_steps`` updates, per coordinate (τ₀ = ḡ₀ = V̂₀ = 1, g = ∇Û):
+
+    .. math::
+        \tau &\leftarrow \tau - \tau\,\bar g^2/(\hat V + \epsilon) + 1, \qquad
+        \bar g \leftarrow \bar g + (g - \bar g)/(\tau + \epsilon), \qquad
+        \hat V \leftarrow \hat V + (g^2 - \hat V)/(\tau + \epsilon)
+
+    then V̂ stays fixed. Each update, with the diagonal preconditioner m = 1/(√V̂ + ε):
+
+    .. math::
+        v &\leftarrow v - \eta\, m \odot \nabla\hat U - \alpha v
+              + \mathcal N\big(0, \max(2\alpha\eta\, m\, T - \eta^2 c, 0)\big), \qquad
+        \theta \leftarrow \theta + v
+
+    i.e. :class:`SGHMC` with a per-coordinate step η·m (a diagonal mass, which leaves the
+    target invariant once V̂ is fixed). ``noise_correction`` (``c = 1``, the paper's) subtracts
+    η², the gradient-noise term 2β̂ηm with β̂ = ½ηm·V̂ (Chen et al. 2014) for V̂ the
+    uncentred gradient second moment; ``False`` (``c = 0``) injects the full 2αηmT. The
+    momentum starts at 0 (the adapted mass is not known yet). Springenberg et al.'s step ε
+    is √η here: their ``lr = 1e-2`` is ``ScaleAdaptedSGHMC(lr=1e-4)``.
+    """
+
+    name = "scale_adapted_sghmc"
+    State = ScaleAdaptedSGHMCState
+
+    def __init__(self, lr, friction: float = 0.05, *, adapt_steps: int = 150, noise_correction: bool = True,
+                 eps: float = 1e-6, num_leapfrog: int = 1, temperature: float = 1.0):
+        super().__init__(lr, temperature, num_leapfrog)
+        self.friction = check_number("friction", friction)
+        if not 0 < self.friction <= 1:
+            raise ValueError(f"friction must lie in (0, 1], got {friction}")
+        self.adapt_steps = check_int("adapt_steps", adapt_steps)
+        if self.adapt_steps < 0:
+            raise ValueError(f"adapt_steps must be >= 0, got {adapt_steps}")
+        self.noise_correction = bool(noise_correction)
+        self.eps = check_positive("eps", eps)
+
+    def init(self, theta: Tensor, generator=None) -> ScaleAdaptedSGHMCState:
+        theta = theta.detach().clone()
+        return ScaleAdaptedSGHMCState(theta, torch.zeros_like(theta), torch.ones_like(theta),
+                                      torch.ones_like(theta), torch.ones_like(theta))
+
+    def update(self, state: ScaleAdaptedSGHMCState, grad: Tensor, lr: float, generator) -> ScaleAdaptedSGHMCState:
+        if state.step < self.adapt_steps:  # eqs. 8-9: τ first, then ḡ and V̂ with the new τ
+            tau, g, v_hat = state.tau, state.grad_avg, state.v_hat
+            tau.sub_(tau * g.square() / (v_hat + self.eps)).add_(1.0)
+            inv = (tau + self.eps).reciprocal_()
+            g.add_((grad - g).mul_(inv))
+            v_hat.add_((grad.square() - v_hat).mul_(inv))
+        step = (state.v_hat.sqrt() + self.eps).reciprocal_().mul_(lr)  # η·m
+        v = state.momentum
+        v.mul_(1 - self.friction).addcmul_(step, grad, value=-1.0)
+        noise_var = step * (2 * self.friction * self.temperature)
+        if self.noise_correction:
+            noise_var.sub_(lr * lr).clamp_(min=0.0)
+        v.addcmul_(self._noise(v, generator), noise_var.sqrt_())
         state.theta.add_(v)
         state.step += 1
         return state
