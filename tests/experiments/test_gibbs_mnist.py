@@ -212,3 +212,29 @@ def test_gibbs_mnist_resumes_from_checkpoints(tmp_path):
     for key, r in first["runs"].items():
         assert again["runs"][key]["by_window"] == r["by_window"]
         assert again["runs"][key]["acceptance_per_layer"] == r["acceptance_per_layer"]
+        assert again["runs"][key]["trace"] == r["trace"]  # kept beside the checkpoints
+
+
+def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeypatch):
+    cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=12, windows=(2, 4), predict_window=4,
+                  checkpoint_every=4)
+    whole = gm.run(cfg, tmp_path / "whole", progress=False)["numbers"]["runs"]
+    real = gm.sample
+
+    def interrupted(*args, callback=None, **kw):
+        def cb(t, state):
+            callback(t, state)
+            if t == 6:  # the last checkpoint was at sweep 4
+                raise KeyboardInterrupt
+        return real(*args, callback=cb, **kw)
+
+    monkeypatch.setattr(gm, "sample", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gm.run(cfg, tmp_path / "cut", progress=False)
+    monkeypatch.setattr(gm, "sample", real)
+    resumed = gm.run(cfg, tmp_path / "cut", progress=False, resume=True)
+    assert resumed["preset"] == "custom" and resumed["config"]["resume"] is True
+    for key, r in whole.items():
+        got = resumed["numbers"]["runs"][key]
+        assert got["trace"] == r["trace"] and len(r["trace"]["steps"]) == 12
+        assert got["by_window"] == r["by_window"] and got["acceptance_per_layer"] == r["acceptance_per_layer"]

@@ -57,6 +57,10 @@ def test_tiny_end_to_end(tmp_path, registered):
                 for k, r in rep["numbers"]["results"].items()}
 
     assert numbers(again) == numbers(report)  # same seed, same numbers
+    # --resume after a finished run reads every chain back from its folder
+    assert all((tmp_path / "runs" / k.replace(" ", "_") / "result.json").exists() for k in report["numbers"]["results"])
+    resumed = mg.run("tiny", tmp_path, progress=False, resume=True)
+    assert resumed["numbers"]["results"] == report["numbers"]["results"]
 
 
 def test_without_the_files_no_row_is_judged(tmp_path, no_files, registered):

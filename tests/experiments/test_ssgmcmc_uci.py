@@ -101,6 +101,14 @@ def test_same_seed_same_numbers_and_another_seed_differs(tiny_report, tmp_path):
 
     assert mses(again) == mses(report) and len(mses(report)) == 4
     assert again["numbers"]["mse"] == report["numbers"]["mse"]
+    # --resume: every finished chain is read back from out/runs (one made unreadable shows it is read)
+    done = sorted((tmp_path / "again" / "runs" / "boston").glob("*/result.json"))
+    assert len(done) >= 4
+    resumed = U.run("tiny", tmp_path / "again", progress=False, resume=True)
+    assert mses(resumed) == mses(report)
+    done[0].write_text("{not json")
+    with pytest.raises(ValueError):
+        U.run("tiny", tmp_path / "again", progress=False, resume=True)
     other = U.run(U.Config(datasets=("boston",), partitions=("random",), lrs=(1e-4,), seeds=1, num_steps=40,
                            num_draws=10, noise_check=None, download=False), tmp_path / "other", progress=False,
                   seed=7)

@@ -65,15 +65,22 @@ PRESETS = {
 def _resolve(config: Config | str) -> tuple[Config, str]:
     from . import resolve_preset
 
+    if isinstance(config, tuple):  # (config, preset name), already resolved by run()
+        return config
     return resolve_preset(config, PRESETS)
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-augment",
-        progress: bool | None = None, *, seed: int | None = None) -> dict:
+        progress: bool | None = None, *, seed: int | None = None, resume: bool | None = None) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``) and the figures to
-    ``out_dir``; return the report. ``seed`` overrides the config's."""
-    cfg, _ = _resolve(config)
+    ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
+    ``resume`` (chains checkpoint under ``out_dir/chains``, every 1,000 sweeps when the config
+    sets no ``checkpoint_every``)."""
+    cfg, preset = _resolve(config)
+    if resume is not None:  # keeps the preset's name in the report
+        cfg = replace(cfg, resume=bool(resume), checkpoint_every=cfg.checkpoint_every or 1_000)
+        config = (cfg, preset)
     with gm.threads(cfg.num_threads):
         return _run(config, out_dir, progress, seed)
 

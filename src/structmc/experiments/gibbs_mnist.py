@@ -54,7 +54,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import Partition, by_finer_nodes, by_neuron, custom
 from ..zoo import energy_for
-from ._shared import default_data_dir, jsonable as _jsonable, pyplot as _pyplot, threads, versions
+from ._shared import default_data_dir, jsonable as _jsonable, pyplot as _pyplot, save_cache, threads, versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 #: Table 2, batch 3,000 (the only cells stated in the text; "the highest accuracy ... 90.75 %
@@ -307,18 +307,37 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
 
     stride = max(1, cfg.num_steps // 2000)  # at most ~2,000 trace points per parameter
 
-    def record(t, state):
-        if t % stride == 0 or t == 1:
-            traces.append(state.theta[:, trace_idx].clone())
-            trace_steps.append(t)
-
     kw = {}
     if folder is not None and cfg.checkpoint_every:
         kw = {"out_dir": folder, "checkpoint_every": cfg.checkpoint_every, "resume": cfg.resume}
+    # the traces are kept beside the run's checkpoints, so a resumed chain has them all
+    trace_file = Path(folder) / "traces.pt" if kw else None
+    if kw and cfg.resume and trace_file.exists():
+        saved = torch.load(trace_file, weights_only=False)
+        traces, trace_steps = saved["traces"], saved["steps"]
+
+    def save_traces():
+        if trace_file is not None:
+            save_cache({"traces": traces, "steps": trace_steps}, trace_file)
+
+    def record(t, state):
+        if trace_steps and trace_steps[-1] >= t:  # points past the checkpoint resumed from: recomputed now
+            keep = sum(s < t for s in trace_steps)
+            del traces[keep:], trace_steps[keep:]
+        if t % stride == 0 or t == 1:
+            traces.append(state.theta[:, trace_idx].clone())
+            trace_steps.append(t)
+        if kw and t % cfg.checkpoint_every == 0:
+            save_traces()
+
     t0 = time.perf_counter()
-    chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
-                   num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
-                   batching="stratified", progress=progress, callback=record, **kw)
+    try:
+        chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
+                       num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
+                       batching="stratified", progress=progress, callback=record, **kw)
+    except KeyboardInterrupt:  # sample() wrote a checkpoint at the current iteration: keep the traces to it
+        save_traces()
+        raise
     seconds = time.perf_counter() - t0
     acc_layer = acceptance(chain, partition, by="layer", window=(cfg.burn_in + 1, cfg.num_steps))  # [C, L]
     # predictions: nested windows, each segment's probabilities computed once
@@ -420,15 +439,22 @@ def reductions(cfg: Config, preset: str, full: Config) -> list[str]:
 def _resolve(config: Config | str) -> tuple[Config, str]:
     from . import resolve_preset
 
+    if isinstance(config, tuple):  # (config, preset name), already resolved by run()
+        return config
     return resolve_preset(config, PRESETS)
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-mnist", progress: bool | None = None, *,
-        seed: int | None = None) -> dict:
+        seed: int | None = None, resume: bool | None = None) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``) and the figures to
-    ``out_dir``; return the report. ``seed`` overrides the config's."""
-    cfg, _ = _resolve(config)
+    ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
+    ``resume`` (chains checkpoint under ``out_dir/chains`` every ``checkpoint_every`` sweeps,
+    1,000 when the config has none)."""
+    cfg, preset = _resolve(config)
+    if resume is not None:  # keeps the preset's name in the report
+        cfg = replace(cfg, resume=bool(resume), checkpoint_every=cfg.checkpoint_every or 1_000)
+        config = (cfg, preset)
     with threads(cfg.num_threads):
         return _run(config, out_dir, progress, seed)
 

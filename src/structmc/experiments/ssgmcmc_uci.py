@@ -114,7 +114,7 @@ from ..run import DivergenceError
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Tolerance, write_report
-from ._shared import default_data_dir, progress_log, pyplot, threads
+from ._shared import default_data_dir, load_result, progress_log, pyplot, save_result, threads
 
 NAME = "ssgmcmc-uci"
 
@@ -394,9 +394,11 @@ def _stats(values) -> tuple[float, float]:
 
 
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci", progress: bool | None = None, *,
-        device: str = "cpu", seed: int | None = None) -> dict:
+        device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` and the two PNGs to
-    ``out_dir`` and return the report. ``seed`` overrides the config's first seed."""
+    ``out_dir`` and return the report. ``seed`` overrides the config's first seed. Each
+    chain's result is kept under ``out_dir/runs``; ``resume=True`` reads finished chains back
+    and runs only the missing ones (chains are short: no checkpoint inside one)."""
     cfg, preset = resolve_preset(config, PRESETS, seed)
     _check(cfg)
     out = Path(out_dir)
@@ -420,7 +422,11 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
                 evidence.append(scaling_evidence(data))
                 for p in cfg.partitions:
                     for lr in cfg.lrs:
-                        r = run_one(cfg, data, p, lr, s, device)
+                        folder = out / "runs" / key / f"{p}_lr{lr:g}_seed{s}"
+                        r = load_result(folder, resume)
+                        if r is None:
+                            r = run_one(cfg, data, p, lr, s, device)
+                            save_result(folder, r)
                         runs[p][lr].append(r)
                         groups[p] = r["num_groups"]
                         if log:
