@@ -418,11 +418,15 @@ def validate_data(energy, data) -> None:
 
 
 class ModuleEnergy:
-    r"""Energy of an ``nn.Module`` with a likelihood and a Normal(0, σ²) prior per parameter.
+    r"""Energy of an ``nn.Module`` with a likelihood and a prior on its parameters.
 
-    ``U(θ) = -(N/n) Σ_batch log p(y|x, θ) + ½ Σ_j θ_j²/σ_j²`` (constants dropped).
+    ``U(θ) = -(N/n) Σ_batch log p(y|x, θ) − log p(θ)`` (constants dropped).
 
-    ``prior_std`` is a float or a ``{name pattern: σ}`` map (``{"*.bias": 10, "*": 1}``).
+    The prior is ``prior_std`` — a float or a ``{name pattern: σ}`` map (``{"*.bias": 10,
+    "*": 1}``), the zero-mean Normal, 1 by default — or ``prior=``, any prior of
+    :mod:`structmc.priors` (``Normal(loc=pretrained_state_dict, scale=0.1)``, ``Laplace``,
+    ``StudentT``, ``ScaleMixtureNormal``, a ``{pattern: prior}`` map, or a callable log
+    density on the flat vector); not both.
     The module is deep-copied; its parameters become views of one flat buffer so a single
     chain runs the module's own forward with no per-tensor work and the backward pass writes
     straight into one flat gradient. Several chains use ``vmap`` over
@@ -436,9 +440,10 @@ class ModuleEnergy:
         module: nn.Module,
         likelihood: str | Likelihood | Callable = "categorical",
         *,
-        prior_std: float | Mapping[str, float] = 1.0,
+        prior_std: float | Mapping[str, float] | None = None,
         num_data: int | None = None,
         noise_std: float | None = None,
+        prior=None,
     ):
         self.module = copy.deepcopy(module)
         for p in self.module.parameters():
@@ -451,18 +456,32 @@ class ModuleEnergy:
         _refuse_dropout(self.module)
         # the first evaluation also checks, on a few rows, that the forward is deterministic
         self._randomness_checked = False
-        stds = self.space.per_param_vector(prior_std)
-        if not bool(torch.all(stds > 0)) or not bool(torch.all(torch.isfinite(stds))):
-            raise ValueError("prior_std must be positive and finite")
+        if prior is not None and prior_std is not None:
+            raise ValueError("give prior_std (the zero-mean Normal's σ) or prior=..., not both")
+        if prior is None:
+            prior_std = 1.0 if prior_std is None else prior_std
+            stds = self.space.per_param_vector(prior_std)
+            if not bool(torch.all(stds > 0)) or not bool(torch.all(torch.isfinite(stds))):
+                raise ValueError("prior_std must be positive and finite")
         self.prior_std = prior_std
         self._has_buffers = any(True for _ in self.module.buffers())
         self._hot_batch = None  # (batch, its chain-0 inputs, its chain-0 target): views made once
         # per-chain buffer copies (BatchNorm statistics) of the last multi-chain evaluation
         self._buffer_store: dict[str, list[dict[str, Tensor]]] = {}
-        ref = next(self.module.parameters())
-        self._prior_precision = stds.to(ref).pow(-2)
-        first = float(self._prior_precision[0])
-        self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
+        ref = next(p for p in self.module.parameters() if p.requires_grad)
+        from .priors import _BoundNormal, as_prior
+
+        if prior is None:  # the zero-mean Normal: fused fast paths below
+            self._prior_spec = None
+            self._prior_precision = stds.to(ref).pow(-2)
+            first = float(self._prior_precision[0])
+            self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
+            self.prior = _BoundNormal(torch.zeros_like(self._prior_precision), stds.to(ref))
+        else:
+            self._prior_spec = as_prior(prior)
+            self.prior = self._prior_spec.bind(self.space, ref.detach())
+            self._prior_precision = getattr(self.prior, "precision", None)
+            self._uniform_precision = None
         self._bind()
         self._initial = self._flat.detach().clone()
 
@@ -481,7 +500,9 @@ class ModuleEnergy:
     def to(self, device=None, dtype=None) -> "ModuleEnergy":
         """Move the module (and the flat buffers) in place; returns self."""
         self.module.to(device=device, dtype=dtype)
-        self._prior_precision = self._prior_precision.to(device=device, dtype=dtype)
+        self.prior = self.prior.to(device=device, dtype=dtype)
+        if self._prior_precision is not None:
+            self._prior_precision = self._prior_precision.to(device=device, dtype=dtype)
         self._buffer_store.clear()
         self._bind()
         self._initial = self._initial.to(self._flat)
@@ -516,14 +537,37 @@ class ModuleEnergy:
     def dtype(self) -> torch.dtype:
         return self._flat.dtype
 
-    def initial_position(self) -> Tensor:
-        """The module's parameters at construction, as a flat ``[P]`` vector."""
-        return self._initial.clone()
+    def initial_position(self, source: str = "module", *, generator: torch.Generator | None = None,
+                         num_chains: int | None = None) -> Tensor:
+        """``"module"``: the module's parameters at construction, a flat ``[P]`` vector.
+        ``"prior"``: a draw from the prior with ``generator`` (``[P]``, or ``[num_chains, P]``
+        — one per chain)."""
+        if source == "module":
+            return self._initial.clone() if num_chains is None else self._initial.expand(num_chains, -1).clone()
+        if source == "prior":
+            shape = () if num_chains is None else (int(num_chains),)
+            return self.prior.sample(generator, shape).to(self._initial)
+        raise ValueError(f"initial_position takes 'module' or 'prior', got {source!r}")
 
     @property
     def prior_precision(self) -> Tensor:
-        """1/σ² per parameter ``[P]`` (read-only)."""
+        """1/σ² per parameter ``[P]`` (read-only); a Normal prior's only."""
+        if self._prior_precision is None:
+            raise ValueError(f"prior_precision is defined for a Normal prior; this energy's prior is "
+                             f"{self._prior_spec.describe()['kind']} (see energy.prior: its grad and curvature)")
         return self._prior_precision
+
+    def check_init(self, theta: Tensor) -> None:
+        """``ValueError`` (before any compute) when an initial position ``[C, P]`` lies outside
+        the prior's support."""
+        if self._prior_spec is not None:
+            self.prior.check_support(theta, self._coordinate_name)
+
+    def _coordinate_name(self, j: int) -> str:
+        for info in self.space.params:
+            if info.offset <= j < info.offset + info.numel:
+                return f"parameter {info.name!r} entry {j - info.offset}"
+        return f"coordinate {j}"
 
     def scale(self, batch: Batch) -> float:
         """The likelihood's weight on ``batch``: N/n, or 1 when ``num_data`` is ``None``."""
@@ -535,12 +579,16 @@ class ModuleEnergy:
     def prior_energy(self, theta: Tensor) -> Tensor:
         """−log p(θ) = ½ Σ θ²/σ² per chain ``[C]`` (constants dropped; one fused op when all σ
         are equal)."""
+        if self._prior_spec is not None:
+            return self.prior.energy(theta)
         if self._uniform_precision is not None:
             return (0.5 * self._uniform_precision) * torch.linalg.vecdot(theta, theta)
         return 0.5 * torch.linalg.vecdot(theta * self._prior_precision, theta)
 
     def _add_prior_grad(self, lik_grad: Tensor, theta: Tensor) -> Tensor:
-        """A new tensor ∇(-log-lik) + θ/σ²."""
+        """A new tensor ∇(-log-lik) + θ/σ² (∇(−log p) for a ``prior=``)."""
+        if self._prior_spec is not None:
+            return lik_grad + self.prior.grad(theta)
         if self._uniform_precision is not None:
             return lik_grad.add(theta, alpha=self._uniform_precision)
         return torch.addcmul(lik_grad, theta, self._prior_precision)
@@ -776,7 +824,9 @@ class ModuleEnergy:
             nll = lambda t: -scale * torch.stack([chain_log_lik(t[c], *(x[c] for x in batch)) for c in range(t.shape[0])])
         else:
             nll = lambda t: -scale * vmap(chain_log_lik)(t, *batch)
-        return hutchinson_diag(nll, theta, generator, num_probes) + self._prior_precision
+        prior = (self._prior_precision if self._prior_spec is None
+                 else self.prior.hessian_diag(theta, generator, num_probes))
+        return hutchinson_diag(nll, theta, generator, num_probes) + prior
 
     def reference_value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Readable per-chain ``functional_call`` + autograd path, used to test the fast ones."""
@@ -787,7 +837,8 @@ class ModuleEnergy:
             leaf = theta[c].detach().clone().requires_grad_(True)
             with torch.enable_grad():
                 out = functional_call(self.module, self.space.unflatten(leaf), tuple(t[c] for t in batch[:-1]))
-                log_prior = -0.5 * (leaf.square() * self._prior_precision).sum()
+                log_prior = (-0.5 * (leaf.square() * self._prior_precision).sum() if self._prior_spec is None
+                             else -self.prior.energy(leaf.unsqueeze(0))[0])
                 u = -scale * self.likelihood.log_lik(out, batch[-1][c]) - log_prior
                 (g,) = torch.autograd.grad(u, leaf)
             values.append(u.detach())

@@ -127,6 +127,12 @@ class Run:
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
+        e = energy
+        while e is not None:  # a prior whose support excludes the start: an error before any compute
+            check_init = getattr(e, "check_init", None)
+            if check_init is not None:
+                check_init(theta0)
+            e = getattr(e, "base", None)
         self._theta0, self._data = theta0, data  # only read to explain a divergence at iteration 1
         energy = sampler.target_energy(energy)
         sampler = sampler.prepare(energy)
@@ -733,6 +739,9 @@ def _energy_fingerprint(energy) -> dict:
             prec = getattr(e, "_prior_precision", None)
             out["prior"] = {"prior_std": repr(e.prior_std),
                             "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
+            spec = getattr(e, "_prior_spec", None)
+            if spec is not None:  # a prior= (the default Normal keeps its old fingerprint)
+                out["prior"]["prior"] = json_like(spec.describe())
         if type(e).__name__ == "StructuredEnergy" and "structured" not in out:
             out["structured"] = e.config()  # K, mask law, split_batch, history, seed
         lik = getattr(e, "likelihood", None)

@@ -89,6 +89,8 @@ def why_not_incremental(energy, partition) -> str | None:
         return f"the sampled parameters are not exactly the Linear layers' ({sorted(linear ^ sampled)})"
     if partition.layer is None or bool((partition.layer < 0).any()):
         return "some blocks span several layers"
+    if not energy.prior.factorised:
+        return "the prior is not factorised over parameters (a LogDensity prior)"
     return None
 
 
@@ -113,7 +115,9 @@ class IncrementalMLP:
         self.lik_name = lik.name if lik.name in ("categorical", "bernoulli", "gaussian") else "custom"
         self.lik = lik
         self.blocks = [self._plan(g, idx) for g, idx in enumerate(partition.blocks())]
-        self._precision, self._group_ids = energy.prior_precision, partition.group_ids
+        # a Normal(0, σ²) prior: ½ prec δ(2θ + δ); any other factorised prior: its elementwise difference
+        self._precision = energy._prior_precision if energy._prior_spec is None else None
+        self._prior, self._group_ids = energy.prior, partition.group_ids
 
     def _plan(self, g: int, idx: Tensor) -> dict:
         first = int(idx[0])
@@ -194,9 +198,13 @@ class IncrementalMLP:
         block is still at its sweep-start value when its turn comes, so every block's prior
         change ½Σ prec δ(2θ + δ) is known up front: one segment sum instead of four small
         operations per block."""
-        per_param = self._precision * steps * (2 * self.theta + steps)
         self._d_prior = torch.zeros(steps.shape[0], len(self.blocks), dtype=steps.dtype, device=steps.device)
-        self._d_prior.index_add_(1, self._group_ids.to(steps.device), per_param).mul_(0.5)
+        if self._precision is not None:
+            per_param = self._precision * steps * (2 * self.theta + steps)
+            self._d_prior.index_add_(1, self._group_ids.to(steps.device), per_param).mul_(0.5)
+        else:
+            per_param = self._prior.elementwise(self.theta + steps) - self._prior.elementwise(self.theta)
+            self._d_prior.index_add_(1, self._group_ids.to(steps.device), per_param)
 
     def propose(self, block: int, delta: Tensor) -> Tensor:
         """Energy ``[C]`` with block ``block`` moved by ``delta [C, size]``, its entry of the
