@@ -18,6 +18,7 @@ target and the others are the module's inputs. ``batch=None`` means "no data".
 from __future__ import annotations
 
 import copy
+import fnmatch
 import operator
 import warnings
 from dataclasses import dataclass
@@ -417,6 +418,30 @@ def validate_data(energy, data) -> None:
         e = nxt
 
 
+def _select_sampled(module: nn.Module, sample) -> None:
+    """Sample only the parameters ``sample`` selects (a name pattern, a list of patterns, or a
+    predicate ``(name, parameter) -> bool``); the others get ``requires_grad=False`` and stay
+    fixed at their values (no gradient memory, no place in θ)."""
+    names = [n for n, _ in module.named_parameters()]
+    if callable(sample):
+        chosen = {n for n, p in module.named_parameters() if sample(n, p)}
+        what = "the predicate"
+    else:
+        patterns = [sample] if isinstance(sample, str) else list(sample)
+        if not patterns or not all(isinstance(p, str) for p in patterns):
+            raise TypeError(f"sample must be a name pattern, a list of patterns or a predicate, got {sample!r}")
+        unused = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if unused:
+            raise ValueError(f"sample pattern(s) {unused} select no parameter; the parameters are: "
+                             f"{', '.join(names[:40])}{' ...' if len(names) > 40 else ''}")
+        chosen = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
+        what = f"sample={sample!r}"
+    if not chosen:
+        raise ValueError(f"{what} selects no parameter; the parameters are: {', '.join(names[:40])}")
+    for n, p in module.named_parameters():
+        p.requires_grad_(n in chosen)
+
+
 class ModuleEnergy:
     r"""Energy of an ``nn.Module`` with a likelihood and a prior on its parameters.
 
@@ -427,6 +452,13 @@ class ModuleEnergy:
     :mod:`structmc.priors` (``Normal(loc=pretrained_state_dict, scale=0.1)``, ``Laplace``,
     ``StudentT``, ``ScaleMixtureNormal``, a ``{pattern: prior}`` map, or a callable log
     density on the flat vector); not both.
+
+    ``sample`` (a name pattern such as ``"fc.*"``, a list of patterns, or a predicate
+    ``(name, parameter) -> bool``) samples only the parameters it selects — e.g. the last
+    layer of a pretrained network; the others stay fixed at their current values, on the
+    module's device, with ``requires_grad=False`` (no gradient memory). Without it every
+    parameter with ``requires_grad=True`` is sampled. ``space``, partitions, Gibbs blocks and
+    ``Chain`` names cover the sampled parameters only.
     The module is deep-copied; its parameters become views of one flat buffer so a single
     chain runs the module's own forward with no per-tensor work and the backward pass writes
     straight into one flat gradient. Several chains use ``vmap`` over
@@ -444,10 +476,14 @@ class ModuleEnergy:
         num_data: int | None = None,
         noise_std: float | None = None,
         prior=None,
+        sample: str | Sequence[str] | Callable[[str, Tensor], bool] | None = None,
     ):
         self.module = copy.deepcopy(module)
         for p in self.module.parameters():
             p.grad = None
+        if sample is not None:
+            _select_sampled(self.module, sample)
+        self.sample_spec = sample
         self.space = ParamSpace.from_module(self.module)
         if self.space.dim == 0:
             raise ValueError("the module has no trainable parameters")
