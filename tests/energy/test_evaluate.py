@@ -1,0 +1,100 @@
+"""structmc.evaluate: streaming sums equal the direct computation for any batch / draw chunk
+size, per chain and pooled; the regression intervals of the exact posterior predictive are
+calibrated (coverage = level within Monte Carlo error over data sets drawn from the prior)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import structmc as sm
+from structmc.diagnostics.calibration import classification_metrics
+
+F64 = torch.float64
+
+
+def _classifier(out=3):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, out)).double()
+
+
+@pytest.mark.parametrize("likelihood", ["categorical", "bernoulli"])
+def test_classification_metrics_equal_the_direct_computation(likelihood):
+    out = 3 if likelihood == "categorical" else 1
+    e = sm.ModuleEnergy(_classifier(out), likelihood)
+    g = torch.Generator().manual_seed(2)
+    draws = e.initial_position() + 0.5 * torch.randn(3, 5, e.space.dim, generator=g, dtype=F64)  # [C, D, P]
+    x = torch.randn(23, 4, generator=g, dtype=F64)
+    y = torch.randint(0, 3 if out == 3 else 2, (23,), generator=g)
+    if likelihood == "bernoulli":
+        y = y.double()
+    res = sm.evaluate(e, draws, (x, y), batch_size=7, draws_per_call=2)
+    big = sm.evaluate(e, draws, (x, y), batch_size=1000, draws_per_call=100)
+    assert res["task"] == "classification" and res["num_draws"] == 15 and res["num_inputs"] == 23
+    for k in res["pooled"]:
+        assert res["pooled"][k] == pytest.approx(big["pooled"][k], rel=1e-12, abs=1e-14)
+    outs = e.forward_draws(draws.reshape(15, -1), (x,))
+    per_draw = outs.softmax(-1) if out == 3 else torch.stack([1 - outs.squeeze(-1).sigmoid(), outs.squeeze(-1).sigmoid()], -1)
+    probs = per_draw.mean(0)
+    torch.testing.assert_close(res["probs"], probs, rtol=1e-12, atol=1e-14)
+    expected = classification_metrics(probs, y.long(), 10)
+    assert res["pooled"] == pytest.approx(expected, rel=1e-12)
+    ent = lambda p: -(p * p.log()).sum(-1)  # noqa: E731
+    torch.testing.assert_close(res["entropy"], ent(probs), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(res["mutual_information"], ent(probs) - ent(per_draw).mean(0), rtol=1e-8, atol=1e-12)
+    assert bool((res["mutual_information"] >= -1e-12).all())
+    for c in range(3):
+        pc = per_draw.view(3, 5, 23, -1)[c].mean(0)
+        assert res["per_chain"][c] == pytest.approx(classification_metrics(pc, y.long(), 10), rel=1e-12)
+
+
+def _blr(n, g, w_true, noise):
+    x = torch.randn(n, 2, generator=g, dtype=F64)
+    return x, x @ w_true[:2] + w_true[2] + noise * torch.randn(n, generator=g, dtype=F64)
+
+
+def test_regression_nll_is_the_exact_mixture_and_intervals_are_calibrated():
+    noise, prior_sd = 0.7, 1.5
+    e = sm.ModuleEnergy(nn.Linear(2, 1).double(), "gaussian", noise_std=noise, prior_std=prior_sd)
+    g = torch.Generator().manual_seed(0)
+    covers, first = [], None
+    for rep in range(150):
+        w_true = prior_sd * torch.randn(3, generator=g, dtype=F64)  # θ from the prior: the predictive is calibrated
+        x, y = _blr(15, g, w_true, noise)
+        xt, yt = _blr(40, g, w_true, noise)
+        X = torch.cat([x, torch.ones(15, 1, dtype=F64)], 1)  # flat order: weight (2), bias
+        prec = X.T @ X / noise**2 + torch.eye(3, dtype=F64) / prior_sd**2
+        cov = torch.linalg.inv(prec)
+        mean = cov @ X.T @ y / noise**2
+        draws = mean + torch.randn(400, 3, generator=g, dtype=F64) @ torch.linalg.cholesky(cov).T  # exact posterior
+        res = sm.evaluate(e, draws, (xt, yt), batch_size=16, draws_per_call=64, levels=(0.5, 0.9))
+        covers.append([res["pooled"]["coverage"]["0.5"], res["pooled"]["coverage"]["0.9"]])
+        if first is None:
+            f = draws[:, :2] @ xt.T + draws[:, 2:]  # [S, n]
+            log_n = torch.distributions.Normal(f, noise).log_prob(yt)
+            nll = -(torch.logsumexp(log_n, 0) - math.log(400)).mean()
+            assert res["pooled"]["nll"] == pytest.approx(float(nll), rel=1e-10)
+            assert res["pooled"]["rmse"] == pytest.approx(float((f.mean(0) - yt).square().mean().sqrt()), rel=1e-10)
+            torch.testing.assert_close(res["std"], (f.var(0, unbiased=False) + noise**2).sqrt(), rtol=1e-8, atol=0)
+            first = res
+    cov_t = torch.tensor(covers)
+    m, se = cov_t.mean(0), cov_t.std(0) / math.sqrt(len(covers))
+    assert bool(((m - torch.tensor([0.5, 0.9], dtype=F64)).abs() < 4.5 * se).all()), (m, se)
+    assert bool((4.5 * se < 0.05).all())  # power: intervals 5 points off would be caught
+
+
+def test_bad_input_is_a_clear_error():
+    e = sm.ModuleEnergy(_classifier(), "categorical")
+    x, y = torch.randn(5, 4, dtype=F64), torch.zeros(5, dtype=torch.long)
+    d = e.initial_position().unsqueeze(0)
+    with pytest.raises(ValueError, match="data must be"):
+        sm.evaluate(e, d, x)
+    with pytest.raises(ValueError, match="levels must lie in"):
+        sm.evaluate(e, d, (x, y), levels=(0.9, 1.0))
+    with pytest.raises(ValueError, match="same first dimension"):
+        sm.evaluate(e, d, (x, y[:3]))
+    with pytest.raises(TypeError, match="needs a ModuleEnergy"):
+        sm.evaluate(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3), d, (x, y))
