@@ -53,6 +53,28 @@ def test_plots_write_files(tmp_path):
         assert path.exists() and path.stat().st_size > 2000, name
 
 
+def test_calibration_and_predictive_plots(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib not installable")
+    from structmc.diagnostics import plot_calibration, plot_predictive, save_figure
+
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(2 * torch.randn(400, 3, generator=g), -1)
+    y = torch.randint(0, 3, (400,), generator=g)
+    x = torch.linspace(-2, 2, 50)
+    figs = {"one": plot_calibration(probs, y), "two": plot_calibration([probs, {"probs": probs.sqrt()}], y,
+                                                                       label=["map", "bayes"]),
+            "binary": plot_calibration(probs[:, 0], (y == 1).long()),
+            "band": plot_predictive(x, {"mean": x.sin(), "std": 0.1 + x.abs() / 10}, x_train=x[::5],
+                                    y_train=x[::5].sin(), draws=torch.randn(5, 50, generator=g))}
+    for name, fig in figs.items():
+        assert save_figure(fig, tmp_path / f"{name}.png").stat().st_size > 5000, name
+    assert "ECE" in figs["two"].axes[0].get_legend().get_texts()[1].get_text()
+    with pytest.raises(ValueError, match="needs the labels"):
+        plot_calibration(probs)
+    with pytest.raises(ValueError, match="mean and standard deviation"):
+        plot_predictive(x)
+
+
 def test_to_arviz():
     az = pytest.importorskip("arviz", reason="arviz not installable")
     chain = _chain()

@@ -12,8 +12,8 @@ from .calibration import (accuracy, brier, calibration_bins, classification_metr
                           nll, regression_metrics, rmse)
 from .ess import ess, ess_bulk, ess_equicorrelation, ess_from_correlation, ess_mean, ess_tail, ess_tfp
 from .interop import to_arviz
-from .plots import (plot_acceptance, plot_autocorr, plot_ksd_curve, plot_metric, plot_metric_vs_steps,
-                    plot_metric_vs_time, plot_pair, plot_trace, save_figure)
+from .plots import (plot_acceptance, plot_autocorr, plot_calibration, plot_ksd_curve, plot_metric,
+                    plot_metric_vs_steps, plot_metric_vs_time, plot_pair, plot_predictive, plot_trace, save_figure)
 from .report import diagnose_run
 from .rhat import rhat
 from .stein import (FSSDResult, fssd, fssd_optimize, fssd_test_locations, imq_stein_kernel, ksd, ksd_curve,
@@ -29,6 +29,6 @@ __all__ = [
     "accuracy", "nll", "brier", "ece", "mce", "calibration_bins", "classification_metrics", "mse", "rmse",
     "gaussian_nll", "regression_metrics",
     "plot_trace", "plot_autocorr", "plot_pair", "plot_metric", "plot_metric_vs_time", "plot_metric_vs_steps",
-    "plot_ksd_curve", "plot_acceptance", "save_figure",
+    "plot_ksd_curve", "plot_acceptance", "plot_calibration", "plot_predictive", "save_figure",
     "to_arviz", "diagnose_run",
 ]

@@ -183,3 +183,81 @@ def plot_acceptance(rates, labels: Sequence[str] | None = None, *, ylabel: str =
     ax.set_ylim(0, 1)
     ax.set_ylabel(ylabel)
     return fig
+
+
+def plot_calibration(probs, labels=None, *, num_bins: int = 10, label: str | Sequence[str] | None = None):
+    """Reliability diagram: per equal-width confidence bin, accuracy against confidence (bars,
+    with the gap to the diagonal shaded) above a histogram of confidences; ECE and MCE in the
+    title. ``probs``: ``[n, K]`` / binary ``[n]``, or a result of :func:`structmc.evaluate`
+    (then ``labels`` are the data's targets); a list of them draws one line each (compare
+    a point estimate and the posterior predictive)."""
+    from .calibration import calibration_bins, ece, mce
+
+    many = isinstance(probs, (list, tuple))
+    items = list(probs) if many else [probs]
+    names = list(label) if isinstance(label, (list, tuple)) else [label] * len(items)
+    fig, axes = _figure(2, 1, size=(4.6, 5.2), height_ratios=[3, 1], sharex=True)
+    top, bottom = axes[0, 0], axes[1, 0]
+    top.plot([0, 1], [0, 1], color="0.5", ls="--", lw=0.8, label="perfect calibration")
+    for i, (item, name) in enumerate(zip(items, names)):
+        p = item["probs"] if isinstance(item, Mapping) else item
+        if labels is None:
+            raise ValueError("plot_calibration needs the labels")
+        t = calibration_bins(p, labels, num_bins)
+        edges, count = _np(t["edges"]), _np(t["count"])
+        mid = 0.5 * (edges[1:] + edges[:-1])
+        keep = count > 0
+        width = (edges[1] - edges[0]) * (0.9 if not many else 0.9 / len(items))
+        shift = 0.0 if not many else (i - (len(items) - 1) / 2) * width
+        colour = f"C{i}"
+        e, m = float(ece(p, labels, num_bins)), float(mce(p, labels, num_bins))
+        tag = name or ("model" if not many else f"model {i}")
+        top.bar(mid[keep] + shift, _np(t["accuracy"])[keep], width=width, color=colour, alpha=0.75,
+                edgecolor="k", lw=0.3, label=f"{tag}: ECE {100 * e:.2f}%, MCE {100 * m:.1f}%")
+        bottom.bar(mid + shift, count / max(count.sum(), 1), width=width, color=colour, alpha=0.75)
+    top.set_ylabel("accuracy")
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1)
+    top.legend(fontsize=7, loc="upper left")
+    bottom.set_xlabel("confidence (top-label probability)")
+    bottom.set_ylabel("fraction")
+    fig.suptitle("reliability diagram", fontsize=10)
+    return fig
+
+
+def plot_predictive(x, mean=None, std=None, *, x_train=None, y_train=None, x_test=None, y_test=None,
+                    levels: Sequence[float] = (0.5, 0.9), draws=None, ax_labels: tuple[str, str] = ("x", "y")):
+    """1-D regression: the predictive mean with central bands at ``levels`` (Gaussian bands from
+    the predictive standard deviation), optional function draws ``[S, n]`` and the data.
+    ``mean``/``std`` may be given as a result of :func:`structmc.evaluate` (its ``"mean"`` and
+    ``"std"``) in ``mean``. ``x`` is ``[n]`` (sorted for the band)."""
+    from statistics import NormalDist
+
+    if isinstance(mean, Mapping):
+        mean, std = mean["mean"], mean["std"]
+    if mean is None or std is None:
+        raise ValueError("plot_predictive needs the predictive mean and standard deviation")
+    xs = _np(torch.as_tensor(x).reshape(-1))
+    order = xs.argsort()
+    xs, m, s = xs[order], _np(torch.as_tensor(mean).reshape(-1))[order], _np(torch.as_tensor(std).reshape(-1))[order]
+    fig, axes = _figure(1, 1, size=(6.4, 3.8))
+    ax = axes[0, 0]
+    for i, level in enumerate(sorted(levels, reverse=True)):
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        ax.fill_between(xs, m - z * s, m + z * s, color="C0", alpha=0.15 + 0.15 * i, lw=0,
+                        label=f"{100 * level:g}% predictive interval")
+    if draws is not None:
+        d = _np(torch.as_tensor(draws))
+        for row in d[: min(len(d), 20)]:
+            ax.plot(xs, row[order], color="C0", lw=0.5, alpha=0.35)
+    ax.plot(xs, m, color="C0", lw=1.6, label="predictive mean")
+    if x_train is not None and y_train is not None:
+        ax.scatter(_np(torch.as_tensor(x_train).reshape(-1)), _np(torch.as_tensor(y_train).reshape(-1)), s=10,
+                   color="k", zorder=3, label="training data")
+    if x_test is not None and y_test is not None:
+        ax.scatter(_np(torch.as_tensor(x_test).reshape(-1)), _np(torch.as_tensor(y_test).reshape(-1)), s=10,
+                   color="C3", marker="x", zorder=3, label="test data")
+    ax.set_xlabel(ax_labels[0])
+    ax.set_ylabel(ax_labels[1])
+    ax.legend(fontsize=7, loc="best")
+    return fig
