@@ -124,3 +124,21 @@ def test_diagnose_run_too_few_draws(tmp_path):
     save_chain(chain, tmp_path)
     text = diagnose_run(tmp_path)
     assert "too few draws" in text
+
+
+def test_to_arviz_uses_the_1x_group_mapping(monkeypatch):
+    """ArviZ 1.x (not installable in this environment's package index, so a stand-in module
+    records the call): one {group: {variable: array}} mapping, coordinates as in 0.x."""
+    import sys
+    import types
+
+    calls = []
+    fake = types.SimpleNamespace(__version__="1.2.0", from_dict=lambda *a, **kw: calls.append((a, kw)) or "tree")
+    monkeypatch.setitem(sys.modules, "arviz", fake)
+    chain = _chain()
+    assert to_arviz(chain, ["w"]) == "tree"
+    (args, kw), = calls
+    groups = args[0]
+    assert set(groups) == {"posterior", "sample_stats"} and set(groups["posterior"]) == {"w"}
+    assert groups["posterior"]["w"].shape == (2, 120, 3, 2) and groups["sample_stats"]["minibatch_energy"].shape == (2, 120)
+    assert list(kw["coords"]["draw"]) == list(range(5, 601, 5))

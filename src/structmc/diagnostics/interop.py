@@ -8,7 +8,8 @@ import torch
 
 
 def to_arviz(chain, var_names: Sequence[str] | None = None, *, sample_stats: bool = True):
-    """ArviZ ``InferenceData`` with one posterior variable per named parameter.
+    """ArviZ data with one posterior variable per named parameter: an ``InferenceData`` with
+    ArviZ 0.x, a ``DataTree`` with ArviZ 1.x (arviz-base's ``from_dict``).
 
     Each variable has dims ``(chain, draw, <name>_dim_0, ...)`` (ArviZ's default dim names),
     coordinate ``draw`` = ``chain.draw_steps`` (the sampler iteration of each kept draw).
@@ -52,4 +53,16 @@ def to_arviz(chain, var_names: Sequence[str] | None = None, *, sample_stats: boo
                 elif v.shape[0] != chain.num_chains:
                     continue
                 stats["minibatch_energy" if key == "energy" else key] = v.movedim(-1, 1).numpy()
-    return az.from_dict(posterior=posterior, sample_stats=stats, coords={"draw": steps})
+    coords = {"draw": steps}
+    if _major(getattr(az, "__version__", "0")) >= 1:
+        # ArviZ 1.x (arviz-base): one mapping {group: {variable: array}}, returns a DataTree
+        groups = {"posterior": posterior} | ({"sample_stats": stats} if stats else {})
+        return az.from_dict(groups, coords=coords)
+    return az.from_dict(posterior=posterior, sample_stats=stats, coords=coords)
+
+
+def _major(version: str) -> int:
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return 0
