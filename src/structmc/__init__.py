@@ -29,3 +29,17 @@ __all__ = [
     "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
     "steps_per_epoch", "ParamSpace",
 ]
+
+
+_LAZY_SUBMODULES = ("data", "priors", "tuning", "experiments", "diagnostics", "models", "evaluation", "storage",
+                    "schedules", "batching", "optimize", "predictive", "recording")
+
+
+def __getattr__(name: str):
+    """``structmc.data``, ``structmc.priors``, ``structmc.tuning``, ... without an explicit
+    import (loaded on first use)."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'structmc' has no attribute {name!r}")

@@ -226,3 +226,19 @@ def test_reproduce_list_and_option_errors(capsys, tmp_path):
                     "no CUDA device")
     usage_error(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--seed", "-1", "--out", str(tmp_path)],
                 "--seed must be >= 0")
+
+
+def test_submodules_are_attributes_of_the_package():
+    import subprocess
+    import sys
+
+    code = ("import structmc; "
+            "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
+            "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.experiments, structmc.evaluation]; "
+            "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    import structmc
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        structmc.nope  # noqa: B018
