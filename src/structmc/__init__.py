@@ -12,6 +12,7 @@ from .optimize import find_map
 from .oracle import Oracle
 from .predictive import predictive
 from .evaluation import evaluate
+from .batching import DataSource
 from .run import Budget, DivergenceError, Run, iterate, sample
 from .executors import run_chains
 from .storage import load_chain, save_chain
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Chain", "Energy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
     "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive", "evaluate",
-    "Budget", "DivergenceError", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
+    "Budget", "DivergenceError", "DataSource", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
     "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
     "steps_per_epoch", "ParamSpace",
 ]

@@ -73,21 +73,31 @@ class MinibatchStream:
     def next(self) -> tuple[Tensor, ...]:
         if self.full:
             return self._full_batch
+        return self._gather(self._next_indices())
+
+    def _next_indices(self) -> Tensor:
+        """``[C, n]`` indices of the next batch, drawn from the run's generator (the batching law)."""
         C, N, n = self.num_chains, self.num_data, self.batch_size
         if self.mode == "with_replacement":
-            return self._gather(torch.randint(N, (C, n), generator=self.generator, device=self.device))
+            return torch.randint(N, (C, n), generator=self.generator, device=self.device)
         if self.mode == "without_replacement":
-            idx = torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)[:, :n]
-            return self._gather(idx)
+            return torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)[:, :n]
         if self.mode == "stratified":
             parts = [members[torch.rand(C, members.numel(), generator=self.generator, device=self.device)
                              .argsort(dim=1)[:, :count]] for members, count in self._strata]
-            return self._gather(torch.cat(parts, 1))
+            return torch.cat(parts, 1)
         if self._perm is None or self._pos + n > N:
             self._new_epoch()
         lo, hi = self._pos, self._pos + n
         self._pos = hi
-        return self._gather(self._perm[:, lo:hi])
+        return self._perm[:, lo:hi]
+
+    def _upcoming_indices(self) -> Tensor | None:
+        """The indices the next call will use when they are already fixed without a random
+        draw (epoch mode inside an epoch), else ``None``: what a prefetch may fetch early."""
+        if self.mode != "epoch" or self._perm is None or self._pos + self.batch_size > self.num_data:
+            return None
+        return self._perm[:, self._pos: self._pos + self.batch_size]
 
     # -- checkpointing ---------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -111,3 +121,150 @@ def _strata(labels: Tensor, batch_size: int) -> list[tuple[Tensor, int]]:
     if short:
         take[torch.argsort(exact - take, descending=True)[:short]] += 1
     return [(torch.nonzero(labels == c).flatten(), int(k)) for c, k in zip(classes, take) if int(k) > 0]
+
+
+class DataSource:
+    """Data for :func:`structmc.sample` / :class:`structmc.Run` that need not sit in device
+    memory, or that gets a per-batch transform.
+
+    ``data``: a map-style ``torch.utils.data.Dataset`` (items collated by ``collate_fn``,
+    default ``torch.utils.data.default_collate``, into ``(inputs..., targets)``) or a tuple of
+    tensors. Per-chain index batches are drawn exactly as for in-memory tensors (same batching
+    laws, same random stream, same resume), gathered on the CPU by the dataset, pinned and
+    copied to the run's device without blocking; with ``prefetch=True`` the next batch is
+    gathered by a background thread while the current step runs, whenever its indices are
+    already fixed (``batching="epoch"`` inside an epoch; the other laws draw indices at the
+    step itself, so prefetching them would change the random stream).
+
+    ``transform(batch, generator) -> batch``: applied to every minibatch on the device (random
+    crops, flips); its random numbers come from the run's generator, so runs stay
+    reproducible. ``labels``: the class labels ``[N]`` for ``batching="stratified"`` (default:
+    the dataset's ``targets`` attribute).
+    """
+
+    def __init__(self, data, *, collate_fn=None, transform=None, prefetch: bool = True, labels: Tensor | None = None):
+        from torch.utils.data import Dataset
+
+        if isinstance(data, Tensor):
+            data = (data,)
+        if hasattr(data, "tensors"):  # TensorDataset: the in-memory path
+            data = tuple(data.tensors)
+        self.tensors = tuple(data) if isinstance(data, (tuple, list)) else None
+        self.dataset = None if self.tensors is not None else data
+        if self.dataset is not None and not (isinstance(data, Dataset) or hasattr(data, "__getitem__")):
+            raise TypeError(f"data must be a map-style Dataset or tensors, got {type(data).__name__}")
+        if self.dataset is not None and not hasattr(data, "__len__"):
+            raise TypeError("an iterable-style dataset has no length: use a map-style Dataset (with __len__)")
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be a callable transform(batch, generator) -> batch")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError("collate_fn must be callable")
+        self.collate_fn, self.transform, self.prefetch, self.labels = collate_fn, transform, bool(prefetch), labels
+
+    def __len__(self) -> int:
+        return int(self.tensors[0].shape[0]) if self.tensors is not None else len(self.dataset)
+
+    def collate(self, indices) -> tuple[Tensor, ...]:
+        """The items at ``indices`` (a list of ints) as a tuple of tensors ``[len, ...]``."""
+        from torch.utils.data import default_collate
+
+        getitems = getattr(self.dataset, "__getitems__", None)
+        items = getitems(indices) if getitems is not None else [self.dataset[i] for i in indices]
+        batch = (self.collate_fn or default_collate)(items)
+        if isinstance(batch, Tensor):
+            batch = (batch,)
+        if isinstance(batch, dict) or not isinstance(batch, (tuple, list)) or not all(
+                isinstance(t, Tensor) for t in batch):
+            raise ValueError("the dataset's items must collate into a tuple of tensors (inputs..., targets); give a "
+                             "collate_fn that returns one")
+        return tuple(batch)
+
+    def probe(self, rows: int = 8) -> tuple[Tensor, ...]:
+        """The first ``rows`` items, collated (checks before any compute)."""
+        if self.tensors is not None:
+            return tuple(t[:rows] for t in self.tensors)
+        return self.collate(list(range(min(rows, len(self)))))
+
+
+class DatasetStream(MinibatchStream):
+    """:class:`MinibatchStream`'s batching over a :class:`DataSource` dataset: the same index
+    draws, items gathered on the CPU and moved to ``device`` (pinned, non-blocking), the next
+    batch prefetched in a background thread when its indices are already fixed."""
+
+    def __init__(self, source: DataSource, batch_size: int | None, num_chains: int, generator: torch.Generator,
+                 mode: str = "epoch", device: torch.device | str = "cpu"):
+        if mode not in MODES:
+            raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
+        self.source = source
+        self.num_data = len(source)
+        self.batch_size = self.num_data if batch_size is None else int(batch_size)
+        self.full = self.batch_size == self.num_data and mode != "with_replacement"
+        self.num_chains, self.generator, self.mode = num_chains, generator, mode
+        self.device = torch.device(device)
+        self.steps_per_epoch = max(1, self.num_data // self.batch_size)
+        self._perm, self._pos = None, 0
+        self._pin = self.device.type == "cuda"
+        self._pool = None
+        self._pending: tuple[Tensor, object] | None = None  # (indices, future)
+        if self.full:
+            whole = self._fetch(torch.arange(self.num_data).unsqueeze(0))
+            self._full_batch = tuple(t.expand(num_chains, *t.shape[1:]) for t in whole)
+        if mode == "stratified":
+            labels = source.labels if source.labels is not None else getattr(source.dataset, "targets", None)
+            if labels is None:
+                raise ValueError("stratified batching over a Dataset needs its class labels: DataSource(dataset, "
+                                 "labels=...) or a dataset with a 'targets' attribute")
+            self._strata = _strata(torch.as_tensor(labels).to(self.device), self.batch_size)
+
+    def _fetch(self, idx: Tensor) -> tuple[Tensor, ...]:
+        C, n = idx.shape
+        cols = self.source.collate(idx.reshape(-1).tolist())
+        out = []
+        for t in cols:
+            t = t.reshape(C, n, *t.shape[1:])
+            if self._pin:
+                t = t.pin_memory()
+            out.append(t.to(self.device, non_blocking=True))
+        return tuple(out)
+
+    def next(self) -> tuple[Tensor, ...]:
+        if self.full:
+            batch = self._full_batch
+        else:
+            idx = self._next_indices()
+            pending, self._pending = self._pending, None
+            if pending is not None and pending[0].shape == idx.shape and torch.equal(pending[0], idx):
+                batch = pending[1].result()
+            else:
+                batch = self._fetch(idx)
+            upcoming = self._upcoming_indices() if self.source.prefetch else None
+            if upcoming is not None:
+                if self._pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="structmc-prefetch")
+                upcoming = upcoming.clone()
+                self._pending = (upcoming, self._pool.submit(self._fetch, upcoming))
+        if self.source.transform is not None:
+            batch = tuple(self.source.transform(batch, self.generator))
+        return batch
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self._pending = None
+
+    def __del__(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+class TransformedStream(MinibatchStream):
+    """In-memory tensors with a per-batch ``transform(batch, generator)``."""
+
+    def __init__(self, data, batch_size, num_chains, generator, mode, transform):
+        super().__init__(data, batch_size, num_chains, generator, mode)
+        self.transform = transform
+
+    def next(self):
+        return tuple(self.transform(super().next(), self.generator))

@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from .batching import MODES, MinibatchStream
+from .batching import MODES, DataSource, DatasetStream, MinibatchStream, TransformedStream
 from .chain import Chain
 from .energy import Energy, StatefulEnergy, as_energy, validate_data
 from .gradients import ControlVariate, Minibatch, as_estimator
@@ -105,25 +105,37 @@ class Run:
             raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
         if batching not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
-        data = _as_data(data)
-        data_fingerprint = _data_fingerprint(data)
+        source, data = _as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
+        data_fingerprint = _data_fingerprint(data) if source is None or source.tensors is None else None
+        if source is not None and source.dataset is not None:
+            probe = source.probe()
+            data_fingerprint = [{"dataset": type(source.dataset).__name__, "len": len(source)}] + \
+                _data_fingerprint(probe)
+        num_points = None if data is None and source is None else (len(source) if source is not None
+                                                                   else int(data[0].shape[0]))
         if batch_size is not None:
             batch_size = _check_int("batch_size", batch_size, 1)
-            if data is None:
+            if num_points is None:
                 raise ValueError("batch_size was given but there is no data")
-            if batch_size > data[0].shape[0]:
-                raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({data[0].shape[0]})")
+            if batch_size > num_points:
+                raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({num_points})")
         energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
-        if data is not None and energy.num_data is None:
-            energy = energy.with_num_data(int(data[0].shape[0]))
+        if num_points is not None and energy.num_data is None:
+            energy = energy.with_num_data(num_points)
         elif isinstance(energy, StatefulEnergy):
             energy = energy.fresh()
-        if data is None and energy.requires_data:
+        if num_points is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
-        validate_data(energy, data)  # dtypes, widths, labels: a clear error before any compute
+        on_dataset = source is not None and source.dataset is not None
+        try:  # dtypes, widths, labels: a clear error before any compute (a Dataset: on its first items)
+            validate_data(energy, probe if on_dataset else data)
+        except (ValueError, TypeError) as err:
+            if on_dataset:
+                raise type(err)(f"the Dataset's items do not match the energy: {err}") from None
+            raise
         check_batch = getattr(energy, "check_batch_size", None)  # e.g. split-batch structured energies
         if check_batch is not None:
-            check_batch(batch_size, batching, None if data is None else int(data[0].shape[0]))
+            check_batch(batch_size, batching, num_points)
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
@@ -133,10 +145,13 @@ class Run:
             if check_init is not None:
                 check_init(theta0)
             e = getattr(e, "base", None)
-        self._theta0, self._data = theta0, data  # only read to explain a divergence at iteration 1
+        self._theta0, self._data = theta0, (probe if on_dataset else data)  # read to explain a divergence at 1
         energy = sampler.target_energy(energy)
         sampler = sampler.prepare(energy)
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
+        if on_dataset and not isinstance(estimator, Minibatch):
+            raise ValueError("a control variate needs the full-data gradient: give the data as in-memory tensors, "
+                             "not a Dataset")
 
         # set-up, in the order that fixes the random stream (generator, stream, init draws)
         device = theta0.device
@@ -145,8 +160,13 @@ class Run:
         self.energy, self.sampler, self.estimator = energy, sampler, estimator
         self.num_chains, self.seed = num_chains, seed
         self.generator = torch.Generator(device=device).manual_seed(seed)
-        self.stream = (MinibatchStream(data, batch_size, num_chains, self.generator, batching)
-                       if data is not None else None)
+        if on_dataset:
+            self.stream = DatasetStream(source, batch_size, num_chains, self.generator, batching, device)
+        elif data is not None and source is not None and source.transform is not None:
+            self.stream = TransformedStream(data, batch_size, num_chains, self.generator, batching, source.transform)
+        else:
+            self.stream = MinibatchStream(data, batch_size, num_chains, self.generator, batching) \
+                if data is not None else None
         # isinstance on a runtime Protocol costs ~13 µs: decide once, not per iteration
         self._observe = energy.observe if isinstance(energy, StatefulEnergy) else None
         if self._observe is not None:
@@ -611,6 +631,19 @@ def _check_draws(num_steps: int, burn_in: int, thin: int) -> int:
         raise ValueError(f"no draw would be kept: (num_steps - burn_in) // thin = 0 "
                          f"(num_steps={num_steps}, burn_in={burn_in}, thin={thin})")
     return num_draws
+
+
+def _as_source(data):
+    """``(DataSource or None, in-memory tensors or None)``: a map-style Dataset (not a
+    TensorDataset) or a :class:`DataSource` over one goes to the dataset stream; tensors (and a
+    DataSource over tensors, which only adds a transform) stay in memory."""
+    from torch.utils.data import Dataset
+
+    if isinstance(data, DataSource):
+        return data, (_as_data(data.tensors) if data.tensors is not None else None)
+    if isinstance(data, Dataset) and not hasattr(data, "tensors"):
+        return DataSource(data), None
+    return None, _as_data(data)
 
 
 def _as_data(data) -> tuple[Tensor, ...] | None:
