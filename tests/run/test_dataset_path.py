@@ -50,6 +50,8 @@ def test_a_dataset_gives_the_chain_of_its_tensors(batching, chains):
     ds = Rows(x, y, targets=True)
     b = sm.sample(energy, None, sm.SGLD(1e-3), 30, data=ds, **kw)
     assert torch.equal(a.samples, b.samples)
+    c = sm.sample(energy, None, sm.SGLD(1e-3), 30, data=torch.utils.data.TensorDataset(x, y), **kw)
+    assert torch.equal(a.samples, c.samples)  # a TensorDataset: its tensors, in memory
     if batching == "epoch":  # 7 batches per epoch: the 6 after each epoch's first are prefetched
         assert any(t.startswith("structmc-prefetch") for t in ds.threads)
 

@@ -113,7 +113,7 @@ RESULT = "result.json"
 
 
 def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = False, every: int = 1_000,
-                      carry: dict | None = None):
+                      carry: dict | None = None, progress: bool | None = False, desc: str = ""):
     """``run.iterate`` up to iteration ``steps``, checkpointed into ``folder``.
 
     Every ``every`` iterations and after the last one, ``run.state_dict()`` (sampler state,
@@ -123,12 +123,20 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
     found there is loaded first (refused when the run's settings differ), ``carry`` is
     restored in place (its lists keep their identity) and the loop continues at the next iteration, so the caller ends with
     exactly what an uninterrupted loop gives (tensors in ``carry`` come back on the CPU).
-    Without ``folder`` it is ``run.iterate(steps)``.
+    Without ``folder`` it is ``run.iterate(steps)``. ``progress``: a tqdm bar (``None``: when
+    stderr is a terminal) labelled ``desc``.
     """
+    from ..recording import Progress
     from ..run import _check_resume_compatible
 
     if folder is None:
-        yield from run.iterate(steps)
+        bar = Progress(progress, steps, run.iteration, desc)
+        try:
+            for t, state, info in run.iterate(steps - run.iteration):
+                bar.update(t, info)
+                yield t, state, info
+        finally:
+            bar.close()
         run.check_finite()
         return
     folder = Path(folder)
@@ -157,11 +165,16 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
         save_cache(state, path)
 
     remaining = steps - run.iteration
-    if remaining > 0:
-        for t, state, info in run.iterate(remaining):
-            yield t, state, info
-            if t % every == 0 or t == steps:
-                save()
+    bar = Progress(progress, steps, run.iteration, desc)
+    try:
+        if remaining > 0:
+            for t, state, info in run.iterate(remaining):
+                bar.update(t, info)
+                yield t, state, info
+                if t % every == 0 or t == steps:
+                    save()
+    finally:
+        bar.close()
     run.check_finite()
 
 

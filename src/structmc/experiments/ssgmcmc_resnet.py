@@ -239,7 +239,8 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None, *, folder:
               seed=cfg.seed)
     carry = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
-    for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry):
+    for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
+                                         progress=log is not None, desc=f"{method} lr {lr:g}"):
         if t >= first:
             trace.append(state.theta[0, idx].to("cpu", torch.float64))
             if (steps - t) % every == 0 and len(draws) < cfg.num_draws:
