@@ -573,6 +573,20 @@ class ModuleEnergy:
     def dtype(self) -> torch.dtype:
         return self._flat.dtype
 
+    def with_prior(self, prior) -> "ModuleEnergy":
+        """A copy with another prior (any of :mod:`structmc.priors`); the module, likelihood,
+        ``num_data`` and sampled parameters are shared."""
+        from .priors import as_prior
+
+        new = copy.copy(self)
+        new._prior_spec = as_prior(prior)
+        new.prior = new._prior_spec.bind(self.space, self._flat.detach())
+        new._prior_precision = getattr(new.prior, "precision", None)
+        new._uniform_precision = None
+        new.prior_std = None
+        new._hot_batch = None
+        return new
+
     def initial_position(self, source: str = "module", *, generator: torch.Generator | None = None,
                          num_chains: int | None = None) -> Tensor:
         """``"module"``: the module's parameters at construction, a flat ``[P]`` vector.

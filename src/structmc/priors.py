@@ -32,6 +32,7 @@ parameter is an error) puts different priors on different parameters.
 
 from __future__ import annotations
 
+import copy as _copy
 import fnmatch
 import math
 from typing import Callable, Mapping
@@ -39,7 +40,8 @@ from typing import Callable, Mapping
 import torch
 from torch import Tensor
 
-__all__ = ["Prior", "BoundPrior", "Normal", "Laplace", "StudentT", "ScaleMixtureNormal", "LogDensity", "as_prior"]
+__all__ = ["Prior", "BoundPrior", "Normal", "Laplace", "StudentT", "ScaleMixtureNormal", "LogDensity", "Flat",
+           "HalfCauchy", "GammaPrecision", "HierarchicalEnergy", "as_prior"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -536,6 +538,233 @@ class _PatternPriors(Prior):
 
     def describe(self):
         return {"kind": "map", "priors": {k: v.describe() for k, v in self.priors.items()}}
+
+
+class Flat(Prior):
+    """The improper flat prior (energy 0): for a likelihood alone, e.g. under
+    :class:`HierarchicalEnergy`, which supplies the prior itself."""
+
+    def bind(self, space, like):
+        return _BoundFlat(space.dim, like)
+
+
+class _BoundFlat(BoundPrior):
+    def __init__(self, dim, like):
+        self.dim, self._like = dim, like
+
+    def elementwise(self, theta):
+        return torch.zeros_like(theta)
+
+    def log_normaliser(self):
+        raise ValueError("the flat prior is improper: it has no normalised density")
+
+    def grad(self, theta):
+        return torch.zeros_like(theta)
+
+    def curvature(self, theta):
+        return torch.zeros_like(theta)
+
+    def _sample_flat(self, generator, shape):
+        raise ValueError("the flat prior is improper and cannot be sampled")
+
+    def select(self, idx):
+        return _BoundFlat(int(idx.numel()), self._like)
+
+
+# ---------------------------------------------------------------------------------------------
+# hierarchical scales: σ_g of each group's Normal(0, σ_g²) prior sampled as s_g = log σ_g
+# ---------------------------------------------------------------------------------------------
+class HalfCauchy:
+    """Half-Cauchy(0, b) hyperprior on a scale σ (Gelman 2006; Polson & Scott 2012). In s = log σ,
+    with the Jacobian: −log p(s) = log(1 + e^{2s}/b²) − s + const."""
+
+    def __init__(self, scale: float = 1.0):
+        if not float(scale) > 0:
+            raise ValueError(f"HalfCauchy scale must be positive, got {scale}")
+        self.scale = float(scale)
+
+    def energy(self, s: Tensor) -> Tensor:
+        return torch.nn.functional.softplus(2 * s - 2 * math.log(self.scale)) - s
+
+    def grad(self, s: Tensor) -> Tensor:
+        return 2 * torch.sigmoid(2 * s - 2 * math.log(self.scale)) - 1
+
+    def log_prob_sigma(self, sigma: Tensor) -> Tensor:
+        """log p(σ), normalised (tests)."""
+        b = self.scale
+        return math.log(2 / (math.pi * b)) - torch.log1p((sigma / b).square())
+
+    def describe(self):
+        return {"kind": "HalfCauchy", "scale": self.scale}
+
+
+class GammaPrecision:
+    """Gamma(shape a, rate r) hyperprior on the precision τ = σ^{-2} (the conjugate choice). In
+    s = log σ, with the Jacobian |dτ/ds| = 2e^{−2s}: −log p(s) = 2a·s + r·e^{−2s} + const."""
+
+    def __init__(self, shape: float = 1.0, rate: float = 1.0):
+        if not (float(shape) > 0 and float(rate) > 0):
+            raise ValueError(f"GammaPrecision needs shape > 0 and rate > 0, got {shape}, {rate}")
+        self.shape, self.rate = float(shape), float(rate)
+
+    def energy(self, s: Tensor) -> Tensor:
+        return 2 * self.shape * s + self.rate * torch.exp(-2 * s)
+
+    def grad(self, s: Tensor) -> Tensor:
+        return 2 * self.shape - 2 * self.rate * torch.exp(-2 * s)
+
+    def describe(self):
+        return {"kind": "GammaPrecision", "shape": self.shape, "rate": self.rate}
+
+
+class HierarchicalEnergy:
+    r"""A :class:`~structmc.energy.ModuleEnergy` whose Normal(0, σ_g²) prior scales are sampled:
+    one σ_g per group g of parameters (``groups="layer"``: per layer; ``"param"``: per
+    parameter tensor; or a :class:`~structmc.partitions.Partition`), each with ``hyperprior``
+    (:class:`HalfCauchy` or :class:`GammaPrecision`). θ gains one coordinate s_g = log σ_g per
+    group, named ``log_scale.<group>``, after the network's parameters:
+
+    .. math::
+        U(θ, s) = U_{lik}(θ) + \sum_g \Big[	frac12 e^{-2 s_g} \sum_{j \in g} θ_j^2
+                  + n_g s_g\Big] - \sum_g \log p_{hyper}(s_g)
+
+    (the last term includes the Jacobian of σ = e^s). Any sampler runs on it; ``predictive``,
+    ``evaluate`` and ``forward_draws`` use the network part of each draw. The base energy's
+    own prior is replaced (``base.with_prior(Flat())``).
+    """
+
+    evaluations_per_call = 1
+    requires_data = True
+
+    def __init__(self, base, groups="layer", hyperprior=None, *, init_scale: float = 1.0):
+        from .space import ParamSpace
+
+        if not hasattr(base, "with_prior"):
+            raise TypeError(f"HierarchicalEnergy wraps a ModuleEnergy, got {type(base).__name__}")
+        if not float(init_scale) > 0:
+            raise ValueError(f"init_scale must be positive, got {init_scale}")
+        self.hyperprior = HalfCauchy(1.0) if hyperprior is None else hyperprior
+        if not (hasattr(self.hyperprior, "energy") and hasattr(self.hyperprior, "grad")):
+            raise TypeError("hyperprior must be HalfCauchy(...) or GammaPrecision(...) (energy and grad in s = log σ)")
+        self.base = base.with_prior(Flat())
+        space = base.space
+        names, ids = self._groups(space, groups)
+        self.group_names, self.num_groups = names, len(names)
+        self.group_ids = ids.to(base._flat.device)
+        self.group_sizes = torch.bincount(ids, minlength=len(names)).to(base._flat)
+        self.net_dim = space.dim
+        self.space = ParamSpace([(i.name, i.shape) for i in space.params] + [(f"log_scale.{n}", ()) for n in names])
+        self.init_scale = float(init_scale)
+        self.groups_spec = groups
+
+    @staticmethod
+    def _groups(space, groups):
+        if isinstance(groups, str):
+            if groups == "layer":
+                names, ids = [], torch.empty(space.dim, dtype=torch.long)
+                for g, layer in enumerate(space.layers):
+                    names.append(layer.name or str(g))  # a bare module's layer has no name
+                    for pname in ([layer.weight, layer.bias] if layer.kind != "other" else list(layer.other)):
+                        if pname is not None:
+                            ids[space[pname].slice] = g
+                return names, ids
+            if groups == "param":
+                ids = torch.empty(space.dim, dtype=torch.long)
+                for g, info in enumerate(space.params):
+                    ids[info.slice] = g
+                return [i.name for i in space.params], ids
+            raise ValueError(f"groups must be 'layer', 'param' or a Partition, got {groups!r}")
+        ids = getattr(groups, "group_ids", None)
+        if ids is None or ids.shape != (space.dim,):
+            raise ValueError("groups must be 'layer', 'param' or a Partition of the network's parameters")
+        return [str(g) for g in range(int(groups.num_groups))], ids.long().cpu()
+
+    # -- the Energy protocol -------------------------------------------------------------------
+    @property
+    def num_data(self):
+        return self.base.num_data
+
+    @property
+    def device(self):
+        return self.base.device
+
+    @property
+    def dtype(self):
+        return self.base.dtype
+
+    @property
+    def cv_base(self):
+        return self
+
+    def with_num_data(self, num_data):
+        new = _copy.copy(self)
+        new.base = self.base.with_num_data(num_data)
+        return new
+
+    def initial_position(self, source: str = "module", *, generator=None, num_chains=None):
+        net = self.base._initial.clone() if source == "module" else None
+        if source == "prior":
+            raise ValueError("start a HierarchicalEnergy from the module's parameters (the hyperprior's draws of σ "
+                             "can be wide); give init= for anything else")
+        if source != "module":
+            raise ValueError(f"initial_position takes 'module', got {source!r}")
+        s = torch.full((self.num_groups,), math.log(self.init_scale), dtype=net.dtype, device=net.device)
+        out = torch.cat([net, s])
+        return out if num_chains is None else out.expand(num_chains, -1).clone()
+
+    def _hier(self, theta: Tensor, grad: bool):
+        w, s = theta[:, : self.net_dim], theta[:, self.net_dim:]
+        sq = torch.zeros(theta.shape[0], self.num_groups, dtype=theta.dtype, device=theta.device)
+        sq.index_add_(1, self.group_ids, w * w)
+        inv_var = torch.exp(-2 * s)  # [C, G]
+        energy = (0.5 * inv_var * sq + self.group_sizes * s + self.hyperprior.energy(s)).sum(-1)
+        if not grad:
+            return energy, None
+        g_w = w * inv_var.index_select(1, self.group_ids)
+        g_s = -inv_var * sq + self.group_sizes + self.hyperprior.grad(s)
+        return energy, torch.cat([g_w, g_s], 1)
+
+    def value_and_grad(self, theta, batch):
+        lik, g_lik = self.base.value_and_grad(theta[:, : self.net_dim].contiguous(), batch)
+        hier, g_hier = self._hier(theta, True)
+        g_hier[:, : self.net_dim] += g_lik
+        return lik + hier, g_hier
+
+    def value(self, theta, batch):
+        return self.base.value(theta[:, : self.net_dim].contiguous(), batch) + self._hier(theta, False)[0]
+
+    def check_data(self, data):
+        return self.base.check_data(data)
+
+    # -- predictions use the network part of each draw -------------------------------------------
+    @property
+    def likelihood(self):
+        return self.base.likelihood
+
+    @property
+    def module(self):
+        return self.base.module
+
+    @property
+    def has_buffers(self):
+        return self.base.has_buffers
+
+    @property
+    def buffer_chains(self):
+        return self.base.buffer_chains
+
+    def chain_buffers(self, chain):
+        return self.base.chain_buffers(chain)
+
+    def forward_draws(self, samples, inputs, **kw):
+        return self.base.forward_draws(samples[..., : self.net_dim], inputs, **kw)
+
+    def scales(self, draws: Tensor) -> Tensor:
+        """σ_g of draws ``[..., P]`` -> ``[..., G]``."""
+        return draws[..., self.net_dim:].exp()
+
+    def config(self) -> dict:
+        return {"groups": self.group_names, "hyperprior": self.hyperprior.describe()}
 
 
 def _describe(v):

@@ -729,7 +729,7 @@ def _check_resume_compatible(old: dict, new: dict) -> None:
 
 _FINGERPRINTED_SINCE_0_1 = {"data", "num_data", "energy", "prior", "likelihood", "partition", "log_prob",
                             "log_likelihood", "log_prior"}
-_TARGET_PARTS = {"structured": "the structured energy's settings", "data": "the data",
+_TARGET_PARTS = {"structured": "the structured energy's settings", "hierarchical": "the hierarchical prior", "data": "the data",
                  "num_data": "the energy's num_data", "energy": "the energy's kind", "prior": "the prior", "likelihood": "the likelihood", "partition": "the partition",
                  "log_prob": "the log density", "log_likelihood": "the log-likelihood", "log_prior": "the log prior"}
 
@@ -775,6 +775,8 @@ def _energy_fingerprint(energy) -> dict:
             spec = getattr(e, "_prior_spec", None)
             if spec is not None:  # a prior= (the default Normal keeps its old fingerprint)
                 out["prior"]["prior"] = json_like(spec.describe())
+        if type(e).__name__ == "HierarchicalEnergy" and "hierarchical" not in out:
+            out["hierarchical"] = json_like(e.config())  # groups and hyperprior
         if type(e).__name__ == "StructuredEnergy" and "structured" not in out:
             out["structured"] = e.config()  # K, mask law, split_batch, history, seed
         lik = getattr(e, "likelihood", None)
