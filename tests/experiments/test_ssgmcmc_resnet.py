@@ -34,7 +34,7 @@ def test_methods_build_the_papers_structures():
     assert isinstance(p, structmc.PSGLD) and p.lr(0) == pytest.approx(2e-3 / 60_000)
     h = rn.make_sampler("S-SGHMC_2", 1e-2, cfg, 60_000)
     assert isinstance(h, structmc.ScaleAdaptedSGHMC) and h.lr(0) == pytest.approx(1e-4)
-    assert h.friction == 0.05 and h.adapt_steps == 150
+    assert h.friction == 0.05 and h.adapt_steps == cfg.adapt_steps == 4 and rn.Config().adapt_steps == 150
     with pytest.raises(ValueError, match="unknown method 'HMC'"):
         rn.family("HMC")
     with pytest.raises(ValueError, match="rho"):

@@ -101,6 +101,11 @@ class ScaleAdaptedSGHMC(Sampler):
     uncentred gradient second moment; ``False`` (``c = 0``) injects the full 2αηmT. The
     momentum starts at 0 (the adapted mass is not known yet). Springenberg et al.'s step ε
     is √η here: their ``lr = 1e-2`` is ``ScaleAdaptedSGHMC(lr=1e-4)``.
+
+    The adaptation window τ shrinks to ~1 when gradients are consistent, so V̂ can follow the
+    last gradient: a coordinate whose gradient is exactly 0 then (a masked-out coordinate of
+    an Sd-SGMCMC energy, a dead unit) gets V̂ ≈ 0 and a step η/ε. Adapt on whole gradients —
+    e.g. during a structured energy's ``warmup_steps`` — or raise ``eps``.
     """
 
     name = "scale_adapted_sghmc"
