@@ -118,3 +118,13 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkey
     assert (folder / "result.json").exists() and not (folder / "checkpoint.pt").exists()
     again = rn.run(cfg, tmp_path / "cut", progress=False, resume=True)["numbers"]["results"]  # read back
     assert again == resumed
+
+
+def test_a_diverging_run_is_reported_not_fatal(tmp_path):
+    cfg = rn.Config(runs=(("pSGLD", None, 1e-5), ("SGHMC", None, 30.0)), datasets=("fashion-mnist",), epochs=2,
+                    batch_size=50, num_train=200, num_test=100, trace_length=6, trace_params=20, num_draws=3,
+                    adapt_steps=4, data="synthetic")
+    report = rn.run(cfg, tmp_path, progress=False)
+    res = report["numbers"]["results"]["fashion-mnist"]
+    assert "diverged_at" in res["SGHMC, lr 30"] and res["pSGLD, lr 1e-05"]["num_draws"] >= 1
+    assert (tmp_path / "resnet20_fashion-mnist.png").exists()
