@@ -34,25 +34,28 @@ MODES = ("epoch", "with_replacement", "without_replacement", "stratified")
 class MinibatchStream:
     def __init__(self, data: Sequence[Tensor], batch_size: int | None, num_chains: int,
                  generator: torch.Generator, mode: str = "epoch"):
-        if mode not in MODES:
-            raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
         self.data = tuple(data)
-        self.num_data = int(self.data[0].shape[0])
-        self.batch_size = self.num_data if batch_size is None else int(batch_size)
-        self.full = self.batch_size == self.num_data and mode != "with_replacement"
-        self.num_chains = num_chains
-        self.generator = generator
-        self.mode = mode
-        self.device = self.data[0].device
-        self.steps_per_epoch = max(1, self.num_data // self.batch_size)
-        self._perm: Tensor | None = None  # [C, N] current epoch's order
-        self._pos = 0
+        self._init_law(int(self.data[0].shape[0]), batch_size, num_chains, generator, mode, self.data[0].device)
         self._buffers = tuple(t.new_empty((num_chains * self.batch_size, *t.shape[1:])) for t in self.data)
         self._views = tuple(buf.view(num_chains, self.batch_size, *buf.shape[1:]) for buf in self._buffers)
         if self.full:
             self._full_batch = tuple(t.unsqueeze(0).expand(num_chains, *t.shape) for t in self.data)
         if mode == "stratified":
             self._strata = _strata(self.data[-1], self.batch_size)
+
+    def _init_law(self, num_data: int, batch_size: int | None, num_chains: int, generator: torch.Generator,
+                  mode: str, device) -> None:
+        """What the index draws need (shared with :class:`DatasetStream`)."""
+        if mode not in MODES:
+            raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
+        self.num_data = num_data
+        self.batch_size = num_data if batch_size is None else int(batch_size)
+        self.full = self.batch_size == num_data and mode != "with_replacement"
+        self.num_chains, self.generator, self.mode = num_chains, generator, mode
+        self.device = torch.device(device)
+        self.steps_per_epoch = max(1, num_data // self.batch_size)
+        self._perm: Tensor | None = None  # [C, N] current epoch's order
+        self._pos = 0
 
     def _new_epoch(self) -> None:
         C, N = self.num_chains, self.num_data
@@ -193,16 +196,8 @@ class DatasetStream(MinibatchStream):
 
     def __init__(self, source: DataSource, batch_size: int | None, num_chains: int, generator: torch.Generator,
                  mode: str = "epoch", device: torch.device | str = "cpu"):
-        if mode not in MODES:
-            raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
         self.source = source
-        self.num_data = len(source)
-        self.batch_size = self.num_data if batch_size is None else int(batch_size)
-        self.full = self.batch_size == self.num_data and mode != "with_replacement"
-        self.num_chains, self.generator, self.mode = num_chains, generator, mode
-        self.device = torch.device(device)
-        self.steps_per_epoch = max(1, self.num_data // self.batch_size)
-        self._perm, self._pos = None, 0
+        self._init_law(len(source), batch_size, num_chains, generator, mode, device)
         self._pin = self.device.type == "cuda"
         self._pool = None
         self._pending: tuple[Tensor, object] | None = None  # (indices, future)

@@ -505,19 +505,7 @@ class ModuleEnergy:
         # per-chain buffer copies (BatchNorm statistics) of the last multi-chain evaluation
         self._buffer_store: dict[str, list[dict[str, Tensor]]] = {}
         ref = next(p for p in self.module.parameters() if p.requires_grad)
-        from .priors import _BoundNormal, as_prior
-
-        if prior is None:  # the zero-mean Normal: fused fast paths below
-            self._prior_spec = None
-            self._prior_precision = stds.to(ref).pow(-2)
-            first = float(self._prior_precision[0])
-            self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
-            self.prior = _BoundNormal(torch.zeros_like(self._prior_precision), stds.to(ref))
-        else:
-            self._prior_spec = as_prior(prior)
-            self.prior = self._prior_spec.bind(self.space, ref.detach())
-            self._prior_precision = getattr(self.prior, "precision", None)
-            self._uniform_precision = None
+        self._set_prior(prior, ref.detach(), stds if prior is None else None)
         self._bind()
         self._initial = self._flat.detach().clone()
 
@@ -573,16 +561,28 @@ class ModuleEnergy:
     def dtype(self) -> torch.dtype:
         return self._flat.dtype
 
+    def _set_prior(self, prior, like: Tensor, stds: Tensor | None = None) -> None:
+        """Bind ``prior`` (``None``: the zero-mean Normal with standard deviations ``stds``,
+        whose precision vector feeds the fused fast paths)."""
+        from .priors import _BoundNormal, as_prior
+
+        self._prior_spec = None if prior is None else as_prior(prior)
+        if prior is None:
+            stds = stds.to(like)
+            self.prior = _BoundNormal(torch.zeros_like(stds), stds)
+        else:
+            self.prior = self._prior_spec.bind(self.space, like)
+        self._prior_precision = getattr(self.prior, "precision", None)
+        self._uniform_precision = None
+        if prior is None:
+            first = float(self._prior_precision[0])
+            self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
+
     def with_prior(self, prior) -> "ModuleEnergy":
         """A copy with another prior (any of :mod:`structmc.priors`); the module, likelihood,
         ``num_data`` and sampled parameters are shared."""
-        from .priors import as_prior
-
         new = copy.copy(self)
-        new._prior_spec = as_prior(prior)
-        new.prior = new._prior_spec.bind(self.space, self._flat.detach())
-        new._prior_precision = getattr(new.prior, "precision", None)
-        new._uniform_precision = None
+        new._set_prior(prior, self._flat.detach())
         new.prior_std = None
         new._hot_batch = None
         return new

@@ -422,10 +422,8 @@ class _BoundLogDensity(BoundPrior):
     def log_prob(self, theta):
         return -self.energy(theta)
 
-    def elementwise(self, theta):  # not factorised: the whole energy in the first column, for checks
-        out = torch.zeros_like(theta)
-        out[..., 0] = self.energy(theta.reshape(-1, self.dim)).reshape(theta.shape[:-1])
-        return out
+    def elementwise(self, theta):
+        raise ValueError("a LogDensity prior is not factorised: it has no per-coordinate energy")
 
     def check_support(self, theta, names=None):
         e = self.energy(theta)
@@ -650,8 +648,8 @@ class HierarchicalEnergy:
         space = base.space
         names, ids = self._groups(space, groups)
         self.group_names, self.num_groups = names, len(names)
-        self.group_ids = ids.to(base._flat.device)
-        self.group_sizes = torch.bincount(ids, minlength=len(names)).to(base._flat)
+        self.group_ids = ids.to(base.device)
+        self.group_sizes = torch.bincount(ids, minlength=len(names)).to(device=base.device, dtype=base.dtype)
         self.net_dim = space.dim
         self.space = ParamSpace([(i.name, i.shape) for i in space.params] + [(f"log_scale.{n}", ()) for n in names])
         self.init_scale = float(init_scale)
@@ -702,12 +700,11 @@ class HierarchicalEnergy:
         return new
 
     def initial_position(self, source: str = "module", *, generator=None, num_chains=None):
-        net = self.base._initial.clone() if source == "module" else None
-        if source == "prior":
-            raise ValueError("start a HierarchicalEnergy from the module's parameters (the hyperprior's draws of σ "
-                             "can be wide); give init= for anything else")
+        """The module's parameters and log σ_g = log ``init_scale`` (``"module"`` only: the
+        hyperprior's draws of σ can be extreme; give ``init=`` for anything else)."""
         if source != "module":
-            raise ValueError(f"initial_position takes 'module', got {source!r}")
+            raise ValueError(f"a HierarchicalEnergy starts from 'module' (or give init=), got {source!r}")
+        net = self.base.initial_position()
         s = torch.full((self.num_groups,), math.log(self.init_scale), dtype=net.dtype, device=net.device)
         out = torch.cat([net, s])
         return out if num_chains is None else out.expand(num_chains, -1).clone()
