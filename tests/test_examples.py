@@ -52,7 +52,7 @@ def test_example_runs(name, tmp_path, capsys):
 
     assert finite(result)
     if name == "regression_1d":
-        assert result["rmse"] < 0.5 and 0.5 <= result["coverage"]["0.9"] <= 1.0
+        assert result["rmse"] < 0.25 and 0.75 <= result["coverage"]["0.9"] <= 1.0  # the mean predictor: RMSE ~0.45
     if name in ("mnist_calibration", "last_layer"):
         key = "psgld" if name == "mnist_calibration" else "last_layer"
         # far above chance (10%) even in the small setting (the offline stand-in: above chance)

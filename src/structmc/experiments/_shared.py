@@ -121,28 +121,18 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
     caller's accumulators: traces, kept draws — updated in place by the loop body) are saved
     to ``folder/checkpoint.pt`` through a temporary file. With ``resume=True`` a checkpoint
     found there is loaded first (refused when the run's settings differ), ``carry`` is
-    restored in place (its lists keep their identity) and the loop continues at the next iteration, so the caller ends with
-    exactly what an uninterrupted loop gives (tensors in ``carry`` come back on the CPU).
+    restored in place (its lists keep their identity) and the loop continues at the next
+    iteration, so the caller ends with exactly what an uninterrupted loop gives (tensors in
+    ``carry`` come back on the CPU).
     Without ``folder`` it is ``run.iterate(steps)``. ``progress``: a tqdm bar (``None``: when
     stderr is a terminal) labelled ``desc``.
     """
     from ..recording import Progress
     from ..run import _check_resume_compatible
 
-    if folder is None:
-        bar = Progress(progress, steps, run.iteration, desc)
-        try:
-            for t, state, info in run.iterate(steps - run.iteration):
-                bar.update(t, info)
-                yield t, state, info
-        finally:
-            bar.close()
-        run.check_finite()
-        return
-    folder = Path(folder)
-    path = folder / CHECKPOINT
+    path = None if folder is None else Path(folder) / CHECKPOINT
     carry = {} if carry is None else carry
-    if resume and path.exists():
+    if path is not None and resume and path.exists():
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
         _check_resume_compatible(ckpt["settings"], run.settings())
         if ckpt["run"]["iteration"] > steps:
@@ -154,7 +144,7 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
                 carry[key][:] = value
             else:
                 carry[key] = value
-    elif path.exists():
+    elif path is not None and path.exists():
         path.unlink()
 
     def save():
@@ -164,15 +154,13 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
                            for k, v in carry.items()}}
         save_cache(state, path)
 
-    remaining = steps - run.iteration
     bar = Progress(progress, steps, run.iteration, desc)
     try:
-        if remaining > 0:
-            for t, state, info in run.iterate(remaining):
-                bar.update(t, info)
-                yield t, state, info
-                if t % every == 0 or t == steps:
-                    save()
+        for t, state, info in run.iterate(max(0, steps - run.iteration)):
+            bar.update(t, info)
+            yield t, state, info
+            if path is not None and (t % every == 0 or t == steps):
+                save()
     finally:
         bar.close()
     run.check_finite()
