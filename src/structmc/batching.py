@@ -163,6 +163,16 @@ class DataSource:
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError("collate_fn must be callable")
         self.collate_fn, self.transform, self.prefetch, self.labels = collate_fn, transform, bool(prefetch), labels
+        if labels is not None:
+            self._check_labels(torch.as_tensor(labels), "DataSource(labels=...)")
+
+    def _check_labels(self, labels: Tensor, which: str) -> Tensor:
+        """One class label per item: a shorter vector would silently confine stratified batches
+        to its first rows."""
+        if labels.dim() != 1 or labels.shape[0] != len(self):
+            raise ValueError(f"{which} must hold one class label per item, shape [{len(self)}], got shape "
+                             f"{list(labels.shape)}")
+        return labels
 
     def __len__(self) -> int:
         return int(self.tensors[0].shape[0]) if self.tensors is not None else len(self.dataset)
@@ -186,6 +196,9 @@ class DataSource:
         """The first ``rows`` items, collated (checks before any compute)."""
         if self.tensors is not None:
             return tuple(t[:rows] for t in self.tensors)
+        if len(self) < 1:
+            raise ValueError(f"the Dataset ({type(self.dataset).__name__}) is empty (len 0): sampling needs at least one "
+                             "item; check the dataset's path, split or filter")
         return self.collate(list(range(min(rows, len(self)))))
 
 
@@ -209,7 +222,9 @@ class DatasetStream(MinibatchStream):
             if labels is None:
                 raise ValueError("stratified batching over a Dataset needs its class labels: DataSource(dataset, "
                                  "labels=...) or a dataset with a 'targets' attribute")
-            self._strata = _strata(torch.as_tensor(labels).to(self.device), self.batch_size)
+            which = "DataSource(labels=...)" if source.labels is not None else "the dataset's 'targets'"
+            labels = source._check_labels(torch.as_tensor(labels), which)
+            self._strata = _strata(labels.to(self.device), self.batch_size)
 
     def _fetch(self, idx: Tensor) -> tuple[Tensor, ...]:
         C, n = idx.shape

@@ -143,17 +143,57 @@ def _check_settings(s: dict, source: str) -> dict:
     return out
 
 
-def _sample_settings(args: argparse.Namespace) -> dict:
+def _sample_settings(args: argparse.Namespace, explicit: dict | None = None) -> dict:
+    """The sample settings: defaults, then the config file, then the flags. ``explicit``
+    (filled in when given) maps each setting the user gave to where it came from: the flag
+    (``--friction``; argparse's defaults are ``None``, so an unset flag is never taken for a
+    set one) or the config key (``friction (in run.toml)``)."""
     settings = dict(SAMPLE_DEFAULTS)
+    explicit = {} if explicit is None else explicit
     if args.config:
         cfg = _load_config(args.config)
         unknown = set(cfg) - set(SAMPLE_DEFAULTS)
         if unknown:
             raise UsageError(f"unknown keys in {args.config}: {sorted(unknown)}; allowed: {sorted(SAMPLE_DEFAULTS)}")
         settings.update(_check_settings(cfg, args.config))
+        explicit.update({key: f"{key} (in {args.config})" for key, value in cfg.items() if value is not None})
     flags = {key: getattr(args, key) for key in SAMPLE_DEFAULTS if getattr(args, key, None) is not None}
     settings.update(_check_settings(flags, _FLAGS))
+    explicit.update({key: _FLAG_NAMES.get(key, "--" + key.replace("_", "-")) for key in flags})
     return settings
+
+
+def _refuse_unused(s: dict, explicit: dict) -> None:
+    """A sampler or model setting the chosen sampler / model does not take would be dropped
+    silently (``--friction`` with ``--sampler sgld``, ``--hidden`` with ``--model linear``):
+    refuse it, naming the flag (or config key) and what takes it."""
+    from .samplers import SAMPLERS, sampler_keys
+
+    accepted = set(sampler_keys(s["sampler"]))
+    for key in SAMPLER_FLAGS:
+        if key in explicit and key not in accepted:
+            takers = [n for n in SAMPLERS.names() if key in sampler_keys(n)]
+            raise UsageError(f"{explicit[key]} is not used by --sampler {s['sampler']} (it takes "
+                             f"{', '.join(k for k in sampler_keys(s['sampler']) if k in SAMPLER_FLAGS or k == 'lr')}): "
+                             f"drop it, or choose a sampler that takes it ({', '.join(takers)})")
+    taken = _model_keys(s["model"])
+    for key in MODEL_FLAGS:
+        if key in explicit and key not in taken:
+            takers = [n for n in _sample_models() if key in _model_keys(n)]
+            raise UsageError(f"{explicit[key]} is not used by --model {s['model']}: drop it, or choose a model that "
+                             f"takes it ({', '.join(takers)})")
+
+
+def _model_keys(name: str) -> set[str]:
+    """The ``MODEL_FLAGS`` that model ``name``'s builder takes."""
+    import inspect
+
+    from .models import MODELS
+
+    params = inspect.signature(MODELS.get(name).build).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return set(MODEL_FLAGS)
+    return {k for k in MODEL_FLAGS if k in params}
 
 
 SAMPLER_FLAGS = ("friction", "a", "alpha", "num_leapfrog", "temperature")  # each goes to the samplers that take it
@@ -201,6 +241,10 @@ def _model_energy(s: dict, data):
     open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
     kwargs = {k: s[k] for k in MODEL_FLAGS if k in params or open_kw}
     likelihood = spec.likelihood or likelihood_for_task(data.task)
+    if s["noise_std"] is not None and likelihood != "gaussian":
+        raise UsageError(f"--noise-std (noise_std) is the observation noise of a regression model, but "
+                         f"{s['dataset']!r} is a {data.task} data set ({likelihood} likelihood, which has no noise "
+                         f"scale): drop it")
     noise_std = s["noise_std"] if s["noise_std"] is not None else (0.7 if likelihood == "gaussian" else None)
     # --seed draws the initial weights (as torch.manual_seed(seed) just before building would)
     # and then seeds the global random state for everything that follows.
@@ -221,14 +265,29 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from .diagnostics import classification_metrics, regression_metrics
     from .samplers import sampler_from_config
 
-    s = _sample_settings(args)
+    explicit: dict = {}
+    s = _sample_settings(args, explicit)
     if s["gradient"] not in ("minibatch", "cv", "control_variate"):
         raise UsageError(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
-    out = Path(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}")
-    if args.resume and not (out / "run" / "checkpoint.pt").is_file():
-        raise UsageError(f"--resume: nothing to resume in {out / 'run'} (no checkpoint.pt); "
+    _refuse_unused(s, explicit)
+    if args.resume and args.overwrite:
+        raise UsageError("--resume and --overwrite contradict each other: choose one")
+    out = _out_folder(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
+    from .storage import RunFolder
+
+    if args.resume and RunFolder(out / "run").checkpoint_file() is None:
+        run_dir = out / "run"
+        if _holds_run(run_dir):
+            raise UsageError(f"--resume: nothing to resume in {run_dir}: the run there stopped before its first "
+                             f"checkpoint (no checkpoint); pass --overwrite instead of --resume to start it again "
+                             f"(--checkpoint-every N writes checkpoints sooner)")
+        raise UsageError(f"--resume: nothing to resume in {out / 'run'} (no checkpoint); "
                          + ("pass the --out folder of the run to continue" if args.out else
                             "pass --out with the folder of the run to continue") + ", or drop --resume")
+    if not args.resume and not args.overwrite and RunFolder(out / "run").checkpoint_file() is None and \
+            _holds_run(out / "run"):
+        raise UsageError(f"--out {out} holds a run that stopped before its first checkpoint (in {out / 'run'}, no "
+                         f"checkpoint to resume from): pass --overwrite to replace it, or another --out")
     data = _load_dataset(s)
     energy = _model_energy(s, data)
     sampler = sampler_from_config(sampler_config(s))
@@ -239,10 +298,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
         init = find_map(energy, init, data=train, batch_size=min(len(data.x_train), 128), num_steps=2000)
         gradient = ControlVariate(init)
     t0 = time.perf_counter()
-    chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=s["batch_size"],
-                   burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
-                   gradient=gradient, out_dir=out / "run", checkpoint_every=s["checkpoint_every"],
-                   resume=args.resume, progress=None if not args.quiet else False)
+    try:
+        chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=s["batch_size"],
+                       burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
+                       gradient=gradient, out_dir=out / "run", checkpoint_every=s["checkpoint_every"],
+                       resume=args.resume, overwrite=args.overwrite, progress=None if not args.quiet else False)
+    except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
+        text = _flag_words(str(err))
+        if text == str(err):
+            raise
+        try:
+            new = type(err)(text)
+        except Exception:  # noqa: BLE001  (an exception class with another signature)
+            new = ValueError(text)
+        raise new from err
     seconds = time.perf_counter() - t0
     pred = predictive(energy, chain, data.x_test)
     metrics = {"seconds": seconds, "num_draws": chain.num_draws * chain.num_chains}
@@ -261,6 +330,44 @@ def cmd_sample(args: argparse.Namespace) -> int:
     print("\n".join(md))
     print(f"\nwrote {out}/report.json, report.md, trace.png and the draws in {out}/run")
     return 0
+
+
+#: sample()'s keyword arguments in its run-folder messages -> the flags of `structmc sample`
+_FLAG_WORDS = (("resume=True", "--resume"), ("overwrite=True", "--overwrite"), ("out_dir", "--out"),
+               ("checkpoint_every", "--checkpoint-every"))
+
+
+def _flag_words(text: str) -> str:
+    """``"... pass resume=True ..., or overwrite=True ..."`` -> ``"... pass --resume ..., or
+    --overwrite ..."``: library messages shown by the command line name its flags."""
+    import re
+
+    text = re.sub(r"(?<![\w-])out_dir (?=[/.~\w])", "the run folder ", text)  # "out_dir <path>": --out/run
+    for word, flag in _FLAG_WORDS:
+        text = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w=])", flag, text)
+    return text
+
+
+def _holds_run(run_dir: Path) -> bool:
+    """``run_dir`` is a folder holding files of a run (its lock file aside)."""
+    return run_dir.is_dir() and any(p.name != ".structmc.lock" for p in run_dir.iterdir())
+
+
+def _out_folder(path: str | Path, *inside: str) -> Path:
+    """``--out`` as a folder: refuse (before any compute) a path that is a file, or lies under
+    one, and the sub-folders ``inside`` it that the command writes to when they are files."""
+    out = Path(path)
+    p = out
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        where = "is a file" if p == out else f"lies inside {p}, which is a file"
+        raise UsageError(f"--out {out} {where}: pass a folder (a new one, or the folder of an earlier run)")
+    for name in inside:
+        if (out / name).exists() and not (out / name).is_dir():
+            raise UsageError(f"--out {out}: {out / name} is a file, but the run writes its draws into a folder "
+                             f"there: pass another --out, or move the file")
+    return out
 
 
 def _values(text: str, cast=float) -> list:
@@ -316,7 +423,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     budget = _budget(args.budget)
     if args.lr and args.log10_h:
         raise ValueError("give --lr or --log10-h, not both")
-    out = Path(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = _out_folder(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
     data = _load_dataset(s)
     energy = _model_energy(s, data)
     train = (data.x_train, data.y_train)
@@ -430,8 +537,8 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         kwargs[key] = value
     if kwargs.get("seed") is not None and kwargs["seed"] < 0:
         raise UsageError(f"--seed must be >= 0, got {kwargs['seed']}")
-    out = Path(args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce"
-                            else f"runs/{name}"))
+    out = _out_folder(args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce"
+                                   else f"runs/{name}"))
     t0 = time.perf_counter()
     report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
     print((out / "report.md").read_text())
@@ -561,6 +668,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int)
     p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace the previous run in --out (its files are removed "
+                   "first; a folder holding anything else is refused)")
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 

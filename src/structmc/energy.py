@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import math
+import numbers
 import operator
 import warnings
 from dataclasses import dataclass
@@ -49,6 +51,13 @@ class Energy(Protocol):
     is the number of model evaluations one call costs per chain (1; M or K for structured
     energies), which the run loop counts. ``requires_data`` says whether the energy has a
     likelihood that needs minibatches (``sample`` refuses to run it without ``data``).
+
+    Optional, for :func:`~structmc.predictive` and :func:`~structmc.evaluate`:
+    ``predictive_energy``, the energy whose model predicts from this energy's draws (it has
+    ``likelihood``, ``forward_draws``, ``has_buffers``, ``buffer_chains``, ``chain_buffers``
+    and the same ``space``), or ``None`` when there is none. A :class:`ModuleEnergy` and a
+    :class:`~structmc.priors.HierarchicalEnergy` are their own; a
+    :class:`~structmc.structured.StructuredEnergy` predicts through its base's.
     """
 
     space: ParamSpace
@@ -123,6 +132,26 @@ def _all_finite(x: Tensor) -> bool:
 def _check_theta(theta: Tensor, dim: int) -> None:
     if theta.dim() != 2 or theta.shape[1] != dim:
         raise ValueError(f"theta must have shape [chains, {dim}], got {tuple(theta.shape)}")
+
+
+def _check_batch_layout(chains: int, batch) -> None:
+    """A module energy's batch is ``(inputs..., targets)`` with a leading chain dimension: each
+    tensor ``[C, n, ...]`` for θ ``[C, P]`` (each chain its own minibatch). A batch without the
+    chain dimension would be read as C = its number of rows; refuse it with the layout."""
+    if batch is None:
+        raise ValueError("a module energy needs data: pass data=(inputs..., targets)")
+    if isinstance(batch, Tensor) or not isinstance(batch, (tuple, list)) or len(batch) < 2 or not all(
+            isinstance(t, Tensor) for t in batch):
+        raise ValueError(f"a module energy's batch is a tuple (inputs..., targets) of tensors [C, n, ...] (C chains, "
+                         f"n rows), got {type(batch).__name__}")
+    n = batch[-1].shape[1] if batch[-1].dim() >= 2 else None
+    if n is None or any(t.dim() < 2 or t.shape[0] != chains or t.shape[1] != n for t in batch):
+        shapes = ", ".join(str(list(t.shape)) for t in batch)
+        chained = all(t.dim() >= 2 and t.shape[0] == chains for t in batch)
+        fix = ("every tensor needs the same n rows" if chained else f"add the chain dimension, e.g. "
+               f"tuple(t.unsqueeze(0).expand({chains}, *t.shape) for t in batch) to give every chain the same rows")
+        raise ValueError(f"batch tensors must be [C, n, ...]: C = {chains} chains (theta is [{chains}, P]), n rows, "
+                         f"got shapes {shapes}: {fix}")
 
 
 def _as_num_data(num_data) -> int | None:
@@ -204,6 +233,7 @@ class LogDensityEnergy:
     device = None  # computes wherever θ lives
     dtype = None
     evaluations_per_call = 1
+    predictive_energy = None  # a log density has no model that predicts (see Energy)
 
     @property
     def requires_data(self) -> bool:
@@ -317,8 +347,19 @@ class Likelihood:
     noise_std: float | None = None
     log_lik_chains: Callable[[Tensor, Tensor], Tensor] | None = None
 
-    def predict(self, outputs: Tensor) -> dict[str, Tensor]:
-        """Posterior predictive summary from outputs of S draws, ``[S, n, ...]``."""
+    def predict(self, outputs: Tensor, *, per_draw: bool = False) -> dict[str, Tensor]:
+        """Posterior predictive summary from outputs of S draws, ``[S, n, ...]``; with
+        ``per_draw`` each draw's own predictive (``probs`` ``[S, n, K]``, bernoulli ``[S, n]``;
+        gaussian ``mean`` f_s(x) and ``var`` σ², ``[S, n]``), not averaged over draws."""
+        if per_draw:
+            if self.name == "categorical":
+                return {"probs": outputs.softmax(-1)}
+            if self.name == "bernoulli":
+                return {"probs": torch.sigmoid(outputs.squeeze(-1))}
+            if self.name == "gaussian":
+                f = outputs.squeeze(-1) if outputs.dim() > 2 and outputs.shape[-1] == 1 else outputs
+                return {"mean": f, "var": torch.full_like(f, self.noise_std ** 2)}
+            raise ValueError(f"no predictive summary for custom likelihood {self.name!r}")
         if self.name == "categorical":
             return {"probs": outputs.softmax(-1).mean(0)}
         if self.name == "bernoulli":
@@ -330,8 +371,14 @@ class Likelihood:
         raise ValueError(f"no predictive summary for custom likelihood {self.name!r}")
 
 
+def _class_indices(y: Tensor) -> Tensor:
+    """Integer labels of any width as the int64 indices ``cross_entropy`` takes (int32 or uint8
+    labels pass ``check_data``); int64 labels and soft labels are returned as they are."""
+    return y if y.dtype == torch.long or y.is_floating_point() else y.long()
+
+
 def _categorical(out: Tensor, y: Tensor) -> Tensor:
-    return -F.cross_entropy(out, y, reduction="sum")
+    return -F.cross_entropy(out, _class_indices(y), reduction="sum")
 
 
 def _bernoulli(out: Tensor, y: Tensor) -> Tensor:
@@ -341,7 +388,7 @@ def _bernoulli(out: Tensor, y: Tensor) -> Tensor:
 def _categorical_chains(out: Tensor, y: Tensor) -> Tensor:
     if y.is_floating_point():  # soft labels: the batched form differs in rounding, keep vmap's
         return vmap(_categorical)(out, y)
-    per_point = F.cross_entropy(out.flatten(0, 1), y.flatten(0, 1), reduction="none")
+    per_point = F.cross_entropy(out.flatten(0, 1), _class_indices(y).flatten(0, 1), reduction="none")
     return -per_point.reshape(out.shape[0], -1).sum(1)
 
 
@@ -357,8 +404,15 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
     if likelihood == "bernoulli":
         return Likelihood("bernoulli", _bernoulli)  # a batched form would round differently
     if likelihood == "gaussian":
-        if noise_std is None or not noise_std > 0:
-            raise ValueError("the gaussian likelihood needs noise_std > 0")
+        if noise_std is None:
+            raise ValueError("the gaussian likelihood needs noise_std > 0 (the known observation noise σ)")
+        if isinstance(noise_std, bool) or not isinstance(noise_std, numbers.Real) and not (
+                isinstance(noise_std, Tensor) and noise_std.numel() == 1):
+            raise TypeError(f"noise_std must be a number (the observation noise σ > 0), got {noise_std!r}")
+        noise_std = float(noise_std)
+        if not (noise_std > 0 and math.isfinite(noise_std)):
+            raise ValueError(f"the gaussian likelihood needs a finite noise_std > 0, got {noise_std!r}: σ = inf makes "
+                             "the likelihood flat (the data would be ignored) and σ <= 0 or NaN is no distribution")
         inv_var = 1.0 / noise_std**2
 
         def _gaussian(out: Tensor, y: Tensor) -> Tensor:
@@ -387,6 +441,19 @@ def _refuse_dropout(module: nn.Module) -> None:
                 f"(or set p=0).")
 
 
+def _refuse_meta(module: nn.Module) -> None:
+    """A module on the ``meta`` device has shapes but no values (``torch.device("meta")``,
+    ``init_empty_weights``): nothing could be sampled from it. Say so before any compute."""
+    if not isinstance(module, nn.Module):
+        return
+    meta = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
+    if meta:
+        raise ValueError(f"ModuleEnergy: the module's {meta[0]!r}{f' and {len(meta) - 1} more' if len(meta) > 1 else ''} "
+                         f"are on the meta device (shapes without values): materialise the module first, e.g. "
+                         f"module.to_empty(device='cpu') then load_state_dict(...), or build it outside "
+                         f"torch.device('meta')")
+
+
 def _first_layer(module: nn.Module) -> str:
     """``"; the first layer 'name' (Linear) expects in_features=3"`` or ``""``."""
     for name, sub in module.named_modules():
@@ -394,6 +461,27 @@ def _first_layer(module: nn.Module) -> str:
             if hasattr(sub, attr):
                 return f"; the first layer {name!r} ({type(sub).__name__}) expects {attr}={getattr(sub, attr)}"
     return ""
+
+
+def _check_soft_labels(target: Tensor, K: int) -> None:
+    """Soft labels ``[n, K, ...]`` are class probabilities (``cross_entropy``'s probability
+    targets): every entry >= 0 and each row summing to 1 over the K classes (dim 1). Anything
+    else would be taken as is: ``-Σ_k y_k log p_k`` with negative or unnormalised ``y`` is no
+    log-likelihood (its scale and sign change the posterior silently)."""
+    lo = float(target.min())
+    if lo < 0:
+        bad = int((target < 0).reshape(target.shape[0], -1).any(1).sum())
+        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities and must be >= 0, "
+                         f"got values down to {lo:.4g} in {bad} row(s): pass probabilities (e.g. y.softmax(1)), or "
+                         f"integer class indices with y.long()")
+    sums = target.sum(1, dtype=torch.float64)
+    tol = max(1e-4, 16 * K * torch.finfo(target.dtype).eps)
+    err = (sums - 1).abs()
+    if float(err.max()) > tol:
+        bad = int((err > tol).reshape(target.shape[0], -1).any(1).sum())
+        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities: each row must sum "
+                         f"to 1 over the {K} classes (dim 1), but {bad} row(s) do not (sums from {float(sums.min()):.4g} "
+                         f"to {float(sums.max()):.4g}): normalise them, y / y.sum(1, keepdim=True)")
 
 
 def validate_data(energy, data) -> None:
@@ -478,6 +566,7 @@ class ModuleEnergy:
         prior=None,
         sample: str | Sequence[str] | Callable[[str, Tensor], bool] | None = None,
     ):
+        _refuse_meta(module)
         self.module = copy.deepcopy(module)
         for p in self.module.parameters():
             p.grad = None
@@ -537,6 +626,13 @@ class ModuleEnergy:
 
     def __getstate__(self):  # copies and pickles do not carry the last run's batch views
         return {**self.__dict__, "_hot_batch": None}
+
+    def __setstate__(self, state):
+        # pickle and deepcopy rebuild each parameter as its own tensor: they no longer alias
+        # the flat vector and flat gradient, so the one-chain path would copy θ into a buffer
+        # the forward never reads and return the prior's gradient alone. Bind them again.
+        self.__dict__.update(state)
+        self._bind()
 
     def with_num_data(self, num_data):
         """A copy with N = ``num_data``. The copy owns its module, flat buffers and per-chain
@@ -713,6 +809,9 @@ class ModuleEnergy:
 
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         _check_theta(theta, self.space.dim)
+        hot = self._hot_batch
+        if hot is None or hot[0] is not batch:  # checked once per batch object (a run's stream reuses it)
+            _check_batch_layout(theta.shape[0], batch)
         scale = self.scale(batch)
         if theta.requires_grad:
             theta = theta.detach()
@@ -795,6 +894,12 @@ class ModuleEnergy:
         inputs, target = data[:-1], data[-1]
         dtype = self.dtype
         for i, x in enumerate(data):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"data must be tensors (inputs..., targets), got a {type(x).__name__} at position {i}")
+            if x.is_meta:
+                raise ValueError(f"data tensor {i} is on the meta device (a shape without values): pass tensors that "
+                                 f"hold the data")
+        for i, x in enumerate(data):
             if x.is_floating_point() and not _all_finite(x):
                 bad = int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).sum()) if x.dim() else 1
                 name = "target" if i == len(data) - 1 else f"input {i}"
@@ -815,8 +920,20 @@ class ModuleEnergy:
             first = _first_layer(self.module)
             raise ValueError(f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: "
                              f"{err}){first}") from err
+        named = self.likelihood.name in ("categorical", "bernoulli", "gaussian")
         if not isinstance(out, Tensor):
+            if named:  # a custom likelihood may take what the module returns; these take one tensor
+                what = {"categorical": "logits [n, K]", "bernoulli": "one logit per row, [n] or [n, 1]",
+                        "gaussian": "the predicted mean, one value per target value"}[self.likelihood.name]
+                raise ValueError(f"the module returns a {type(out).__name__}, but the {self.likelihood.name} likelihood "
+                                 f"needs one tensor: {what}. Make forward() return that tensor (e.g. wrap the module "
+                                 f"so that it returns out[0] or out['logits']), or give a callable likelihood "
+                                 f"(output, target) -> summed log-likelihood")
             return
+        if named and (out.dim() == 0 or out.shape[0] != rows):
+            raise ValueError(f"the module's output on {rows} row(s) has shape {list(out.shape)}: its first dimension "
+                             f"must be the {rows} data rows (outputs [n, ...], one row per input row); check forward() "
+                             f"(e.g. a transpose or a reduction over the rows)")
         self._check_target(out, target, rows)
         self._check_deterministic(inputs)
 
@@ -828,7 +945,8 @@ class ModuleEnergy:
                 raise ValueError(f"the categorical likelihood needs logits [n, K]; the module outputs {list(out.shape)}")
             K = out.shape[1]
             if target.is_floating_point() and tuple(y.shape) == tuple(out.shape):
-                return  # class probabilities (soft labels)
+                _check_soft_labels(target, K)  # class probabilities (soft labels) along dim 1
+                return
             if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
                 raise ValueError(f"categorical labels must be integer class indices in [0, {K}), got dtype "
                                  f"{target.dtype}: convert with y.long()")
@@ -918,6 +1036,11 @@ class ModuleEnergy:
         return chains[chain]
 
     # -- prediction ---------------------------------------------------------------------------
+    @property
+    def predictive_energy(self) -> "ModuleEnergy":
+        """The energy whose model predicts from this energy's draws (see :class:`Energy`): itself."""
+        return self
+
     @torch.no_grad()
     def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64,
                       buffers: Mapping[str, Tensor] | None = None) -> Tensor:

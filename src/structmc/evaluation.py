@@ -26,7 +26,7 @@ from torch import Tensor
 
 from .chain import Chain
 from .diagnostics.calibration import classification_metrics
-from .predictive import _draw_groups
+from .predictive import _check_count, _draw_groups
 
 __all__ = ["evaluate"]
 
@@ -51,14 +51,17 @@ def evaluate(energy, draws: Chain | Tensor, data: Sequence[Tensor], *, batch_siz
     if not isinstance(data, (tuple, list)) or len(data) < 2:
         raise ValueError("data must be (inputs..., targets)")
     for name, v in (("batch_size", batch_size), ("draws_per_call", draws_per_call), ("num_bins", num_bins)):
-        if int(v) < 1:
-            raise ValueError(f"{name} must be >= 1, got {v}")
+        _check_count(name, v)
     if not all(0 < float(l) < 1 for l in levels):
         raise ValueError(f"levels must lie in (0, 1), got {list(levels)}")
     inputs, targets = tuple(data[:-1]), data[-1]
+    if not all(isinstance(t, Tensor) and t.dim() > 0 for t in data):
+        raise ValueError("data must be tensors (inputs..., targets), each [n, ...]")
     n = int(targets.shape[0])
     if any(int(t.shape[0]) != n for t in inputs):
         raise ValueError("inputs and targets must have the same first dimension")
+    if n == 0:
+        raise ValueError("data has no rows (n = 0): evaluate needs at least one (input, target) pair")
     samples = draws.samples if isinstance(draws, Chain) else draws
     chains = samples.shape[0] if (per_chain and samples.dim() == 3) else None
     groups = ([_draw_groups(energy, draws, c) for c in range(chains)] if chains is not None

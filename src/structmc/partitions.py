@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -216,33 +217,52 @@ def _relabel(ids: Tensor, kind: str) -> Partition:
 # ---------------------------------------------------------------------------------------
 # builders
 # ---------------------------------------------------------------------------------------
-def fully_joint(dim: int) -> Partition:
-    """M = 1: the base sampler's posterior."""
-    return Partition(torch.zeros(check_int("dim", dim), dtype=torch.long), 1, "joint")
+def _space_or_dim(space: ParamSpace | int) -> tuple[ParamSpace | None, int]:
+    """Every builder takes the space (``by_layer(space)``, ``round_robin(space, M)``) or, for
+    the builders that need no layer structure, a bare dimension P."""
+    if isinstance(space, ParamSpace):
+        return space, space.dim
+    if isinstance(space, Tensor) or not isinstance(space, (int, np.integer)) or isinstance(space, bool):
+        raise TypeError(f"expected a ParamSpace (energy.space) or a dimension P (int), got {type(space).__name__}")
+    return None, check_int("dim", space)
 
 
-def fully_factorized(dim: int) -> Partition:
-    """M = P: every parameter its own group."""
-    dim = check_int("dim", dim)
-    return Partition(torch.arange(dim), dim, "factorized")
+def _annotated(partition: Partition, space: ParamSpace | None) -> Partition:
+    return partition if space is None else partition.annotate(space)
 
 
-def round_robin(dim: int, num_groups: int) -> Partition:
-    """Flat index mod M — the structured-SGMCMC experiments' "ordered" grouping."""
-    dim, M = check_int("dim", dim), check_int("num_groups", num_groups)
+def fully_joint(space: ParamSpace | int) -> Partition:
+    """M = 1: the base sampler's posterior. ``space``: a ParamSpace or the dimension P."""
+    space, dim = _space_or_dim(space)
+    return _annotated(Partition(torch.zeros(dim, dtype=torch.long), 1, "joint"), space)
+
+
+def fully_factorized(space: ParamSpace | int) -> Partition:
+    """M = P: every parameter its own group. ``space``: a ParamSpace or the dimension P."""
+    space, dim = _space_or_dim(space)
+    return _annotated(Partition(torch.arange(dim), dim, "factorized"), space)
+
+
+def round_robin(space: ParamSpace | int, num_groups: int) -> Partition:
+    """Flat index mod M — the structured-SGMCMC experiments' "ordered" grouping. ``space``: a
+    ParamSpace (the groups then know their layers and units) or the dimension P."""
+    space, dim = _space_or_dim(space)
+    M = check_int("num_groups", num_groups)
     if not 1 <= M <= dim:
         raise ValueError(f"num_groups must lie in [1, {dim}], got {num_groups}")
-    return Partition(torch.arange(dim) % M, M, "round_robin")
+    return _annotated(Partition(torch.arange(dim) % M, M, "round_robin"), space)
 
 
-def random_partition(dim: int, num_groups: int, seed: int = 0) -> Partition:
+def random_partition(space: ParamSpace | int, num_groups: int, seed: int = 0) -> Partition:
     """Uniformly random balanced assignment (a random permutation of round-robin), so no
-    group is empty — unlike independent uniform ids per parameter."""
-    dim, M = check_int("dim", dim), check_int("num_groups", num_groups)
+    group is empty — unlike independent uniform ids per parameter. ``space``: a ParamSpace or
+    the dimension P."""
+    space, dim = _space_or_dim(space)
+    M = check_int("num_groups", num_groups)
     if not 1 <= M <= dim:
         raise ValueError(f"num_groups must lie in [1, {dim}], got {num_groups}")
     g = torch.Generator().manual_seed(check_int("seed", seed, 0))
-    return Partition((torch.arange(dim) % M)[torch.randperm(dim, generator=g)], M, "random")
+    return _annotated(Partition((torch.arange(dim) % M)[torch.randperm(dim, generator=g)], M, "random"), space)
 
 
 def _layer_names(space: ParamSpace) -> tuple[str, ...]:
@@ -388,13 +408,12 @@ def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
     ``round_robin`` / ``random`` (num_groups[, seed]); groups' layers and units filled in.
     A keyword the kind does not take (``num_groups`` for ``layer``) is a ``TypeError`` naming
     those it accepts; ``seed`` is accepted by every kind (only ``random`` uses it)."""
-    P = space.dim
     builders = {
-        "joint": lambda: fully_joint(P).annotate(space), "factorized": lambda: fully_factorized(P).annotate(space),
+        "joint": lambda: fully_joint(space), "factorized": lambda: fully_factorized(space),
         "layer": lambda: by_layer(space), "neuron": lambda: by_neuron(space),
         "finer_nodes": lambda: by_finer_nodes(space, kwargs["chunk_size"]),
-        "round_robin": lambda: round_robin(P, kwargs["num_groups"]).annotate(space),
-        "random": lambda: random_partition(P, kwargs["num_groups"], kwargs.get("seed", 0)).annotate(space),
+        "round_robin": lambda: round_robin(space, kwargs["num_groups"]),
+        "random": lambda: random_partition(space, kwargs["num_groups"], kwargs.get("seed", 0)),
     }
     if kind not in builders:
         raise ValueError(f"unknown partition {kind!r}; choose from {sorted(builders)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Sequence
 
@@ -12,10 +13,51 @@ from .chain import Chain
 from .energy import ModuleEnergy
 
 
+def _check_draws_fit(energy: ModuleEnergy, draws: Chain | Tensor) -> None:
+    """Refuse draws of another model: a :class:`Chain` records its parameter space (names and
+    shapes), which must be the energy's; a tensor's last dimension must be the energy's P
+    (``[S, P]``, ``[C, D, P]``). (Two models with the same parameter count would otherwise be read one through
+    the other without any error.)"""
+    P = energy.space.dim
+    if isinstance(draws, Chain):
+        have = [(i.name, tuple(i.shape)) for i in draws.space.params]
+        want = [(i.name, tuple(i.shape)) for i in energy.space.params]
+        if have != want:
+            diff = next(((a, b) for a, b in zip(have, want) if a != b), None)
+            where = (f"the chain's {diff[0][0]!r} {list(diff[0][1])} vs the energy's {diff[1][0]!r} {list(diff[1][1])}"
+                     if diff is not None else f"the chain has {len(have)} parameter tensors, the energy {len(want)}")
+            raise ValueError(f"draws: the chain was drawn for another model ({draws.space.dim} parameters in "
+                             f"{len(have)} tensors) than the energy's ({P} in {len(want)}); first difference: {where}. "
+                             "Pass the energy of the model that made the chain (same architecture, same sample= "
+                             "selection), e.g. Run.energy")
+        samples = draws.samples
+    elif isinstance(draws, Tensor):
+        samples = draws
+    else:
+        raise TypeError(f"draws must be a Chain or a tensor [S, P] / [C, D, P], got {type(draws).__name__}")
+    if samples.dim() == 0 or samples.shape[-1] != P:  # [S, P'] with S·P' a multiple of P would reshape silently
+        raise ValueError(f"draws must be [S, {P}] or [C, D, {P}] (the energy's model has P = {P} parameters), got "
+                         f"{list(samples.shape)}: pass draws of this model")
+
+
+def predictive_energy(energy, who: str = "predictive"):
+    """The energy whose model predicts from ``energy``'s draws: its declared
+    ``predictive_energy`` (the one route; see :class:`~structmc.energy.Energy`). A
+    :class:`ModuleEnergy` and a :class:`~structmc.priors.HierarchicalEnergy` are their own, a
+    :class:`~structmc.structured.StructuredEnergy` predicts through its base's; an energy
+    without one (a log density) is a ``TypeError`` naming ``who``."""
+    found = getattr(energy, "predictive_energy", None)
+    if found is None:
+        raise TypeError(f"{who} needs a ModuleEnergy (or a HierarchicalEnergy, or a StructuredEnergy over one): "
+                        f"{type(energy).__name__} has no model that predicts (its predictive_energy is not set)")
+    return found
+
+
 def _draw_groups(energy: ModuleEnergy, draws: Chain | Tensor, chain: int | None):
     """``[(samples [S, P], buffers or None)]``: one group per chain when the module has buffers
     (each chain's draws with that chain's own running statistics), else all draws pooled."""
     P = energy.space.dim
+    _check_draws_fit(energy, draws)
     if isinstance(draws, Chain) and draws.buffers is not None and energy.has_buffers:
         # the chain carries its own buffers (sample() ran on a copy of the energy)
         if chain is not None:
@@ -53,7 +95,8 @@ def _draw_groups(energy: ModuleEnergy, draws: Chain | Tensor, chain: int | None)
 
 @torch.no_grad()
 def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Sequence[Tensor], *,
-               batch_size: int = 1024, draws_per_call: int = 64, chain: int | None = None) -> dict[str, Tensor]:
+               batch_size: int = 1024, draws_per_call: int = 64, chain: int | None = None,
+               per_draw: bool = False) -> dict[str, Tensor]:
     """Average the module's predictions over draws (all chains pooled, or only ``chain``).
 
     Classification (categorical / bernoulli likelihood): ``{"probs": ...}``, the posterior
@@ -64,15 +107,54 @@ def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Seq
     statistics) evaluates each chain's draws with that chain's own buffers
     (``energy.chain_buffers(c)``; pass the run's energy, ``Run.energy``). ``chain=c`` averages
     over chain ``c`` only (for ``[S, P]`` draws: evaluates them with chain ``c``'s buffers).
+
+    ``energy``: a :class:`ModuleEnergy`, a :class:`~structmc.priors.HierarchicalEnergy` (the
+    network part of each draw), or a :class:`~structmc.structured.StructuredEnergy` over one
+    (predicts with its base model), through their ``predictive_energy``.
+
+    ``per_draw=True`` returns each draw's predictive instead of the average, with the draws'
+    layout in front: ``probs`` ``[C, D, n, K]`` (bernoulli ``[C, D, n]``) for a Chain or
+    ``[C, D, P]`` draws, ``[S, n, K]`` for ``[S, P]``, ``[D, n, K]`` with ``chain=c``;
+    regression ``mean`` = f_s(x) and ``var`` = σ² in that layout. That is the input of
+    function-space diagnostics, e.g. ``diagnostics.summary(out["probs"][..., 1])``
+    (memory: S·n·K values).
     """
+    for name, v in (("batch_size", batch_size), ("draws_per_call", draws_per_call)):
+        _check_count(name, v)
+    if not isinstance(per_draw, bool):
+        raise TypeError(f"per_draw must be True or False, got {per_draw!r}")
+    energy = predictive_energy(energy, "predictive")
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if not inputs or not all(isinstance(t, Tensor) for t in inputs):
+        raise TypeError("inputs must be a tensor or a sequence of tensors [n, ...]")
+    if inputs[0].dim() == 0 or inputs[0].shape[0] == 0 or any(t.dim() == 0 or t.shape[0] != inputs[0].shape[0]
+                                                              for t in inputs):
+        raise ValueError(f"inputs must hold at least one row, with the same first dimension n, got shapes "
+                         f"{[list(t.shape) for t in inputs]}")
     groups = _draw_groups(energy, draws, chain)
     if sum(s.shape[0] for s, _ in groups) == 0:
         raise ValueError("no draws to average over")
-    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     parts: list[dict[str, Tensor]] = []
     for lo in range(0, inputs[0].shape[0], batch_size):
         xb = tuple(t[lo : lo + batch_size].to(energy.device) for t in inputs)
         outputs = torch.cat([energy.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b)
                              for s, b in groups if s.shape[0] > 0])
-        parts.append(energy.likelihood.predict(outputs))
-    return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+        parts.append(energy.likelihood.predict(outputs, per_draw=per_draw))
+    if not per_draw:
+        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    # the groups hold the draws in their layout's order (chain-major), so [S, ...] -> [*lead, ...]
+    samples = draws.samples if isinstance(draws, Chain) else draws
+    lead = tuple(samples.shape[:-1]) if chain is None or samples.dim() < 3 else tuple(samples.shape[1:-1])
+    out = {}
+    for k in parts[0]:
+        whole = torch.cat([p[k] for p in parts], 1)  # [S, n, ...]
+        out[k] = whole.reshape(*lead, *whole.shape[1:])
+    return out
+
+
+def _check_count(name: str, value) -> int:
+    """A positive integer setting (``batch_size``, ``draws_per_call``, ...), refused with its
+    name before any compute (``range(0, n, 0)`` would fail inside the loop)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)

@@ -518,6 +518,7 @@ class _PatternPriors(Prior):
 
     def bind(self, space, like):
         space.check_patterns(self.priors)
+        space.check_not_shadowed(self.priors, "prior pattern")
         chosen = {pattern: [] for pattern in self.priors}
         for info, _ in space.first_match({p: p for p in self.priors}, "add a '*' default"):
             pattern = next(p for p in self.priors if fnmatch.fnmatchcase(info.name, p))
@@ -734,6 +735,12 @@ class HierarchicalEnergy:
         return self.base.check_data(data)
 
     # -- predictions use the network part of each draw -------------------------------------------
+    @property
+    def predictive_energy(self):
+        """The energy that predicts from this energy's draws (see :class:`~structmc.energy.Energy`):
+        itself, since :meth:`forward_draws` takes whole draws and drops their ``log_scale`` part."""
+        return self
+
     @property
     def likelihood(self):
         return self.base.likelihood

@@ -12,9 +12,9 @@ draw recorder, the run folder (chunks, checkpoints, exact resume) and the progre
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
+import operator
 import signal
 import threading
 import time
@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .batching import MODES, DataSource, DatasetStream, MinibatchStream, TransformedStream
+from . import fingerprint
 from .chain import Chain
 from .energy import Energy, StatefulEnergy, as_energy, validate_data
 from .gradients import ControlVariate, Minibatch, as_estimator
@@ -106,11 +107,8 @@ class Run:
         if batching not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
         source, data = _as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
-        data_fingerprint = _data_fingerprint(data) if source is None or source.tensors is None else None
-        if source is not None and source.dataset is not None:
-            probe = source.probe()
-            data_fingerprint = [{"dataset": type(source.dataset).__name__, "len": len(source)}] + \
-                _data_fingerprint(probe)
+        probe = source.probe() if source is not None and source.dataset is not None else None
+        given_data = data
         num_points = None if data is None and source is None else (len(source) if source is not None
                                                                    else int(data[0].shape[0]))
         if batch_size is not None:
@@ -179,12 +177,17 @@ class Run:
         self._unchecked: list[tuple[Tensor, object, float | None]] = []  # (total, energy, lr) per iteration
         self._settings = {
             "seed": seed, "num_chains": num_chains, "batch_size": batch_size, "batching": batching,
-            "num_data": energy.num_data, "dim": energy.space.dim,
+            "num_data": energy.num_data, "dim": energy.space.dim, "dtype": str(theta0.dtype).replace("torch.", ""),
             "space": [(i.name, list(i.shape)) for i in energy.space.params],
             "layers": energy.space.to_config()["layers"],
             "config": {"sampler": sampler.config(), "gradient": estimator.config()},
-            "target": {"data": data_fingerprint, **_energy_fingerprint(energy)},
+            "target": None,  # filled by settings(): see below
         }
+        # the target's fingerprint (resume refuses another target): the energy's parts now, the
+        # data's at the first settings() (every byte is hashed, ~0.2 s per 188 MB; a tuner's runs
+        # never ask for it)
+        self._pending_target = (fingerprint.energy_fingerprint(energy), fingerprint.legacy_energy_fingerprint(energy),
+                                given_data, source, probe)
 
     # -- advancing ---------------------------------------------------------------------------
     @property
@@ -329,6 +332,12 @@ class Run:
 
     def settings(self) -> dict:
         """Everything that defines the run (resume refuses a mismatch)."""
+        if self._settings["target"] is None:
+            energy_fp, legacy_energy, data, source, probe = self._pending_target
+            self._settings["target"] = fingerprint.target_fingerprint(
+                energy_fp, fingerprint.data_fingerprint(data, source),
+                {**fingerprint.legacy_data_fingerprint(data, source, probe), **legacy_energy})
+            self._pending_target = None
         return copy.deepcopy(self._settings)
 
     def state_dict(self) -> dict:
@@ -406,15 +415,24 @@ def sample(
         (``None``: full batch) and how batches are drawn (see :mod:`structmc.batching`). Each
         chain gets its own minibatches. If the energy's ``num_data`` is ``None`` it is set to N.
     gradient : ``"minibatch"`` or :class:`~structmc.gradients.ControlVariate` (SGLD-CV etc.).
-    seed : seeds the run's single ``torch.Generator`` (noise, batches); same seed, same chain.
+    seed : seeds the run's single ``torch.Generator`` (noise, batches, masks): same seed and
+        same start, same chain. With ``init=None`` the start is the module's weights as you
+        built them, which ``seed`` does not draw: build the module after ``torch.manual_seed``
+        (or take ``structmc.zoo.energy_for(name, seed=...)``, seeded by default, or
+        ``energy.initial_position("prior", generator=...)``) for a start that repeats.
     out_dir : stream draws to ``out_dir/samples`` in chunks of ``chunk_draws`` and write
         checkpoints every ``checkpoint_every`` iterations (and at the end). ``resume=True``
         continues from the last checkpoint and yields exactly the chain an uninterrupted run
         would; ``num_steps`` may be raised to extend a finished run. A new run refuses an
         ``out_dir`` that is not empty unless ``resume=True`` or ``overwrite=True`` (which first
-        removes the previous run's files; a folder holding anything else is refused). Every
-        chunk and checkpoint is recorded with its digest in ``out_dir/manifest.json`` and
-        checked on resume and on loading. Ctrl-C (``KeyboardInterrupt``) during a run with an
+        removes the previous run's files; a folder holding anything else is refused);
+        ``resume=True`` with no checkpoint in ``out_dir`` starts afresh, and refuses a folder
+        holding another run's draws. One run writes a folder at a time: it holds an exclusive
+        lock on it (``out_dir/.structmc.lock``) and a second writer gets
+        :class:`~structmc.storage.RunFolderBusy`. Every chunk and checkpoint is recorded with its
+        digest in ``out_dir/manifest.json`` (crash-consistently: a kill at any moment leaves a
+        folder that resumes) and checked on resume and on loading. Ctrl-C (``KeyboardInterrupt``,
+        or SIGINT under a handler the program installed, which is called too) during a run with an
         ``out_dir`` finishes the current iteration, writes a checkpoint and re-raises, so
         ``resume=True`` continues from there.
     keep_in_memory : keep draws in ``Chain.samples`` (otherwise read them back from ``out_dir``).
@@ -457,87 +475,110 @@ def sample(
               num_chains=num_chains, gradient=gradient, check_every=check_every)
     settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
     folder = RunFolder(out_dir) if out_dir is not None else None
-    if folder is not None and not resume:
-        if overwrite:
-            folder.clear()
-        elif not folder.is_empty():
-            raise ValueError(f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
-                             "continue that run, or overwrite=True to replace it")
-    ckpt = _load_checkpoint(folder, settings, num_steps) if resume else None
     if folder is not None:
-        if resume and (folder.path / "diverged.json").exists():
-            (folder.path / "diverged.json").unlink()
-        folder.create(settings)
-    draws = DrawRecorder(num_chains, run.energy.space.dim, num_draws, dtype=run.theta.dtype, device=run.theta.device,
-                         keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
-    log = InfoLog(folder, keep=keep_in_memory)
-    draws.before_write = log.before_write = run.check_finite  # nothing non-finite reaches the disk
-    if ckpt is not None:
-        run.load_state_dict(ckpt["run"])
-        if "info_chunks" in ckpt["draws"]:  # records streamed to out_dir/info
-            draws.restore(ckpt["draws"], ckpt["draws"]["info_chunks"])
-            log.restore(ckpt["draws"], run.iteration, ckpt["info"])
-        else:  # older checkpoints hold the records
-            draws.restore(ckpt["draws"], 0)
-            log.load(ckpt["info"], run.iteration)
-    elif resume and folder is not None:  # nothing to resume from: start afresh, without stale chunks
-        folder.drop_chunks_from(0, 0)
-
-    def checkpoint() -> None:
-        run.check_finite()
-        draws.flush()  # the records: info chunks on disk plus the tail not yet in one
-        folder.save_checkpoint({"format": CHECKPOINT_FORMAT, "settings": settings, "run": run.state_dict(),
-                                "draws": {**draws.state_dict(), **log.state_dict()}, "info": log.tail()})
-
-    watch = _BlowupWatch(run, on_blowup) if on_blowup != "ignore" else None
-    # Ctrl-C: finish the iteration, checkpoint, re-raise (a second Ctrl-C stops at once)
-    interrupted: list[bool] = []
-    previous = None
-    if (folder is not None and threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        def on_sigint(signum, frame):
-            interrupted.append(True)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-        previous = signal.signal(signal.SIGINT, on_sigint)
-    recorded = False  # iteration t is fully recorded (log, draws): a consistent point to checkpoint
-    bar = Progress(progress, num_steps, run.iteration, run.sampler.name)
+        folder.lock()  # one writer per folder (a second gets RunFolderBusy); released on every way out
     try:
-        for t, state, info in run.iterate(num_steps - run.iteration):
-            log.append(info)
-            if t > burn_in and (t - burn_in) % thin == 0:
-                draws.add(state.theta, t)
-            recorded = True
-            if watch is not None and (watch.scale is None or t % _BlowupWatch.EVERY == 0 or t == num_steps):
-                watch.check(t, info)
-            if callback is not None:
-                callback(t, state)
-            if checkpoint_every is not None and t % checkpoint_every == 0:
-                checkpoint()
-            bar.update(t, info)
-            if interrupted:
-                raise KeyboardInterrupt
-            recorded = False
-    except DivergenceError as err:
-        _keep_finite_records(err, run, draws, log, folder)
-        raise
-    except KeyboardInterrupt:
-        if folder is not None and recorded:
-            try:
-                checkpoint()
-            except DivergenceError as err:  # the run had diverged before the Ctrl-C: say so
-                _keep_finite_records(err, run, draws, log, folder)
-                raise err from None
-        raise
+        if folder is not None and not resume:
+            if overwrite:
+                folder.clear()
+            elif not folder.is_empty():
+                raise ValueError(f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
+                                 "continue that run, or overwrite=True to replace it")
+        ckpt = _load_checkpoint(folder, settings, num_steps) if resume else None
+        if resume and ckpt is None:  # nothing to resume from: starting afresh removes the folder's draws
+            _check_folder_replaceable(folder, settings)
+        if folder is not None:
+            if resume:
+                folder.clear_diverged()
+            folder.create(settings)
+        draws = DrawRecorder(num_chains, run.energy.space.dim, num_draws, dtype=run.theta.dtype, device=run.theta.device,
+                             keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
+        log = InfoLog(folder, keep=keep_in_memory)
+        draws.before_write = log.before_write = run.check_finite  # nothing non-finite reaches the disk
+        if ckpt is not None:
+            run.load_state_dict(ckpt["run"])
+            if "info_chunks" in ckpt["draws"]:  # records streamed to out_dir/info
+                draws.restore(ckpt["draws"], ckpt["draws"]["info_chunks"])
+                log.restore(ckpt["draws"], run.iteration, ckpt["info"])
+            else:  # older checkpoints hold the records
+                draws.restore(ckpt["draws"], 0)
+                log.load(ckpt["info"], run.iteration)
+        elif resume and folder is not None:  # nothing to resume from: start afresh, without stale chunks
+            folder.drop_chunks_from(0, 0)
+
+        written_at: list[int] = []
+
+        def checkpoint() -> None:
+            if written_at and written_at[-1] == run.iteration:
+                return  # written at this iteration already (checkpoint_every, then the end or Ctrl-C)
+            run.check_finite()
+            draws.flush()  # the records: info chunks on disk plus the tail not yet in one
+            folder.save_checkpoint({"format": CHECKPOINT_FORMAT, "settings": settings, "run": run.state_dict(),
+                                    "draws": {**draws.state_dict(), **log.state_dict()}, "info": log.tail()})
+            written_at.append(run.iteration)
+
+        watch = _BlowupWatch(run, on_blowup) if on_blowup != "ignore" else None
+        # Ctrl-C: finish the iteration, checkpoint, re-raise (a second Ctrl-C stops at once). A
+        # handler the program installed is chained (called on every SIGINT); one ignoring SIGINT
+        # (SIG_IGN, e.g. a background job) is kept. Every way out restores the previous handler.
+        interrupted: list[bool] = []
+        previous, installed = None, False
+        recorded = False  # iteration t is fully recorded (log, draws): a consistent point to checkpoint
+        bar = None
+        try:
+            if (folder is not None and threading.current_thread() is threading.main_thread()
+                    and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+                chained = signal.getsignal(signal.SIGINT)
+
+                def on_sigint(signum, frame):
+                    again = bool(interrupted)
+                    interrupted.append(True)
+                    if callable(chained) and chained is not signal.default_int_handler:
+                        chained(signum, frame)
+                    if again:
+                        raise KeyboardInterrupt
+
+                previous, installed = signal.signal(signal.SIGINT, on_sigint), True
+            bar = Progress(progress, num_steps, run.iteration, run.sampler.name)
+            for t, state, info in run.iterate(num_steps - run.iteration):
+                log.append(info)
+                if t > burn_in and (t - burn_in) % thin == 0:
+                    draws.add(state.theta, t)
+                recorded = True
+                if watch is not None and (watch.scale is None or t % _BlowupWatch.EVERY == 0 or t == num_steps):
+                    watch.check(t, info)
+                if callback is not None:
+                    callback(t, state)
+                if checkpoint_every is not None and t % checkpoint_every == 0:
+                    checkpoint()
+                bar.update(t, info)
+                if interrupted:
+                    raise KeyboardInterrupt
+                recorded = False
+        except DivergenceError as err:
+            _keep_finite_records(err, run, draws, log, folder)
+            raise
+        except KeyboardInterrupt:
+            if folder is not None and recorded:
+                try:
+                    checkpoint()
+                except DivergenceError as err:  # the run had diverged before the Ctrl-C: say so
+                    _keep_finite_records(err, run, draws, log, folder)
+                    raise err from None
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+            if installed:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if folder is not None:
+            checkpoint()
+        chain = draws.chain(run.energy.space, log.upto(), run.config())
+        chain.buffers = _chain_buffers(run.energy, num_chains)
+        return chain
     finally:
-        bar.close()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    if folder is not None:
-        checkpoint()
-    chain = draws.chain(run.energy.space, log.upto(), run.config())
-    chain.buffers = _chain_buffers(run.energy, num_chains)
-    return chain
+        if folder is not None:
+            folder.unlock()
 
 
 def _keep_finite_records(err: DivergenceError, run: Run, draws: DrawRecorder, log: InfoLog,
@@ -568,41 +609,82 @@ def _chain_buffers(energy, num_chains: int):
 
 
 class _BlowupWatch:
-    """Watches the minibatch energy for a chain blowing up without becoming NaN: every
-    ``EVERY`` iterations and at the last (one device read each), whether ``|U_t| > FACTOR · max(|U_1|, P, 1)`` for a
-    chain. Only growth counts: the energy falling during burn-in is normal, and the floor
-    ``P`` (about the energy's thermal spread) keeps a start near a mode from false alarms."""
+    """Watches a chain blowing up without (yet) becoming NaN, at the first iteration, every
+    ``EVERY`` iterations and at the last (one device read each), on two scales:
+
+    * the minibatch energy against its value at iteration 1 (the start):
+      ``|U_t| > FACTOR · max(|U_1|, P, 1)`` for a chain. Only growth counts (the energy falling
+      during burn-in is normal); the floor ``P`` (about the energy's thermal spread) keeps a
+      start near a mode from false alarms. A posterior chain's per-datum loss does not grow a
+      hundredfold from a random start (digits, SGLD lr = 1: ×530 in one step).
+    * the position against the prior, where the energy has a prior (``ModuleEnergy``): the
+      prior's energy per parameter −log p(θ)/P (½ E[(θ/σ)²] for a Normal prior; about ½ for a
+      prior draw) past ``PRIOR_FACTOR`` (RMS θ/σ = 10) and ten times its start. A posterior
+      lies inside its prior's mass; |θ| = 853 under an N(0, 1) prior does not.
+    """
 
     EVERY = 64
-    FACTOR = 1e3
+    FACTOR = 1e2
+    PRIOR_FACTOR = 50.0
 
     def __init__(self, run: Run, mode: str):
+        from .energy import ModuleEnergy
+
         self.run, self.mode = run, mode
         self.scale: Tensor | None = None
         self.fired = False
+        e = run.energy
+        base = e if isinstance(e, ModuleEnergy) else e.cv_base
+        # a structured energy's cv_base is its ModuleEnergy; a hierarchical one is not a ModuleEnergy
+        self.prior_of = base.prior_energy if isinstance(base, ModuleEnergy) and base.space.dim == e.space.dim else None
+        # at the start θ_0 (the first check sees θ_1, which one bad step has already thrown out)
+        self.prior_first = None if self.prior_of is None else self._prior_per_param(run.theta).clamp(min=0.5)
+
+    def _prior_per_param(self, theta: Tensor) -> Tensor:
+        return self.prior_of(theta.detach()).to(torch.float64) / theta.shape[-1]
 
     def check(self, t: int, info: dict) -> None:
         energy = info.get("energy")
         if self.fired or not isinstance(energy, Tensor) or not energy.is_floating_point():
             return
+        energy = energy.detach().to(torch.float64).reshape(-1)
+        prior = self._prior_per_param(self.run.theta) if self.prior_of is not None else None
         if self.scale is None:
-            self.scale = energy.detach().abs().to(torch.float64).clamp(min=max(1.0, float(self.run.energy.space.dim)))
-            self.first = energy.detach().to(torch.float64).clone()
+            self.scale = energy.abs().clamp(min=max(1.0, float(self.run.energy.space.dim)))
+            self.first = energy.clone()
             return
-        ratio = energy.detach().abs().to(torch.float64) / self.scale
+        ratio = energy.abs() / self.scale
+        if prior is not None:  # one read for both scales
+            prior_ratio = prior / self.prior_first
+            flags = torch.stack([ratio, prior, prior_ratio]).cpu()
+            ratio, prior, prior_ratio = flags[0], flags[1], flags[2]
+        else:
+            ratio = ratio.cpu()
         worst = int(ratio.argmax()) if ratio.numel() > 1 else 0
-        growth = float(ratio.reshape(-1)[worst])
-        if not (growth > self.FACTOR) or not math.isfinite(growth):
+        growth = float(ratio[worst])
+        chain = lambda c: f", chain {c}" if ratio.numel() > 1 else ""  # noqa: E731
+        lr = info.get("lr")
+        advice = ((f"The step size lr={lr:.3g} may be too large: " if isinstance(lr, float) else
+                   "The step size may be too large: ")
+                  + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
+                    "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it.")
+        msg = None
+        if growth > self.FACTOR and math.isfinite(growth):
+            now, first = float(energy[worst]), float(self.first[worst])
+            msg = (f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
+                   f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1{chain(worst)}). ")
+        elif prior is not None:
+            far = (prior > self.PRIOR_FACTOR) & (prior_ratio > 10.0)
+            if bool(far.any()):
+                c = int(torch.where(far, prior, torch.zeros_like(prior)).argmax())
+                msg = (f"{self.run.sampler.name}: the chain has left the prior's mass: at iteration {t} the prior "
+                       f"energy per parameter −log p(θ)/P is {float(prior[c]):.3g}{chain(c)} (about 0.5 for a draw "
+                       f"from the prior; {float(prior[c]) / float(self.prior_first[c]):.3g} times its start; for a "
+                       f"Normal prior, RMS θ/σ = {math.sqrt(2 * float(prior[c])):.3g}): the chain is blowing up. ")
+        if msg is None:
             return
         self.fired = True
-        now, first = float(energy.reshape(-1)[worst]), float(self.first.reshape(-1)[worst])
-        lr = info.get("lr")
-        msg = (f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
-               f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1"
-               + (f", chain {worst}" if ratio.numel() > 1 else "") + "). "
-               + (f"The step size lr={lr:.3g} may be too large: " if isinstance(lr, float) else "The step size may be too large: ")
-               + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
-               "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it.")
+        msg += advice
         if self.mode == "raise":
             err = DivergenceError(msg, t)
             err.finite = True  # iteration t is finite: its draw and records are kept
@@ -614,13 +696,20 @@ class _BlowupWatch:
 # helpers
 # ---------------------------------------------------------------------------------------
 def _check_int(name: str, value, minimum: int) -> int:
+    """``value`` as an ``int`` >= ``minimum``. Only integers are taken (Python, NumPy or 0-d
+    integer tensors): a float such as ``2.0`` or a bool is refused here, with the argument's
+    name, rather than failing later inside torch (``torch.empty(2.0, ...)``)."""
+    if isinstance(value, (bool, float)) or (isinstance(value, Tensor) and value.is_floating_point()):
+        what = "a bool" if isinstance(value, bool) else "a float"
+        hint = f": pass {int(value)}" if isinstance(value, float) and value.is_integer() and value >= minimum else ""
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r} ({what}){hint}")
     try:
-        ok = not isinstance(value, bool) and int(value) == value and int(value) >= minimum
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return int(number)
 
 
 def _check_draws(num_steps: int, burn_in: int, thin: int) -> int:
@@ -656,6 +745,10 @@ def _as_data(data) -> tuple[Tensor, ...] | None:
     data = tuple(data)
     if not data or not all(isinstance(t, Tensor) for t in data):
         raise ValueError("data must be a tensor, a TensorDataset or a sequence of tensors")
+    meta = [i for i, t in enumerate(data) if t.is_meta]
+    if meta:
+        raise ValueError(f"data tensor {meta[0]} is on the meta device (a shape without values): pass tensors that hold "
+                         "the data")
     n = data[0].shape[0] if data[0].dim() > 0 else 0
     if n < 1 or any(t.dim() == 0 or t.shape[0] != n for t in data):
         raise ValueError(f"all data tensors need the same non-zero first dimension, got {[tuple(t.shape) for t in data]}")
@@ -669,6 +762,9 @@ def _initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
         init = energy.initial_position()
     if not isinstance(init, Tensor):
         init = torch.as_tensor(init)
+    if init.is_meta:
+        raise ValueError("init is on the meta device (a shape without values): pass positions that hold values, e.g. "
+                         "energy.initial_position() or torch.zeros(P)")
     if not init.is_floating_point():
         init = init.to(torch.get_default_dtype())
     init = init.to(device=energy.device or init.device, dtype=energy.dtype or init.dtype)
@@ -712,84 +808,33 @@ def _upgrade_checkpoint(ckpt: dict) -> dict:
     }
 
 
-def _check_resume_compatible(old: dict, new: dict) -> None:
+def _check_folder_replaceable(folder: RunFolder, settings: dict) -> None:
+    """``resume=True`` without a checkpoint (a run killed before its first one) starts afresh and
+    removes the draws and records in the folder: refuse when they belong to another run, i.e.
+    ``run.json``'s settings differ as a checkpoint's would (target fingerprint included)."""
+    if not (folder.chunk_files() or folder.info_files()) or folder.folder_format() is None:
+        return
+    try:
+        _check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
+    except ValueError as err:
+        raise ValueError(f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
+                         "resume=True would delete them; resume with that run's settings and target, or pass "
+                         "overwrite=True (without resume) to replace it") from None
+
+
+def _check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint") -> None:
     for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
         if json_like(old.get(key)) != json_like(new.get(key)):
-            raise ValueError(f"cannot resume: {key} differs from the checkpoint ({old.get(key)!r} vs {new.get(key)!r})")
-    if "target" not in old or "target" not in new:  # checkpoints from before target fingerprints
-        return
-    was, now = old["target"], new["target"]
-    # a part the checkpoint does not record (written before it was fingerprinted) is not compared
-    changed = [f"{_TARGET_PARTS.get(key, key)} ({key}: {was.get(key)!r} vs {now.get(key)!r})"
-               for key in sorted(set(was) | set(now))
-               if (key in was or key in _FINGERPRINTED_SINCE_0_1) and json_like(was.get(key)) != json_like(now.get(key))]
-    if changed:
-        raise ValueError("cannot resume: the target changed since the checkpoint: " + "; ".join(changed))
-
-
-_FINGERPRINTED_SINCE_0_1 = {"data", "num_data", "energy", "prior", "likelihood", "partition", "log_prob",
-                            "log_likelihood", "log_prior"}
-_TARGET_PARTS = {"structured": "the structured energy's settings", "hierarchical": "the hierarchical prior", "data": "the data",
-                 "num_data": "the energy's num_data", "energy": "the energy's kind", "prior": "the prior", "likelihood": "the likelihood", "partition": "the partition",
-                 "log_prob": "the log density", "log_likelihood": "the log-likelihood", "log_prior": "the log prior"}
-
-
-def _tensor_fingerprint(t: Tensor, samples: int = 4096) -> str:
-    """A cheap hash of a tensor's values: blake2b over up to ``samples`` evenly strided elements,
-    with its shape and dtype."""
-    flat = t.detach().reshape(-1)
-    n = flat.numel()
-    if n > samples:
-        flat = flat[torch.arange(samples, device=flat.device) * (n - 1) // (samples - 1)]
-    raw = flat.contiguous().cpu()
-    raw = raw.view(torch.uint8) if raw.dtype != torch.bool else raw.to(torch.uint8)
-    h = hashlib.blake2b(raw.numpy().tobytes(), digest_size=10)
-    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
-    return h.hexdigest()
-
-
-def _data_fingerprint(data) -> list | None:
-    if data is None:
-        return None
-    return [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": _tensor_fingerprint(t)}
-            for t in data]
-
-
-def _energy_fingerprint(energy) -> dict:
-    """What defines the target besides the data: the energy's kind (outermost to innermost),
-    ``num_data``, and where known the prior, likelihood, log-density functions and partition."""
-    out: dict = {"num_data": energy.num_data}
-    kinds = []
-    e, seen = energy, 0
-    while e is not None and seen < 8:
-        kinds.append(type(e).__name__)
-        part = getattr(e, "partition", None)
-        if part is not None and hasattr(part, "num_groups") and "partition" not in out:
-            ids = getattr(part, "group_ids", None)
-            out["partition"] = {"num_groups": int(part.num_groups),
-                                "group_ids": _tensor_fingerprint(ids) if isinstance(ids, Tensor) else None}
-        if hasattr(e, "prior_std") and "prior" not in out:
-            prec = getattr(e, "_prior_precision", None)
-            out["prior"] = {"prior_std": repr(e.prior_std),
-                            "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
-            spec = getattr(e, "_prior_spec", None)
-            if spec is not None:  # a prior= (the default Normal keeps its old fingerprint)
-                out["prior"]["prior"] = json_like(spec.describe())
-        if type(e).__name__ == "HierarchicalEnergy" and "hierarchical" not in out:
-            out["hierarchical"] = json_like(e.config())  # groups and hyperprior
-        if type(e).__name__ == "StructuredEnergy" and "structured" not in out:
-            out["structured"] = e.config()  # K, mask law, split_batch, history, seed
-        lik = getattr(e, "likelihood", None)
-        if lik is not None and hasattr(lik, "name") and "likelihood" not in out:
-            out["likelihood"] = {"name": lik.name, "noise_std": getattr(lik, "noise_std", None)}
-        for name in ("log_prob", "log_likelihood", "log_prior"):
-            f = getattr(e, name, None)
-            if callable(f) and name not in out:
-                out[name] = getattr(f, "__qualname__", type(f).__name__)
-        e = getattr(e, "base", None)
-        seen += 1
-    out["energy"] = kinds
-    return out
+            raise ValueError(f"cannot resume: {key} differs from {against} ({old.get(key)!r} vs {new.get(key)!r})")
+    # the chain's dtype (checkpoints written before it was recorded are not compared): the
+    # sampler state would be loaded in the checkpoint's dtype and the run go on in it silently
+    if "dtype" in old and "dtype" in new and old["dtype"] != new["dtype"]:
+        raise ValueError(f"cannot resume: the chain in {against} is {old['dtype']} but this run's is {new['dtype']} "
+                         f"(init's dtype, or the module's for a ModuleEnergy): give init, the module and the data in "
+                         f"{old['dtype']} as before (e.g. init.to(torch.{old['dtype']})), or start a new run")
+    # the target (structmc.fingerprint): a changed part is refused, naming it; what could not be
+    # fingerprinted, or was recorded by an older structmc's weaker fingerprint, is a warning
+    fingerprint.check(old.get("target"), new["target"], against)
 
 
 def json_like(x):

@@ -192,6 +192,7 @@ class ParamSpace:
         if not isinstance(values, Mapping):
             return out.fill_(float(values))
         self.check_patterns(values)
+        self.check_not_shadowed(values)
         for info, v in self.first_match(values, "add a '*' default"):
             out[info.slice] = float(v)
         return out
@@ -206,6 +207,23 @@ class ParamSpace:
             which = "pattern " + repr(unused[0]) if len(unused) == 1 else "patterns " + ", ".join(map(repr, unused))
             raise ValueError(f"{which} in {list(patterns)} match{'es' if len(unused) == 1 else ''} no parameter; "
                              f"the parameters are: {shown}")
+
+    def check_not_shadowed(self, patterns: Mapping[str, object] | Iterable[str], what: str = "pattern") -> None:
+        """Raise ``ValueError`` for a pattern that matches only parameters an earlier pattern
+        already took: with first-match-wins it would be ignored silently (``{"*": 0.01,
+        "*.bias": 10}`` would give the biases 0.01)."""
+        patterns = list(patterns)
+        taken: set[str] = set()
+        for k, pattern in enumerate(patterns):
+            hits = [i.name for i in self.params if fnmatch.fnmatchcase(i.name, pattern)]
+            if hits and all(n in taken for n in hits):
+                earlier = [p for p in patterns[:k] if any(fnmatch.fnmatchcase(n, p) for n in hits)]
+                fixed = [pattern] + [p for p in patterns if p != pattern]
+                raise ValueError(f"{what} {pattern!r} in {patterns} matches only parameters that earlier "
+                                 f"pattern{'s' if len(earlier) > 1 else ''} {', '.join(map(repr, earlier))} "
+                                 f"already took (the first matching pattern wins), so it would be ignored: put "
+                                 f"the more specific pattern first, e.g. in the order {fixed}")
+            taken.update(hits)
 
     def first_match(self, patterns: Mapping[str, object], hint: str = "") -> list[tuple[ParamInfo, object]]:
         """``(param, value)`` for every parameter, value of the first pattern matching its

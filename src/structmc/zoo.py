@@ -15,11 +15,16 @@ from .models.zoo import MODELS, build_model, likelihood_for_task
 
 
 def energy_for(name: str, *, num_data: int | None = None, prior_std=None, noise_std: float | None = None,
-               likelihood=None, seed: int | None = None, data=None, **model_kwargs):
+               likelihood=None, seed: int = 0, data=None, **model_kwargs):
     """A :class:`~structmc.energy.ModuleEnergy` of model ``name`` (any entry of
     :data:`structmc.models.MODELS`) with its paper's likelihood and prior (overridable), or
     for ``"pmf"`` the PMF log density (keyword arguments go to :class:`~structmc.models.PMF`;
     ``num_data`` is N, applied by the energy like any other).
+
+    ``seed`` draws the module's initial weights (default 0) without touching the global random
+    state, so the same call gives the same module, and with ``init=None`` the same chain, in
+    every process; pass another seed for another start (``None``: the global random state
+    draws it, as ``nn.Module`` does).
 
     ``data`` sizes a model that has ``from_data`` (the generic ``linear`` / ``mlp``) and
     gives the likelihood of its task where the model has none of its own; it does not set

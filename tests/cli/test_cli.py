@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from structmc.cli import main
+from structmc.storage import RunFolder
 from support.paths import REPO_ROOT, SHARED_DATA
 
 ROOT = REPO_ROOT
@@ -69,7 +70,7 @@ def test_sample_from_config_file(tmp_path, suffix):
     assert main(["sample", "--config", str(cfg), "--out", str(out), "--quiet", "--chains", "2"]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["metrics"]["num_draws"] == 2 * (60 - 20) // 5
-    assert (out / "trace.png").exists() and (out / "run" / "checkpoint.pt").exists()
+    assert (out / "trace.png").exists() and RunFolder(out / "run").checkpoint_file().exists()
 
 
 def test_sample_rejects_bad_config(tmp_path, capsys):
@@ -123,3 +124,29 @@ def test_diagnose_a_saved_run(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ess" in text.lower() and "hat" in text.lower()
     assert any((tmp_path / "diag").glob("*.png"))
+
+
+def test_sample_overwrite_replaces_a_run_killed_before_its_first_checkpoint(tmp_path, capsys):
+    """After a kill before the first checkpoint there is nothing to resume: ``--overwrite`` (the
+    CLI's ``overwrite=True``) starts the run again in the same folder; ``--resume`` and a plain
+    rerun say to pass it."""
+    import structmc as sm
+
+    def killed(iteration, state):
+        if iteration == 3:
+            raise RuntimeError("killed")
+
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="killed"):
+        sm.sample(lambda theta, batch: -0.5 * (theta * theta).sum(), torch.zeros(2), sm.SGLD(0.1), 50,
+                  out_dir=out / "run", callback=killed, progress=False)
+    argv = ["sample", "--quiet", "--steps", "20", "--burn-in", "5", "--chains", "1", "--out", str(out)]
+    for extra in (["--resume"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv + extra)
+        assert exit_info.value.code == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert main(argv + ["--overwrite"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["metrics"]["num_draws"] == (20 - 5) // 5
+    assert RunFolder(out / "run").checkpoint_file() is not None
+    assert main(argv + ["--resume"]) == 0  # a finished run with a checkpoint resumes (nothing left to do)

@@ -11,12 +11,12 @@ from structmc.cli import _budget, _log10_range, main
 def test_tune_mamba_writes_trace_plot_and_report(tmp_path, capsys):
     out = tmp_path / "tune"
     rc = main(["tune", "--dataset", "breast_cancer", "--model", "linear", "--sampler", "sgld", "--log10-h=-6:-3:1",
-               "--batch-size", "1.0,0.1,32", "--budget", "600it", "--map-steps", "200", "--out", str(out), "--quiet"])
+               "--batch-size", "1.0,0.1,32", "--budget", "2400it", "--map-steps", "200", "--out", str(out), "--quiet"])
     assert rc == 0
     trace = json.loads((out / "trace.json").read_text())
     assert trace["method"] == "mamba" and len(trace["arms"]) == 12 and trace["complete"]
     assert [len(r["arms"]) for r in trace["rounds"]] == [12, 4]
-    assert trace["settings"]["budget"]["iterations"] == 600
+    assert trace["settings"]["budget"]["iterations"] == 2400
     assert (out / "metric_by_round.png").stat().st_size > 0
     assert "chosen arm" in (out / "report.md").read_text() and "chosen arm" in capsys.readouterr().out
 
@@ -28,7 +28,7 @@ def test_tune_grid_and_heuristic(tmp_path):
     assert rc == 0
     trace = json.loads((tmp_path / "g" / "trace.json").read_text())
     assert trace["method"] == "grid_search" and all(a["batch_size"] == 0.1 for a in trace["arms"])
-    rc = main(["tune", "--method", "heuristic", "--dataset", "breast_cancer", "--model", "linear", "--budget", "50it",
+    rc = main(["tune", "--method", "heuristic", "--dataset", "breast_cancer", "--model", "linear", "--budget", "100it",
                "--no-map", "--out", str(tmp_path / "h"), "--quiet"])
     assert rc == 0
     arm = json.loads((tmp_path / "h" / "trace.json").read_text())["best"]

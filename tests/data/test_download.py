@@ -152,3 +152,22 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     assert files.default_cache_dir() == tmp_path / "x"
     monkeypatch.delenv("STRUCTMC_CACHE")
     assert files.default_cache_dir().parts[-2:] == (".cache", "structmc")
+
+
+def test_a_missing_file_says_which_files_would_do_and_how_to_get_them(tmp_path):
+    """Without download, a set with alternative files (Boston: the CSV copy or UCI's
+    housing.data) names them all, the places searched, the checksummed download and the
+    folder / variable to set; a file with no download address says so."""
+    kw = dict(data_dir=tmp_path / "data", cache_dir=tmp_path / "cache", download=False)
+    with pytest.raises(D.DataNotFoundError) as err:
+        D.load_boston(**kw)
+    msg = str(err.value)
+    assert msg.startswith("uci/boston.csv or uci/housing.data not found")
+    assert str(tmp_path / "data" / "uci" / "boston.csv") in msg and str(tmp_path / "cache" / "uci" / "housing.data") in msg
+    assert f"pass download=True to fetch uci/housing.data from {registry.UCI['housing.data'].urls[0]}" in msg
+    assert "checksum" in msg and "data_dir=<dir> or set $STRUCTMC_DATA=<dir>" in msg
+    with pytest.raises(D.DataNotFoundError, match="has no download address: put the file at <dir>/uci/ENB2012_data.csv"):
+        files.Source(**kw).fetch_first([registry.UCI["ENB2012_data.csv"]])
+    # one file (MNIST's): the same form
+    with pytest.raises(D.DataNotFoundError, match="download=False; pass download=True to fetch mnist/"):
+        D.load_mnist(**kw)

@@ -1,6 +1,7 @@
 """Loaders against the reference copies in ``shared/data`` (checksums, shapes, splits).
 
-Skipped, with the reason shown, when that folder is absent; CI has it.
+Skipped, with the reason shown, when that folder is absent or $STRUCTMC_NO_SHARED_DATA is set (CI runs
+the data tests so too, as on a fresh clone); CI's main run has it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import torch
 
 import structmc.data as D
 from structmc.data import files, registry
+from structmc.experiments._shared import ENV_NO_SHARED
 from support.paths import SHARED_DATA
 
 
 def _shared_data() -> Path | None:
-    candidates = [SHARED_DATA]
+    candidates = [] if os.environ.get(ENV_NO_SHARED, "") not in ("", "0") else [SHARED_DATA]
     if os.environ.get("STRUCTMC_DATA"):
         candidates.append(Path(os.environ["STRUCTMC_DATA"]))
     for c in candidates:
@@ -29,8 +31,9 @@ def _shared_data() -> Path | None:
 
 
 SHARED = _shared_data()
-pytestmark = pytest.mark.skipif(SHARED is None, reason="reference data folder ../shared/data not found "
-                                                       "(set STRUCTMC_DATA to a folder holding SHA256SUMS)")
+pytestmark = pytest.mark.skipif(SHARED is None, reason="reference data folder ../shared/data not found or "
+                                                       f"${ENV_NO_SHARED} set (set STRUCTMC_DATA to a folder holding "
+                                                       "SHA256SUMS and the files it lists)")
 
 
 @pytest.fixture

@@ -50,8 +50,35 @@ def test_summary_function_space_tensor():
     assert summary(probs[..., 0]).labels == ["x"]
     assert summary(probs.reshape(2, 50, 3, 1), params=[2]).labels == ["x[2,0]"]
     assert summary(probs, labels=["a", "b", "c"]).labels == ["a", "b", "c"]
-    with pytest.raises(ValueError):
-        summary(torch.rand(2, 10, 2000))  # > max_rows without a selection
+    with pytest.raises(ValueError, match="max_rows"):
+        summary(probs, max_rows=0)
+
+
+def test_summary_past_max_rows_keeps_the_worst_mixing_rows():
+    """A whole-network chain (P > max_rows) gives the worst-mixing rows, worst first, with the
+    same statistics as asking for those rows, and per-tensor worst values in the notes; it used
+    to raise (the first example of docs/index.md failed)."""
+    space = ParamSpace([("0.weight", (40, 30)), ("0.bias", (40,))])  # P = 1,240
+    phi = torch.full((space.dim,), 0.1)
+    phi[[5, 1210, 700]] = torch.tensor([0.99, 0.95, 0.9])  # the three slowest rows, slowest first
+    x = ar1(4, 200, space.dim, phi, seed=7)
+    x[:, :, 33] = 1.5  # a stuck coordinate (NaN R-hat) counts as the worst
+    chain = Chain(x, space, torch.arange(1, 201), {}, {})
+    t = summary(chain, max_rows=10)
+    assert len(t) == 10 and t.labels[:4] == ["0.weight[1,3]", "0.weight[0,5]", "0.bias[10]", "0.weight[23,10]"]
+    ess = torch.minimum(t["ess_bulk"], t["ess_tail"])[1:]
+    assert torch.all(ess[1:] >= ess[:-1])
+    ref = summary(chain, [33, 5, 1210, 700] + [space.dim - 1])
+    for k in ("mean", "sd", "q5", "ess_bulk", "rhat", "iac"):
+        torch.testing.assert_close(t[k][:4], ref[k][:4], equal_nan=True)
+    text = str(t)
+    assert "1240 rows > max_rows=10" in text and "0.bias" in text.splitlines()[-1]
+    bias_line = text.splitlines()[-1].split()
+    assert float(bias_line[1]) == pytest.approx(float(t["ess_bulk"][2]), abs=0.5)  # 0.bias[10] is the bias' worst
+    assert len(summary(chain)) == 1000  # the default: 1,000 of 1,240
+    g = torch.rand(2, 10, 2000, generator=torch.Generator().manual_seed(0))
+    u = summary(g, labels=[f"u{i}" for i in range(2000)])  # a tensor past max_rows
+    assert len(u) == 1000 and all(lab.startswith("u") for lab in u.labels) and "all 2000 rows" in str(u)
 
 
 def test_summary_str(chain):

@@ -221,7 +221,9 @@ STEPS = dict(num_steps=20, burn_in=4, thin=2, batch_size=30)
 
 
 def mlp_chains(executor, num_chains=3, **kwargs):
-    energy, data = mlp_energy()
+    # N given: sample() uses the energy as shipped (no rebinding copy), and each task runs
+    # one chain through the bound module, the path a pickled ModuleEnergy used to break
+    energy, data = mlp_energy(num_data=90)
     return run_chains(energy, None, sm.SGLD(1e-3), num_chains=num_chains, data=data, seed=5, executor=executor,
                       **STEPS, **kwargs)
 
@@ -232,7 +234,7 @@ def serial_chains():
 
 
 def test_serial_chains_are_the_single_chain_runs(serial_chains):
-    energy, data = mlp_energy()
+    energy, data = mlp_energy(num_data=90)
     seeds = chain_seeds(5, 3)
     assert len(set(seeds)) == 3 and serial_chains.config["chain_seeds"] == seeds
     assert serial_chains.samples.shape == (3, 8, energy.space.dim)

@@ -1,3 +1,7 @@
+"""Shared fixtures of the experiment tests: no data at all (``no_files``) and the checker of
+the common report format. The data files or stand-ins for them (``uci_data``, ``mnist_data``,
+``fashion_mnist_data``) are fixtures of the root conftest."""
+
 import pytest
 
 
@@ -43,3 +47,4 @@ def _check_common_report(report: dict, preset: str | None = None) -> dict:
 def common_report():
     """The checker of the common report format (see :func:`_check_common_report`)."""
     return _check_common_report
+

@@ -36,8 +36,10 @@ def test_step_size_maps_the_authors_eta_on_the_n_scaled_loss():
     assert s.lr(0) == pytest.approx(2e-2 / 60_000) and s.alpha == 0.99 and s.eps == pytest.approx(1e-8 / 60_000)
 
 
-def test_tiny_end_to_end(tmp_path, registered):
+def test_tiny_end_to_end(tmp_path, registered, mnist_data):
+    # the MNIST files, or a stand-in in their IDX format (2,000 / 1,000 images): judged either way
     report = mg.run("tiny", tmp_path, progress=False)
+    assert not any("synthetic" in n for n in report["notes"])
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert set(REPORT_FIELDS) <= set(on_disk) and all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
     res = report["numbers"]["results"]

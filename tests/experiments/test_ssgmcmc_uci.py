@@ -1,7 +1,11 @@
 """ssgmcmc-uci (Alexos et al. 2022, Tables 1, 3, 4): the tiny preset runs end to end and writes
 the common report with a verdict on every published Housing number, the four partitions cover
 the parameters with the expected group counts, the sampler learns (with a likelihood that can
-fit), runs are reproducible, and a data set that cannot be had fails with a clear message."""
+fit), runs are reproducible, and a data set that cannot be had fails with a clear message.
+
+Boston and concrete are the files where the experiment finds them, else stand-ins in their CSV
+format (tests/experiments/conftest.py: 506 and 1030 rows, the same ranges), so every test runs
+on a fresh clone."""
 
 import json
 import math
@@ -15,9 +19,11 @@ from structmc.data.files import DataError
 from structmc.experiments import ssgmcmc_uci as U
 from structmc.experiments._report import COMPARISON_FIELDS, NOT_REPRODUCED, REPORT_FIELDS, REPRODUCED
 
+pytestmark = pytest.mark.usefixtures("uci_data")
+
 
 @pytest.fixture(scope="module")
-def tiny_report(tmp_path_factory):
+def tiny_report(tmp_path_factory, uci_data):
     out = tmp_path_factory.mktemp("ssgmcmc-uci") / "tiny"
     return out, U.run("tiny", out, progress=False)
 
@@ -145,10 +151,20 @@ def test_data_are_min_max_scaled_on_the_training_part_and_split_75_10_15():
     assert abs(float(std["y_train"].mean())) < 1e-5 and abs(float(std["y_train"].std()) - 1) < 1e-5
 
 
-def test_a_missing_data_set_fails_with_a_clear_message(tmp_path):
+def test_a_missing_data_set_fails_with_a_clear_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
     cfg = U.Config(datasets=("wine",), download=False, data_dir=str(tmp_path))
     with pytest.raises(DataError, match=r"'wine' \(wine-red\) is not available.*Config.datasets"):
         U.load_split(cfg, "wine", 0)
+    # Boston (the default set): the message names both files that would do, where they were
+    # looked for, the checksummed download and the folder / variable to set, and does not
+    # claim the set cannot be downloaded
+    with pytest.raises(DataError) as err:
+        U.load_split(U.Config(download=False, data_dir=str(tmp_path)), "housing", 0)
+    msg = str(err.value)
+    assert "uci/boston.csv or uci/housing.data not found" in msg and str(tmp_path / "uci" / "boston.csv") in msg
+    assert "set Config.download=True" in msg and "housing/housing.data" in msg and "checksum" in msg
+    assert "$STRUCTMC_DATA" in msg and "offline" not in msg
     with pytest.raises(ValueError, match="unknown data set"):
         U.dataset_key("iris")
     with pytest.raises(ValueError, match="unknown partition"):

@@ -61,3 +61,20 @@ def test_invalid_partitions_are_rejected():
     energy = sm.LogDensityEnergy(lambda t, b: -(t * t).sum(), 4)
     with pytest.raises(ValueError, match="covers 3 parameters"):
         StructuredEnergy(energy, fully_joint(3))
+
+
+def test_every_builder_takes_the_space():
+    """``random_partition(space, 10)`` was a TypeError while ``by_layer(space)`` took it."""
+    from torch import nn
+
+    from structmc import ModuleEnergy
+    from structmc.partitions import fully_factorized, fully_joint, random_partition, round_robin
+
+    space = ModuleEnergy(nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))).space
+    for build, args in ((random_partition, (10,)), (round_robin, (10,)), (fully_joint, ()), (fully_factorized, ())):
+        from_space, from_dim = build(space, *args), build(space.dim, *args)
+        assert torch.equal(from_space.group_ids, from_dim.group_ids)
+        assert from_space.num_groups == from_dim.num_groups
+        assert from_space.layer_names is not None  # annotated with the space's layers
+    with pytest.raises(TypeError, match="ParamSpace.*or a dimension"):
+        random_partition(torch.zeros(3), 2)

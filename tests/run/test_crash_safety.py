@@ -64,3 +64,126 @@ def test_killed_twice_in_a_row(tmp_path, reference):
     _killed(tmp_path, 25)
     _killed(tmp_path, 57, "resume")  # the resumed run is killed too
     assert torch.equal(_run(tmp_path, resume=True).samples, reference.samples)
+
+
+# ---------------------------------------------------------------------------------------
+# a crash at every file operation (issue 21, finding 13): the checkpoint and the manifest are
+# written crash-consistently, so resume always works and gives the uninterrupted chain
+# ---------------------------------------------------------------------------------------
+class _Crash(BaseException):
+    """The process dies here (a BaseException: nothing in structmc catches it)."""
+
+
+class _FaultyOS:
+    """``os`` for :mod:`structmc.storage`, dying at its ``crash_at``-th file replacement or removal
+    (and at every one after it: a dead process writes nothing more). ``crash_at=None`` counts."""
+
+    def __init__(self, crash_at=None):
+        self.crash_at, self.calls = crash_at, 0
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def _op(self, name, *args, **kw):
+        self.calls += 1
+        if self.crash_at is not None and self.calls >= self.crash_at:
+            raise _Crash(f"crash at file operation {self.crash_at} ({name} {args[0]})")
+        return getattr(os, name)(*args, **kw)
+
+    def replace(self, *args, **kw):
+        return self._op("replace", *args, **kw)
+
+    def unlink(self, *args, **kw):
+        return self._op("unlink", *args, **kw)
+
+
+SMALL = dict(thin=2, chunk_draws=3, checkpoint_every=10, seed=4, num_chains=2, progress=False)
+
+
+def _small(out, num_steps=30, **kw):
+    return sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.05, num_leapfrog=2), num_steps, out_dir=out,
+                     **SMALL, **kw)
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_crash_at_any_file_operation_resumes_to_the_uninterrupted_chain(tmp_path, monkeypatch, keep):
+    from structmc import storage
+    from structmc.recording import InfoLog
+
+    monkeypatch.setattr(InfoLog, "WRITE_EVERY", 7)  # info chunks are written too
+    counter = _FaultyOS()
+    monkeypatch.setattr(storage, "os", counter)
+    reference = _small(tmp_path / "ref", keep_in_memory=keep)
+    ops = counter.calls
+    assert ops >= 20  # run.json, manifests, sample and info chunks, 3 checkpoints (each: file, manifest, old one)
+    for k in range(1, ops + 1):
+        out = tmp_path / str(k)
+        monkeypatch.setattr(storage, "os", _FaultyOS(k))
+        with pytest.raises(_Crash):
+            _small(out, keep_in_memory=keep)
+        monkeypatch.setattr(storage, "os", os)
+        resumed = _small(out, resume=True, keep_in_memory=keep)
+        back = sm.load_chain(out)  # every file it reads matches the manifest
+        for chain in (resumed, back):
+            assert torch.equal(chain.samples, reference.samples), k
+            assert torch.equal(chain.draw_steps, reference.draw_steps), k
+            assert torch.equal(chain.info["energy"], reference.info["energy"]), k
+        left = sorted(p.name for p in out.rglob("*") if p.is_file())
+        assert not [n for n in left if n.endswith(".tmp") or n == ".structmc.lock"], (k, left)
+        assert len([n for n in left if n.startswith("checkpoint")]) == 1, (k, left)  # leftovers removed
+
+
+def test_a_folder_with_checkpoint_pt_and_an_older_manifest_still_resumes(tmp_path):
+    """Folders written before checkpoints were named in the manifest: checkpoint.pt, listed."""
+    import json
+
+    from structmc.storage import RunFolder
+
+    reference = _small(tmp_path / "ref")
+    out = tmp_path / "run"
+    _small(out, num_steps=20)
+    m = json.loads((out / "manifest.json").read_text())
+    name = m.pop("checkpoint")
+    m["files"]["checkpoint.pt"] = m["files"].pop(name)
+    m["format"] = 1
+    (out / name).rename(out / "checkpoint.pt")
+    (out / "manifest.json").write_text(json.dumps(m))
+    settings = json.loads((out / "run.json").read_text())
+    del settings["folder_format"]
+    (out / "run.json").write_text(json.dumps(settings))
+    assert RunFolder(out).load_checkpoint()["run"]["iteration"] == 20
+    assert torch.equal(sm.load_chain(out).samples, reference.samples[:, :10])
+    resumed = _small(out, resume=True)
+    assert torch.equal(resumed.samples, reference.samples)
+    assert not (out / "checkpoint.pt").exists() and RunFolder(out).checkpoint_file().name == "checkpoint-00000030.pt"
+
+
+# ---------------------------------------------------------------------------------------
+# resume=True without a checkpoint (finding 7): another run's draws are not deleted
+# ---------------------------------------------------------------------------------------
+def _shifted_log_prob(theta, batch):
+    return -0.5 * ((theta - 1.0) ** 2).sum()
+
+
+def test_resume_without_a_checkpoint_refuses_to_delete_another_runs_draws(tmp_path):
+    kw = dict(thin=2, chunk_draws=3, seed=4, num_chains=2, progress=False, out_dir=tmp_path)
+    full = sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.05), 60, **{**kw, "out_dir": None})
+
+    def die(t, state):
+        if t == 50:
+            raise _Crash  # killed before any checkpoint (checkpoint_every=None)
+
+    with pytest.raises(_Crash):
+        sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.05), 60, callback=die, **kw)
+    chunks = sorted(p.name for p in (tmp_path / "samples").iterdir())
+    assert len(chunks) == 8
+    with pytest.raises(ValueError, match=r"holds the draws of another run.*the target changed.*log density"):
+        sm.sample(_shifted_log_prob, torch.zeros(3), sm.SGLD(0.05), 60, resume=True, **kw)
+    with pytest.raises(ValueError, match=r"holds the draws of another run.*seed differs"):
+        sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.05), 60, resume=True, **{**kw, "seed": 5})
+    with pytest.raises(ValueError, match=r"holds the draws of another run.*config differs"):
+        sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.07), 60, resume=True, **kw)
+    assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == chunks  # untouched
+    # the same run starts afresh (nothing to continue from) and gives the uninterrupted chain
+    resumed = sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.05), 60, resume=True, **kw)
+    assert torch.equal(resumed.samples, full.samples) and torch.equal(sm.load_chain(tmp_path).samples, full.samples)

@@ -134,9 +134,11 @@ def test_resume_refuses_changed_structured_settings_and_accepts_older_fingerprin
             sm.sample(changed, None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
     folder = RunFolder(tmp_path)
     ckpt = folder.load_checkpoint()
-    del ckpt["settings"]["target"]["structured"]  # as written before this fingerprint
+    # as written by structmc 0.1 (version-1 fingerprint) before "structured" was fingerprinted
+    ckpt["settings"]["target"] = {k: v for k, v in ckpt["settings"]["target"]["v1"].items() if k != "structured"}
     folder.save_checkpoint(ckpt)
-    resumed = sm.sample(sd(), None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
+    with pytest.warns(UserWarning, match="weaker fingerprint"):
+        resumed = sm.sample(sd(), None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)
 
 
@@ -164,8 +166,9 @@ def test_checkpoints_without_target_fingerprints_still_resume(tmp_path):
     ckpt = folder.load_checkpoint()
     del ckpt["settings"]["target"]  # as written by earlier versions
     folder.save_checkpoint(ckpt)
-    resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, out_dir=tmp_path, resume=True,
-                        progress=False)
+    with pytest.warns(UserWarning, match="before targets were fingerprinted"):
+        resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, out_dir=tmp_path, resume=True,
+                            progress=False)
     assert torch.equal(resumed.samples, full.samples)
 
 
@@ -179,8 +182,9 @@ def _small_run(path, steps=40, **kw):
 
 def test_a_flipped_byte_in_the_checkpoint_is_refused_at_resume(tmp_path):
     _small_run(tmp_path)
-    _flip_byte(tmp_path / "checkpoint.pt")
-    with pytest.raises(RunFolderError, match="checkpoint.pt"):
+    ck = RunFolder(tmp_path).checkpoint_file()
+    _flip_byte(ck)
+    with pytest.raises(RunFolderError, match=ck.name):
         _small_run(tmp_path, 60, resume=True)
 
 
@@ -224,12 +228,21 @@ def test_diagnose_reports_a_diverged_run(tmp_path):
     assert f"DIVERGED at iteration {step}" in text and "non-finite" in text
 
 
+def _as_folder_from_before_manifests(path):
+    """Rewrite a run folder as structmc 0.1 left it: checkpoint.pt, no manifest, no folder_format."""
+    (path / RunFolder(path).checkpoint_file().name).rename(path / "checkpoint.pt")
+    (path / "manifest.json").unlink()
+    settings = json.loads((path / "run.json").read_text())
+    del settings["folder_format"]
+    (path / "run.json").write_text(json.dumps(settings))
+
+
 def test_a_truncated_checkpoint_names_the_file_even_without_a_manifest(tmp_path):
     _small_run(tmp_path)
-    (tmp_path / "manifest.json").unlink()  # a folder from before manifests
+    _as_folder_from_before_manifests(tmp_path)
     ck = tmp_path / "checkpoint.pt"
     ck.write_bytes(ck.read_bytes()[:200])
-    with pytest.raises(RunFolderError, match="checkpoint.pt"):
+    with pytest.warns(UserWarning, match="unverified"), pytest.raises(RunFolderError, match="checkpoint.pt"):
         _small_run(tmp_path, 60, resume=True)
 
 
@@ -242,7 +255,7 @@ def test_checkpoint_size_does_not_grow_with_the_iterations(tmp_path, monkeypatch
     for steps in (1000, 10000):
         d = tmp_path / str(steps)
         sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), steps, thin=steps, out_dir=d, progress=False)
-        sizes.append((d / "checkpoint.pt").stat().st_size)
+        sizes.append(RunFolder(d).checkpoint_file().stat().st_size)
     assert sizes[1] < sizes[0] + 2000
 
 
@@ -278,14 +291,16 @@ def test_a_folder_from_before_manifests_and_streamed_records_resumes(tmp_path):
         del ckpt["draws"][k]
     del ckpt["settings"]["target"]
     ckpt["info"] = info  # the old layout: every record in the checkpoint, no info/, no manifest
+    _as_folder_from_before_manifests(tmp_path)
     torch.save(ckpt, tmp_path / "checkpoint.pt")
     import shutil
 
     shutil.rmtree(tmp_path / "info")
-    (tmp_path / "manifest.json").unlink()
-    assert torch.equal(sm.load_chain(tmp_path).info["energy"], full.info["energy"][:, :10])
-    resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, num_chains=2, out_dir=tmp_path,
-                        chunk_draws=4, resume=True, progress=False)
+    with pytest.warns(UserWarning, match="unverified"):
+        assert torch.equal(sm.load_chain(tmp_path).info["energy"], full.info["energy"][:, :10])
+    with pytest.warns(UserWarning, match="unverified"):
+        resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, num_chains=2, out_dir=tmp_path,
+                            chunk_draws=4, resume=True, progress=False)
     back = sm.load_chain(tmp_path)
     for chain in (resumed, back):
         assert torch.equal(chain.samples, full.samples)
@@ -430,3 +445,180 @@ def test_a_nan_energy_at_the_initial_point_says_so():
 def test_seed_beyond_the_generator_range_names_the_seed():
     with pytest.raises(ValueError, match="seed"):
         sm.sample(lambda t, b: -(t * t).sum(), torch.zeros(2), sm.SGLD(1e-3), 5, seed=2 ** 70, progress=False)
+
+
+# ---------------------------------------------------------------------------------------
+# 8. one writer per run folder (issue 21, finding 11)
+# ---------------------------------------------------------------------------------------
+def test_a_second_writer_on_a_running_folder_is_refused(tmp_path):
+    from structmc.storage import RunFolderBusy
+
+    alone = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 60, seed=1, chunk_draws=7, progress=False)
+    refused = []
+
+    def second_writer(t, state):
+        if t == 30:
+            for kw in (dict(resume=True), dict(overwrite=True), dict()):
+                with pytest.raises(RunFolderBusy, match=f"out_dir {tmp_path} is in use by another run") as err:
+                    sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 60, seed=2, out_dir=tmp_path,
+                              chunk_draws=7, progress=False, **kw)
+                refused.append(err.value)
+            assert sm.load_chain(tmp_path).num_draws == 28  # readers need no lock
+
+    first = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 60, seed=1, out_dir=tmp_path, chunk_draws=7,
+                      callback=second_writer, progress=False)
+    assert len(refused) == 3
+    back = sm.load_chain(tmp_path)
+    assert torch.equal(first.samples, alone.samples) and torch.equal(back.samples, alone.samples)
+    assert not (tmp_path / ".structmc.lock").exists()  # released at the end
+
+
+def test_a_writer_in_another_process_holds_the_folder(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from structmc.storage import RunFolderBusy
+
+    script = ("import sys, time, pathlib, torch, structmc as sm\n"
+              "from support.runs import gaussian_log_prob\n"
+              "out = pathlib.Path(sys.argv[1])\n"
+              "def wait(t, state):\n"
+              "    if t == 5:\n"
+              "        (out.parent / 'started').touch()\n"
+              "        while not (out.parent / 'go').exists(): time.sleep(0.01)\n"
+              "sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=out, callback=wait, progress=False)\n")
+    tests = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = tmp_path / "run"
+    child = subprocess.Popen([sys.executable, "-c", script, str(out)], env=env)
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / "started").exists() and child.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "started").exists()
+        with pytest.raises(RunFolderBusy, match=str(out)):
+            sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=out, overwrite=True, progress=False)
+    finally:
+        (tmp_path / "go").touch()
+        assert child.wait(timeout=120) == 0
+    assert sm.load_chain(out).num_draws == 10  # the child's run, untouched
+
+
+@pytest.mark.parametrize("how", ["return", "error", "ctrl-c"])
+def test_the_lock_is_released_on_every_way_out(tmp_path, how):
+    def stop(t, state):
+        if t == 7 and how != "return":
+            raise RuntimeError("boom") if how == "error" else KeyboardInterrupt
+
+    with pytest.raises(RuntimeError if how == "error" else KeyboardInterrupt) if how != "return" else _nothing():
+        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, callback=stop,
+                  progress=False)
+    assert not (tmp_path / ".structmc.lock").exists()
+    folder = RunFolder(tmp_path)
+    folder.lock()  # free again
+    folder.unlock()
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_temporary_files_have_unique_names(tmp_path):
+    """A writer's temporary file never collides with another's (the old shared manifest.json.tmp)."""
+    folder = RunFolder(tmp_path)
+    (tmp_path / "manifest.json.tmp").mkdir()  # another writer's file in the way of a fixed temporary name
+    (tmp_path / "checkpoint.pt.tmp").mkdir()
+    folder.create({"num_chains": 1})
+    folder.write_chunk(0, torch.zeros(1, 2, 3), torch.tensor([1, 2]))
+    folder.save_checkpoint({"run": {"iteration": 2}})
+    assert RunFolder(tmp_path).read_chunks()[1].tolist() == [1, 2]
+    assert RunFolder(tmp_path).load_checkpoint() == {"run": {"iteration": 2}}
+    assert sorted(p.name for p in tmp_path.rglob("*.tmp")) == ["checkpoint.pt.tmp", "manifest.json.tmp"]
+
+
+# ---------------------------------------------------------------------------------------
+# 9. the manifest is mandatory (finding 12)
+# ---------------------------------------------------------------------------------------
+def test_a_deleted_manifest_is_an_error_not_unverified_loading(tmp_path):
+    from structmc.cli import main
+
+    _small_run(tmp_path)
+    (tmp_path / "manifest.json").unlink()
+    _flip_byte(tmp_path / "samples" / "chunk_00001.pt", 0.9)  # tampered: nothing could tell
+    for attempt in (lambda: sm.load_chain(tmp_path), lambda: _small_run(tmp_path, 60, resume=True),
+                    lambda: _diagnose(tmp_path)):
+        with pytest.raises(RunFolderError, match="manifest is missing, so the run folder's files cannot be verified"):
+            attempt()
+    assert not (tmp_path / "manifest.json").exists()  # resume did not re-create it
+    assert main(["diagnose", str(tmp_path)]) != 0
+
+
+def test_a_folder_from_before_manifests_loads_with_a_warning(tmp_path):
+    chain = _small_run(tmp_path)
+    _as_folder_from_before_manifests(tmp_path)
+    with pytest.warns(UserWarning, match=r"earlier structmc, without manifest.json: its files are unverified"):
+        back = sm.load_chain(tmp_path)
+    assert torch.equal(back.samples, chain.samples)
+    assert json.loads((tmp_path / "run.json").read_text()).get("folder_format") is None
+
+
+# ---------------------------------------------------------------------------------------
+# 10. Ctrl-C under a program's own SIGINT handler (finding 14); the handler is always restored
+# ---------------------------------------------------------------------------------------
+def test_ctrl_c_under_a_custom_sigint_handler_checkpoints_and_chains_it(tmp_path):
+    energy, data = mlp_energy()
+    kw = dict(data=data, batch_size=20, seed=3, num_chains=2, thin=3, progress=False)
+    full = sm.sample(energy, None, sm.SGLD(1e-3), 60, **kw)
+    seen = []
+
+    def mine(signum, frame):
+        seen.append(signum)
+
+    def interrupt(t, state):
+        if t == 37:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    before = signal.signal(signal.SIGINT, mine)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sm.sample(energy, None, sm.SGLD(1e-3), 60, out_dir=tmp_path, chunk_draws=4, callback=interrupt, **kw)
+        assert seen == [signal.SIGINT]  # the program's handler was called too
+        assert signal.getsignal(signal.SIGINT) is mine
+        assert RunFolder(tmp_path).load_checkpoint()["run"]["iteration"] == 37
+        resumed = sm.sample(energy, None, sm.SGLD(1e-3), 60, out_dir=tmp_path, chunk_draws=4, resume=True, **kw)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert torch.equal(resumed.samples, full.samples)
+
+
+@pytest.mark.parametrize("fails", ["progress", "callback", "resume"])
+@pytest.mark.parametrize("custom", [False, True])
+def test_the_sigint_handler_is_restored_when_a_run_raises(tmp_path, monkeypatch, fails, custom):
+    import structmc.run
+
+    if fails == "progress":
+        def broken(*args, **kw):
+            raise RuntimeError("no progress bar")
+
+        monkeypatch.setattr(structmc.run, "Progress", broken)
+    if fails == "resume":
+        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, progress=False)
+
+    def callback(t, state):
+        if fails == "callback" and t == 3:
+            raise RuntimeError("callback")
+
+    mine = (lambda signum, frame: None) if custom else signal.default_int_handler
+    before = signal.signal(signal.SIGINT, mine)
+    try:
+        with pytest.raises((RuntimeError, ValueError)):  # resume: the seed differs from the checkpoint
+            sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, callback=callback,
+                      seed=1 if fails == "resume" else 0, resume=fails == "resume", progress=False)
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert not (tmp_path / ".structmc.lock").exists()

@@ -130,3 +130,35 @@ def test_short_or_very_unequal_groups_keep_the_sorted_gather():
     assert h._rows is None
     h.reset(torch.zeros(1, 40), (torch.arange(40) >= 30).long())  # 30 and 10: padding 50%
     assert h._rows is None
+
+
+def test_a_large_history_warns_with_its_size_before_it_is_allocated(monkeypatch):
+    """The README's structured example (4 chains, ChainHistory(5000), a 784-100-10 MLP) took
+    6.4 GB without a word; the buffer's size is now estimated up front and warned about."""
+    import warnings
+
+    import pytest
+
+    C, P, W = 3, 100, 50
+    size = C * W * P * 4  # float32
+    monkeypatch.setattr(ChainHistory, "WARN_BYTES", size - 1)
+    allocated = []
+    real_zeros = torch.zeros
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: allocated.append(a) or real_zeros(*a, **k))
+    with pytest.warns(UserWarning, match=r"capacity 50 x 3 chains x 100 parameters x 4 bytes") as rec:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # raise at the warning: nothing was allocated before it
+            with pytest.raises(UserWarning):
+                ChainHistory(W).reset(torch.zeros(C, P))
+            assert allocated == [(C, P)]  # only the caller's theta
+        ChainHistory(W).reset(torch.zeros(C, P))
+    msg = str(rec[0].message)
+    assert f"{size / 2 ** 30:.3g} GiB" in msg and "ChainHistory(5, thin=10)" in msg and "reservoir" in msg
+    assert "dtype=torch.bfloat16" in msg and "divides it by 2" in msg
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ChainHistory(W, dtype=torch.bfloat16).reset(torch.zeros(C, P))  # half the bytes: under the threshold
+        ChainHistory(W - 1).reset(torch.zeros(C, P))
+        monkeypatch.setattr(ChainHistory, "WARN_BYTES", 2 * 2 ** 30)  # the default: 6.4 GB of the README warns
+        with pytest.raises(UserWarning, match="5.92 GiB"):
+            ChainHistory(5000)._check_memory(4, 79_510, 79_510, torch.float32)

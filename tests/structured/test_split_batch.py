@@ -386,7 +386,7 @@ def test_tuning_arms_pass_split_batch_through():
         Arm({"name": "sgld", "lr": 0.02}, 4, structured={**s, "split_batch": "yes"})
     init = torch.zeros(2, dtype=F64)
     with pytest.raises(ValueError, match=r"n = 3 rows into K = 2"):  # refused before any compute
-        mamba(energy, init, [Arm({"name": "sgld", "lr": 0.02}, 3, structured=s)], Budget(iterations=10), data=data,
+        mamba(energy, init, [Arm({"name": "sgld", "lr": 0.02}, 3, structured=s)], Budget(iterations=1000), data=data,
               progress=False)
     res = mamba(energy, init, [arm, Arm({"name": "sgld", "lr": 0.02}, 4, structured={**s, "split_batch": False})],
                 Budget(grad_evals=40), data=data, thin=1, progress=False)

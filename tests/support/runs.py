@@ -22,13 +22,13 @@ def linreg_problem(n=64, d=3, seed=0):
 
 
 
-def mlp_energy(seed=0):
+def mlp_energy(seed=0, num_data=None):
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(90, 4, generator=g)
     y = torch.randint(0, 3, (90,), generator=g)
-    return sm.ModuleEnergy(net, "categorical", prior_std={"*.bias": 3.0, "*": 1.0}), (X, y)
+    return sm.ModuleEnergy(net, "categorical", prior_std={"*.bias": 3.0, "*": 1.0}, num_data=num_data), (X, y)
 
 
 

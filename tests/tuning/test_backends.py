@@ -13,11 +13,16 @@ ARMS = grid("sgld", lr=[0.02, 0.1, 500.0], batch_size=[None, 6, 3]) + \
     grid("sghmc", lr=[1e-3], num_leapfrog=[2], batch_size=[6], gradient="cv")  # 10 arms: rounds of 10, 3
 
 
-def _tune(executor):
+def _tune(executor, num_chains=4):
     energy, data, model = linreg(N=12, d=2)
+    if num_chains == 1:
+        # the path a pickled ModuleEnergy used to break: N given (sample() does not rebind the
+        # energy) and one chain (the bound module's forward, not vmap)
+        energy = energy.with_num_data(12)
     mean, _ = model.posterior()
     return mamba(energy, torch.zeros(2, dtype=torch.float64), ARMS, Budget(iterations=1200), data=data,
-                 num_chains=4, centre=torch.as_tensor(mean), seed=7, thin=2, executor=executor, progress=False)
+                 num_chains=num_chains, centre=torch.as_tensor(mean), seed=7, thin=2, executor=executor,
+                 progress=False)
 
 
 def _trace(res):
@@ -32,6 +37,11 @@ def serial():
     return _trace(_tune(SerialExecutor()))
 
 
+@pytest.fixture(scope="module")
+def serial_one_chain():
+    return _trace(_tune(SerialExecutor(), num_chains=1))
+
+
 def test_serial_trace_is_complete(serial):
     best, results, kept, pruned = serial
     assert [len(r) for r in results] == [10, 3] and len(kept[-1]) == 1
@@ -43,10 +53,18 @@ def test_process_pool_gives_the_same_choice_and_trace(serial):
         assert _trace(_tune(ex)) == serial
 
 
-def test_dask_gives_the_same_choice_and_trace(serial):
+def test_dask_gives_the_same_choice_and_trace(serial, serial_one_chain):
     pytest.importorskip("distributed", reason="Dask backend: pip install 'structmc[dask]'")
     with DaskExecutor(workers=2) as ex:
         assert _trace(_tune(ex)) == serial
+        assert _trace(_tune(ex, num_chains=1)) == serial_one_chain
+
+
+def test_one_module_chain_tunes_the_same_in_a_process_pool(serial_one_chain):
+    """A ModuleEnergy with one chain crosses the process boundary pickled: the workers must
+    sample the posterior, not the prior (they did before the energy re-bound itself)."""
+    with ProcessPoolExecutor(2) as ex:
+        assert _trace(_tune(ex, num_chains=1)) == serial_one_chain
 
 
 def test_ray_gives_the_same_choice_and_trace(serial):

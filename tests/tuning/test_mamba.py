@@ -98,7 +98,7 @@ def test_arms_continue_their_run_across_rounds(tmp_path):
     best = res.best_index
     total = sum(r["budget"]["iterations"] for r in res.rounds)  # 20 + 60
     assert total == 80 and all(best in r["arms"] for r in res.rounds)
-    saved = torch.load(tmp_path / "arm_states.pt", weights_only=False)[best]["state"]
+    saved = torch.load(tmp_path / "progress.pt", weights_only=False)["states"][best]["state"]
     direct = Problem(energy, init, data=data).run(arms[best], seed=arm_seed(5, best))
     direct.sample(total)
     assert saved["iteration"] == total
@@ -107,7 +107,7 @@ def test_arms_continue_their_run_across_rounds(tmp_path):
     other = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, restart="position",
                   out_dir=tmp_path / "position", progress=False)
     if other.best_index == best:
-        pos = torch.load(tmp_path / "position" / "arm_states.pt", weights_only=False)[best]["theta"]
+        pos = torch.load(tmp_path / "position" / "progress.pt", weights_only=False)["states"][best]["theta"]
         assert not torch.equal(pos, direct.theta.cpu())
 
 
@@ -123,11 +123,12 @@ def test_all_samples_option_and_fssd_metric_run():
     assert all(x["kept"] > 900 // 18 for x in r1 if not x["error"])  # earlier rounds' samples included
 
 
-def test_a_segment_shorter_than_thin_is_scored_on_its_last_draw():
+def test_a_segment_shorter_than_thin_x_min_samples_is_refused():
+    """4 iterations per arm at thin 10 used to be scored on one draw each and a winner named."""
     energy, data, _ = linreg(N=12, d=2)
-    res = mamba(energy, torch.zeros(2, dtype=torch.float64), grid("sgld", lr=[0.01, 0.02, 0.03]),
-                Budget(iterations=12), data=data, thin=10, progress=False)  # 4 iterations per arm
-    assert all(r["kept"] == 1 and r["scored"] == 1 and r["error"] is None for r in res.rounds[0]["results"])
+    with pytest.raises(ValueError, match="too small to score.*at least iterations=300"):
+        mamba(energy, torch.zeros(2, dtype=torch.float64), grid("sgld", lr=[0.01, 0.02, 0.03]),
+              Budget(iterations=12), data=data, thin=10, progress=False)  # 4 iterations per arm
 
 
 def test_user_metric_and_grid_search_and_heuristic():
@@ -191,7 +192,7 @@ def test_bad_input_is_refused_before_compute():
     with pytest.raises(ValueError, match="unknown key"):
         Arm({"name": "sgnht", "lr": 0.1, "alpha": 0.1})
     with pytest.raises(ValueError, match="exceeds"):
-        mamba(energy, init, [Arm({"name": "sgld", "lr": 0.1}, 50)], Budget(iterations=10), data=data)
+        mamba(energy, init, [Arm({"name": "sgld", "lr": 0.1}, 50)], Budget(iterations=1000), data=data)
     with pytest.raises(ValueError, match="fraction"):
         Arm({"name": "sgld", "lr": 0.1}, 1.5)
     with pytest.raises(ValueError, match="unknown metric"):

@@ -112,6 +112,135 @@ def _diagnose_not_a_run(tmp: Path):
     cli("diagnose", tmp / "notes")
 
 
+# -- issue 21 A6/C: inputs once accepted silently or refused with a raw torch error ------------
+def _module_energy(module: nn.Module | None = None, likelihood: str = "categorical", **kw):
+    module = module if module is not None else nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))  # P = 26
+    return sm.ModuleEnergy(module, likelihood, **kw)
+
+
+def _xy(n: int = 12, classes: int = 2):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, generator=g)
+    return x, torch.arange(n) % classes
+
+
+def _chain(energy=None, steps: int = 6):
+    energy = energy if energy is not None else _module_energy()
+    return sm.sample(energy, None, sm.SGLD(1e-3), steps, data=_xy(), progress=False)
+
+
+def _other_model():
+    """The same parameter count (P = 26) and names as :func:`_module_energy`, other shapes."""
+    return _module_energy(nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 6)))
+
+
+def _resume_in_float64(tmp: Path):
+    log_density = lambda theta, batch: -0.5 * (theta * theta).sum()
+    sm.sample(log_density, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp / "run", checkpoint_every=5, progress=False)
+    sm.sample(log_density, torch.zeros(2, dtype=torch.float64), sm.SGLD(0.1), 20, out_dir=tmp / "run", resume=True,
+              progress=False)
+
+
+def _soft_labels(y: torch.Tensor):
+    x, _ = _xy(len(y))
+    _run(energy=_module_energy(), init=None, data=(x, y))
+
+
+class _Returns(nn.Module):
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind, self.fc = kind, nn.Linear(3, 2)
+
+    def forward(self, x):
+        out = self.fc(x)
+        return {"tuple": lambda: (out, x), "dict": lambda: {"logits": out}, "transposed": lambda: out.T}[self.kind]()
+
+
+class _EmptyDataset(torch.utils.data.Dataset):
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, i):
+        raise IndexError(i)
+
+
+def _unbatched_value():
+    energy = _module_energy().with_num_data(12)
+    energy.value(energy.initial_position().unsqueeze(0), _xy())  # no chain dimension: [n, 3], [n]
+
+
+def _structured_memory(tmp: Path):
+    """S-SGMCMC with one group per parameter (K = M = P = 1000 copies): about 8·K·P·4 bytes =
+    32 MB per batched evaluation, refused when 20 MB are free (0.8 · 20 MB fit 500 copies)."""
+    from structmc.structured import energies
+
+    energy = StructuredEnergy(_energy(1000), round_robin(1000, 1000), 10)
+    with mock.patch.object(energies, "available_memory", return_value=20_000_000):
+        _run(energy=energy, init=torch.zeros(1000))
+
+
+def _rerun_over_a_finished_run(tmp: Path):
+    try:
+        sample_cli(tmp, "--checkpoint-every", 10)
+    except AssertionError as err:  # the first run succeeds (exit 0): the helper reports that as an AssertionError
+        assert "exit 0" in str(err), err
+    sample_cli(tmp)
+
+
+def _killed_before_first_checkpoint(tmp: Path):
+    """A run folder as a kill before the first checkpoint leaves it: run.json, chunks, no checkpoint."""
+    def killed(iteration, state):
+        if iteration == 3:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        sm.sample(_energy(), torch.zeros(2), sm.SGLD(0.1), 50, out_dir=tmp / "out" / "run", callback=killed,
+                  progress=False)
+
+
+def _resume_after_kill(tmp: Path):
+    _killed_before_first_checkpoint(tmp)
+    sample_cli(tmp, "--resume")
+
+
+def _rerun_after_kill(tmp: Path):
+    _killed_before_first_checkpoint(tmp)
+    sample_cli(tmp)
+
+
+def _resume_another_runs_draws(tmp: Path):
+    """resume=True with no checkpoint, in a folder whose draws another run (seed) wrote."""
+    def killed(iteration, state):
+        if iteration == 5:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(out_dir=tmp / "run", chunk_draws=2, callback=killed, progress=False)
+    _run(out_dir=tmp / "run", chunk_draws=2, seed=7, resume=True, progress=False)
+
+
+def _second_writer(tmp: Path):
+    from structmc.storage import RunFolder
+
+    held = RunFolder(tmp / "busy")
+    held.lock()  # a run in progress
+    try:
+        _run(out_dir=tmp / "busy", overwrite=True, progress=False)
+    finally:
+        held.unlock()
+
+
+def _manifest_deleted(tmp: Path):
+    _run(out_dir=tmp / "run", progress=False)
+    (tmp / "run" / "manifest.json").unlink()
+    sm.load_chain(tmp / "run")
+
+
+def _out_is_a_file(tmp: Path, *under: str):
+    (tmp / "out").write_text("not a folder")
+    cli("sample", "--quiet", "--steps", 20, "--burn-in", 5, "--out", Path(tmp / "out", *under))
+
+
 # ---------------------------------------------------------------------------------------
 # the table: (id, callable(tmp), exception, phrase)
 # ---------------------------------------------------------------------------------------
@@ -211,6 +340,64 @@ API = [
     ("sample-fractional-thin", lambda t: _run(thin=2.5), ValueError, "thin must be an integer"),
     ("sample-burn-in-too-long", lambda t: _run(burn_in=10), ValueError, "burn_in (10) must be smaller"),
     ("sample-resume-without-folder", lambda t: _run(resume=True), ValueError, "out_dir"),
+    # issue 21: run folders
+    ("sample-resume-deletes-another-runs-draws", _resume_another_runs_draws, ValueError,
+     "holds the draws of another run and no checkpoint: cannot resume: seed differs"),
+    ("sample-second-writer-on-a-folder", _second_writer, ValueError, "is in use by another run"),
+    ("load-chain-manifest-deleted", _manifest_deleted, ValueError,
+     "the manifest is missing, so the run folder's files cannot be verified"),
+    # issue 21 A6: accepted silently
+    ("evaluate-chain-of-another-model", lambda t: sm.evaluate(_other_model(), _chain(), _xy(classes=6)), ValueError,
+     "the chain was drawn for another model"),
+    ("predictive-chain-of-another-model", lambda t: sm.predictive(_other_model(), _chain(), _xy()[0]), ValueError,
+     "first difference: the chain's '0.weight' [4, 3] vs the energy's '0.weight' [2, 3]"),
+    ("predictive-draws-of-another-size", lambda t: sm.predictive(_module_energy(), torch.zeros(2, 13), _xy()[0]),
+     ValueError, "draws must be [S, 26] or [C, D, 26]"),
+    ("resume-float32-run-with-float64-init", _resume_in_float64, ValueError,
+     "the chain in the checkpoint is float32 but this run's is float64"),
+    ("soft-labels-negative", lambda t: _soft_labels(torch.tensor([[1.5, -0.5]]).repeat(12, 1)), ValueError,
+     "class probabilities and must be >= 0"),
+    ("soft-labels-unnormalised", lambda t: _soft_labels(torch.full((12, 2), 0.7)), ValueError,
+     "each row must sum to 1 over the 2 classes"),
+    ("gaussian-noise-std-inf", lambda t: _module_energy(likelihood="gaussian", noise_std=math.inf), ValueError,
+     "needs a finite noise_std > 0, got inf"),
+    ("gaussian-noise-std-nan", lambda t: _module_energy(likelihood="gaussian", noise_std=math.nan), ValueError,
+     "needs a finite noise_std > 0, got nan"),
+    ("gaussian-noise-std-zero", lambda t: _module_energy(likelihood="gaussian", noise_std=0.0), ValueError,
+     "needs a finite noise_std > 0, got 0.0"),
+    ("gaussian-noise-std-string", lambda t: _module_energy(likelihood="gaussian", noise_std="0.1"), TypeError,
+     "noise_std must be a number"),
+    # issue 21 C: errors that did not say what to do
+    ("sample-float-chains", lambda t: _run(num_chains=2.0), ValueError,
+     "num_chains must be an integer >= 1, got 2.0 (a float): pass 2"),
+    ("sample-bool-chains", lambda t: _run(num_chains=True), ValueError, "num_chains must be an integer >= 1, got True"),
+    ("sample-float-steps", lambda t: _run(num_steps=10.0), ValueError, "num_steps must be an integer >= 1, got 10.0"),
+    ("energy-value-batch-without-chain-dim", lambda t: _unbatched_value(), ValueError,
+     "batch tensors must be [C, n, ...]: C = 1 chains (theta is [1, P]), n rows, got shapes [12, 3], [12]"),
+    ("evaluate-zero-rows", lambda t: sm.evaluate(_module_energy(), _chain(), tuple(v[:0] for v in _xy())), ValueError,
+     "data has no rows"),
+    ("predictive-zero-batch-size", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], batch_size=0),
+     ValueError, "batch_size must be an integer >= 1, got 0"),
+    ("predictive-zero-rows", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0][:0]), ValueError,
+     "inputs must hold at least one row"),
+    ("evaluate-float-batch-size", lambda t: sm.evaluate(_module_energy(), _chain(), _xy(), batch_size=2.5), ValueError,
+     "batch_size must be an integer >= 1, got 2.5"),
+    ("dataset-empty", lambda t: _run(energy=_module_energy(), init=None, data=_EmptyDataset()), ValueError,
+     "the Dataset (_EmptyDataset) is empty"),
+    ("module-on-meta-device", lambda t: _module_energy(nn.Linear(3, 2, device="meta")), ValueError,
+     "are on the meta device (shapes without values): materialise the module first"),
+    ("data-on-meta-device", lambda t: _run(energy=_module_energy(), init=None,
+                                           data=(torch.zeros(4, 3, device="meta"), torch.zeros(4, dtype=torch.long))),
+     ValueError, "data tensor 0 is on the meta device"),
+    ("init-on-meta-device", lambda t: _run(init=torch.zeros(2, device="meta")), ValueError, "init is on the meta device"),
+    ("module-returns-a-tuple", lambda t: _run(energy=_module_energy(_Returns("tuple")), init=None, data=_xy()),
+     ValueError, "the module returns a tuple, but the categorical likelihood needs one tensor: logits [n, K]"),
+    ("module-returns-a-dict", lambda t: _run(energy=_module_energy(_Returns("dict")), init=None, data=_xy()),
+     ValueError, "the module returns a dict"),
+    ("module-output-transposed", lambda t: _run(energy=_module_energy(_Returns("transposed")), init=None, data=_xy()),
+     ValueError, "the module's output on 4 row(s) has shape [2, 4]: its first dimension must be the 4 data rows"),
+    ("structured-copies-exceed-memory", _structured_memory, ValueError,
+     "pass max_copies_per_call=500 (or less)"),
 ]
 
 CLI = [
@@ -263,6 +450,29 @@ CLI = [
     ("experiment-unknown-name", lambda t: cli("experiment", "fig9"), CLIError, "unknown experiment 'fig9'"),
     ("tune-bad-budget", lambda t: cli("tune", "--budget", "30 minutes"), CLIError, "--budget takes"),
     ("tune-negative-seed", lambda t: cli("tune", "--seed", "-1"), CLIError, "--seed must be an integer >= 0"),
+    # issue 21 A6/C: flags the sampler / model / likelihood does not use; run folders
+    ("friction-with-sgld", lambda t: sample_cli(t, "--sampler", "sgld", "--friction", "0.1"), CLIError,
+     "--friction is not used by --sampler sgld"),
+    ("alpha-with-sgld", lambda t: sample_cli(t, "--sampler", "sgld", "--alpha", "0.9"), CLIError,
+     "--alpha is not used by --sampler sgld"),
+    ("a-with-sghmc", lambda t: sample_cli(t, "--sampler", "sghmc", "--a", "0.1"), CLIError,
+     "--a is not used by --sampler sghmc"),
+    ("config-friction-with-sgld", lambda t: sample_cli(t, "--config", config(t, "c.toml", "friction = 0.1\n")),
+     CLIError, "friction (in"),
+    ("hidden-with-linear", lambda t: sample_cli(t, "--model", "linear", "--hidden", "8"), CLIError,
+     "--hidden is not used by --model linear"),
+    ("noise-std-for-classification", lambda t: sample_cli(t, "--noise-std", "0.5"), CLIError,
+     "--noise-std (noise_std) is the observation noise of a regression model, but 'breast_cancer' is a binary"),
+    ("out-is-a-file", lambda t: _out_is_a_file(t), CLIError, "out is a file: pass a folder"),
+    ("out-under-a-file", lambda t: _out_is_a_file(t, "sub"), CLIError, "which is a file: pass a folder"),
+    ("resume-and-overwrite", lambda t: sample_cli(t, "--resume", "--overwrite"), CLIError,
+     "--resume and --overwrite contradict each other"),
+    ("resume-after-kill-before-checkpoint", _resume_after_kill, CLIError,
+     "stopped before its first checkpoint (no checkpoint); pass --overwrite instead of --resume"),
+    ("rerun-after-kill-before-checkpoint", _rerun_after_kill, CLIError,
+     "stopped before its first checkpoint (in"),
+    ("rerun-over-a-finished-run", _rerun_over_a_finished_run, CLIError,
+     "is not empty (it holds a previous run): pass --resume to continue that run, or --overwrite to replace it"),
 ]
 
 CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + \
@@ -277,6 +487,93 @@ def test_bad_input_is_a_clear_error(tmp_path, do, exc, phrase):
 
 def test_table_size():
     assert len(API) >= 40 and len(CLI) >= 20
+
+
+# ---------------------------------------------------------------------------------------
+# issue 21 A6/C: what the new checks must still accept
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_integer_labels_of_any_width_give_the_int64_chain(dtype):
+    """int32 labels passed check_data and then failed mid-run inside cross_entropy; now they are
+    read as int64 class indices: the chain (one chain: the hot path; two: the vmapped one) and
+    evaluate() are exactly those of int64 labels."""
+    x, y = _xy(24, classes=2)
+    energy = _module_energy()  # one set of initial weights for every run
+    for chains in (1, 2):
+        runs = [sm.sample(energy, None, sm.SGLD(1e-3), 8, data=(x, labels), batch_size=6, seed=3,
+                          num_chains=chains, progress=False) for labels in (y, y.to(dtype))]
+        assert torch.equal(runs[0].samples, runs[1].samples)
+    energy = energy.with_num_data(24)
+    assert sm.evaluate(energy, runs[0], (x, y.to(dtype)))["pooled"] == sm.evaluate(energy, runs[0], (x, y))["pooled"]
+
+
+def test_soft_labels_that_are_probabilities_are_accepted():
+    x, y = _xy(12, classes=2)
+    smooth = torch.nn.functional.one_hot(y, 2).float() * 0.8 + 0.1  # label smoothing: rows sum to 1
+    chain = sm.sample(_module_energy(), None, sm.SGLD(1e-3), 5, data=(x, smooth), progress=False)
+    assert torch.isfinite(chain.samples).all()
+
+
+def test_integers_of_other_types_are_taken_as_counts():
+    import numpy as np
+
+    chain = _run(num_chains=np.int64(2), num_steps=torch.tensor(4))
+    assert chain.samples.shape == (2, 4, 2)
+
+
+def test_old_checkpoints_without_a_dtype_still_resume():
+    """The chain's dtype is compared only when the checkpoint records it (structmc before issue 21)."""
+    from structmc.run import Run, _check_resume_compatible
+
+    new = Run(_energy(), torch.zeros(2), sm.SGLD(0.1)).settings()
+    assert new["dtype"] == "float32"
+    old = {k: v for k, v in new.items() if k != "dtype"}
+    _check_resume_compatible(old, new)  # no error
+    with pytest.raises(ValueError, match="the chain in the checkpoint is float64 but this run's is float32"):
+        _check_resume_compatible({**old, "dtype": "float64"}, new)
+
+
+def test_a_chain_of_the_same_model_is_still_evaluated():
+    energy, chain = _module_energy(), _chain()
+    out = sm.evaluate(energy.with_num_data(12), chain, _xy())
+    assert out["num_draws"] == chain.num_draws and 0 <= out["pooled"]["accuracy"] <= 1
+    assert sm.predictive(energy, chain.samples[0, 0], _xy()[0])["probs"].shape == (12, 2)  # one draw [P]
+
+
+def test_structured_copies_that_fit_run_and_unknown_memory_warns():
+    """The value named by the memory check runs (same energy and gradient as all copies at
+    once); where the free memory is unknown a large evaluation warns instead."""
+    from structmc.structured import energies
+
+    theta = torch.randn(1, 1000, generator=torch.Generator().manual_seed(0))
+    batch = None
+    out = []
+    with mock.patch.object(energies, "available_memory", return_value=20_000_000):
+        for per_call in (500, 1000):
+            s = StructuredEnergy(_energy(1000), round_robin(1000, 1000), 10, max_copies_per_call=per_call, seed=1)
+            if per_call == 1000:
+                with pytest.raises(ValueError, match="max_copies_per_call=500"):
+                    s.start(theta)
+                with mock.patch.object(energies, "available_memory", return_value=None), \
+                        mock.patch.object(energies, "UNKNOWN_MEMORY_WARN", 1_000_000), \
+                        pytest.warns(UserWarning, match=r"pass max_copies_per_call=31 \(about"):
+                    s.start(theta)
+            else:
+                s.start(theta)
+            s.observe(theta + 0.1)
+            out.append(s.value_and_grad(theta, batch))
+    assert torch.allclose(out[0][0], out[1][0]) and torch.allclose(out[0][1], out[1][1])
+
+
+def test_cli_refuses_only_flags_the_sampler_or_model_does_not_take():
+    from structmc.cli import _refuse_unused
+
+    s = {"sampler": "sghmc", "model": "mlp"}
+    _refuse_unused(s, {"friction": "--friction", "num_leapfrog": "--num-leapfrog", "hidden": "--hidden",
+                       "activation": "--activation", "temperature": "--temperature"})  # all taken: no error
+    _refuse_unused({"sampler": "sgld", "model": "linear"}, {})  # defaults for other samplers are not "given"
+    with pytest.raises(SystemExit, match="--activation is not used by --model linear"):
+        _refuse_unused({"sampler": "sgld", "model": "linear"}, {"activation": "--activation"})
 
 
 # ---------------------------------------------------------------------------------------

@@ -278,14 +278,36 @@ def download(spec: FileSpec, cache_dir=None, *, timeout: float = 60.0) -> Path:
         f"data_dir=<dir> (or set ${ENV_DATA}=<dir>).")
 
 
+def missing_message(specs, data_dir=None, cache_dir=None, *, download: bool = False) -> str:
+    """What is missing (``specs`` are alternatives: any one will do), where it was looked for,
+    and how to provide it: a checksummed download where an address is known, or a local
+    folder given by ``data_dir=`` / ``$STRUCTMC_DATA``."""
+    specs = list(specs)
+    names = " or ".join(s.label for s in specs)
+    looked = ", ".join(p for s in specs for p in searched(s, data_dir, cache_dir))
+    first = specs[0]
+    local = (f"put {'the file' if len(specs) == 1 else 'one of the files'} at <dir>/{first.folder}/{first.name} "
+             f"and pass data_dir=<dir> or set ${ENV_DATA}=<dir>")
+    online = [s for s in specs if s.urls]
+    if not online:
+        how = f"{'it has' if len(specs) == 1 else 'they have'} no download address: {local}"
+    elif download:
+        how = local
+    else:
+        s = online[0]
+        cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        check = "its registered checksum" if s.digests else "the SHA-256 recorded on first download"
+        how = f"pass download=True to fetch {s.label} from {s.urls[0]} into {cache} (checked against {check}), or {local}"
+    return f"{names} not found (looked for {looked}){'' if download else ' and download=False'}; {how}"
+
+
 def fetch(spec: FileSpec, *, data_dir=None, cache_dir=None, download_missing: bool = True,
           verify: bool = True, timeout: float = 60.0) -> Path:
     """Path to a verified copy of ``spec``: found locally, else downloaded into the cache."""
     path = find(spec, data_dir=data_dir, cache_dir=cache_dir)
     if path is None:
         if not download_missing:
-            raise DataNotFoundError(f"{spec.label} not found (looked for {', '.join(searched(spec, data_dir, cache_dir))}) "
-                                    f"and download=False")
+            raise DataNotFoundError(missing_message([spec], data_dir, cache_dir, download=False))
         return download(spec, cache_dir, timeout=timeout)
     if verify:
         verify_file(path, spec)
@@ -321,11 +343,11 @@ class Source:
             path = self.find(spec)
             if path is not None:
                 return spec, path
-        for spec in specs:
-            if spec.urls:
-                return spec, self.fetch(spec)
-        looked = [p for s in specs for p in searched(s, self.data_dir, self.cache_dir)]
-        raise DataNotFoundError(f"none of {[s.label for s in specs]} found (looked for {', '.join(looked)})")
+        if self.download:
+            for spec in specs:
+                if spec.urls:
+                    return spec, self.fetch(spec)
+        raise DataNotFoundError(missing_message(specs, self.data_dir, self.cache_dir, download=self.download))
 
 
 def read_bytes(path: Path) -> bytes:

@@ -25,6 +25,29 @@ def _dist(name: str, v: torch.Tensor) -> str:
             f"95% {_fmt(q[3])}  max {_fmt(q[4])}")
 
 
+def blowup_note(energy, dim: int, factor: float = 100.0) -> str | None:
+    """A warning line when a chain's minibatch energy ``[C, S]`` grew past ``factor`` times its
+    value at iteration 1 (floored at the dimension ``dim``, about the energy's thermal spread),
+    the run loop's blow-up rule: R-hat, ESS and predictive scores of such a chain describe a
+    divergence, not the posterior (digits, SGLD lr = 1: ×530, R-hat 1.003, 91.6% accuracy)."""
+    e = energy.to(torch.float64)
+    if e.dim() == 1:
+        e = e.unsqueeze(0)
+    if e.shape[1] < 2:
+        return None
+    scale = e[:, 0].abs().clamp(min=max(1.0, float(dim)))
+    peak = e[:, 1:].abs().nan_to_num(nan=float("inf")).amax(dim=1)
+    ratio = peak / scale
+    worst = int(ratio.argmax())
+    if not float(ratio[worst]) > factor:
+        return None
+    at = int(e[worst, 1:].abs().nan_to_num(nan=float("inf")).argmax()) + 2
+    return (f"WARNING: the chain blew up: chain {worst}'s minibatch energy grew from {_fmt(float(e[worst, 0]))} at "
+            f"iteration 1 to {_fmt(float(e[worst, at - 1]))} at iteration {at} ({float(ratio[worst]):.3g} times; "
+            f"the run loop warns past {factor:g}): the step size is too large for this target, and the R-hat, ESS "
+            f"and predictive scores below describe a divergence, not the posterior")
+
+
 def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
     """Load ``structmc.load_chain(run_dir)``, return a printable report and write plots.
 
@@ -68,6 +91,9 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
         tail = e[:, -max(1, e.shape[1] // 10):]
         lines.append("minibatch energy, mean of the last 10% of iterations per chain: "
                      + ", ".join(_fmt(float(v)) for v in tail.nanmean(dim=1)))
+        blowup = blowup_note(e, P)
+        if blowup:
+            lines.append(blowup)
 
     if D < 4:
         lines.append("too few draws (< 4) for ESS / R-hat")

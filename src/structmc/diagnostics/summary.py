@@ -4,6 +4,7 @@ to choose a parameter subset when P is too large to tabulate."""
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -12,6 +13,7 @@ from torch import Tensor
 
 from ._utils import (as_draws, check_min_draws, map_params, quantile_select, quantile_sorted, quantiles as _quantiles,
                      split_chains, z_scale)
+from ..schedules import check_int
 from .autocorr import _iat_sokal
 from .ess import _geyer_ess
 from .rhat import _rhat_rank_from
@@ -192,14 +194,22 @@ def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str 
     ``obj`` is a Chain or a tensor ``[C, D, ...]`` (e.g. ``[C, D, K]`` predictive probabilities of
     K test points: function-space diagnostics). ``params``: for a Chain, parameter names or
     shell patterns (``"fc1.*"``) or flat indices; for a tensor, flat indices into ``...``.
-    ``None`` takes everything, refused above ``max_rows`` rows: pick a subset with
-    :func:`select_random` or :func:`select_top_variance`.
+
+    ``None`` takes every row up to ``max_rows``. Past it (a whole network), the mixing
+    diagnostics are computed for every row and the table keeps the ``max_rows`` worst-mixing
+    rows, worst first (ordered by the smaller of bulk and tail ESS; a row whose ESS or R-hat is
+    NaN, e.g. a coordinate that never moves, counts as worst); ``notes`` (printed under the table) say so and
+    give, per parameter tensor of a Chain (for a tensor: over all rows), the smallest bulk and
+    tail ESS and the largest R-hat. ``summary(chain, max_rows=20)`` is a quick convergence
+    check; pick other rows with ``params``, :func:`select_random` or
+    :func:`select_top_variance`.
     """
+    max_rows = check_int("max_rows", max_rows, minimum=1)
     if params is None:
         rows = obj.dim if _is_chain(obj) else as_draws(obj)[0, 0].numel()
         if rows > max_rows:
-            raise ValueError(f"{rows} rows requested (> max_rows={max_rows}); select a subset with "
-                             "select_random() or select_top_variance(), or raise max_rows")
+            return _worst_rows(obj, rows, labels=labels, name=name, quantiles=quantiles, max_rows=max_rows,
+                               chunk=chunk)
     x, row_labels = select_draws(obj, params, name=name, labels=labels)
     pooled = x.reshape(-1, x.shape[2])
     qs = _quantiles(pooled, quantiles, dim=0)
@@ -209,3 +219,36 @@ def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str 
     stats.update(mixing(x, chunk=chunk))
     stats = {k: v.detach().cpu() for k, v in stats.items()}
     return Summary(row_labels, stats, num_chains=x.shape[0], num_draws=x.shape[1])
+
+
+def _worst_rows(obj, rows: int, *, labels, name, quantiles, max_rows: int, chunk) -> Summary:
+    """``summary`` of the ``max_rows`` rows with the smallest min(bulk ESS, tail ESS), worst first,
+    with per-tensor (Chain) or overall (tensor) worst values in the notes."""
+    if labels is not None and len(labels) != rows:
+        raise ValueError(f"got {len(labels)} labels for {rows} rows")
+    x = as_draws(obj.samples if _is_chain(obj) else obj)
+    x = x.reshape(x.shape[0], x.shape[1], -1)
+    mix = mixing(x, chunk=chunk)
+    ess = torch.minimum(mix["ess_bulk"], mix["ess_tail"]).cpu()
+    stuck = torch.isnan(ess) | torch.isnan(mix["rhat"].cpu())  # e.g. a coordinate that never moves
+    ess = torch.where(stuck, torch.full_like(ess, -math.inf), ess)
+    order = torch.argsort(ess, stable=True)[:max_rows]
+    table = summary(obj, order, labels=None if labels is None else [labels[i] for i in order.tolist()], name=name,
+                    quantiles=quantiles, chunk=chunk)
+    table.notes.append(f"{rows} rows > max_rows={max_rows}: the {max_rows} with the smallest ESS "
+                       "(min of bulk and tail), worst first; choose rows with params=, select_random() or "
+                       "select_top_variance(), or raise max_rows")
+    groups = ([(info.name, info.offset, info.numel) for info in obj.space.params] if _is_chain(obj)
+              else [(f"all {rows} rows", 0, rows)])
+    width = max(len(g[0]) for g in groups)
+    table.notes.append(f"{'tensor'.ljust(width)}  min ess_bulk  min ess_tail  max rhat")
+    for label, start, n in groups:
+        part = {k: v[start:start + n].cpu() for k, v in mix.items()}
+        worst_rhat = float("nan") if torch.isnan(part["rhat"]).any() else float(part["rhat"].max())
+        table.notes.append(f"{label.ljust(width)}  {_nanmin(part['ess_bulk']):>12.0f}  {_nanmin(part['ess_tail']):>12.0f}"
+                           f"  {worst_rhat:>8.3f}")
+    return table
+
+
+def _nanmin(v: Tensor) -> float:
+    return float("nan") if torch.isnan(v).any() else float(v.min())

@@ -4,10 +4,13 @@ and the JSON form of a report, a progress logger and matplotlib (headless)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping
@@ -16,13 +19,40 @@ import torch
 from torch import Tensor
 
 
-def default_data_dir() -> Path | None:
-    """``$STRUCTMC_DATA`` if set, else ``../shared/data`` next to the repository if it exists."""
+#: set (to anything but ``""`` / ``"0"``) to ignore a source checkout's ``../shared/data``, as on a
+#: fresh clone (CI runs the data-touching tests so, to prove they skip or use stand-ins)
+ENV_NO_SHARED = "STRUCTMC_NO_SHARED_DATA"
+
+
+def checkout_data_dir() -> Path | None:
+    """The project's reference copies, ``<checkout>/../shared/data``, when this package runs
+    from a source checkout (``<checkout>/src/structmc`` beside a ``pyproject.toml``) that has
+    them and ``$STRUCTMC_NO_SHARED_DATA`` is not set; else ``None`` (an installed package)."""
+    if os.environ.get(ENV_NO_SHARED, "") not in ("", "0"):
+        return None
+    package = Path(__file__).resolve().parents[1]  # .../structmc
+    checkout = package.parent.parent
+    if package.parent.name != "src" or not (checkout / "pyproject.toml").is_file():
+        return None
+    shared = checkout.parent / "shared" / "data"
+    return shared if shared.is_dir() else None
+
+
+def default_data_dir() -> Path:
+    """Where experiments look for data files: ``$STRUCTMC_DATA`` if set; else, in a source
+    checkout, its ``../shared/data`` if present (:func:`checkout_data_dir`); else the library's
+    own folder, :func:`structmc.data.default_cache_dir` (``$STRUCTMC_CACHE`` or
+    ``~/.cache/structmc``), where the loaders download to. The loaders search the cache after
+    this folder in any case, so files downloaded once are found from either."""
     env = os.environ.get("STRUCTMC_DATA")
     if env:
         return Path(env).expanduser()
-    shared = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    return shared if shared.is_dir() else None
+    shared = checkout_data_dir()
+    if shared is not None:
+        return shared
+    from ..data.files import default_cache_dir
+
+    return default_cache_dir()
 
 
 @contextlib.contextmanager
@@ -36,6 +66,64 @@ def threads(n: int | None):
     finally:
         if n is not None:
             torch.set_num_threads(before)
+
+
+def _signals() -> tuple:
+    return tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def restored_globals():
+    """Process-wide state restored on every way out (return, exception, ``KeyboardInterrupt``):
+    torch's global RNG (CPU, and CUDA where initialised: experiments seed it with
+    ``torch.manual_seed`` to build their networks), the intra-op thread count, the default
+    dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers (``sample`` installs
+    one for a clean Ctrl-C) and the warnings filters. Nothing is changed on entry, so the draws
+    inside are those of the bare code. Experiments do not change ``os.environ``."""
+    import warnings
+
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    deterministic = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    handlers = {s: signal.getsignal(s) for s in _signals()}
+    filters, showwarning = list(warnings.filters), warnings.showwarning
+    try:
+        yield
+    finally:
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        if torch.get_num_threads() != num_threads:
+            torch.set_num_threads(num_threads)
+        torch.set_default_dtype(dtype)
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+            for s, handler in handlers.items():
+                if handler is not None and signal.getsignal(s) != handler:
+                    signal.signal(s, handler)
+        if warnings.filters != filters:
+            warnings.filters[:] = filters
+            mutated = getattr(warnings, "_filters_mutated", None)  # invalidates the "once" caches
+            if mutated is not None:
+                mutated()
+        warnings.showwarning = showwarning
+
+
+def restores_globals(run: Callable) -> Callable:
+    """Decorator for an experiment's ``run``: the call is made inside :func:`restored_globals`,
+    so a run that fails midway (or is interrupted) leaves no handler, thread count, RNG state or
+    warnings filter of its own behind, and a finished one leaves the caller's as they were."""
+
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        with restored_globals():
+            return run(*args, **kwargs)
+
+    wrapper.restores_globals = True
+    return wrapper
 
 
 def versions() -> dict:

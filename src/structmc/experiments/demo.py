@@ -23,6 +23,7 @@ from torch import nn
 from .. import ControlVariate, ModuleEnergy, PSGLD, SGHMC, SGLD, SGNHT, find_map, predictive, sample
 from ..builtin import load_builtin
 from ..diagnostics import regression_metrics
+from ._shared import restores_globals
 
 
 @dataclass
@@ -69,6 +70,7 @@ def _sampler(name: str, cfg: Config):
     }[name]()
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progress: bool | None = None) -> dict:
     cfg = PRESETS[config] if isinstance(config, str) else config
     out = Path(out_dir)

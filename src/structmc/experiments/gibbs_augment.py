@@ -37,6 +37,7 @@ import torch
 from ..data.augment import TRANSFORMS
 from . import gibbs_mnist as gm
 from .gibbs_mnist import DATASET_LABELS, PAPER_ACCURACY
+from ._shared import restores_globals
 
 
 @dataclass
@@ -70,6 +71,7 @@ def _resolve(config: Config | str) -> tuple[Config, str]:
     return resolve_preset(config, PRESETS)
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-augment",
         progress: bool | None = None, *, seed: int | None = None, resume: bool | None = None) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of

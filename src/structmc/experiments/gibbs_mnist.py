@@ -55,6 +55,7 @@ from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import Partition, by_finer_nodes, by_neuron, custom
 from ..zoo import energy_for
 from ._shared import default_data_dir, jsonable as _jsonable, pyplot as _pyplot, save_cache, threads, versions
+from ._shared import restores_globals
 
 # -- what the paper publishes ------------------------------------------------------------------
 #: Table 2, batch 3,000 (the only cells stated in the text; "the highest accuracy ... 90.75 %
@@ -106,7 +107,7 @@ class Config:
     num_chains: int = 1
     seed: int = 0
     data: str = "files"  # "files" (error if missing), "auto" (files, else synthetic), "synthetic"
-    data_dir: str | None = None  # default: $STRUCTMC_DATA, else ../shared/data next to the repository
+    data_dir: str | None = None  # default: $STRUCTMC_DATA, else a checkout's ../shared/data, else the cache
     num_train: int | None = None  # a random subset of the training set (None: all 60,000)
     num_test: int | None = None  # the first num_test test images (None: all 10,000)
     test_stats: str = "train"  # standardise the test set by the training set's statistics, or its own ("test")
@@ -444,6 +445,7 @@ def _resolve(config: Config | str) -> tuple[Config, str]:
     return resolve_preset(config, PRESETS)
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-mnist", progress: bool | None = None, *,
         seed: int | None = None, resume: bool | None = None) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of

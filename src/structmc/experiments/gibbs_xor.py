@@ -85,7 +85,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import by_neuron
 from ..zoo import energy_for
-from ._shared import default_data_dir, pyplot, versions as _versions
+from ._shared import default_data_dir, pyplot, restores_globals, versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
 
@@ -366,6 +366,7 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
 # -- entry point -----------------------------------------------------------------------------------
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", progress: bool | None = None, *,
         resume: bool = False, data_dir: str | Path | None = None, seed: int | None = None) -> dict:
     """Run the experiment and write ``report.json``, ``report.md`` and the figures to

@@ -10,9 +10,10 @@ Model (App. C.3.1 and the reference code): ``structmc.zoo.energy_for("mlp_mamba"
 hidden layer (not a ReLU or sigmoid); we follow them (``Config.activation`` changes it).
 Categorical likelihood on the logits, N(0, 1) prior on every parameter, images scaled to
 [0, 1] and flattened (the reference divides by 255). Data: the canonical MNIST IDX files
-(``$STRUCTMC_DATA`` or ``../shared/data``); ``Config.data="auto"`` falls back to a synthetic
-MNIST-shaped stand-in (:func:`structmc.experiments.gibbs_mnist.synthetic_images`) when the
-files are absent, and the report says so.
+(``$STRUCTMC_DATA``, a checkout's ``../shared/data``, or the cache); ``Config.data="auto"``
+falls back to a synthetic MNIST-shaped stand-in
+(:func:`structmc.experiments.gibbs_mnist.synthetic_images`) when the files are absent, and the
+report says so.
 
 Protocol:
 
@@ -84,7 +85,7 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..tuning.task import evenly
 from ..zoo import energy_for
 from ._mamba import step_size_lines, write_common_report
-from ._shared import jsonable as _jsonable, pyplot, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 SAMPLERS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
@@ -116,7 +117,7 @@ FIGURES = {"fig3": "fig3_ece_curves.png", "table3": "table3_ece_mce.png"}
 class Config:
     # data and model
     data: str = "auto"  # "files" (error if missing), "auto" (files, else synthetic), "synthetic"
-    data_dir: str | None = None  # default: $STRUCTMC_DATA, else ../shared/data next to the repository
+    data_dir: str | None = None  # default: $STRUCTMC_DATA, else a checkout's ../shared/data, else the cache
     num_train: int | None = None  # a random subset of the 60,000 training images (None: all)
     num_test: int | None = None  # the first num_test test images (None: all 10,000)
     hidden: int = 100
@@ -176,7 +177,7 @@ class Config:
 PRESETS = {
     "tiny": Config(data="auto", num_train=300, num_test=200, hidden=16, map_steps=30, log10_h=(-3.0, -5.0),
                    leapfrog=(2, 3), heuristic_leapfrog=3,
-                   budget="iterations", mamba_R=12, thin=2, max_samples=8,
+                   budget="iterations", mamba_R=32, thin=1, max_samples=8,
                    score_data=100, warmup=0, grid_iterations=10, grid_thin=2, grid_max_samples=5, eval_seconds=None,
                    eval_iterations=24, eval_thin=2, eval_max_draws=8, retry_log10_h=(-6.0,), curve_points=4,
                    num_threads=1),
@@ -410,6 +411,7 @@ def _tuning_record(res, budget: Budget, num_data: int, log10s) -> dict:
             "summary": res.summary()}
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-bnn", progress: bool | None = None, *,
         seed: int | None = None) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of

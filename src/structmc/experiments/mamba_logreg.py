@@ -63,7 +63,7 @@ from .. import Budget, LogDensityEnergy, find_map, sample
 from ..data.synthetic import logistic_regression_data
 from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
-from ._shared import progress_log, save_cache
+from ._shared import progress_log, restores_globals, save_cache
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
 
@@ -130,8 +130,8 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(num_data=2500, log10_h=(-3.0, -4.0, -5.0), batches=(1.0, 0.1, 0.01), R=12, budget_kind="iterations",
-                   grid_iterations=20, thin=2, min_samples=4, max_samples=32, fssd_steps=5, eval_budget=60,
+    "tiny": Config(num_data=2500, log10_h=(-3.0, -4.0, -5.0), batches=(1.0, 0.1, 0.01), R=16, budget_kind="iterations",
+                   grid_iterations=20, thin=1, min_samples=4, max_samples=32, fssd_steps=5, eval_budget=60,
                    eval_kind="iterations", eval_thin=2, eval_ksd_samples=30, map_steps=100, plot_traces=False,
                    reference="mala", reference_warmup=150, reference_samples=600),
     "quick": Config(num_data=100_000, grid_iterations=500, eval_budget=2.0, eval_ksd_samples=1000),
@@ -370,6 +370,7 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
 # ---------------------------------------------------------------------------------------------
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-logreg", progress: bool | None = None, *,
         seed: int | None = None) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of

@@ -7,8 +7,8 @@ Model (App. C.2.1, the reference code; :class:`structmc.models.PMF` through
 mean, r_ij ~ N(U_iᵀV_j, 1/α) with α = 3, U_i ~ N(μ_U, diag(e^{λ_U})⁻¹), μ_U ~ N(0,
 diag(e^{λ_U})⁻¹), e^{λ} ~ Gamma(4, rate 5) (sampled on the log scale, with its Jacobian); the
 same for V. θ has 52,580 numbers for MovieLens-100K. Data: the 100,000 ratings of
-``movielens-100k/u.data`` (``Config.data_dir``, ``$STRUCTMC_DATA``, or ``../shared/data`` next to
-the repository; never downloaded unless ``Config.download``), shuffled 80 % / 20 % with the
+``movielens-100k/u.data`` (``Config.data_dir``, ``$STRUCTMC_DATA``, a source checkout's
+``../shared/data``, or the cache; never downloaded unless ``Config.download``), shuffled 80 % / 20 % with the
 data seed (the paper uses one of GroupLens' 80/20 folds; our copy has ``u.data`` only). When
 the files are absent (``data="auto"``) a simulated low-rank rating set of the same shape is
 used instead (:func:`simulated_ratings`) and the report says so.
@@ -60,7 +60,7 @@ from ..data.base import Dataset
 from ..tuning import Arm, FunctionMetric, Problem
 from ..zoo import energy_for
 from . import _mamba as M
-from ._shared import default_data_dir, progress_log, save_cache
+from ._shared import default_data_dir, progress_log, restores_globals, save_cache
 
 PAPER_R = 10.0  # seconds, App. C.2.3
 METHODS = ("MAMBA", "Grid", "Heuristic")
@@ -84,7 +84,7 @@ PAPER_SAMPLES = {"MAMBA": [15681, 11774, 3503, 2045, 9687, 6527], "Grid": [10099
 @dataclass
 class Config:
     data: str = "auto"  # "auto" (MovieLens files if found, else simulated), "files", "simulated"
-    data_dir: str | None = None  # default: $STRUCTMC_DATA, else ../shared/data next to the repository
+    data_dir: str | None = None  # default: $STRUCTMC_DATA, else a checkout's ../shared/data, else the cache
     download: bool = False  # let the loader download the GroupLens archive when no local copy exists
     data_seed: int = 0  # the 80/20 split (and the simulator)
     test_fraction: float = 0.2
@@ -134,7 +134,7 @@ class Config:
 PRESETS = {
     "tiny": Config(data="simulated", sim_users=40, sim_items=50, sim_ratings=800, sim_rank=3, latent_dim=3,
                    log10_h=(-3.0, -4.0, -5.0), batches=(1.0, 0.1, 0.01), R=8, budget_kind="iterations",
-                   grid_iterations=12, thin=2, min_samples=4, max_samples=32, eval_budget=40, eval_kind="iterations",
+                   grid_iterations=12, thin=1, min_samples=2, max_samples=32, eval_budget=40, eval_kind="iterations",
                    eval_thin=2, eval_ksd_samples=20, map_steps=100, plot_traces=False, ref_log10_h=-4.0,
                    ref_iterations=400, ref_burn_in=100),
     "quick": Config(R=1.5, thin=1, grid_iterations=60, eval_budget=3.0, eval_ksd_samples=150, map_steps=2000,
@@ -274,6 +274,7 @@ def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -
 # ---------------------------------------------------------------------------------------------
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-pmf", progress: bool | None = None, *,
         seed: int | None = None) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of

@@ -65,7 +65,7 @@ from ..run import Budget
 from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
-from ._shared import jsonable as _jsonable, pyplot, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
 from .mamba_bnn import evaluate_arm, load_data, log_loss_metric, mamba_budget
 
 #: Alexos, Boyd & Mandt (2022), Sect. 9.1 (MNIST, 784-50-50-10, 100,000 samples after 150,000 burn-in).
@@ -123,7 +123,7 @@ class Config:
 PRESETS = {
     "tiny": Config(num_train=400, num_test=200, num_val=100, hidden=(16, 16), map_steps=30, batch_size=50,
                    history=20, rho=(0.3, 0.7), num_copies=(1, 2), num_groups=(4, "all"), budget="iterations",
-                   mamba_R=12, thin=2, max_samples=6, warmup=0, eval_seconds=None, eval_iterations=30, eval_thin=2,
+                   mamba_R=36, thin=1, max_samples=6, warmup=0, eval_seconds=None, eval_iterations=30, eval_thin=2,
                    eval_max_draws=8, curve_points=4, num_threads=1),
     "quick": Config(map_steps=1_000, history=100, rho=(0.1, 0.3, 0.5, 0.9), num_copies=(1, 4, 16),
                     num_groups=(4, 32, 1024, "all"), val_points=2_000, mamba_R=20.0, max_samples=20,
@@ -171,6 +171,7 @@ def mamba_arms(cfg: Config, num_data: int, dim: int) -> list[Arm]:
     return arms
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-structured",
         progress: bool | None = None, *, seed: int | None = None) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` in the common report format

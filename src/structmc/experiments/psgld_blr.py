@@ -98,7 +98,7 @@ from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
 from .mamba_logreg import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
-from ._shared import default_data_dir, progress_log, pyplot, threads
+from ._shared import default_data_dir, progress_log, pyplot, restores_globals, threads
 
 NAME = "psgld-blr"
 # the paper's setting (section "Bayesian Logistic Regression")
@@ -420,6 +420,7 @@ def _mean(curves: list[list[float]]) -> list[float]:
     return torch.tensor(curves, dtype=torch.float64).mean(0).tolist()
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-blr", progress: bool | None = None, *,
         device: str = "cpu", seed: int | None = None, resume: bool = False,
         data_dir: str | Path | None = None) -> dict:

@@ -28,7 +28,7 @@ from ..models.cnn import ConvNet
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
 from ._report import Comparison, Ordering, Tolerance, write_report
-from ._shared import progress_log, pyplot, threads
+from ._shared import progress_log, pyplot, restores_globals, threads
 from .psgld_fnn import run_one
 
 PAPER_ERROR_PCT = {"pSGLD": 0.45, "SGD": 0.82}
@@ -76,6 +76,7 @@ def _reductions(cfg: Config) -> list[str]:
     return out
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", progress: bool | None = None,
         *, seed: int | None = None, resume: bool = False) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)

@@ -28,7 +28,7 @@ from .. import PSGLD, SGLD, ModuleEnergy
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
 from ._report import Comparison, Ordering, Tolerance, write_report
-from ._shared import progress_log, pyplot, threads
+from ._shared import progress_log, pyplot, restores_globals, threads
 
 PAPER_ERROR_PCT = {  # Table 2
     "pSGLD (σ² = 100)": {400: 1.40, 800: 1.26, 1200: 1.14},
@@ -159,6 +159,7 @@ def run_one(energy: ModuleEnergy, sampler, data, cfg: Config, log=None, *, folde
             "seconds": seconds}
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", progress: bool | None = None,
         *, seed: int | None = None, resume: bool = False) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)

@@ -76,7 +76,7 @@ from .. import PSGLD, SGLD, LogDensityEnergy, NoisyGradientEnergy, sample
 from ..diagnostics import autocorrelation, integrated_time
 from . import REGISTRY, resolve_preset
 from ._report import Comparison, Ordering, Tolerance, write_report
-from ._shared import progress_log, pyplot, threads
+from ._shared import progress_log, pyplot, restores_globals, threads
 
 NAME = "psgld-gaussian-2d"
 TARGET_VAR = (0.16, 1.0)  # diag of the target covariance C
@@ -276,6 +276,7 @@ def _summ(v: Tensor) -> dict:
 # ---------------------------------------------------------------------------------------
 # The experiment
 # ---------------------------------------------------------------------------------------
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussian-2d", progress: bool | None = None,
         *, device: str = "cpu", seed: int | None = None) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)

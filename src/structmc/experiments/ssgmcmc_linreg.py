@@ -38,7 +38,7 @@ from ..structured import BernoulliMask, ChainHistory, StructuredEnergy, custom, 
 from ..structured import structured_optimum_gaussian
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Tolerance, write_report
-from ._shared import pyplot
+from ._shared import pyplot, restores_globals
 
 NAMES = ["w1", "w2", "w3", "b"]
 TRUTH = (1.5, -0.8, 1.3, 0.5)
@@ -176,6 +176,7 @@ def _per_chain(samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 PAIRS = ((0, 1), (0, 2), (2, 3))
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linreg", progress: bool | None = None,
         *, seed: int | None = None) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)

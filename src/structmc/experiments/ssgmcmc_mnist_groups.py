@@ -88,7 +88,7 @@ from ..partitions import Partition, round_robin
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
-from ._shared import load_result, progress_log, pyplot, resumable_iterate, save_result, threads
+from ._shared import load_result, progress_log, pyplot, restores_globals, resumable_iterate, save_result, threads
 
 NAME = "ssgmcmc-mnist-groups"
 NUM_PARAMS = 784 * 50 + 50 * 50 + 50 * 10  # 42,200 weights
@@ -257,6 +257,7 @@ def _reductions(cfg: Config) -> list[str]:
     return out
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", progress: bool | None = None, *,
         device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
     """Run the experiment into ``out_dir``: each chain is checkpointed every epoch under

@@ -59,6 +59,7 @@ from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
 from ._shared import default_data_dir, load_result, progress_log, pyplot, resumable_iterate, save_result, threads
+from ._shared import restores_globals
 
 DATASETS = ("fashion-mnist", "cifar10", "svhn")
 PAPER_BATCH = {"fashion-mnist": 500, "cifar10": 128, "svhn": 128}
@@ -323,6 +324,7 @@ def _reductions(cfg: Config) -> list[str]:
     return out
 
 
+@restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resnet", progress: bool | None = None,
         *, seed: int | None = None, resume: bool = False) -> dict:
     """Run the experiment into ``out_dir``: each chain is checkpointed every epoch under

@@ -13,6 +13,7 @@ iteration of ``num_leapfrog`` updates (as in the MAMBA reference code).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -122,6 +123,7 @@ class ScaleAdaptedSGHMC(Sampler):
             raise ValueError(f"adapt_steps must be >= 0, got {adapt_steps}")
         self.noise_correction = bool(noise_correction)
         self.eps = check_positive("eps", eps)
+        self._clamp_checked_lr: float | None = None  # see _check_clamp
 
     def init(self, theta: Tensor, generator=None) -> ScaleAdaptedSGHMCState:
         theta = theta.detach().clone()
@@ -140,8 +142,27 @@ class ScaleAdaptedSGHMC(Sampler):
         v.mul_(1 - self.friction).addcmul_(step, grad, value=-1.0)
         noise_var = step * (2 * self.friction * self.temperature)
         if self.noise_correction:
-            noise_var.sub_(lr * lr).clamp_(min=0.0)
+            noise_var.sub_(lr * lr)
+            self._check_clamp(state.step, noise_var, lr)
+            noise_var.clamp_(min=0.0)
         v.addcmul_(self._noise(v, generator), noise_var.sqrt_())
         state.theta.add_(v)
         state.step += 1
         return state
+
+    def _check_clamp(self, step: int, noise_var: Tensor, lr: float) -> None:
+        """Warn when max(2αηmT − η², 0) clamps the noise to 0: those coordinates then move
+        deterministically and the chain stops sampling (target variance 1, lr 0.5: chain
+        variance 6e-43). One device read, once V̂ is fixed (the last adaptation update) and again
+        only when the step size grows past the last one checked, so not one per iteration."""
+        if step < self.adapt_steps - 1 or (self._clamp_checked_lr is not None and lr <= self._clamp_checked_lr):
+            return
+        self._clamp_checked_lr = lr
+        clamped = float((noise_var <= 0).double().mean())
+        if clamped > 0:
+            warnings.warn(
+                f"{self.name}: at update {step + 1} the injected noise max(2·α·η·m·T − η², 0) is clamped to 0 on "
+                f"{100 * clamped:.3g}% of the coordinates (friction α = {self.friction}, lr η = {lr:g}, T = "
+                f"{self.temperature:g}): those coordinates move without noise and the chain no longer samples "
+                f"the target there. Lower lr (the noise is positive where η < 2·α·T·m, m = 1/(√V̂ + eps)), raise "
+                f"friction, or pass noise_correction=False.", RuntimeWarning, stacklevel=4)

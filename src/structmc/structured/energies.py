@@ -240,6 +240,13 @@ class StructuredEnergy:
         return self.base
 
     @property
+    def predictive_energy(self):
+        """The energy that predicts from this energy's draws (see :class:`~structmc.energy.Energy`):
+        the base's. The structured energy only changes how the chain moves; its draws are draws
+        of the base model's parameters (same space), so predictions are the base model's."""
+        return getattr(self.base, "predictive_energy", None)  # optional on a user's base energy
+
+    @property
     def evaluations_per_call(self) -> int:
         """Base-model evaluations per call, in evaluations on the chain's n-row minibatch: the K
         (or M) copies, 1 during warm-up, and 1 with ``split_batch`` (K copies on n/K rows each)."""
@@ -319,6 +326,7 @@ class StructuredEnergy:
 
     # -- state across iterations (StatefulEnergy) ---------------------------------------------
     def start(self, theta0: Tensor) -> None:
+        check_copy_memory(self.num_copies, self.max_copies_per_call, self.partition.num_groups, theta0)
         self._state["generator"] = torch.Generator(device=theta0.device).manual_seed(self.seed)
         self._state["steps"] = 0
         self.history.reset(theta0, self.partition.group_ids)
@@ -392,6 +400,66 @@ class StructuredEnergy:
         if grad and self.scale != 1.0:
             total *= self.scale
         return value, total
+
+
+#: float tensors of size C·k·P alive at once in one batched evaluation of k copies: masks r,
+#: draws θ̃, θ − θ̃, the mixed vectors, the base energy's parameter leaves and gradients, r·g
+#: (measured: 8–10 for a vmapped linear ModuleEnergy on the CPU; activations come on top)
+COPY_TENSORS = 8
+#: the share of the free memory one batched evaluation may take before :func:`check_copy_memory`
+#: refuses it, and the size above which it warns where the free memory is unknown
+MEMORY_SHARE, UNKNOWN_MEMORY_WARN = 0.8, 2 * 2**30
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Free bytes on ``device``: the CUDA allocator's free memory, ``MemAvailable`` of
+    /proc/meminfo on the CPU (Linux); ``None`` where unknown."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0])
+        if device.type == "cpu":
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return None
+
+
+def check_copy_memory(num_copies: int, per_call: int, num_groups: int, theta0: Tensor) -> None:
+    """Before any compute: the mixed parameter vectors of ``per_call`` copies of C chains
+    (about :data:`COPY_TENSORS` tensors of C·k·P elements) must fit in the free memory, else a
+    ``ValueError`` names ``max_copies_per_call`` and the value that fits (the copies are then
+    evaluated in chunks of that many). Where the free memory is unknown it warns above
+    :data:`UNKNOWN_MEMORY_WARN` bytes."""
+    C, P = theta0.shape
+    k = min(per_call, num_copies)
+    per_copy = COPY_TENSORS * C * P * theta0.element_size()
+    need = per_copy * k
+    free = available_memory(theta0.device)
+    gib = lambda b: f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+    what = (f"StructuredEnergy: one batched evaluation of {k} of its {num_copies} copies (M = {num_groups} groups) for "
+            f"{C} chain(s) of P = {P} parameters holds about {COPY_TENSORS} x {C}·{k}·{P} values, {gib(need)} "
+            f"(model activations on top)")
+    if free is None:
+        if need > UNKNOWN_MEMORY_WARN:
+            import warnings
+
+            fit = max(1, int(UNKNOWN_MEMORY_WARN // per_copy))
+            warnings.warn(f"{what}; if memory runs out, pass max_copies_per_call={fit} (about "
+                          f"{gib(UNKNOWN_MEMORY_WARN)} per call: the copies are evaluated in chunks)", stacklevel=4)
+        return
+    limit = MEMORY_SHARE * free
+    if need <= limit:
+        return
+    fit = int(limit // per_copy)
+    if fit >= 1:
+        raise ValueError(f"{what}, but {gib(free)} is free on {theta0.device}: pass max_copies_per_call={fit} (or "
+                         f"less) to evaluate the copies in chunks that fit ({gib(fit * per_copy)} each), or run fewer "
+                         f"chains")
+    raise ValueError(f"{what}, but {gib(free)} is free on {theta0.device}: even max_copies_per_call=1 needs "
+                     f"{gib(per_copy)}; run fewer chains (num_chains={C}) or a smaller model")
 
 
 def _repeat_chains(t: Tensor, k: int) -> Tensor:

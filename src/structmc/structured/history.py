@@ -24,9 +24,17 @@ least ``MIN_ROW`` parameters long and padding each group to the longest costs at
 (``[C, W, M·L]``), and a draw copies K·M whole rows (``index_select`` with a K·M index instead
 of a K·P one): 6x faster for K = 8 copies, 2 chains, 64 groups of an MLP with P = 42,310.
 Draws are the same values either way; checkpoints hold the group-sorted layout.
+
+Memory: the buffer holds capacity x C x P numbers (4 bytes each in float32), e.g. 6.4 GB for
+``ChainHistory(5000)`` with 4 chains of a 784-100-10 MLP (P = 79,510). A buffer above
+``WARN_BYTES`` (2 GiB) warns when it is allocated, with its size and the ways to shrink it:
+a smaller ``capacity`` (with ``thin`` to span the same stretch of the chain, or
+``mode="reservoir"`` to draw from the whole chain), ``dtype=torch.bfloat16``, fewer chains.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import Tensor
@@ -37,6 +45,7 @@ from ..schedules import check_int
 class ChainHistory:
     MIN_ROW = 8  # shortest group for the padded-row layout (shorter rows do not pay)
     MAX_PADDING = 0.25  # most extra memory the padded-row layout may cost, relative to P
+    WARN_BYTES = 2 * 2 ** 30  # a buffer larger than this warns when it is allocated (see _check_memory)
 
     def __init__(self, capacity: int, *, mode: str = "window", thin: int = 1, dtype: torch.dtype | None = None):
         if check_int("capacity", capacity) < 1:
@@ -69,7 +78,24 @@ class ChainHistory:
 
     def _new_buffer(self, C: int, P: int, dtype, device) -> Tensor:
         width = P if self._rows is None else self._rows[0] * self._rows[1]
+        self._check_memory(C, P, width, dtype)
         return torch.zeros(C, self.capacity, width, dtype=dtype, device=device)  # padding stays 0
+
+    def _check_memory(self, C: int, P: int, width: int, dtype) -> None:
+        """Warns, before allocating, when the buffer (capacity x chains x width x bytes) is
+        larger than ``WARN_BYTES``, with the ways to shrink it."""
+        item = torch.empty((), dtype=dtype).element_size()
+        size = C * self.capacity * width * item
+        if size <= self.WARN_BYTES:
+            return
+        pad = "" if width == P else f" (P = {P:,} padded to {width:,} for the group-row layout)"
+        half = ("" if item <= 2 else f"; dtype=torch.bfloat16 (or torch.float16) divides it by {item // 2} (draws are "
+                "cast back to the chain's dtype)")
+        warnings.warn(f"ChainHistory: the θ̃ history takes {size / 2 ** 30:.3g} GiB = capacity {self.capacity:,} x "
+                      f"{C} chains x {width:,} parameters{pad} x {item} bytes. To reduce it: a smaller capacity "
+                      f"(ChainHistory({max(1, self.capacity // 10):,}, thin=10) spans the same stretch of the chain; "
+                      f"mode='reservoir' draws from the whole chain at any capacity){half}; or fewer chains",
+                      UserWarning, stacklevel=4)
 
     def _set_layout(self, group_ids: Tensor | None, device) -> None:
         self._rows = None

@@ -12,7 +12,7 @@ from ..executors import as_executor
 from ..run import Budget
 from ..samplers import SAMPLERS
 from .arms import Arm, as_arms, lr_from_paper
-from .mamba import TuningResult, _as_budget, _run_rounds, budget_kind
+from .mamba import TuningResult, _as_budget, _run_rounds, check_scorable, warn_unscored
 from .metrics import as_metric
 from .problem import Problem
 
@@ -52,7 +52,7 @@ def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: fl
                 fixed.append(b)
         arms = fixed
     budget = _as_budget(budget)
-    budget_kind(budget)
+    check_scorable(budget, thin, min(min_samples, max_samples), arms=len(arms), rounds=1, total=budget)  # per arm
     metric = as_metric(metric)
     if isinstance(target, Problem):
         problem = target
@@ -66,10 +66,12 @@ def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: fl
     own = executor is None or isinstance(executor, str)
     ex = as_executor(executor)
     try:
-        return _run_rounds("grid_search", problem, arms, budget, plan, 1, eta=len(arms) + 1, metric=metric,
-                           executor=ex, seed=seed, samples="round", restart="state", thin=thin,
-                           max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost, warmup=warmup,
-                           out_dir=out_dir, resume=resume, progress=progress)
+        result = _run_rounds("grid_search", problem, arms, budget, plan, 1, eta=len(arms) + 1, metric=metric,
+                             executor=ex, seed=seed, samples="round", restart="state", thin=thin,
+                             max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
+                             warmup=warmup, out_dir=out_dir, resume=resume, progress=progress)
+        warn_unscored(result, min_samples)
+        return result
     finally:
         if own:
             ex.close()

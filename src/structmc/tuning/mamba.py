@@ -23,9 +23,11 @@ gradient-evaluation budget the choice and the trace are identical on every backe
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -34,14 +36,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import fingerprint
 from ..executors import as_executor
 from ..run import Budget
+from ..storage import _atomic_write_bytes
 from .arms import Arm, as_arms
 from .metrics import as_metric
 from .problem import Problem
 from .task import ArmTask, evenly, run_arm
 
 TRACE_FORMAT = 1
+PROGRESS = "progress.pt"  # the one authoritative record of a tuning run in out_dir (see _save_progress)
+PROGRESS_FORMAT = 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,6 +87,46 @@ def round_budget(budget: Budget, arms_in_round: int, rounds: int) -> Budget:
     if kind == "seconds":
         return Budget(seconds=share)
     return Budget(**{kind: max(1, int(math.floor(share)))})
+
+
+def check_scorable(share: Budget, thin: int, min_samples: int, *, arms: int, rounds: int, total: Budget) -> None:
+    """Refuse, before any compute, a budget whose smallest per-arm share cannot give each arm
+    ``min_samples`` draws kept every ``thin`` iterations (callers pass
+    ``min(min_samples, max_samples)``: no more than are scored): such arms would be scored on one or
+    two draws and a winner chosen from noise. Counted in iterations (a gradient evaluation
+    budget needs at least one evaluation per iteration); a ``seconds`` budget is checked after
+    its first round (see :func:`warn_unscored`)."""
+    kind, _ = budget_kind(share)
+    if kind == "seconds" or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                    for v in (thin, min_samples)):
+        return  # bad thin / min_samples get their own error from the round runner
+    need = int(thin) * int(min_samples)
+    have = int(getattr(share, kind))
+    if have < need and total is share:  # a per-arm budget (grid search)
+        raise ValueError(
+            f"the tuning budget {kind}={have} per arm is too small to score the arms: it keeps fewer than "
+            f"min_samples={min_samples} draws at thin={thin}. Give at least {kind}={need} per arm (= thin x "
+            f"min_samples), or lower thin / min_samples")
+    if have < need:
+        minimum = need * arms * rounds
+        raise ValueError(
+            f"the tuning budget {kind}={getattr(total, kind)} is too small to score the arms: the first round gives "
+            f"each of its {arms} arms {have} {kind.replace('_', ' ')}, which keeps fewer than min_samples="
+            f"{min_samples} draws at thin={thin} ({need} needed). Give at least {kind}={minimum} (= thin x "
+            f"min_samples x {arms} arms x {rounds} round{'s' if rounds > 1 else ''}), or lower thin / min_samples, "
+            f"or tune fewer arms")
+
+
+def warn_unscored(result, min_samples: int) -> None:
+    """After a ``seconds`` budget: warn when an arm that did not fail was scored on fewer than
+    ``min_samples`` draws (the choice between such arms is noise)."""
+    short = [(r["label"], r["scored"]) for rnd in result.rounds for r in rnd["results"]
+             if not r.get("error") and r.get("scored", 0) < min_samples]
+    if short:
+        shown = ", ".join(f"{label}: {n}" for label, n in short[:5])
+        warnings.warn(f"the tuning budget was too small to score every arm on min_samples={min_samples} draws "
+                      f"({len(short)} arm-rounds fell short; {shown}{', ...' if len(short) > 5 else ''}): the choice is "
+                      f"unreliable; give more seconds or use an iterations budget", RuntimeWarning, stacklevel=3)
 
 
 def budget_kind(budget: Budget) -> tuple[str, float]:
@@ -126,7 +172,8 @@ class TuningResult:
     ``kept`` and ``pruned`` (``{"index", "reason"}``) and ``wall_s``. ``timing`` splits the
     wall time into sampling, scores, metric, set-up (warm-up included), ``in_task_other``
     (recording draws, state copies) and the driver's ``overhead`` (wall time not covered by
-    tasks, with ``slots`` tasks running at once).
+    tasks, with ``slots`` tasks running at once). ``target``: the target's fingerprint
+    (:mod:`structmc.fingerprint`) when the run has an ``out_dir``; resuming refuses another.
     """
 
     method: str
@@ -136,6 +183,7 @@ class TuningResult:
     best_index: int | None = None
     timing: dict = field(default_factory=dict)
     complete: bool = False
+    target: dict | None = None
 
     @property
     def best(self) -> Arm | None:
@@ -154,14 +202,14 @@ class TuningResult:
         return {"format": TRACE_FORMAT, "method": self.method, "arms": [a.to_dict() for a in self.arms],
                 "settings": self.settings, "rounds": self.rounds, "best_index": self.best_index,
                 "best": None if self.best is None else self.best.to_dict(), "timing": self.timing,
-                "complete": self.complete}
+                "complete": self.complete, **({} if self.target is None else {"target": self.target})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TuningResult":
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"unknown tuning trace format {d.get('format')!r}")
         return cls(d["method"], [Arm.from_dict(a) for a in d["arms"]], d["settings"], d["rounds"], d["best_index"],
-                   d.get("timing", {}), d.get("complete", False))
+                   d.get("timing", {}), d.get("complete", False), d.get("target"))
 
     def to_json(self) -> str:
         return json.dumps(_finite(self.to_dict()), indent=1)
@@ -331,6 +379,8 @@ def _run_rounds(method: str, problem: Problem, arms: list[Arm], budget: Budget, 
     result = TuningResult(method, arms, settings)
     states: dict[int, dict] = {}
     out_dir = None if out_dir is None else Path(out_dir)
+    if out_dir is not None:  # what resume checks: the energy and every byte of the data
+        result.target = fingerprint.fingerprint(problem.energy, problem.data)
     if resume:
         if out_dir is None:
             raise ValueError("resume=True needs out_dir")
@@ -436,28 +486,45 @@ def _timing(result: TuningResult, executor, wall: float) -> dict:
 
 
 def _save_progress(out_dir: Path, result: TuningResult, states: dict) -> None:
+    """One atomic commit per round: ``progress.pt`` holds the trace and the surviving arms' states
+    together, written to a temporary file and put in place by ``os.replace``, so a kill at any
+    point leaves the previous round's progress or this one's, never a mix. ``trace.json`` is a
+    readable copy written after the commit (resume never reads it while ``progress.pt`` exists)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / "arm_states.pt.tmp"
-    torch.save(states, tmp)
-    tmp.replace(out_dir / "arm_states.pt")
-    result.save(out_dir / "trace.json")
+    buf = io.BytesIO()
+    torch.save({"format": PROGRESS_FORMAT, "trace": result.to_dict(), "states": states}, buf)
+    _atomic_write_bytes(buf.getvalue(), out_dir / PROGRESS)
+    _atomic_write_bytes(result.to_json().encode(), out_dir / "trace.json")
+    legacy = out_dir / "arm_states.pt"  # structmc 0.1's second file, superseded by progress.pt
+    if legacy.exists():
+        legacy.unlink()
 
 
 def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, dict]:
-    trace = out_dir / "trace.json"
-    if not trace.exists():
+    progress, trace = out_dir / PROGRESS, out_dir / "trace.json"
+    if progress.exists():
+        saved = torch.load(progress, map_location="cpu", weights_only=False)
+        if saved.get("format") != PROGRESS_FORMAT:
+            raise ValueError(f"cannot resume from {progress}: unknown progress format {saved.get('format')!r}")
+        old, states, source = TuningResult.from_dict(saved["trace"]), saved["states"], progress
+    elif trace.exists():  # written by structmc 0.1: trace.json, then arm_states.pt
+        old, source = TuningResult.load(trace), trace
+        states = None
+    else:
         return fresh, {}
-    old = TuningResult.load(trace)
     mine, theirs = dict(fresh.settings), dict(old.settings)
     for key in ("executor",):
         mine.pop(key, None), theirs.pop(key, None)
     if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) \
             or [a.to_dict() for a in old.arms] != [a.to_dict() for a in fresh.arms]:
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        raise ValueError(f"cannot resume from {trace}: its settings or arms differ ({', '.join(diff) or 'arms'})")
+        raise ValueError(f"cannot resume from {source}: its settings or arms differ ({', '.join(diff) or 'arms'})")
+    fingerprint.check(old.target, fresh.target, f"the tuning run in {out_dir}")
+    old.target = fresh.target  # a run from before fingerprints records this one from now on
     if old.complete:
         return old, {}
-    states = torch.load(out_dir / "arm_states.pt", weights_only=False) if old.rounds else {}
+    if states is None:
+        states = torch.load(out_dir / "arm_states.pt", weights_only=False) if old.rounds else {}
     return old, states
 
 
@@ -494,8 +561,10 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
         then costs 5–10× the sampling).
     executor : where tasks run (:func:`structmc.executors.as_executor`): ``None`` in process,
         ``"process"``, ``"dask"``, ``"ray"``, a Dask ``Client``, an executor object.
-    out_dir, resume : write ``trace.json`` and ``arm_states.pt`` after every round (and the
-        plot at the end); ``resume=True`` continues an interrupted run from them.
+    out_dir, resume : commit the progress (trace and arm states, ``progress.pt``, one atomic
+        write) after every round, with ``trace.json`` as a readable copy (and the plot at the
+        end); ``resume=True`` continues an interrupted run from it, refusing a changed target
+        (energy or data: :mod:`structmc.fingerprint`) or changed settings.
 
     Returns a :class:`TuningResult` (``.best`` is the chosen :class:`Arm`).
     """
@@ -503,12 +572,14 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     _check_eta(eta)
     budget = _as_budget(budget)
     metric = as_metric(metric)
+    R = num_rounds(len(arms), eta)
+    check_scorable(round_budget(budget, len(arms), R), thin, min(min_samples, max_samples), arms=len(arms), rounds=R,
+                   total=budget)
     if isinstance(target, Problem):
         problem = target
     if problem is None:
         problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
                           score_data=score_data, validation=validation, seed=seed)
-    R = num_rounds(len(arms), eta)
 
     def plan(n_alive: int):
         return round_budget(budget, n_alive, R), survivors(n_alive, eta)
@@ -516,10 +587,12 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     own = executor is None or isinstance(executor, str)
     ex = as_executor(executor)
     try:
-        return _run_rounds("mamba", problem, arms, budget, plan, R, eta=eta, metric=metric, executor=ex, seed=seed,
-                           samples=samples, restart=restart, thin=thin, max_samples=max_samples,
-                           min_samples=min_samples, metric_cost=metric_cost, warmup=warmup, out_dir=out_dir,
-                           resume=resume, progress=progress)
+        result = _run_rounds("mamba", problem, arms, budget, plan, R, eta=eta, metric=metric, executor=ex,
+                             seed=seed, samples=samples, restart=restart, thin=thin, max_samples=max_samples,
+                             min_samples=min_samples, metric_cost=metric_cost, warmup=warmup, out_dir=out_dir,
+                             resume=resume, progress=progress)
+        warn_unscored(result, min_samples)
+        return result
     finally:
         if own:
             ex.close()
