@@ -7,14 +7,21 @@ import statistics
 import time
 from typing import Callable
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
 
 def interleaved_seconds_per_step(contenders: dict[str, Callable[[int], None]], steps: int, rounds: int,
-                                 warmup: int = 3, rewarm: int = 1) -> dict[str, float]:
+                                 warmup: int = 3, rewarm: int = 1, clock: str = "wall") -> dict[str, float]:
     """Median seconds per step of each ``run(n_steps)``, measured in interleaved rounds so
     that machine noise hits every contender alike; one warm-up call each first, and an
     untimed ``run(rewarm)`` right before every timed block, and the order rotated every round
     (with a fixed order, the tuned hand loop timed right after the 32-chain row of
-    bench_samplers.py looked 12-20% slower than in isolation)."""
+    bench_samplers.py looked 12-20% slower than in isolation). ``clock="thread"`` times with
+    ``time.thread_time`` (CPU seconds of this thread: on a shared machine, time spent waiting
+    for a core is not counted; meaningful with ``torch.set_num_threads(1)`` on CPU only)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    now = CLOCKS[clock]
     for run in contenders.values():
         run(warmup)
     times: dict[str, list[float]] = {k: [] for k in contenders}
@@ -26,9 +33,9 @@ def interleaved_seconds_per_step(contenders: dict[str, Callable[[int], None]], s
             run = contenders[name]
             if rewarm:
                 run(rewarm)
-            t0 = time.perf_counter()
+            t0 = now()
             run(steps)
-            times[name].append((time.perf_counter() - t0) / steps)
+            times[name].append((now() - t0) / steps)
     return {k: statistics.median(v) for k, v in times.items()}
 
 

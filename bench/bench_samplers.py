@@ -19,13 +19,27 @@ On ``--device cuda`` every timed block ends with ``torch.cuda.synchronize()``.
     python bench/bench_samplers.py                       # MLP on CPU, ~1-2 minutes
     python bench/bench_samplers.py --model resnet20      # slow on CPU; use --device cuda
     python bench/bench_samplers.py --quick               # a few seconds, for smoke runs
+
+``--posteriors off`` leaves posteriors out as if it were not installed, ``--posteriors
+imported`` imports it but runs no row of it. ``--posteriors-effect R`` answers "does having
+posteriors around slow structmc?": it runs this benchmark in fresh processes, R times each
+way, alternating -- posteriors off; imported before torch and structmc, no row; imported
+first with its row (what a plain run does when it is installed) -- and prints the median
+ratios side by side (``--clock thread`` counts CPU time only, steadier on a shared machine):
+
+    python bench/bench_samplers.py --posteriors-effect 3 --samplers SGLD,CV --chains "" --clock thread
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -150,7 +164,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--samplers", default="all", help="'all' or a comma list of SGLD,pSGLD,SGHMC,SGNHT,CV")
     ap.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="wall: perf_counter; thread: CPU time of this thread (CPU, 1 thread)")
+    ap.add_argument("--posteriors", choices=("auto", "off", "imported"), default="auto",
+                    help="auto: a posteriors row when installed; off: none, not imported; imported: imported, no row")
+    ap.add_argument("--posteriors-effect", type=int, default=0, metavar="R",
+                    help="run R fresh processes per posteriors mode (off / imported first / imported first with "
+                         "its row), alternating, and print the median ratios side by side")
     args = ap.parse_args(argv)
+    if args.posteriors_effect:
+        return posteriors_effect(args.posteriors_effect, [a for a in (sys.argv[1:] if argv is None else argv)])
     mlp = args.model == "mlp"
     steps = args.steps or (200 if mlp else 20)
     batch = args.batch_size or (500 if mlp else 128)
@@ -195,12 +218,15 @@ def main(argv=None) -> dict:
                 key = f"structmc {name}, {C} chains"
                 contenders[key] = ours(samplers[name](), num_chains=C)
                 per_chain[key] = C
-    try:
-        contenders["posteriors SGLD"] = synced(posteriors_loop(model, X, y, batch, lr, 0), args.device)
-    except ImportError:
-        print("posteriors is not installed (pip install posteriors): skipping that reference", file=sys.stderr)
+    if args.posteriors == "imported":
+        import posteriors  # noqa: F401  (imported, no row: the import alone)
+    elif args.posteriors == "auto":
+        try:
+            contenders["posteriors SGLD"] = synced(posteriors_loop(model, X, y, batch, lr, 0), args.device)
+        except ImportError:
+            print("posteriors is not installed (pip install posteriors): skipping that reference", file=sys.stderr)
 
-    per_step = interleaved_seconds_per_step(contenders, steps, args.rounds)
+    per_step = interleaved_seconds_per_step(contenders, steps, args.rounds, clock=args.clock)
     base = per_step["tuned hand loop (SGLD)"]
     rows = {}
     for k, t in per_step.items():
@@ -209,7 +235,8 @@ def main(argv=None) -> dict:
                    "ratio_to_tuned_hand_loop": t / C / base}
     model_name = "MLP 784-50-50-10" if mlp else "ResNet-20 (BatchNorm)"
     print(f"{model_name}, batch {batch}, N={num_data}, device {args.device}, {torch.get_num_threads()} threads, "
-          f"{args.rounds} rounds x {steps} steps (median)")
+          f"{args.rounds} rounds x {steps} steps (median, {args.clock} clock), posteriors "
+          f"{'imported' if 'posteriors' in sys.modules else 'not imported'}")
     print(f"{'contender':32s} {'ms/step':>9s} {'ms/chain-step':>14s} {'ratio':>7s}")
     for k, r in rows.items():
         print(f"{k:32s} {r['ms_per_step']:9.3f} {r['ms_per_chain_step']:14.3f} {r['ratio_to_tuned_hand_loop']:7.3f}")
@@ -217,6 +244,67 @@ def main(argv=None) -> dict:
     write_json(args.json, {"model": args.model, "device": args.device, "batch_size": batch, "num_data": num_data,
                            "rows": rows})
     return rows
+
+
+# a fresh process per measurement: an import cannot be undone in-process. "first" imports
+# posteriors before torch and structmc (sys.argv[1] is the mode, the rest this script's options)
+_CHILD = """
+import runpy, sys
+mode, script = sys.argv[1], sys.argv[2]
+if mode == "off":
+    sys.modules["posteriors"] = None  # as if not installed
+else:
+    import posteriors  # noqa: F401
+sys.path.insert(0, script.rsplit("/", 1)[0])
+sys.argv = [script] + sys.argv[3:]
+runpy.run_path(script, run_name="__main__")
+"""
+EFFECT_MODES = {"posteriors off": ("off", "off"), "imported first": ("first", "imported"),
+                "imported first + row": ("first", "auto")}
+
+
+def posteriors_effect(repeats: int, argv: list[str]) -> dict:
+    """Median ratio to the tuned hand loop of every row, posteriors off / imported first (no row) /
+    imported first with its row, from ``repeats`` fresh processes each, alternating."""
+    try:
+        import importlib.util
+        if importlib.util.find_spec("posteriors") is None:
+            raise ImportError
+    except ImportError:
+        raise SystemExit("--posteriors-effect needs posteriors installed (pip install posteriors)") from None
+    rest, skip = [], False
+    for a in argv:  # this option, --posteriors and --json are the parent's
+        if skip:
+            skip = False
+            continue
+        if a in ("--posteriors-effect", "--posteriors", "--json"):
+            skip = True
+            continue
+        if a.startswith(("--posteriors-effect=", "--posteriors=", "--json=")):
+            continue
+        rest.append(a)
+    script = os.path.abspath(__file__)
+    ratios: dict[str, dict[str, list[float]]] = {}
+    hand_ms: dict[str, list[float]] = {m: [] for m in EFFECT_MODES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            for label, (prelude, mode) in EFFECT_MODES.items():
+                out = os.path.join(tmp, f"{r}-{prelude}-{mode}.json")
+                cmd = [sys.executable, "-W", "ignore::FutureWarning", "-c", _CHILD, prelude, script, *rest, "--posteriors", mode, "--json", out]
+                print(f"[{r + 1}/{repeats}] {label}", file=sys.stderr, flush=True)
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                with open(out) as f:
+                    rows = json.load(f)["rows"]
+                hand_ms[label].append(rows["tuned hand loop (SGLD)"]["ms_per_step"])
+                for k, v in rows.items():
+                    ratios.setdefault(k, {m: [] for m in EFFECT_MODES})[label].append(v["ratio_to_tuned_hand_loop"])
+    print(f"ratio to the tuned hand loop, median of {repeats} fresh processes per column")
+    print(f"{'contender':32s}" + "".join(f" {m:>21s}" for m in EFFECT_MODES))
+    print(f"{'tuned hand loop ms/step':32s}" + "".join(f" {statistics.median(hand_ms[m]):21.3f}" for m in EFFECT_MODES))
+    for k, by in ratios.items():
+        print(f"{k:32s}" + "".join(f" {statistics.median(by[m]):21.3f}" if by[m] else f" {'-':>21s}"
+                                   for m in EFFECT_MODES))
+    return {k: {m: statistics.median(v) if v else None for m, v in by.items()} for k, by in ratios.items()}
 
 
 if __name__ == "__main__":

@@ -122,6 +122,11 @@ class Outcome:
 
 @functools.lru_cache(maxsize=None)
 def run_page(rel: str) -> dict[int, Outcome]:
+    """The outcome of each block of the page, the page run once per session."""
+    return execute_page(rel)
+
+
+def execute_page(rel: str) -> dict[int, Outcome]:
     """Runs the page's blocks in order in one namespace; the outcome of each block."""
     blocks = extract(ROOT / rel)
     out: dict[int, Outcome] = {}
@@ -215,11 +220,7 @@ def test_harness_reports_page_block_and_line(tmp_path, monkeypatch):
     rel = _page(tmp_path, "# t\n\n```python\nx = 1\n```\n\ntext\n\n<!-- doc-test: replace x + 2 -> x + 5 -->\n"
                           "```python\ny = x + 2\nassert y == 3, y\n```\n\n<!-- doc-test: skip (needs CUDA) -->\n"
                           "```python\nraise SystemExit\n```\n")
-    run_page.cache_clear()
-    try:
-        out = run_page(rel)
-    finally:
-        run_page.cache_clear()
+    out = execute_page(rel)
     assert out[1].status == "passed"
     assert out[2].status == "failed" and "page.md, block 2, line 12 of page.md: assert y == 3, y" in out[2].message
     assert "AssertionError: 6" in out[2].message  # the replacement was applied: y = 1 + 5

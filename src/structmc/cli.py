@@ -82,8 +82,8 @@ def _load_config(path: str) -> dict:
 
 # the type each sample setting takes (in config files; the flags are typed by argparse)
 _FLOAT_KEYS = ("lr", "friction", "a", "alpha", "temperature", "prior_std", "noise_std")
-_INT_KEYS = {"num_leapfrog": 1, "num_steps": 1, "burn_in": 0, "thin": 1, "num_chains": 1, "batch_size": 1,
-             "seed": 0, "checkpoint_every": 1}  # key -> minimum
+_INT_KEYS = {"num_leapfrog": 1, "num_steps": 1, "burn_in": 0, "thin": 1, "num_chains": 1,
+             "seed": 0, "checkpoint_every": 1}  # key -> minimum (batch_size: rows or a fraction, see _batch_value)
 _STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir")
 _OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir")
 _MAX_SEED = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
@@ -91,18 +91,73 @@ _FLAGS = "the command line"
 _FLAG_NAMES = {"num_steps": "--steps", "num_chains": "--chains"}  # where the flag is not --key-with-dashes
 
 
+def _flag(key: str) -> str:
+    """The flag of setting ``key``: ``burn_in`` -> ``--burn-in``, ``num_steps`` -> ``--steps``."""
+    return _FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
+
+
+def _config_keys(cfg: dict, path: str) -> tuple[dict, dict]:
+    """A config file's keys as settings: the flags' names (``steps``, ``burn-in``,
+    ``batch-size``), with hyphens or underscores (``burn_in``), and the settings' own names
+    (``num_steps``, ``num_chains``) all work. Returns ``(settings, {setting: key as written})``;
+    an unknown key, or two keys for one setting, is a :class:`UsageError`."""
+    by_name = {}
+    for key in SAMPLE_DEFAULTS:
+        by_name[key] = key
+        by_name[_flag(key)[2:].replace("-", "_")] = key  # steps -> num_steps
+    out, written, unknown = {}, {}, []
+    for key, value in cfg.items():
+        setting = by_name.get(str(key).replace("-", "_"))
+        if setting is None:
+            unknown.append(key)
+        elif setting in out:
+            raise UsageError(f"{path} sets {setting} twice, as {written[setting]!r} and {key!r}: keep one")
+        else:
+            out[setting], written[setting] = value, key
+    if unknown:
+        raise UsageError(f"unknown keys in {path}: {sorted(map(str, unknown))}; allowed: the flags' names "
+                         f"({', '.join(sorted(_flag(k)[2:] for k in SAMPLE_DEFAULTS))}), with - or _")
+    return out, written
+
+
+def _batch_value(value, where: str):
+    """``--batch-size``: a number of rows (an integer >= 1) or a fraction of the training set in
+    (0, 1] (a float, as ``structmc tune`` prints it: ``0.01``; ``1.0`` is the full data)."""
+    what = f"{where} must be a number of rows (e.g. 32) or a fraction of the training set in (0, 1] (e.g. 0.01)"
+    num = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            num = int(text) if text.lstrip("+").isdigit() else float(text)
+        except ValueError:
+            raise UsageError(f"{what}, got {value!r}") from None
+    if isinstance(num, bool) or not isinstance(num, (int, float)):
+        raise UsageError(f"{what}, got {_type_name(value)}")
+    if isinstance(num, float):
+        if 0.0 < num <= 1.0:
+            return num
+        if num > 1 and num.is_integer():  # TOML's 1e3
+            return int(num)
+        raise UsageError(f"{what}, got {value!r}")
+    if num < 1:
+        raise UsageError(f"{what}, got {value!r}")
+    return int(num)
+
+
 def _type_name(value) -> str:
     return f"{value!r} (a string)" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
 
 
-def _check_settings(s: dict, source: str) -> dict:
+def _check_settings(s: dict, source: str, written: dict | None = None) -> dict:
     """Settings of the expected types and ranges, else a :class:`UsageError` naming the key, the
-    expected type and where the value came from (``source``: the config file or the flags).
-    Numbers written as strings that parse as numbers are accepted (YAML reads ``1e-4`` as a
-    string); integral floats (TOML's ``5e3``) are accepted for integer keys."""
+    expected type and where the value came from (``source``: the config file or the flags;
+    ``written``: the config's spelling of each key). Numbers written as strings that parse as
+    numbers are accepted (YAML reads ``1e-4`` as a string); integral floats (TOML's ``5e3``)
+    are accepted for integer keys."""
     out = dict(s)
+    written = written or {}
     for key, value in s.items():
-        where = f"{key} (in {source})" if source != _FLAGS else _FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
+        where = f"{written.get(key, key)} (in {source})" if source != _FLAGS else _flag(key)
         if value is None and key in _OPTIONAL_KEYS:
             continue
         if key in _FLOAT_KEYS:
@@ -125,6 +180,8 @@ def _check_settings(s: dict, source: str) -> dict:
                 raise UsageError(f"{where} must be an integer >= {_INT_KEYS[key]}, got {value}")
             if key == "seed" and value > _MAX_SEED:
                 raise UsageError(f"{where} must be at most 2**63 - 1, got {value}")
+        elif key == "batch_size":
+            out[key] = _batch_value(value, where)
         elif key in _STR_KEYS:
             if not isinstance(value, str):
                 raise UsageError(f"{where} must be a string, got {_type_name(value)}")
@@ -151,16 +208,28 @@ def _sample_settings(args: argparse.Namespace, explicit: dict | None = None) -> 
     settings = dict(SAMPLE_DEFAULTS)
     explicit = {} if explicit is None else explicit
     if args.config:
-        cfg = _load_config(args.config)
-        unknown = set(cfg) - set(SAMPLE_DEFAULTS)
-        if unknown:
-            raise UsageError(f"unknown keys in {args.config}: {sorted(unknown)}; allowed: {sorted(SAMPLE_DEFAULTS)}")
-        settings.update(_check_settings(cfg, args.config))
-        explicit.update({key: f"{key} (in {args.config})" for key, value in cfg.items() if value is not None})
+        cfg, written = _config_keys(_load_config(args.config), args.config)
+        settings.update(_check_settings(cfg, args.config, written))
+        explicit.update({key: f"{written[key]} (in {args.config})" for key, value in cfg.items() if value is not None})
     flags = {key: getattr(args, key) for key in SAMPLE_DEFAULTS if getattr(args, key, None) is not None}
     settings.update(_check_settings(flags, _FLAGS))
-    explicit.update({key: _FLAG_NAMES.get(key, "--" + key.replace("_", "-")) for key in flags})
+    explicit.update({key: _flag(key) for key in flags})
     return settings
+
+
+def _check_lengths(s: dict, explicit: dict) -> None:
+    """``--steps``, ``--burn-in`` and ``--thin`` must keep a draw: refused before any compute,
+    naming the flags (or config keys, or the defaults) they came from."""
+    def name(key):
+        return f"{explicit[key]} = {s[key]}" if key in explicit else f"{_flag(key)} = {s[key]} (the default)"
+
+    steps, burn_in, thin = s["num_steps"], s["burn_in"], s["thin"]
+    if burn_in >= steps:
+        raise UsageError(f"{name('burn_in')} must be smaller than {name('num_steps')}: pass a smaller --burn-in "
+                         f"(e.g. --burn-in {steps // 5}) or more --steps")
+    if (steps - burn_in) // thin < 1:
+        raise UsageError(f"no draw would be kept with {name('num_steps')}, {name('burn_in')} and {name('thin')}: "
+                         f"(steps - burn-in) // thin = 0; pass a smaller --thin or more --steps")
 
 
 def _refuse_unused(s: dict, explicit: dict) -> None:
@@ -270,6 +339,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if s["gradient"] not in ("minibatch", "cv", "control_variate"):
         raise UsageError(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
     _refuse_unused(s, explicit)
+    _check_lengths(s, explicit)
     if args.resume and args.overwrite:
         raise UsageError("--resume and --overwrite contradict each other: choose one")
     out = _out_folder(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
@@ -292,6 +362,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     energy = _model_energy(s, data)
     sampler = sampler_from_config(sampler_config(s))
     train = (data.x_train, data.y_train)
+    from .tuning.arms import batch_rows
+
+    batch_size = batch_rows(s["batch_size"], len(data.x_train))  # a fraction of N -> rows, as structmc tune
     init = energy.initial_position()
     gradient = "minibatch"
     if s["gradient"] in ("cv", "control_variate"):
@@ -299,7 +372,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
         gradient = ControlVariate(init)
     t0 = time.perf_counter()
     try:
-        chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=s["batch_size"],
+        chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=batch_size,
                        burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
                        gradient=gradient, out_dir=out / "run", checkpoint_every=s["checkpoint_every"],
                        resume=args.resume, overwrite=args.overwrite, progress=None if not args.quiet else False)
@@ -321,7 +394,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         cls = classification_metrics(pred["probs"].double(), data.y_test.long())
         metrics.update({f"test_{k}": v for k, v in cls.items()})
-    report = {"settings": s, "sampler": sampler.config(), "metrics": metrics, "run_dir": str(out / "run")}
+    report = {"settings": s, "batch_rows": batch_size or len(data.x_train), "sampler": sampler.config(),
+              "metrics": metrics, "run_dir": str(out / "run")}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     md = [f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})", "",
           "| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
@@ -334,7 +408,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 #: sample()'s keyword arguments in its run-folder messages -> the flags of `structmc sample`
 _FLAG_WORDS = (("resume=True", "--resume"), ("overwrite=True", "--overwrite"), ("out_dir", "--out"),
-               ("checkpoint_every", "--checkpoint-every"))
+               ("checkpoint_every", "--checkpoint-every"), ("num_steps", "--steps"), ("burn_in", "--burn-in"),
+               ("num_chains", "--chains"), ("batch_size", "--batch-size"))
 
 
 def _flag_words(text: str) -> str:
@@ -411,9 +486,16 @@ def _budget(text: str):
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune a sampler's hyperparameters on a built-in model / data set (MAMBA, grid search or
-    the heuristic) and write the trace, the plot and a report with the chosen arm."""
-    from . import find_map
+    the heuristic) and write the trace, the plot and a report with the chosen arm.
+
+    The MAP fit that starts every arm (the paper's choice; ``--no-map`` skips it) is bounded
+    and reported: with a seconds budget T it gets at most ``--map-share`` of T (default 20%)
+    and the tuning the rest, T·(1 − share), so the whole run stays within T plus set-up; its
+    time is printed on stderr before and after (terminal or not) and written in report.md."""
+    from . import Budget, find_map
     from .tuning import grid, grid_search, heuristic, lr_from_paper, mamba
+    from .tuning.arms import edge_of_grid
+    from .tuning.mamba import _check_eta, check_scorable, num_rounds, round_budget
 
     s = dict(SAMPLE_DEFAULTS)
     for key in ("dataset", "model", "hidden", "activation", "prior_std", "noise_std", "seed", "data_dir", "sampler"):
@@ -423,11 +505,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     budget = _budget(args.budget)
     if args.lr and args.log10_h:
         raise ValueError("give --lr or --log10-h, not both")
-    out = _out_folder(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
-    data = _load_dataset(s)
-    energy = _model_energy(s, data)
-    train = (data.x_train, data.y_train)
-    N = len(data.x_train)
+    for flag, value in (("--thin", args.thin), ("--min-samples", args.min_samples), ("--map-steps", args.map_steps)):
+        if value < 1:
+            raise ValueError(f"{flag} must be an integer >= 1, got {value}")
+    if not 0 < args.map_share < 1:
+        raise ValueError(f"--map-share must lie in (0, 1) (the MAP fit's share of a seconds --budget), got "
+                         f"{args.map_share}")
     lrs = _values(args.lr) if args.lr else [lr_from_paper(s["sampler"], h) for h in _log10_range(args.log10_h or "-7:-3:0.5")]
     hyper = {"lr": lrs}
     for flag, cast in (("num_leapfrog", int), ("friction", float), ("a", float)):
@@ -437,12 +520,46 @@ def cmd_tune(args: argparse.Namespace) -> int:
                for b in (args.batch_size or "1.0,0.1,0.01").split(",")]
     gradients = (args.gradient or "minibatch").split(",")
     arms = grid(s["sampler"], batch_size=batches, gradient=gradients, **hyper)
+    map_cap = None
+    if not args.no_map and budget.seconds is not None:  # the MAP fit's share of T, the rest for tuning
+        map_cap = budget.seconds * args.map_share
+        budget = Budget(seconds=budget.seconds - map_cap)
+    scored = min(args.min_samples, 256)  # mamba() / grid_search() score at most max_samples = 256
+    try:  # the check mamba() / grid_search() make, here before the data, the model and the MAP fit
+        if args.method == "mamba":
+            _check_eta(args.eta)
+            R = num_rounds(len(arms), args.eta)
+            check_scorable(round_budget(budget, len(arms), R), args.thin, scored, arms=len(arms), rounds=R,
+                           total=budget)
+        else:
+            check_scorable(budget, args.thin, scored, arms=len(arms) if args.method == "grid" else 1, rounds=1,
+                           total=budget)
+    except ValueError as err:
+        raise ValueError(_tune_flag_words(str(err))) from None
+    out = _out_folder(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
+    data = _load_dataset(s)
+    energy = _model_energy(s, data)
+    train = (data.x_train, data.y_train)
+    N = len(data.x_train)
     t0 = time.perf_counter()
     init = energy.initial_position()
+    map_line = "MAP fit: skipped (--no-map); every arm starts from the model's initial weights"
     if not args.no_map:  # the paper starts every arm from the MAP (also the control-variate centre)
-        init = find_map(energy, init, data=train, batch_size=max(1, N // 100), num_steps=args.map_steps, seed=s["seed"])
+        rows = max(1, N // 100)
+        bound = (f", at most {map_cap:.1f} s (--map-share {args.map_share:g} of --budget {args.budget})"
+                 if map_cap else "")
+        _note(args, f"MAP fit: up to {args.map_steps} Adam steps on batches of {rows} rows{bound} ...")
+        info: dict = {}
+        init = find_map(energy, init, data=train, batch_size=rows, num_steps=args.map_steps, seed=s["seed"],
+                        max_seconds=map_cap, info=info)
+        map_line = (f"MAP fit: {info['steps']} of {args.map_steps} Adam steps in {info['seconds']:.1f} s"
+                    + (f" (stopped at its {map_cap:.1f} s share of the budget: raise --map-share or --budget, or "
+                       f"lower --map-steps)" if info["stopped_early"] else "")
+                    + (f"; tuning gets {budget.seconds:.1f} s" if map_cap else ""))
+        _note(args, map_line)
     common = dict(data=train, metric=args.metric, executor=args.executor, seed=s["seed"], num_chains=args.chains,
-                  centre=init, out_dir=out, resume=args.resume, progress=None if not args.quiet else False)
+                  centre=init, out_dir=out, resume=args.resume, progress=None if not args.quiet else False,
+                  thin=args.thin, min_samples=args.min_samples)
     if args.method == "mamba":
         result = mamba(energy, init, arms, budget, eta=args.eta, **common)
     elif args.method == "grid":
@@ -453,13 +570,37 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result = grid_search(energy, init, [arm], budget, batch_size=None, **common)
     seconds = time.perf_counter() - t0
     best = result.best
+    for warning in edge_of_grid(result.arms, best):
+        print(f"structmc: warning: {warning}", file=sys.stderr)
     md = [f"# structmc tune: {args.method} for {s['sampler']} on {s['dataset']} ({s['model']})", "",
           "```", result.summary(), "```", "",
-          f"chosen arm: `{best.label}`", "", "```json", json.dumps(best.to_dict(), indent=1), "```", "",
+          f"chosen arm: `{best.label}` (batch {best.batch_count(N) or N} of {N} rows: structmc sample --batch-size "
+          f"{best.batch_count(N) or N})", "", "```json", json.dumps(best.to_dict(), indent=1), "```", "",
+          map_line, "",
           f"wall time {seconds:.1f} s (MAP included); trace: {out / 'trace.json'}"]
     (out / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0
+
+
+def _note(args: argparse.Namespace, line: str) -> None:
+    """A progress line on stderr (terminal or not; ``--quiet`` silences it)."""
+    if not args.quiet:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _tune_flag_words(text: str) -> str:
+    """The tuning library's budget message, in ``structmc tune``'s flags."""
+    import re
+
+    text = text.replace("lower thin / min_samples", "lower --thin / --min-samples")
+    text = re.sub(r"budget iterations=(\d+)", r"budget --budget \1it", text)
+    text = re.sub(r"budget grad_evals=(\d+)", r"budget --budget \1grad", text)
+    text = re.sub(r"(?<![\w-])min_samples=", "--min-samples ", text)
+    text = re.sub(r"(?<![\w-])thin=", "--thin ", text)
+    text = re.sub(r"\bat least iterations=(\d+)", r"at least --budget \1it", text)
+    text = re.sub(r"\bat least grad_evals=(\d+)", r"at least --budget \1grad", text)
+    return text
 
 
 def _load_dataset(s: dict):
@@ -643,7 +784,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("sample", help="run a sampler on a built-in model / data set")
-    p.add_argument("--config", help="TOML, YAML or JSON file with any of the flags below (flags win)")
+    p.add_argument("--config", help="TOML, YAML or JSON file with any of the flags below, named as the flags "
+                   "(steps = 1500, burn-in or burn_in = 500; flags win)")
     p.add_argument("--dataset", help=f"scikit-learn: {', '.join(_dataset_names('scikit-learn'))}; paper sets: "
                    f"{', '.join(_dataset_names('files'))} (see structmc.data.DATASETS)")
     p.add_argument("--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)")
@@ -664,7 +806,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burn-in", dest="burn_in", type=int)
     p.add_argument("--thin", type=int)
     p.add_argument("--chains", dest="num_chains", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--batch-size", dest="batch_size", help="rows per minibatch (32), or a fraction of the training "
+                   "set in (0, 1] (0.01, as structmc tune reports it; 1.0: the full data)")
     p.add_argument("--seed", type=int)
     p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
@@ -699,7 +842,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chains", type=int, default=1)
     p.add_argument("--seed", type=int)
     p.add_argument("--no-map", dest="no_map", action="store_true", help="start from the model's initial weights")
-    p.add_argument("--map-steps", dest="map_steps", type=int, default=2000)
+    p.add_argument("--map-steps", dest="map_steps", type=int, default=2000, help="Adam steps of the MAP fit that "
+                   "starts every arm (default 2000)")
+    p.add_argument("--map-share", dest="map_share", type=float, default=0.2, help="with a seconds --budget: the MAP "
+                   "fit's share of it (default 0.2; the tuning gets the rest)")
+    p.add_argument("--thin", type=int, default=10, help="keep every THIN-th draw of an arm (default 10)")
+    p.add_argument("--min-samples", dest="min_samples", type=int, default=10, help="draws each arm is scored on at "
+                   "least (default 10); the budget must keep them at --thin")
     p.add_argument("--resume", action="store_true", help="continue an interrupted tuning run in --out")
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")

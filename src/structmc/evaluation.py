@@ -24,44 +24,41 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .batching import DataSource
 from .chain import Chain
 from .diagnostics.calibration import classification_metrics
-from .predictive import _check_count, _draw_groups
+from .predictive import _check_count, _draw_groups, predictive_energy
 
 __all__ = ["evaluate"]
 
 
 @torch.no_grad()
-def evaluate(energy, draws: Chain | Tensor, data: Sequence[Tensor], *, batch_size: int = 1024,
+def evaluate(energy, draws: Chain | Tensor, data, *, batch_size: int = 1024,
              draws_per_call: int = 64, num_bins: int = 10, levels: Sequence[float] = (0.5, 0.9, 0.95),
              per_chain: bool = True) -> dict:
     """Predictive metrics of ``draws`` (a :class:`~structmc.chain.Chain`, ``[C, D, P]`` or
-    ``[S, P]``) of ``energy`` (a :class:`~structmc.energy.ModuleEnergy`) on ``data =
-    (inputs..., targets)``.
+    ``[S, P]``) of ``energy`` (a :class:`~structmc.energy.ModuleEnergy`, a
+    :class:`~structmc.priors.HierarchicalEnergy` or a
+    :class:`~structmc.structured.StructuredEnergy` over one: predictions go through its
+    ``predictive_energy``, as in :func:`~structmc.predictive`) on held-out ``data``: the same
+    forms :func:`structmc.sample` takes, ``(inputs..., targets)`` tensors, a ``TensorDataset``,
+    a map-style ``Dataset`` or a :class:`~structmc.batching.DataSource` (items collated by its
+    ``collate_fn`` into ``(inputs..., targets)``, read in order in batches of ``batch_size``;
+    its training ``transform`` is not applied).
 
     Returns ``{"task", "pooled": {metric: float}, "per_chain": [{metric: float}] (Chain or
     [C, D, P] draws with ``per_chain``), "num_draws", "num_inputs"}`` plus, per input,
     ``"probs"``, ``"entropy"``, ``"mutual_information"`` (classification) or ``"mean"``,
     ``"std"`` (regression). See the module docstring for the definitions."""
-    lik = getattr(energy, "likelihood", None)
-    if lik is None or not hasattr(energy, "forward_draws"):
-        raise TypeError("evaluate needs a ModuleEnergy (a module with a likelihood)")
+    energy = predictive_energy(energy, "evaluate")
+    lik = energy.likelihood
     if lik.name not in ("categorical", "bernoulli", "gaussian"):
         raise ValueError(f"evaluate knows the categorical, bernoulli and gaussian likelihoods, not {lik.name!r}")
-    if not isinstance(data, (tuple, list)) or len(data) < 2:
-        raise ValueError("data must be (inputs..., targets)")
     for name, v in (("batch_size", batch_size), ("draws_per_call", draws_per_call), ("num_bins", num_bins)):
         _check_count(name, v)
     if not all(0 < float(l) < 1 for l in levels):
         raise ValueError(f"levels must lie in (0, 1), got {list(levels)}")
-    inputs, targets = tuple(data[:-1]), data[-1]
-    if not all(isinstance(t, Tensor) and t.dim() > 0 for t in data):
-        raise ValueError("data must be tensors (inputs..., targets), each [n, ...]")
-    n = int(targets.shape[0])
-    if any(int(t.shape[0]) != n for t in inputs):
-        raise ValueError("inputs and targets must have the same first dimension")
-    if n == 0:
-        raise ValueError("data has no rows (n = 0): evaluate needs at least one (input, target) pair")
+    n, batches = _batches(data, batch_size)
     samples = draws.samples if isinstance(draws, Chain) else draws
     chains = samples.shape[0] if (per_chain and samples.dim() == 3) else None
     groups = ([_draw_groups(energy, draws, c) for c in range(chains)] if chains is not None
@@ -69,7 +66,7 @@ def evaluate(energy, draws: Chain | Tensor, data: Sequence[Tensor], *, batch_siz
     if sum(s.shape[0] for g in groups for s, _ in g) == 0:
         raise ValueError("no draws to evaluate")
     task = "regression" if lik.name == "gaussian" else "classification"
-    accs = [_accumulate(energy, g, inputs, targets, batch_size, draws_per_call) for g in groups]
+    accs, targets = _accumulate(energy, groups, batches, draws_per_call)
     pooled = _pool(accs)
     out = {"task": task, "num_draws": pooled["S"], "num_inputs": n}
     y = targets.to(pooled["device"])
@@ -92,27 +89,72 @@ def evaluate(energy, draws: Chain | Tensor, data: Sequence[Tensor], *, batch_siz
     return out
 
 
-def _accumulate(energy, groups, inputs, targets, batch_size, draws_per_call) -> dict:
-    """Per-input sums over the draws of ``groups`` ([(samples [S, P], buffers)])."""
+def _batches(data, batch_size: int):
+    """``(n, batches)``: ``batches()`` yields the ``(inputs..., targets)`` batches of ``data``
+    in order (tensors sliced, a Dataset's items collated by :meth:`DataSource.collate`).
+    Everything is checked here, before any compute."""
+    from torch.utils.data import Dataset
+
+    if isinstance(data, DataSource):
+        source = data
+    elif isinstance(data, (tuple, list)) or hasattr(data, "tensors"):  # tensors, a TensorDataset
+        source = DataSource(tuple(data.tensors) if hasattr(data, "tensors") else tuple(data))
+    elif isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")
+                                       and not isinstance(data, (Tensor, str, bytes))):
+        source = DataSource(data)
+    else:
+        raise ValueError(f"data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style "
+                         f"Dataset or a DataSource, got {type(data).__name__}")
+    if source.tensors is not None:
+        tensors = source.tensors
+        if len(tensors) < 2:
+            raise ValueError("data must be (inputs..., targets)")
+        if not all(isinstance(t, Tensor) and t.dim() > 0 for t in tensors):
+            raise ValueError("data must be tensors (inputs..., targets), each [n, ...]")
+        n = int(tensors[-1].shape[0])
+        if any(int(t.shape[0]) != n for t in tensors):
+            raise ValueError("inputs and targets must have the same first dimension")
+        if n == 0:
+            raise ValueError("data has no rows (n = 0): evaluate needs at least one (input, target) pair")
+        return n, lambda: (tuple(t[lo: lo + batch_size] for t in tensors) for lo in range(0, n, batch_size))
+    n = len(source)
+    if n == 0:
+        raise ValueError(f"data: the Dataset ({type(source.dataset).__name__}) is empty (len 0): evaluate needs at "
+                         "least one (input, target) pair")
+    if len(source.probe(1)) < 2:
+        raise ValueError("data must be (inputs..., targets): the dataset's items collate into one tensor; give a "
+                         "DataSource(dataset, collate_fn=...) that returns (inputs..., targets)")
+    return n, lambda: (source.collate(list(range(lo, min(lo + batch_size, n)))) for lo in range(0, n, batch_size))
+
+
+def _accumulate(energy, groups_list, batches, draws_per_call) -> tuple[list[dict], Tensor]:
+    """Per-input sums over the draws of each entry of ``groups_list`` (each [(samples [S, P],
+    buffers)]), reading the data once; and the targets, concatenated."""
     lik = energy.likelihood
-    S = sum(s.shape[0] for s, _ in groups)
-    parts: dict[str, list[Tensor]] = {}
-    for lo in range(0, int(targets.shape[0]), batch_size):
-        xb = tuple(t[lo: lo + batch_size].to(energy.device) for t in inputs)
-        yb = targets[lo: lo + batch_size].to(energy.device)
-        acc: dict[str, Tensor] = {}
-        for samples, buffers in groups:
-            for s0 in range(0, samples.shape[0], draws_per_call):
-                chunk = samples[s0: s0 + draws_per_call]
-                out = energy.forward_draws(chunk, xb, draws_per_call=draws_per_call, buffers=buffers)
-                for k, v in _chunk_sums(lik, out, yb).items():
-                    acc[k] = v if k not in acc else (torch.logaddexp(acc[k], v) if k == "log_lik_lse" else acc[k] + v)
-        for k, v in acc.items():
-            parts.setdefault(k, []).append(v)
-    result = {k: torch.cat(v) for k, v in parts.items()}
-    result["S"] = S
-    result["device"] = energy.device
-    return result
+    parts: list[dict[str, list[Tensor]]] = [{} for _ in groups_list]
+    targets = []
+    for batch in batches():
+        xb = tuple(t.to(energy.device) for t in batch[:-1])
+        yb = batch[-1].to(energy.device)
+        targets.append(batch[-1])
+        for groups, part in zip(groups_list, parts):
+            acc: dict[str, Tensor] = {}
+            for samples, buffers in groups:
+                for s0 in range(0, samples.shape[0], draws_per_call):
+                    chunk = samples[s0: s0 + draws_per_call]
+                    out = energy.forward_draws(chunk, xb, draws_per_call=draws_per_call, buffers=buffers)
+                    for k, v in _chunk_sums(lik, out, yb).items():
+                        acc[k] = v if k not in acc else (
+                            torch.logaddexp(acc[k], v) if k == "log_lik_lse" else acc[k] + v)
+            for k, v in acc.items():
+                part.setdefault(k, []).append(v)
+    results = []
+    for groups, part in zip(groups_list, parts):
+        result = {k: torch.cat(v) for k, v in part.items()}
+        result["S"] = sum(s.shape[0] for s, _ in groups)
+        result["device"] = energy.device
+        results.append(result)
+    return results, torch.cat(targets)
 
 
 def _chunk_sums(lik, out: Tensor, y: Tensor) -> dict[str, Tensor]:

@@ -149,16 +149,18 @@ def value_fingerprint(obj, name: str) -> tuple[dict, list[str]]:
 def module_fingerprint(module: nn.Module, sampled: set[str] | frozenset = frozenset()) -> tuple[dict, dict, list[str]]:
     """``(structure, state, unfingerprintable)`` of a module: ``state`` hashes its buffers and
     the parameters not named in ``sampled``."""
-    h = _Hasher()
-    h.module_structure(module, "the module", 0)
-    s = _Hasher()
+    h, s = _Hasher(), _Hasher()
+    try:
+        h.module_structure(module, "the module", 0)
+    except Exception as err:  # e.g. a broken extra_repr
+        h.unchecked.append(f"the module's structure (fingerprinting it failed: {type(err).__name__}: {err})")
     s.module_state(module, sampled)
     return h.result(), s.result()["values"], h.unchecked
 
 
 class _Hasher:
     """Two blake2b streams: ``values`` (data, numbers, structure) and ``code`` (bytecode,
-    constants, names). Shared objects are hashed once (then referred to by their order)."""
+    constants, names); ``unchecked`` lists what could not be hashed."""
 
     def __init__(self):
         self.values = hashlib.blake2b(digest_size=16)
@@ -220,6 +222,9 @@ class _Hasher:
         self._stack.add(id(x))
         try:
             self._feed_object(x, name, depth)
+        except Exception as err:  # an object that breaks when inspected: say so, never stop the run
+            self.put("failed", type(x).__qualname__, type(err).__name__)
+            self.unchecked.append(f"{name} (fingerprinting it failed: {type(err).__name__}: {err})")
         finally:
             self._stack.discard(id(x))
 

@@ -139,7 +139,8 @@ def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Seq
         xb = tuple(t[lo : lo + batch_size].to(energy.device) for t in inputs)
         outputs = torch.cat([energy.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b)
                              for s, b in groups if s.shape[0] > 0])
-        parts.append(energy.likelihood.predict(outputs, per_draw=per_draw))
+        lik = energy.likelihood
+        parts.append(lik.predict(outputs, per_draw=True) if per_draw else lik.predict(outputs))
     if not per_draw:
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     # the groups hold the draws in their layout's order (chain-major), so [S, ...] -> [*lead, ...]

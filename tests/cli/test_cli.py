@@ -150,3 +150,56 @@ def test_sample_overwrite_replaces_a_run_killed_before_its_first_checkpoint(tmp_
     assert report["metrics"]["num_draws"] == (20 - 5) // 5
     assert RunFolder(out / "run").checkpoint_file() is not None
     assert main(argv + ["--resume"]) == 0  # a finished run with a checkpoint resumes (nothing left to do)
+
+
+def test_config_files_take_the_flag_names(tmp_path):
+    """README: config files use the same keys as the flags (issue 22 §6.6: 'steps = 60' was an
+    unknown key); hyphens or underscores, and the old keys (num_steps) still work."""
+    out = tmp_path / "o"
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('dataset = "iris"\nsteps = 60\nburn-in = 20\nthin = 4\nchains = 2\nbatch_size = 16\n')
+    assert main(["sample", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    s = report["settings"]
+    assert (s["num_steps"], s["burn_in"], s["thin"], s["num_chains"], s["batch_size"]) == (60, 20, 4, 2, 16)
+    assert report["metrics"]["num_draws"] == 2 * (60 - 20) // 4
+    old = tmp_path / "old.yaml"
+    old.write_text("dataset: iris\nnum_steps: 60\nburn_in: 20\nnum_chains: 1\nbatch-size: 16\n")
+    assert main(["sample", "--config", str(old), "--out", str(tmp_path / "o2"), "--quiet"]) == 0
+    twice = tmp_path / "twice.toml"
+    twice.write_text("steps = 60\nnum_steps = 50\n")
+    with pytest.raises(SystemExit, match="sets num_steps twice, as 'steps' and 'num_steps'"):
+        main(["sample", "--config", str(twice), "--out", str(tmp_path / "o3")])
+
+
+def test_sample_batch_size_takes_the_fraction_tune_prints(tmp_path, capsys):
+    """`structmc tune` reports batch sizes as fractions of N; `sample --batch-size 0.1` takes one
+    (issue 22 §6.6: 'invalid int value') and runs exactly the chain of ⌊0.1·N⌋ rows."""
+    from structmc import load_chain
+
+    argv = ["sample", "--dataset", "iris", "--steps", "40", "--burn-in", "10", "--chains", "1", "--quiet"]
+    assert main(argv + ["--batch-size", "0.1", "--out", str(tmp_path / "f")]) == 0
+    rows = json.loads((tmp_path / "f" / "report.json").read_text())["batch_rows"]
+    assert rows == 12  # iris: N = 120 training rows
+    assert main(argv + ["--batch-size", str(rows), "--out", str(tmp_path / "r")]) == 0
+    assert torch.equal(load_chain(tmp_path / "f" / "run").samples, load_chain(tmp_path / "r" / "run").samples)
+    capsys.readouterr()
+    for bad in ("0", "1.5", "-0.1", "lots"):
+        with pytest.raises(SystemExit):
+            main(argv + ["--batch-size", bad, "--out", str(tmp_path / "bad")])
+        assert "--batch-size must be a number of rows" in capsys.readouterr().err
+
+
+def test_sample_length_errors_name_the_flags(tmp_path, capsys):
+    """`--steps 10` used to fail after loading the data with 'burn_in (1000) must be smaller than
+    num_steps (10)', the Python names: the CLI names its flags (or config keys), before any work."""
+    with pytest.raises(SystemExit) as info:
+        main(["sample", "--steps", "10", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--burn-in = 1000 (the default) must be smaller than --steps = 10" in err
+    assert "burn_in" not in err and "num_steps" not in err and not (tmp_path / "o").exists()
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("steps = 30\nburn-in = 20\nthin = 20\n")
+    with pytest.raises(SystemExit):
+        main(["sample", "--config", str(cfg), "--out", str(tmp_path / "o")])
+    assert "no draw would be kept with steps (in" in capsys.readouterr().err

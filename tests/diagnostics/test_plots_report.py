@@ -142,3 +142,29 @@ def test_to_arviz_uses_the_1x_group_mapping(monkeypatch):
     assert set(groups) == {"posterior", "sample_stats"} and set(groups["posterior"]) == {"w"}
     assert groups["posterior"]["w"].shape == (2, 120, 3, 2) and groups["sample_stats"]["minibatch_energy"].shape == (2, 120)
     assert list(kw["coords"]["draw"]) == list(range(5, 601, 5))
+
+
+def test_calibration_plot_shades_the_gap_to_the_diagonal():
+    """The docstring promises the gap between each bin's accuracy and the diagonal shaded
+    (issue 22 §6.10: it was not drawn): one hatched region per non-empty bin, spanning
+    accuracy to mean confidence."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installable")
+    from matplotlib.collections import PolyCollection
+
+    from structmc.diagnostics import plot_calibration
+    from structmc.diagnostics.calibration import calibration_bins
+
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(2 * torch.randn(400, 3, generator=g), -1)
+    y = torch.randint(0, 3, (400,), generator=g)
+    top = plot_calibration(probs, y).axes[0]
+    fills = [c for c in top.collections if isinstance(c, PolyCollection)]
+    assert len(fills) == 1
+    t = calibration_bins(probs, y)
+    keep = t["count"] > 0
+    paths = fills[0].get_paths()
+    assert len(paths) == int(keep.sum())
+    for path, a, c in zip(paths, t["accuracy"][keep].tolist(), t["confidence"][keep].tolist()):
+        ys = path.vertices[:, 1]
+        assert ys.min() == pytest.approx(min(a, c)) and ys.max() == pytest.approx(max(a, c))
+    assert "gap to the diagonal" in [x.get_text() for x in top.get_legend().get_texts()]

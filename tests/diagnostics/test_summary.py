@@ -47,7 +47,7 @@ def test_summary_function_space_tensor():
     t = summary(probs, name="p")
     assert t.labels == ["p[0]", "p[1]", "p[2]"]
     assert t["mean"].dtype == torch.float32
-    assert summary(probs[..., 0]).labels == ["x"]
+    assert summary(probs[..., 0], scalar=True).labels == ["x"]
     assert summary(probs.reshape(2, 50, 3, 1), params=[2]).labels == ["x[2,0]"]
     assert summary(probs, labels=["a", "b", "c"]).labels == ["a", "b", "c"]
     with pytest.raises(ValueError, match="max_rows"):
@@ -100,3 +100,16 @@ def test_select_random_and_top_variance(chain):
     assert top.tolist() == [8, 7, 6]  # columns were scaled by j + 1
     assert torch.equal(select_top_variance(chain.samples, 3, chunk=2), top)
     assert param_labels(chain.space, top) == ["s", "b[1]", "b[0]"]
+
+
+def test_summary_refuses_an_undeclared_2d_tensor():
+    """A [5, 10] tensor (e.g. predictive probabilities of 5 inputs, 10 classes) used to be read
+    silently as 5 chains x 10 draws (issue 22 §6.10); it needs scalar=True, and the message points
+    to per-draw predictions."""
+    probs = torch.softmax(torch.randn(5, 10, generator=torch.Generator().manual_seed(0)), -1)
+    with pytest.raises(ValueError, match=r"5 chains x 10 draws.*scalar=True.*per_draw=True"):
+        summary(probs)
+    t = summary(probs, scalar=True)
+    assert (t.num_chains, t.num_draws) == (5, 10) and t.labels == ["x"]
+    with pytest.raises(TypeError, match="scalar must be True or False"):
+        summary(probs.unsqueeze(-1), scalar=1)

@@ -117,6 +117,8 @@ def test_a_finished_run_leaves_the_callers_globals(tmp_path, monkeypatch):
     _assert_same(before, _snapshot())
     bare = demo.run.__wrapped__(replace(demo.PRESETS["tiny"], samplers=("SGLD",), num_steps=200, burn_in=50),
                                 tmp_path / "b", progress=False)
-    torch.manual_seed(99)
-    assert {k: v for k, v in first["samplers"]["SGLD"].items() if k not in ("seconds", "ms_per_step")} == \
-        {k: v for k, v in bare["samplers"]["SGLD"].items() if k not in ("seconds", "ms_per_step")}
+    # the same draws; the exact posterior they are scored against comes from LAPACK (lstsq,
+    # inv), whose last bits may vary with memory alignment: equal to 1e-9, where another
+    # random stream would differ in the first digit
+    ours = {k: v for k, v in first["samplers"]["SGLD"].items() if k not in ("seconds", "ms_per_step")}
+    assert ours == pytest.approx({k: v for k, v in bare["samplers"]["SGLD"].items() if k in ours}, rel=1e-9, abs=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -35,3 +36,73 @@ def test_find_map_reaches_the_linear_regression_mode():
     A = X.T @ X / 0.09 + torch.eye(3) / 100.0
     exact = torch.linalg.solve(A, X.T @ y / 0.09)
     assert torch.allclose(theta, exact, atol=2e-3)
+
+
+def test_predictive_per_draw_keeps_the_draws_layout():
+    """per_draw=True: each draw's class probabilities in the draws' layout ([C, D, n, K]; [S, n, K];
+    [D, n, K] with chain=c), whose mean over draws is the default output."""
+    energy, (X, _) = mlp_energy()
+    g = torch.Generator().manual_seed(1)
+    draws = energy.initial_position() + 0.3 * torch.randn(3, 4, energy.space.dim, generator=g)  # [C, D, P]
+    per = sm.predictive(energy, draws, X, batch_size=7, draws_per_call=5, per_draw=True)["probs"]
+    assert per.shape == (3, 4, 90, 3)
+    manual = torch.stack([torch.func.functional_call(energy.module, energy.space.unflatten(s), (X,)).softmax(-1)
+                          for s in draws.reshape(12, -1)]).view(3, 4, 90, 3)
+    torch.testing.assert_close(per, manual, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(per.mean((0, 1)), sm.predictive(energy, draws, X)["probs"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sm.predictive(energy, draws, X, chain=2, per_draw=True)["probs"], manual[2])
+    assert sm.predictive(energy, draws.reshape(12, -1), X, per_draw=True)["probs"].shape == (12, 90, 3)
+    lin = sm.ModuleEnergy(nn.Linear(2, 1), "gaussian", noise_std=0.5)
+    d = lin.initial_position() + torch.randn(2, 5, 3, generator=g)
+    Xr = torch.randn(6, 2, generator=g)
+    reg = sm.predictive(lin, d, Xr, per_draw=True)
+    torch.testing.assert_close(reg["mean"], d[..., :2] @ Xr.T + d[..., 2:3])
+    assert reg["var"].shape == (2, 5, 6) and bool((reg["var"] == 0.25).all())
+
+
+def test_predictive_and_evaluate_go_through_a_structured_energy():
+    """A StructuredEnergy predicts with its base model (issue 22 §6.5: predictive raised
+    AttributeError 'has_buffers', evaluate TypeError 'needs a ModuleEnergy'); a
+    HierarchicalEnergy with the network part of each draw, also under a StructuredEnergy."""
+    from structmc.partitions import make_partition
+    from structmc.priors import HierarchicalEnergy
+    from structmc.structured import BernoulliMask, StructuredEnergy
+
+    energy, (X, y) = mlp_energy()
+    g = torch.Generator().manual_seed(2)
+    draws = energy.initial_position() + 0.3 * torch.randn(2, 4, energy.space.dim, generator=g)
+    for sd in (StructuredEnergy(energy, make_partition("layer", energy.space), 10),
+               StructuredEnergy(energy, make_partition("layer", energy.space), 10, mask=BernoulliMask(0.5),
+                                num_copies=2)):
+        torch.testing.assert_close(sm.predictive(sd, draws, X)["probs"], sm.predictive(energy, draws, X)["probs"],
+                                   rtol=0, atol=0)
+        assert sm.evaluate(sd, draws, (X, y))["pooled"] == sm.evaluate(energy, draws, (X, y))["pooled"]
+    h = HierarchicalEnergy(energy, "layer")
+    hd = torch.cat([draws, torch.zeros(2, 4, h.num_groups)], -1)  # network part, then log σ_g
+    ref = sm.predictive(energy, draws, X)["probs"]
+    torch.testing.assert_close(sm.predictive(h, hd, X)["probs"], ref, rtol=0, atol=0)
+    hs = StructuredEnergy(h, make_partition("factorized", h.space), 10)
+    torch.testing.assert_close(sm.predictive(hs, hd, X)["probs"], ref, rtol=0, atol=0)
+    with pytest.raises(TypeError, match="needs a ModuleEnergy"):
+        sm.predictive(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3), torch.zeros(1, 3), X)
+    with pytest.raises(TypeError, match="needs a ModuleEnergy"):
+        sm.predictive(StructuredEnergy(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3),
+                                       make_partition("factorized", sm.LogDensityEnergy(lambda t, b: 0, 3).space), 10),
+                      torch.zeros(1, 3), X)
+
+
+def test_find_map_max_seconds_stops_early_on_the_unbounded_path():
+    """max_seconds (structmc tune's bound on its MAP fit) stops after the step that passes it; the
+    steps taken are exactly those of an unbounded fit of that many steps; info reports them."""
+    X, y = linreg_problem(n=200)
+    energy = sm.ModuleEnergy(nn.Linear(3, 1, bias=False), "gaussian", noise_std=0.3, prior_std=10.0)
+    init = energy.initial_position()
+    info = {}
+    theta = sm.find_map(energy, init, data=(X, y), batch_size=20, num_steps=10_000, max_seconds=1e-9, info=info)
+    assert info["steps"] == 1 and info["stopped_early"] and info["seconds"] > 0
+    assert torch.equal(theta, sm.find_map(energy, init, data=(X, y), batch_size=20, num_steps=1))
+    full = {}
+    sm.find_map(energy, init, data=(X, y), batch_size=20, num_steps=30, max_seconds=60.0, info=full)
+    assert full["steps"] == 30 and not full["stopped_early"]
+    with pytest.raises(ValueError, match="max_seconds must be > 0"):
+        sm.find_map(energy, init, data=(X, y), max_seconds=0)

@@ -398,6 +398,21 @@ API = [
      ValueError, "the module's output on 4 row(s) has shape [2, 4]: its first dimension must be the 4 data rows"),
     ("structured-copies-exceed-memory", _structured_memory, ValueError,
      "pass max_copies_per_call=500 (or less)"),
+    # issue 22 §6: prediction and summary inputs
+    ("summary-undeclared-2d-tensor", lambda t: sm.diagnostics.summary(torch.rand(5, 10)), ValueError,
+     "would be 5 chains x 10 draws of one scalar. If it is, pass scalar=True"),
+    ("summary-max-rows-zero", lambda t: sm.diagnostics.summary(torch.rand(2, 10, 3), max_rows=0), ValueError,
+     "max_rows must be an integer >= 1, got 0"),
+    ("predictive-per-draw-not-a-bool", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], per_draw="yes"),
+     TypeError, "per_draw must be True or False"),
+    ("predictive-log-density", lambda t: sm.predictive(sm.LogDensityEnergy(lambda th, b: -th.sum(), 26), _chain(),
+                                                       _xy()[0]),
+     TypeError, "LogDensityEnergy has no model that predicts"),
+    ("evaluate-dataset-of-inputs-only", lambda t: sm.evaluate(
+        _module_energy(), _chain(), sm.DataSource(torch.utils.data.TensorDataset(_xy()[0]))), ValueError,
+     "data must be (inputs..., targets)"),
+    ("evaluate-not-data", lambda t: sm.evaluate(_module_energy(), _chain(), 3), ValueError,
+     "data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style Dataset or a DataSource"),
 ]
 
 CLI = [
@@ -439,7 +454,8 @@ CLI = [
     ("flag-zero-steps", lambda t: sample_cli(t, "--steps", "0"), CLIError, "--steps must be an integer >= 1"),
     ("flag-zero-chains", lambda t: sample_cli(t, "--chains", "0"), CLIError, "--chains must be"),
     ("flag-negative-lr", lambda t: sample_cli(t, "--lr", "-1"), CLIError, "lr must be positive"),
-    ("flag-burn-in-too-long", lambda t: sample_cli(t, "--burn-in", "50"), CLIError, "burn_in (50) must be smaller"),
+    ("flag-burn-in-too-long", lambda t: sample_cli(t, "--burn-in", "50"), CLIError,
+     "--burn-in = 50 must be smaller than --steps = 20"),
     ("flag-unknown-dataset", lambda t: sample_cli(t, "--dataset", "imagenet"), CLIError, "unknown data set 'imagenet'"),
     ("offline-download", _offline_download, CLIError, "pass --data-dir DIR, or set $STRUCTMC_DATA=DIR"),
     ("resume-nothing", lambda t: sample_cli(t, "--resume"), CLIError, "nothing to resume"),
@@ -473,6 +489,19 @@ CLI = [
      "stopped before its first checkpoint (in"),
     ("rerun-over-a-finished-run", _rerun_over_a_finished_run, CLIError,
      "is not empty (it holds a previous run): pass --resume to continue that run, or --overwrite to replace it"),
+    # issue 22 §6.6 / §6.8: batch fractions, config keys as flags, lengths named as flags, tune's budget
+    ("flag-batch-size-fraction-above-1", lambda t: sample_cli(t, "--batch-size", "1.5"), CLIError,
+     "--batch-size must be a number of rows (e.g. 32) or a fraction of the training set in (0, 1]"),
+    ("config-batch-size-zero", lambda t: sample_cli(t, "--config", config(t, "c.toml", "batch-size = 0\n")),
+     CLIError, "batch-size (in"),
+    ("config-setting-twice", lambda t: sample_cli(t, "--config", config(t, "c.toml", "chains = 1\nnum_chains = 2\n")),
+     CLIError, "sets num_chains twice, as 'chains' and 'num_chains'"),
+    ("flag-thin-keeps-no-draw", lambda t: sample_cli(t, "--thin", "20"), CLIError,
+     "no draw would be kept with --steps = 20, --burn-in = 5 and --thin = 20"),
+    ("tune-budget-too-small", lambda t: cli("tune", "--budget", "600it"), CLIError,
+     "or lower --thin / --min-samples"),
+    ("tune-zero-thin", lambda t: cli("tune", "--thin", "0"), CLIError, "--thin must be an integer >= 1"),
+    ("tune-map-share-one", lambda t: cli("tune", "--map-share", "1"), CLIError, "--map-share must lie in (0, 1)"),
 ]
 
 CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + \

@@ -187,13 +187,19 @@ class Summary:
 
 def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str = "x",
             quantiles: Sequence[float] = (0.05, 0.5, 0.95), max_rows: int = 1000,
-            chunk: int | None = None) -> Summary:
+            chunk: int | None = None, scalar: bool = False) -> Summary:
     """Summary table: mean, sd, quantiles (default 5/50/95%, type 7), bulk and tail ESS
     (Vehtari et al. 2021), rank-normalised split R-hat and Sokal IAC, per selected quantity.
 
-    ``obj`` is a Chain or a tensor ``[C, D, ...]`` (e.g. ``[C, D, K]`` predictive probabilities of
-    K test points: function-space diagnostics). ``params``: for a Chain, parameter names or
-    shell patterns (``"fc1.*"``) or flat indices; for a tensor, flat indices into ``...``.
+    ``obj`` is a Chain or a tensor ``[C, D, ...]`` (chains first, then draws, as in ArviZ and
+    NumPyro), e.g. ``structmc.predictive(energy, chain, X, per_draw=True)["probs"]``, ``[C,
+    D, n, K]``: the class probabilities of n test inputs under each draw (function-space
+    diagnostics; the default ``predictive`` output is their average ``[n, K]``, not draws).
+    A 2-D tensor is the one ambiguous layout (the ``[C, D]`` draws of one scalar, or per-input
+    values such as ``[n, K]`` probabilities that would silently be read as n chains of K draws):
+    it is refused unless ``scalar=True`` declares it ``[chains, draws]``. ``params``: for a
+    Chain, parameter names or shell patterns (``"fc1.*"``) or flat indices; for a tensor, flat
+    indices into ``...``.
 
     ``None`` takes every row up to ``max_rows``. Past it (a whole network), the mixing
     diagnostics are computed for every row and the table keeps the ``max_rows`` worst-mixing
@@ -205,6 +211,7 @@ def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str 
     :func:`select_top_variance`.
     """
     max_rows = check_int("max_rows", max_rows, minimum=1)
+    _check_layout(obj, scalar)
     if params is None:
         rows = obj.dim if _is_chain(obj) else as_draws(obj)[0, 0].numel()
         if rows > max_rows:
@@ -219,6 +226,20 @@ def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str 
     stats.update(mixing(x, chunk=chunk))
     stats = {k: v.detach().cpu() for k, v in stats.items()}
     return Summary(row_labels, stats, num_chains=x.shape[0], num_draws=x.shape[1])
+
+
+def _check_layout(obj, scalar) -> None:
+    """A 2-D tensor is summarised only when ``scalar=True`` says it is ``[chains, draws]``."""
+    if not isinstance(scalar, bool):
+        raise TypeError(f"scalar must be True or False, got {scalar!r}")
+    if _is_chain(obj):
+        return
+    shape = tuple(as_draws(obj).shape)
+    if len(shape) == 2 and not scalar:
+        raise ValueError(f"summary reads a tensor as [chains, draws, ...]; a 2-D tensor {list(shape)} would be "
+                         f"{shape[0]} chains x {shape[1]} draws of one scalar. If it is, pass scalar=True; if it holds "
+                         f"per-input values (e.g. predictive(...)['probs'] [n, K], an average over draws), summarise "
+                         f"the draws instead: predictive(energy, chain, X, per_draw=True)['probs'] is [C, D, n, K]")
 
 
 def _worst_rows(obj, rows: int, *, labels, name, quantiles, max_rows: int, chunk) -> Summary:

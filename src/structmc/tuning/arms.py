@@ -130,17 +130,29 @@ class Arm:
 
     # -- building ---------------------------------------------------------------------------
     def batch_count(self, num_data: int | None) -> int | None:
-        """The minibatch size for ``num_data`` points (``None``: full batch)."""
-        b = self.batch_size
-        if b is None or num_data is None:
+        """The minibatch size in rows for ``num_data`` points (``None``: full batch), the
+        ``batch_size=`` to pass to :func:`structmc.sample` to run this arm."""
+        if num_data is None:
             return None
-        n = b if isinstance(b, int) else max(1, int(math.floor(b * num_data)))
-        if n > num_data:
-            raise ValueError(f"arm {self.label!r}: batch_size {n} exceeds the number of data points ({num_data})")
-        return None if n == num_data else n
+        try:
+            return batch_rows(self.batch_size, num_data)
+        except ValueError as err:
+            raise ValueError(f"arm {self.label!r}: {err}") from None
 
     def build_sampler(self):
         return sampler_from_config(self.sampler)
+
+
+def batch_rows(batch_size: int | float | None, num_data: int) -> int | None:
+    """Rows per minibatch for ``num_data`` points: an int as is, a fraction ``b`` in (0, 1] as
+    ``max(1, ⌊b·N⌋)``; ``None`` (the full data) when that is all N rows."""
+    b = batch_size
+    if b is None:
+        return None
+    n = b if isinstance(b, int) else max(1, int(math.floor(b * num_data)))
+    if n > num_data:
+        raise ValueError(f"batch_size {n} exceeds the number of data points ({num_data})")
+    return None if n == num_data else n
 
 
 def _check_structured(s: Mapping[str, Any]) -> dict:
@@ -228,6 +240,22 @@ def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequen
     return arms
 
 
+def edge_of_grid(arms: Sequence[Arm], chosen: Arm | None) -> list[str]:
+    """Warnings for a ``chosen`` arm whose step size ``lr`` is the smallest or the largest of the
+    grid (among arms of its sampler with a number as ``lr``, at least two distinct): the best
+    step size may lie beyond the grid, which should be extended past that end."""
+    if chosen is None or not isinstance(chosen.sampler.get("lr"), (int, float)):
+        return []
+    lrs = sorted({float(a.sampler["lr"]) for a in arms if a.sampler_name == chosen.sampler_name
+                  and isinstance(a.sampler.get("lr"), (int, float)) and not isinstance(a.sampler["lr"], bool)})
+    lr = float(chosen.sampler["lr"])
+    if len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
+        return []
+    end, way = ("smallest", "smaller") if lr == lrs[0] else ("largest", "larger")
+    return [f"the chosen arm's lr={lr:.3g} is the {end} step size tried ({len(lrs)} from {lrs[0]:.3g} to "
+            f"{lrs[-1]:.3g}): the best may be {way}; extend the grid past it and tune again"]
+
+
 def as_arms(arms) -> list[Arm]:
     """A list of :class:`Arm` from arms or their dicts; an empty list is a ``ValueError``."""
     if isinstance(arms, Arm):
@@ -238,4 +266,4 @@ def as_arms(arms) -> list[Arm]:
     return arms
 
 
-__all__ = ["Arm", "grid", "as_arms", "lr_from_paper", "structured_energy", "GRADIENTS"]
+__all__ = ["Arm", "grid", "as_arms", "batch_rows", "edge_of_grid", "lr_from_paper", "structured_energy", "GRADIENTS"]

@@ -40,7 +40,7 @@ from .. import fingerprint
 from ..executors import as_executor
 from ..run import Budget
 from ..storage import _atomic_write_bytes
-from .arms import Arm, as_arms
+from .arms import Arm, as_arms, edge_of_grid
 from .metrics import as_metric
 from .problem import Problem
 from .task import ArmTask, evenly, run_arm
@@ -236,6 +236,7 @@ class TuningResult:
                          f"best {best['metric']:.4g} ({self.arms[best['index']].label}), {failed} failed, "
                          f"kept {len(r['kept'])}, {r['wall_s']:.2f} s")
         lines.append(f"  chosen: {self.best.label if self.best else None}")
+        lines.extend(f"  warning: {w}" for w in edge_of_grid(self.arms, self.best))
         if self.timing:
             t = self.timing
             lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if isinstance(v, float)))
@@ -317,8 +318,12 @@ def _unfinite(x):
 # the driver
 # ---------------------------------------------------------------------------------------------
 class _Progress:
+    """One bar over all arm-rounds; ``best=`` is the lowest metric of the current round so far
+    (failed arms, inf, never shown as the best while a finite one exists)."""
+
     def __init__(self, show, total: int, desc: str):
         self.bar = None
+        self.best = math.inf
         if show is None:
             import sys
 
@@ -329,13 +334,16 @@ class _Progress:
             self.bar = tqdm(total=total, desc=desc, unit="arm-round", leave=False)
 
     def round(self, i: int, rounds: int, arms: int) -> None:
+        self.best = math.inf  # metrics of different rounds (budgets) are not compared
         if self.bar is not None:
             self.bar.set_description(f"round {i + 1}/{rounds}: {arms} arms")
 
-    def done(self, best: float) -> None:
+    def done(self, metric: float) -> None:
+        if metric < self.best:  # NaN compares False: never the best
+            self.best = metric
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(best=f"{best:.4g}")
+            self.bar.set_postfix(best=f"{self.best:.4g}")
 
     def close(self) -> None:
         if self.bar is not None:
