@@ -111,7 +111,7 @@ def find_python(given: str | None) -> str | None:
     for exe in filter(None, candidates):
         try:
             out = subprocess.run([exe, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if out.returncode == 0 and out.stdout.strip() == "True":
@@ -121,8 +121,9 @@ def find_python(given: str | None) -> str | None:
 
 def run(cmd: list[str], what: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     t0 = time.perf_counter()
-    print(f"[{what}] {' '.join(cmd)}", flush=True)
-    proc = subprocess.run(cmd, **kw)
+    shown = [c if "\n" not in c else "<script>" for c in cmd]
+    print(f"[{what}] {' '.join(shown)}", flush=True)
+    proc = subprocess.run(cmd, check=False, **kw)
     print(f"[{what}] exit {proc.returncode}, {time.perf_counter() - t0:.1f} s", flush=True)
     if check and proc.returncode != 0:
         raise SystemExit(f"{what} failed (exit {proc.returncode})")
@@ -130,7 +131,7 @@ def run(cmd: list[str], what: str, check: bool = True, **kw) -> subprocess.Compl
 
 
 def has(py: str, code: str) -> bool:
-    return subprocess.run([py, "-c", code], capture_output=True).returncode == 0
+    return subprocess.run([py, "-c", code], capture_output=True, check=False).returncode == 0
 
 
 def install_torch(py: str, version: str, venv: Path) -> None:

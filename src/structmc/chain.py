@@ -69,7 +69,11 @@ class Chain:
                 f"sampler={self.config.get('sampler', {}).get('sampler')})")
 
     def to_arviz(self, var_names=None):
-        """ArviZ InferenceData with dims (chain, draw, ...) (needs ``structmc[arviz]``)."""
+        """The draws as ArviZ data with dims ``(chain, draw, ...)``: an ``arviz.InferenceData``
+        with ArviZ 0.x (Python 3.11), an ``xarray.DataTree`` with ArviZ 1.x (Python >= 3.12;
+        checked by ``bench/check_arviz1.py``); groups ``posterior`` and, when the run's
+        ``info`` has them, ``sample_stats``. See :func:`structmc.diagnostics.to_arviz`
+        (needs ``structmc[arviz]``)."""
         from .diagnostics.interop import to_arviz
 
         return to_arviz(self, var_names=var_names)

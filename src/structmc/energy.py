@@ -29,8 +29,10 @@ from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call, vmap
+from torch.func import functional_call
 
+from . import fingerprint
+from ._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
 from .space import ParamSpace
 
 Batch = Sequence[Tensor] | None
@@ -38,19 +40,45 @@ Batch = Sequence[Tensor] | None
 
 @runtime_checkable
 class Energy(Protocol):
-    """What samplers and the run loop need from a target.
+    """What samplers and the run loop need from a target: declared members, never probed.
 
-    ``num_data`` contract (the same for every energy): N, the number of data points the
-    minibatch energy stands for. An energy built from a likelihood applies the N/n scaling
-    itself, so that ``value(theta, batch)`` is an unbiased estimate of the full-data energy;
-    ``None`` means no scaling (the batch is the whole data set). ``with_num_data(N)`` returns
-    a copy with that N (``structmc.sample`` calls it when ``num_data`` is ``None``).
-    ``device``/``dtype`` say where the energy computes (``None``: wherever θ lives); the run
-    loop moves ``init`` there. ``cv_base`` is the energy a control variate evaluates at its
-    centre (the energy itself, or the base of a structured energy). ``evaluations_per_call``
-    is the number of model evaluations one call costs per chain (1; M or K for structured
-    energies), which the run loop counts. ``requires_data`` says whether the energy has a
-    likelihood that needs minibatches (``sample`` refuses to run it without ``data``).
+    Subclass :class:`EnergyBase` for the defaults of everything but ``space``, ``num_data``,
+    ``value_and_grad``, ``value`` and ``with_num_data``; an energy defined on top of another
+    subclasses :class:`WrappedEnergy`, which forwards what the base defines. Adding an energy
+    needs no change to the run loop. The members:
+
+    * ``space``: the :class:`~structmc.space.ParamSpace` of θ (``[C, P]``, P = ``space.dim``).
+    * ``num_data`` (the same contract for every energy): N, the number of data points the
+      minibatch energy stands for. An energy built from a likelihood applies the N/n scaling
+      itself, so that ``value(theta, batch)`` is an unbiased estimate of the full-data energy;
+      ``None`` means no scaling (the batch is the whole data set). ``with_num_data(N)`` returns
+      a copy with that N (``structmc.sample`` calls it when ``num_data`` is ``None``).
+    * ``device``/``dtype``: where the energy computes (``None``: wherever θ lives); the run
+      loop moves ``init`` there.
+    * ``cv_base``: the energy a control variate evaluates at its centre (the energy itself, or
+      the base of a structured energy).
+    * ``evaluations_per_call``: model evaluations one call costs per chain (1; M or K for
+      structured energies), which the run loop counts.
+    * ``requires_data``: whether the energy has a likelihood that needs minibatches
+      (``sample`` refuses to run it without ``data``).
+    * ``has_buffers``: whether the energy keeps per-chain buffers (a module's BatchNorm
+      statistics); when true it also answers ``buffer_chains`` (chains whose buffers are kept,
+      or ``None``) and ``chain_buffers(c)``. A control variate then evaluates θ and its centre
+      in two calls, and a chain carries the buffers for prediction.
+    * ``check(data, init, batch_size, batching, *, num_points)``: refuse, before any compute,
+      what the energy cannot run on (``ValueError``/``TypeError`` saying what to change):
+      ``data`` (tensors ``(inputs..., targets)`` without the chain dimension: all of them, or
+      a Dataset's first items), ``init`` (the initial positions ``[C, P]`` on the energy's
+      device), minibatches of ``batch_size`` rows drawn by ``batching`` out of ``num_points``
+      data points. ``None`` is not checked. ``Run`` calls it once, before sampling.
+    * ``describe()``: a JSON-able dict of what defines the target, data excluded: ``kind``
+      (the class name), ``num_data``, settings and fingerprints (hashes from
+      :mod:`structmc.fingerprint`) of its parts, ``unfingerprintable`` (what could not be
+      hashed) where anything, and ``base`` (the base's ``describe()``) for a wrapper. Resume
+      compares it (:func:`structmc.fingerprint.energy_fingerprint`): two energies that
+      describe the same are the same target.
+    * ``value_and_grad(theta, batch)``, ``value(theta, batch)``: the energy ``[C]`` (and its
+      gradient ``[C, P]``), detached.
 
     Optional, for :func:`~structmc.predictive` and :func:`~structmc.evaluate`:
     ``predictive_energy``, the energy whose model predicts from this energy's draws (it has
@@ -74,6 +102,9 @@ class Energy(Protocol):
     @property
     def cv_base(self) -> "Energy": ...
 
+    @property
+    def has_buffers(self) -> bool: ...
+
     def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """``theta [C, P]`` -> (energy ``[C]``, gradient ``[C, P]``), both detached."""
         ...
@@ -83,6 +114,13 @@ class Energy(Protocol):
         ...
 
     def with_num_data(self, num_data: int | None) -> "Energy":
+        ...
+
+    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
+              batching: str | None = None, *, num_points: int | None = None) -> None:
+        ...
+
+    def describe(self) -> dict:
         ...
 
 
@@ -113,6 +151,131 @@ class StatefulEnergy(Protocol):
     def load_state_dict(self, state: dict, device=None) -> None: ...
 
     def fresh(self) -> "StatefulEnergy": ...
+
+
+# ---------------------------------------------------------------------------------------
+# The declared members' defaults, and the one way to wrap an energy
+# ---------------------------------------------------------------------------------------
+class EnergyBase:
+    """The defaults of the members an :class:`Energy` declares (see there); subclass it and
+    define ``space``, ``num_data``, ``value_and_grad``, ``value`` and ``with_num_data``.
+
+    One model evaluation per call, no likelihood (``requires_data = False``), computes
+    wherever θ lives, is its own control-variate base, keeps no per-chain buffers, checks
+    nothing, and describes itself by a fingerprint of its class (code included) and
+    attributes (``energy_object``)."""
+
+    evaluations_per_call = 1
+    requires_data = False
+    device = None  # computes wherever θ lives
+    dtype = None
+    has_buffers = False  # no per-chain buffers: buffer_chains is None, chain_buffers refuses
+    buffer_chains = None
+
+    @property
+    def cv_base(self) -> "Energy":
+        return self
+
+    def chain_buffers(self, chain: int) -> dict[str, Tensor]:
+        raise ValueError(f"{type(self).__name__} keeps no per-chain buffers (has_buffers is False)")
+
+    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
+              batching: str | None = None, *, num_points: int | None = None) -> None:
+        """Refuse, before any compute, what this energy cannot run on (see :class:`Energy`);
+        by default nothing is checked."""
+
+    def describe(self) -> dict:
+        """What defines this energy (see :class:`Energy`): its class, code included, and its
+        attributes (a wrapper's ``base`` apart), hashed as ``energy_object``."""
+        part, unchecked = fingerprint.object_fingerprint(self, f"the energy {type(self).__qualname__}",
+                                                         exclude=("base",))
+        return _described(self, {"energy_object": part}, unchecked)
+
+
+def _described(energy, parts: dict, unchecked: Sequence[str] = (), base: "Energy | None" = None) -> dict:
+    """A ``describe()`` dict: kind, ``num_data``, ``parts``, what was not fingerprinted, the base's."""
+    out = {"kind": type(energy).__name__, "num_data": energy.num_data, **parts}
+    if unchecked:
+        out["unfingerprintable"] = list(unchecked)
+    if base is not None:
+        out["base"] = base.describe()
+    return out
+
+
+class WrappedEnergy(EnergyBase):
+    """An energy defined on top of another, ``base``: it forwards, by declaration, what the
+    base defines — ``space`` (override the property where the wrapper changes the parameter
+    space), ``num_data``, ``device``, ``dtype``, ``requires_data``, ``evaluations_per_call``,
+    ``has_buffers``/``buffer_chains``/``chain_buffers``, ``check`` and ``value`` /
+    ``value_and_grad`` — and rebuilds itself around ``base.with_num_data(N)`` for
+    ``with_num_data`` (through :meth:`with_base`: override it where a copy must not share
+    state). ``describe()`` nests the base's under ``base``. ``cv_base`` is the wrapper itself
+    (a control variate's centre term is the wrapped energy's), unless a subclass says otherwise.
+    """
+
+    def __init__(self, base: Energy):
+        self.base = base
+
+    @property
+    def space(self) -> ParamSpace:
+        return self.base.space
+
+    @property
+    def num_data(self) -> int | None:
+        return self.base.num_data
+
+    @property
+    def device(self) -> torch.device | None:
+        return self.base.device
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return self.base.dtype
+
+    @property
+    def requires_data(self) -> bool:
+        return self.base.requires_data
+
+    @property
+    def evaluations_per_call(self) -> int:
+        return self.base.evaluations_per_call
+
+    @property
+    def has_buffers(self) -> bool:
+        return self.base.has_buffers
+
+    @property
+    def buffer_chains(self) -> int | None:
+        return self.base.buffer_chains
+
+    def chain_buffers(self, chain: int) -> dict[str, Tensor]:
+        return self.base.chain_buffers(chain)
+
+    def with_base(self, base: Energy) -> "WrappedEnergy":
+        """A copy of this wrapper around ``base`` (a shallow copy by default)."""
+        new = copy.copy(self)
+        new.base = base
+        return new
+
+    def with_num_data(self, num_data) -> "WrappedEnergy":
+        return self.with_base(self.base.with_num_data(num_data))
+
+    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
+              batching: str | None = None, *, num_points: int | None = None) -> None:
+        """The base's checks."""
+        self.base.check(data, init, batch_size, batching, num_points=num_points)
+
+    def describe(self) -> dict:
+        """:meth:`EnergyBase.describe` of the wrapper (its own attributes), the base's under ``base``."""
+        out = super().describe()
+        out["base"] = self.base.describe()
+        return out
+
+    def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        return self.base.value_and_grad(theta, batch)
+
+    def value(self, theta: Tensor, batch: Batch) -> Tensor:
+        return self.base.value(theta, batch)
 
 
 def _chain_slice(batch: Batch, c: int) -> Batch:
@@ -209,7 +372,7 @@ def hutchinson_diag(energy_of: Callable[[Tensor], Tensor], theta: Tensor, genera
 # ---------------------------------------------------------------------------------------
 # Energies from a user log density
 # ---------------------------------------------------------------------------------------
-class LogDensityEnergy:
+class LogDensityEnergy(EnergyBase):
     """Energy of a user log density over a flat vector, in one of two forms.
 
     * ``LogDensityEnergy(log_prob, dim)``: ``U = -log_prob(theta, batch)``, used as is.
@@ -230,9 +393,6 @@ class LogDensityEnergy:
     predictions).
     """
 
-    device = None  # computes wherever θ lives
-    dtype = None
-    evaluations_per_call = 1
     predictive_energy = None  # a log density has no model that predicts (see Energy)
 
     @property
@@ -260,14 +420,22 @@ class LogDensityEnergy:
         self.model = model
         self._use_vmap = True
 
-    @property
-    def cv_base(self) -> "LogDensityEnergy":
-        return self
-
     def with_num_data(self, num_data):
         new = copy.copy(self)
         new.num_data = _as_num_data(num_data)
         return new
+
+    def describe(self) -> dict:
+        """Kind, ``num_data`` and the functions that define the density (their code, closures
+        and globals; see :mod:`structmc.fingerprint`), each with ``vectorized``."""
+        parts, unchecked = {}, []
+        for key, f in (("log_prob", self.log_prob), ("log_likelihood", self.log_likelihood),
+                       ("log_prior", self.log_prior)):
+            if f is not None:
+                parts[key], missing = fingerprint.value_fingerprint(
+                    {"fn": f, "vectorized": bool(self.vectorized)}, f"the {key.replace('_', ' ')} function")
+                unchecked += missing
+        return _described(self, parts, unchecked)
 
     def _log_density(self, theta: Tensor, batch) -> Tensor:
         """Log density of one chain (or of ``[C, P]`` when vectorized)."""
@@ -484,26 +652,12 @@ def _check_soft_labels(target: Tensor, K: int) -> None:
                          f"to {float(sums.max()):.4g}): normalise them, y / y.sum(1, keepdim=True)")
 
 
-def validate_data(energy, data) -> None:
-    """Check ``data`` against ``energy`` before any compute: calls ``check_data(data)`` of the
-    energy, or of the energy it wraps (``base`` / ``cv_base``), when it has one; else does
-    nothing. ``data=None`` is not checked."""
-    if data is None:
-        return
-    seen, e = set(), energy
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        check = getattr(type(e), "check_data", None)
-        if callable(check):
-            e.check_data(data)
-            return
-        nxt = getattr(e, "base", None)
-        if nxt is None:
-            try:
-                nxt = e.cv_base
-            except Exception:
-                nxt = None
-        e = nxt
+def validate_data(energy: Energy, data) -> None:
+    """Check ``data`` against ``energy`` before any compute: ``energy.check(data)`` (a wrapper
+    checks through its base; an energy without data checks does nothing). ``data=None`` is not
+    checked."""
+    if data is not None:
+        energy.check(data)
 
 
 def _select_sampled(module: nn.Module, sample) -> None:
@@ -530,7 +684,7 @@ def _select_sampled(module: nn.Module, sample) -> None:
         p.requires_grad_(n in chosen)
 
 
-class ModuleEnergy:
+class ModuleEnergy(EnergyBase):
     r"""Energy of an ``nn.Module`` with a likelihood and a prior on its parameters.
 
     ``U(θ) = -(N/n) Σ_batch log p(y|x, θ) − log p(θ)`` (constants dropped).
@@ -703,11 +857,43 @@ class ModuleEnergy:
                              f"{self._prior_spec.describe()['kind']} (see energy.prior: its grad and curvature)")
         return self._prior_precision
 
+    @property
+    def prior_spec(self):
+        """The prior as given (``prior=`` or :meth:`with_prior`, as a :mod:`structmc.priors`
+        prior), or ``None`` for ``prior_std``'s zero-mean Normal (read-only)."""
+        return self._prior_spec
+
     def check_init(self, theta: Tensor) -> None:
         """``ValueError`` (before any compute) when an initial position ``[C, P]`` lies outside
         the prior's support."""
         if self._prior_spec is not None:
             self.prior.check_support(theta, self._coordinate_name)
+
+    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
+              batching: str | None = None, *, num_points: int | None = None) -> None:
+        """:meth:`check_data` on ``data`` (its errors carry ``about_data = True``: the run loop
+        says when they concern a Dataset's items), then :meth:`check_init` on ``init``."""
+        if data is not None:
+            try:
+                self.check_data(data)
+            except (ValueError, TypeError) as err:
+                err.about_data = True
+                raise
+        if init is not None:
+            self.check_init(init)
+
+    def describe(self) -> dict:
+        """Kind, ``num_data`` and fingerprints (:mod:`structmc.fingerprint`) of the module's
+        structure and code (``module``), its buffers and frozen parameters (``module_state``; the
+        sampled ones are the chain's state), the likelihood and the prior (every tensor it holds)."""
+        module, state, unchecked = fingerprint.module_fingerprint(self.module, {i.name for i in self.space.params})
+        parts = {"module": module, "module_state": state}
+        for key, obj, label in (("likelihood", self.likelihood, "the likelihood"),
+                                ("prior", {"prior_std": self.prior_std, "spec": self._prior_spec, "bound": self.prior},
+                                 "the prior")):
+            parts[key], missing = fingerprint.value_fingerprint(obj, label)
+            unchecked += missing
+        return _described(self, parts, unchecked)
 
     def _coordinate_name(self, j: int) -> str:
         for info in self.space.params:
@@ -1063,33 +1249,26 @@ class ModuleEnergy:
             self.module.train(was_training)
 
 
-class NoisyGradientEnergy:
+class NoisyGradientEnergy(WrappedEnergy):
     """Wraps an energy and adds i.i.d. N(0, ``noise_std``²) noise to its gradients, drawn
     from its own generator (the pSGLD paper's simulated stochastic gradients, its Fig. 1)."""
 
     def __init__(self, base: Energy, noise_std: float, *, seed: int = 0):
         if not noise_std > 0:
             raise ValueError("noise_std must be positive")
-        self.base, self.noise_std, self.seed = base, float(noise_std), int(seed)
-        self.space = base.space
+        super().__init__(base)
+        self.noise_std, self.seed = float(noise_std), int(seed)
         self.generator = torch.Generator().manual_seed(self.seed)
 
-    num_data = property(lambda self: self.base.num_data)
-    evaluations_per_call = property(lambda self: self.base.evaluations_per_call)
-    requires_data = property(lambda self: self.base.requires_data)
-    device = property(lambda self: self.base.device)
-    dtype = property(lambda self: self.base.dtype)
-    cv_base = property(lambda self: self)
-
-    def with_num_data(self, num_data):
-        new = copy.copy(self)
-        new.base = self.base.with_num_data(num_data)
+    def with_base(self, base: Energy) -> "NoisyGradientEnergy":
+        """A copy around ``base`` with its own generator, in the same state."""
+        new = super().with_base(base)
         new.generator = torch.Generator().manual_seed(self.seed)
         new.generator.set_state(self.generator.get_state())
         return new
 
-    def value(self, theta, batch):
-        return self.base.value(theta, batch)
+    def describe(self) -> dict:
+        return _described(self, {"noise": {"noise_std": self.noise_std, "seed": self.seed}}, base=self.base)
 
     def value_and_grad(self, theta, batch):
         value, grad = self.base.value_and_grad(theta, batch)
@@ -1105,9 +1284,12 @@ def as_energy(target, dim: int | None = None) -> Energy:
         raise TypeError("wrap a module as ModuleEnergy(module, likelihood, prior_std=..., num_data=...)")
     if hasattr(target, "value_and_grad"):
         missing = [m for m in ("space", "num_data", "evaluations_per_call", "requires_data", "device", "dtype", "cv_base",
-                               "value_and_grad", "value", "with_num_data") if not hasattr(target, m)]
+                               "value_and_grad", "value", "with_num_data", "has_buffers", "check", "describe")
+                   if not hasattr(target, m)]
         raise TypeError(f"{type(target).__name__} does not implement the Energy protocol: missing {missing} "
-                        "(see structmc.energy.Energy)")
+                        "(see structmc.energy.Energy; subclass structmc.energy.EnergyBase for the defaults of "
+                        "evaluations_per_call, requires_data, device, dtype, cv_base, has_buffers, check and describe, "
+                        "or structmc.energy.WrappedEnergy to wrap another energy)")
     if callable(target):
         if dim is None:
             raise ValueError("dim is needed to wrap a log density; it is taken from init")

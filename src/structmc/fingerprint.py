@@ -10,7 +10,9 @@ fingerprint (version :data:`FINGERPRINT_VERSION`) holds, as JSON-friendly parts:
   :data:`DATASET_ITEMS` items (about 1 s per 60,000 items of a tensor-backed one), evenly spaced
   items beyond (the rest is reported as not checked); ``data_transform``: a per-batch transform
   and collate function;
-* ``energy`` (the kinds, outermost first), ``num_data``;
+* ``energy`` (the kinds, outermost first), ``num_data``; and the parts each energy declares
+  in its ``describe()`` (:class:`structmc.energy.Energy`; a wrapper nests its base's), hashed
+  with the helpers below — for structmc's energies:
 * ``module``: the module's structure (``repr``, every submodule's class, attributes, train/eval
   mode and hooks; the code of user-defined classes), ``module_state``: its buffers and frozen
   (not sampled) parameters — sampled parameters are the chain's state, not the target;
@@ -57,6 +59,7 @@ _LIBRARIES = {"torch", "structmc", "numpy", "scipy", "math", "cmath", "builtins"
 # the module's current parameters, which the chain overwrites)
 _NOT_TARGET = {"structmc.priors": ("space", "_like")}
 _META = ("fingerprint_version", "python", "unfingerprintable", "v1")
+_LEVEL_KEYS = ("kind", "base", "unfingerprintable")  # of a describe() level: not parts
 _PARTS = {
     "data": "the data", "data_transform": "the data's transform or collate_fn", "num_data": "the energy's num_data",
     "energy": "the energy's kind", "module": "the module's structure or code",
@@ -144,6 +147,13 @@ def value_fingerprint(obj, name: str) -> tuple[dict, list[str]]:
     h = _Hasher()
     h.feed(obj, name, 0)
     return h.result(), h.unchecked
+
+
+def object_fingerprint(obj, name: str, exclude=()) -> tuple[dict, list[str]]:
+    """:func:`value_fingerprint` of ``obj``'s class (its code included) and its attributes (but
+    those named in ``exclude``): an energy class's :meth:`~structmc.energy.EnergyBase.describe`."""
+    state = {k: v for k, v in (_instance_state(obj) or {}).items() if k not in exclude}
+    return value_fingerprint((type(obj), state), name)
 
 
 def module_fingerprint(module: nn.Module, sampled: set[str] | frozenset = frozenset()) -> tuple[dict, dict, list[str]]:
@@ -469,54 +479,26 @@ def _same_builtin(a, b) -> bool:
 # energies and targets
 # ---------------------------------------------------------------------------------------------
 def energy_fingerprint(energy) -> dict:
-    """Every part of ``energy`` that defines the target, walking wrapped energies (``.base``:
-    structured, hierarchical, noisy-gradient) from the outermost in."""
-    from .energy import LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy
-    from .priors import HierarchicalEnergy
-    from .structured.energies import StructuredEnergy
-
+    """The energy's parts of the fingerprint, from ``energy.describe()`` (see
+    :class:`structmc.energy.Energy`): ``num_data``, ``energy`` (the kinds, outermost first) and,
+    outermost first, every part a level describes (a wrapper nests its base's description under
+    ``base``); ``unfingerprintable`` gathers what no level could hash."""
     out: dict = {"num_data": energy.num_data}
+    kinds: list[str] = []
     unchecked: list[str] = []
-
-    def add(key, obj, label):
-        if key not in out:
-            out[key], missing = value_fingerprint(obj, label)
-            unchecked.extend(missing)
-
-    kinds, e, seen = [], energy, 0
-    while e is not None and seen < 8:
-        kinds.append(type(e).__name__)
-        part = getattr(e, "partition", None)
-        if part is not None and hasattr(part, "num_groups") and "partition" not in out:
-            ids = getattr(part, "group_ids", None)
-            out["partition"] = {"num_groups": int(part.num_groups),
-                                "group_ids": tensor_digest(ids) if isinstance(ids, Tensor) else None}
-        if isinstance(e, ModuleEnergy):
-            if "module" not in out:
-                out["module"], out["module_state"], missing = module_fingerprint(
-                    e.module, {i.name for i in e.space.params})
-                unchecked.extend(missing)
-            add("likelihood", e.likelihood, "the likelihood")
-            add("prior", {"prior_std": e.prior_std, "spec": e._prior_spec, "bound": e.prior}, "the prior")
-        elif isinstance(e, HierarchicalEnergy):
-            add("hierarchical", {"config": e.config(), "hyperprior": e.hyperprior, "group_ids": e.group_ids,
-                                 "net_dim": e.net_dim}, "the hierarchical prior")
-        elif isinstance(e, StructuredEnergy):
-            if "structured" not in out:
-                out["structured"] = json.loads(json.dumps(e.config(), default=str))
-        elif isinstance(e, NoisyGradientEnergy):
-            if "noise" not in out:
-                out["noise"] = {"noise_std": e.noise_std, "seed": e.seed}
-        elif isinstance(e, LogDensityEnergy):
-            for key in ("log_prob", "log_likelihood", "log_prior"):
-                f = getattr(e, key)
-                if f is not None:
-                    add(key, {"fn": f, "vectorized": bool(e.vectorized)}, f"the {key.replace('_', ' ')} function")
-        elif _library_name(type(e)) is None and "energy_object" not in out:  # a user's Energy class
-            state = {k: v for k, v in (_instance_state(e) or {}).items() if k != "base"}
-            add("energy_object", (type(e), state), f"the energy {type(e).__qualname__}")
-        e = getattr(e, "base", None)
-        seen += 1
+    level = energy.describe()
+    try:
+        json.dumps(level)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{type(energy).__name__}.describe() must return a JSON-able dict (numbers, strings, lists, "
+                        f"dicts; hash tensors and functions with structmc.fingerprint): {err}") from None
+    while isinstance(level, Mapping):
+        kinds.append(level.get("kind"))
+        for key, value in level.items():
+            if key not in _LEVEL_KEYS and key not in out:
+                out[key] = value
+        unchecked.extend(level.get("unfingerprintable", ()))
+        level = level.get("base")
     out["energy"] = kinds
     if unchecked:
         out["unfingerprintable"] = unchecked
@@ -666,41 +648,48 @@ def legacy_data_fingerprint(data=None, source=None, probe=None) -> dict:
 
 
 def legacy_energy_fingerprint(energy) -> dict:
-    """Version 1's energy parts: kinds, ``num_data``, a sum of the prior precision, qualified names."""
+    """Version 1's energy parts: kinds, ``num_data``, a sum of the prior precision, qualified
+    names, from the public members of structmc's energies (wrappers walked through ``base``)."""
+    from .energy import LogDensityEnergy, ModuleEnergy, WrappedEnergy
+    from .priors import HierarchicalEnergy
+    from .structured.energies import StructuredEnergy
+
     out: dict = {"num_data": energy.num_data}
     kinds = []
     e, seen = energy, 0
     while e is not None and seen < 8:
         kinds.append(type(e).__name__)
-        part = getattr(e, "partition", None)
-        if part is not None and hasattr(part, "num_groups") and "partition" not in out:
-            ids = getattr(part, "group_ids", None)
-            out["partition"] = {"num_groups": int(part.num_groups),
+        if isinstance(e, StructuredEnergy) and "partition" not in out:
+            ids = e.partition.group_ids
+            out["partition"] = {"num_groups": int(e.partition.num_groups),
                                 "group_ids": legacy_tensor_fingerprint(ids) if isinstance(ids, Tensor) else None}
-        if hasattr(e, "prior_std") and "prior" not in out:
-            prec = getattr(e, "_prior_precision", None)
-            out["prior"] = {"prior_std": repr(e.prior_std),
-                            "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
-            spec = getattr(e, "_prior_spec", None)
-            if spec is not None:
-                out["prior"]["prior"] = _json(spec.describe())
-        if type(e).__name__ == "HierarchicalEnergy" and "hierarchical" not in out:
+        if isinstance(e, ModuleEnergy):
+            if "prior" not in out:
+                try:
+                    prec = e.prior_precision
+                except ValueError:  # not a Normal prior
+                    prec = None
+                out["prior"] = {"prior_std": repr(e.prior_std), "precision_sum": float(prec.double().sum())
+                                if isinstance(prec, Tensor) else None}
+                if e.prior_spec is not None:
+                    out["prior"]["prior"] = _json(e.prior_spec.describe())
+        if isinstance(e, HierarchicalEnergy) and "hierarchical" not in out:
             out["hierarchical"] = _json(e.config())
-        if type(e).__name__ == "StructuredEnergy" and "structured" not in out:
+        if isinstance(e, StructuredEnergy) and "structured" not in out:
             out["structured"] = e.config()
-        lik = getattr(e, "likelihood", None)
-        if lik is not None and hasattr(lik, "name") and "likelihood" not in out:
-            out["likelihood"] = {"name": lik.name, "noise_std": getattr(lik, "noise_std", None)}
-        for name in ("log_prob", "log_likelihood", "log_prior"):
-            f = getattr(e, name, None)
-            if callable(f) and name not in out:
-                out[name] = getattr(f, "__qualname__", type(f).__name__)
-        e = getattr(e, "base", None)
+        if isinstance(e, (ModuleEnergy, HierarchicalEnergy)) and "likelihood" not in out:
+            out["likelihood"] = {"name": e.likelihood.name, "noise_std": e.likelihood.noise_std}
+        if isinstance(e, LogDensityEnergy):
+            for name, f in (("log_prob", e.log_prob), ("log_likelihood", e.log_likelihood),
+                            ("log_prior", e.log_prior)):
+                if f is not None and name not in out:
+                    out[name] = getattr(f, "__qualname__", type(f).__name__)
+        e = e.base if isinstance(e, WrappedEnergy) else None
         seen += 1
     out["energy"] = kinds
     return out
 
 
 __all__ = ["FINGERPRINT_VERSION", "DATASET_ITEMS", "tensor_digest", "data_fingerprint", "dataset_fingerprint",
-           "value_fingerprint", "module_fingerprint", "energy_fingerprint", "target_fingerprint", "fingerprint",
+           "value_fingerprint", "object_fingerprint", "module_fingerprint", "energy_fingerprint", "target_fingerprint", "fingerprint",
            "compare", "check", "legacy_fingerprint", "legacy_data_fingerprint", "legacy_energy_fingerprint"]

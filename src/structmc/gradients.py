@@ -114,7 +114,7 @@ class ControlVariate:
         if self._centre_c is None:
             raise RuntimeError("ControlVariate.prepare(energy, data, theta) must run first")
         # per-chain buffers (BatchNorm statistics) belong to C chains, not 2C positions
-        if self.stacked and energy.cv_base is energy and not getattr(energy, "has_buffers", False):
+        if self.stacked and energy.cv_base is energy and not energy.has_buffers:
             C = theta.shape[0]
             pairs = None if batch is None else tuple(_twice(t) for t in batch)
             value, grad = energy.value_and_grad(torch.cat([theta, self._centre_c]), pairs)

@@ -32,13 +32,15 @@ parameter is an error) puts different priors on different parameters.
 
 from __future__ import annotations
 
-import copy as _copy
 import fnmatch
 import math
 from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
+
+from . import fingerprint
+from .energy import WrappedEnergy
 
 __all__ = ["Prior", "BoundPrior", "Normal", "Laplace", "StudentT", "ScaleMixtureNormal", "LogDensity", "Flat",
            "HalfCauchy", "GammaPrecision", "HierarchicalEnergy", "as_prior"]
@@ -616,7 +618,7 @@ class GammaPrecision:
         return {"kind": "GammaPrecision", "shape": self.shape, "rate": self.rate}
 
 
-class HierarchicalEnergy:
+class HierarchicalEnergy(WrappedEnergy):
     r"""A :class:`~structmc.energy.ModuleEnergy` whose Normal(0, σ_g²) prior scales are sampled:
     one σ_g per group g of parameters (``groups="layer"``: per layer; ``"param"``: per
     parameter tensor; or a :class:`~structmc.partitions.Partition`), each with ``hyperprior``
@@ -629,11 +631,10 @@ class HierarchicalEnergy:
 
     (the last term includes the Jacobian of σ = e^s). Any sampler runs on it; ``predictive``,
     ``evaluate`` and ``forward_draws`` use the network part of each draw. The base energy's
-    own prior is replaced (``base.with_prior(Flat())``).
+    own prior is replaced (``base.with_prior(Flat())``). As a
+    :class:`~structmc.energy.WrappedEnergy` it forwards the base's ``num_data``, ``device``,
+    ``dtype``, ``requires_data``, per-chain buffers and checks; its ``space`` is its own.
     """
-
-    evaluations_per_call = 1
-    requires_data = True
 
     def __init__(self, base, groups="layer", hyperprior=None, *, init_scale: float = 1.0):
         from .space import ParamSpace
@@ -645,14 +646,14 @@ class HierarchicalEnergy:
         self.hyperprior = HalfCauchy(1.0) if hyperprior is None else hyperprior
         if not (hasattr(self.hyperprior, "energy") and hasattr(self.hyperprior, "grad")):
             raise TypeError("hyperprior must be HalfCauchy(...) or GammaPrecision(...) (energy and grad in s = log σ)")
-        self.base = base.with_prior(Flat())
+        super().__init__(base.with_prior(Flat()))
         space = base.space
         names, ids = self._groups(space, groups)
         self.group_names, self.num_groups = names, len(names)
         self.group_ids = ids.to(base.device)
         self.group_sizes = torch.bincount(ids, minlength=len(names)).to(device=base.device, dtype=base.dtype)
         self.net_dim = space.dim
-        self.space = ParamSpace([(i.name, i.shape) for i in space.params] + [(f"log_scale.{n}", ()) for n in names])
+        self._space = ParamSpace([(i.name, i.shape) for i in space.params] + [(f"log_scale.{n}", ()) for n in names])
         self.init_scale = float(init_scale)
         self.groups_spec = groups
 
@@ -678,27 +679,28 @@ class HierarchicalEnergy:
             raise ValueError("groups must be 'layer', 'param' or a Partition of the network's parameters")
         return [str(g) for g in range(int(groups.num_groups))], ids.long().cpu()
 
-    # -- the Energy protocol -------------------------------------------------------------------
+    # -- the Energy protocol (the rest forwarded by WrappedEnergy) -------------------------------
     @property
-    def num_data(self):
-        return self.base.num_data
+    def space(self):
+        """The network's parameters, then one ``log_scale.<group>`` per group."""
+        return self._space
 
-    @property
-    def device(self):
-        return self.base.device
+    def check(self, data=None, init=None, batch_size=None, batching=None, *, num_points=None) -> None:
+        """The base's checks, on the network part of ``init`` (log σ_g ranges over the reals)."""
+        self.base.check(data, None if init is None else init[..., : self.net_dim], batch_size, batching,
+                        num_points=num_points)
 
-    @property
-    def dtype(self):
-        return self.base.dtype
-
-    @property
-    def cv_base(self):
-        return self
-
-    def with_num_data(self, num_data):
-        new = _copy.copy(self)
-        new.base = self.base.with_num_data(num_data)
-        return new
+    def describe(self) -> dict:
+        """Kind, ``num_data``, the groups, hyperprior and network size hashed as ``hierarchical``,
+        and the base's description."""
+        part, unchecked = fingerprint.value_fingerprint(
+            {"config": self.config(), "hyperprior": self.hyperprior, "group_ids": self.group_ids,
+             "net_dim": self.net_dim}, "the hierarchical prior")
+        out = {"kind": type(self).__name__, "num_data": self.num_data, "hierarchical": part}
+        if unchecked:
+            out["unfingerprintable"] = unchecked
+        out["base"] = self.base.describe()
+        return out
 
     def initial_position(self, source: str = "module", *, generator=None, num_chains=None):
         """The module's parameters and log σ_g = log ``init_scale`` (``"module"`` only: the
@@ -748,17 +750,6 @@ class HierarchicalEnergy:
     @property
     def module(self):
         return self.base.module
-
-    @property
-    def has_buffers(self):
-        return self.base.has_buffers
-
-    @property
-    def buffer_chains(self):
-        return self.base.buffer_chains
-
-    def chain_buffers(self, chain):
-        return self.base.chain_buffers(chain)
 
     def forward_draws(self, samples, inputs, **kw):
         return self.base.forward_draws(samples[..., : self.net_dim], inputs, **kw)

@@ -29,7 +29,7 @@ from torch import Tensor
 from .batching import MODES, DataSource, DatasetStream, MinibatchStream, TransformedStream
 from . import fingerprint
 from .chain import Chain
-from .energy import Energy, StatefulEnergy, as_energy, validate_data
+from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import DrawRecorder, InfoLog, Progress
@@ -125,24 +125,18 @@ class Run:
         if num_points is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
         on_dataset = source is not None and source.dataset is not None
-        try:  # dtypes, widths, labels: a clear error before any compute (a Dataset: on its first items)
-            validate_data(energy, probe if on_dataset else data)
-        except (ValueError, TypeError) as err:
-            if on_dataset:
-                raise type(err)(f"the Dataset's items do not match the energy: {err}") from None
-            raise
-        check_batch = getattr(energy, "check_batch_size", None)  # e.g. split-batch structured energies
-        if check_batch is not None:
-            check_batch(batch_size, batching, num_points)
         theta0 = _initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
-        e = energy
-        while e is not None:  # a prior whose support excludes the start: an error before any compute
-            check_init = getattr(e, "check_init", None)
-            if check_init is not None:
-                check_init(theta0)
-            e = getattr(e, "base", None)
+        # the energy's own checks (Energy.check), before any compute: dtypes, widths, labels (a
+        # Dataset: on its first items), minibatch sizes (split-batch structured energies), a prior
+        # whose support excludes the start
+        try:
+            energy.check(probe if on_dataset else data, theta0, batch_size, batching, num_points=num_points)
+        except (ValueError, TypeError) as err:
+            if on_dataset and getattr(err, "about_data", False):
+                raise type(err)(f"the Dataset's items do not match the energy: {err}") from None
+            raise
         self._theta0, self._data = theta0, (probe if on_dataset else data)  # read to explain a divergence at 1
         energy = sampler.target_energy(energy)
         sampler = sampler.prepare(energy)
@@ -602,8 +596,8 @@ def _keep_finite_records(err: DivergenceError, run: Run, draws: DrawRecorder, lo
 def _chain_buffers(energy, num_chains: int):
     """Each chain's module buffers (BatchNorm statistics) at the end of the run: ``sample``
     works on a copy of the energy, so the chain carries them for ``predictive``."""
-    base = getattr(energy, "cv_base", energy)
-    if not getattr(base, "has_buffers", False):
+    base = energy.cv_base
+    if not base.has_buffers:  # a declared capability (Energy.has_buffers)
         return None
     if base.buffer_chains not in (None, num_chains):
         return None
@@ -784,7 +778,7 @@ def _load_checkpoint(folder: RunFolder, settings: dict, num_steps: int) -> dict 
     if ckpt is None:
         return None
     ckpt = _upgrade_checkpoint(ckpt)
-    _check_resume_compatible(ckpt["settings"], settings)
+    check_resume_compatible(ckpt["settings"], settings)
     if ckpt["run"]["iteration"] > num_steps:
         raise ValueError(f"the checkpoint is at iteration {ckpt['run']['iteration']}, beyond num_steps={num_steps}")
     return ckpt
@@ -817,14 +811,20 @@ def _check_folder_replaceable(folder: RunFolder, settings: dict) -> None:
     if not (folder.chunk_files() or folder.info_files()) or folder.folder_format() is None:
         return
     try:
-        _check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
+        check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
     except ValueError as err:
         raise ValueError(f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
                          "resume=True would delete them; resume with that run's settings and target, or pass "
                          "overwrite=True (without resume) to replace it") from None
 
 
-def _check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint") -> None:
+def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint") -> None:
+    """Raise ``ValueError`` (naming what differs) unless a run whose :meth:`Run.settings` are
+    ``new`` may continue one recorded with settings ``old`` (a checkpoint's or a run folder's
+    ``settings``): burn-in, thinning, seed, chains, batching, the parameter space and sampler
+    config, the dtype and the target's fingerprint (:mod:`structmc.fingerprint`) must agree.
+    ``against`` names ``old``'s origin in the message. ``sample(..., resume=True)`` checks this
+    itself; call it when you checkpoint a :class:`Run` yourself (``state_dict`` + ``settings``)."""
     for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
         if json_like(old.get(key)) != json_like(new.get(key)):
             raise ValueError(f"cannot resume: {key} differs from {against} ({old.get(key)!r} vs {new.get(key)!r})")
@@ -837,6 +837,9 @@ def _check_resume_compatible(old: dict, new: dict, against: str = "the checkpoin
     # the target (structmc.fingerprint): a changed part is refused, naming it; what could not be
     # fingerprinted, or was recorded by an older structmc's weaker fingerprint, is a warning
     fingerprint.check(old.get("target"), new["target"], against)
+
+
+_check_resume_compatible = check_resume_compatible  # the name older code and tests import
 
 
 def json_like(x):

@@ -219,7 +219,9 @@ def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeyp
     cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=12, windows=(2, 4), predict_window=4,
                   checkpoint_every=4)
     whole = gm.run(cfg, tmp_path / "whole", progress=False)["numbers"]["runs"]
-    real = gm.sample
+    from structmc.experiments import _common  # run_chain, shared with gibbs-augment, calls sample there
+
+    real = _common.sample
 
     def interrupted(*args, callback=None, **kw):
         def cb(t, state):
@@ -228,10 +230,10 @@ def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeyp
                 raise KeyboardInterrupt
         return real(*args, callback=cb, **kw)
 
-    monkeypatch.setattr(gm, "sample", interrupted)
+    monkeypatch.setattr(_common, "sample", interrupted)
     with pytest.raises(KeyboardInterrupt):
         gm.run(cfg, tmp_path / "cut", progress=False)
-    monkeypatch.setattr(gm, "sample", real)
+    monkeypatch.setattr(_common, "sample", real)
     resumed = gm.run(cfg, tmp_path / "cut", progress=False, resume=True)
     assert resumed["preset"] == "custom" and resumed["config"]["resume"] is True
     for key, r in whole.items():

@@ -59,6 +59,27 @@ def test_an_installed_package_never_looks_beside_site_packages(monkeypatch, tmp_
     assert S.default_data_dir() == tmp_path / "cache"
 
 
+# -- presets ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", E.REGISTRY.names())
+def test_every_experiment_resolves_presets_one_way(name, tmp_path):
+    """Every ``run`` resolves its first argument through :func:`structmc.experiments.resolve_preset`:
+    an unknown name is the same ValueError listing the presets, before anything is computed."""
+    module = E.get(name)
+    with pytest.raises(ValueError, match=rf"unknown preset 'nope'; choose from \[.*'tiny'"):
+        module.run("nope", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_resolved_preset_is_a_copy_with_the_seed_applied():
+    presets = {"tiny": replace(demo.PRESETS["tiny"])}
+    cfg, name = E.resolve_preset("tiny", presets, seed=7)
+    assert name == "tiny" and cfg.seed == 7 and presets["tiny"].seed != 7
+    same, name = E.resolve_preset("tiny", presets)
+    assert same == presets["tiny"] and same is not presets["tiny"]  # a run cannot change its module's presets
+    custom, name = E.resolve_preset(cfg, presets)
+    assert custom is cfg and name == "custom"
+
+
 # -- globals ---------------------------------------------------------------------------------------
 def test_every_experiment_restores_globals():
     for name in E.REGISTRY.names():

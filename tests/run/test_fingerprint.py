@@ -336,3 +336,73 @@ def test_a_full_hash_of_mnist_sized_data_is_cheap():
     X[59_999, 783] += 1e-3
     assert fingerprint.tensor_digest(X) != a
     assert elapsed < 5.0, elapsed  # ~0.2 s on one core
+
+
+# -- the describe()-based energy part keeps version 2's layout and values -----------------------------
+def _v2_energy_fingerprint(energy) -> dict:
+    """The energy part as version 2 (21e01b9) computed it, walking the objects: checkpoints it
+    wrote must compare equal to ``energy.describe()``'s parts (no version bump)."""
+    from structmc.energy import LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy
+
+    out, unchecked = {"num_data": energy.num_data}, []
+
+    def add(key, obj, label):
+        if key not in out:
+            out[key], missing = fingerprint.value_fingerprint(obj, label)
+            unchecked.extend(missing)
+
+    kinds, e = [], energy
+    while e is not None:
+        kinds.append(type(e).__name__)
+        part = getattr(e, "partition", None)
+        if part is not None and "partition" not in out:
+            out["partition"] = {"num_groups": int(part.num_groups), "group_ids": fingerprint.tensor_digest(part.group_ids)}
+        if isinstance(e, ModuleEnergy):
+            if "module" not in out:
+                out["module"], out["module_state"], missing = fingerprint.module_fingerprint(
+                    e.module, {i.name for i in e.space.params})
+                unchecked.extend(missing)
+            add("likelihood", e.likelihood, "the likelihood")
+            add("prior", {"prior_std": e.prior_std, "spec": e._prior_spec, "bound": e.prior}, "the prior")
+        elif isinstance(e, HierarchicalEnergy):
+            add("hierarchical", {"config": e.config(), "hyperprior": e.hyperprior, "group_ids": e.group_ids,
+                                 "net_dim": e.net_dim}, "the hierarchical prior")
+        elif isinstance(e, StructuredEnergy):
+            out.setdefault("structured", e.config())
+        elif isinstance(e, NoisyGradientEnergy):
+            out.setdefault("noise", {"noise_std": e.noise_std, "seed": e.seed})
+        elif isinstance(e, LogDensityEnergy):
+            for key in ("log_prob", "log_likelihood", "log_prior"):
+                if getattr(e, key) is not None:
+                    add(key, {"fn": getattr(e, key), "vectorized": bool(e.vectorized)},
+                        f"the {key.replace('_', ' ')} function")
+        e = getattr(e, "base", None)
+    out["energy"] = kinds
+    if unchecked:
+        out["unfingerprintable"] = unchecked
+    return out
+
+
+def test_the_energy_part_is_version_2s_for_every_energy():
+    from structmc.partitions import round_robin
+    from structmc.priors import Laplace
+
+    centre = {k: v.detach().clone() for k, v in _net().state_dict().items()}
+    module = sm.ModuleEnergy(_net(), "categorical", prior=Normal(loc=centre, scale=0.5), num_data=10)
+
+    def log_prob(t, b, checksum=zlib.crc32):  # leaves something unfingerprintable
+        return -(t * t).sum()
+
+    energies = [
+        module, sm.ModuleEnergy(_net(), "categorical", prior_std={"*.bias": 10.0, "*": 1.0}),
+        sm.ModuleEnergy(_net(), "categorical", prior=Laplace(0.3), sample="2.*"),
+        sm.LogDensityEnergy(log_prob, 3),
+        sm.LogDensityEnergy(dim=3, log_likelihood=lambda t, b: -(t * t).sum(), log_prior=lambda t: -t.sum()),
+        StructuredEnergy(module, round_robin(module.space.dim, 2), 50, mask=BernoulliMask(0.5), num_copies=2),
+        HierarchicalEnergy(module), sm.NoisyGradientEnergy(sm.LogDensityEnergy(log_prob, 3), 0.1, seed=4),
+        StructuredEnergy(HierarchicalEnergy(module), round_robin(module.space.dim + 2, 3), 20),
+    ]
+    for e in energies:
+        new = fingerprint.energy_fingerprint(e)
+        assert fingerprint._json(new) == fingerprint._json(_v2_energy_fingerprint(e)), type(e).__name__
+        assert new["energy"][0] == type(e).__name__ and "kind" not in new and "base" not in new

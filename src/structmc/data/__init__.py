@@ -17,6 +17,8 @@ order and the checksum rules, and each module's docstring for the split and prep
 ``fashion-mnist``   :func:`load_fashion_mnist`
 ``cifar10``         :func:`load_cifar10`
 ``svhn``            :func:`load_svhn` (needs scipy)
+MNIST-shaped        :func:`load_image_subset` (subsets, never downloads; ``data="auto"`` falls back
+                    to :func:`synthetic_images`, a seeded stand-in), :class:`ImageData`
 UCI regression      :func:`load_uci` (``boston``, ``concrete``, ``wine-red``, ``wine-white``,
                     ``airfoil``, ``energy``, ``yacht``, ``seoul-bike``, ``obesity``)
 ``adult``           :func:`load_adult`
@@ -47,7 +49,7 @@ from ..registry import Registry
 from .adult import load_adult
 from .base import Dataset
 from .files import ChecksumError, DataError, DataNotFoundError, Digest, DownloadError, FileSpec, default_cache_dir, fetch
-from .images import load_cifar10, load_fashion_mnist, load_mnist, load_svhn
+from .images import ImageData, load_cifar10, load_fashion_mnist, load_image_subset, load_mnist, load_svhn, synthetic_images
 from .movielens import load_movielens_100k, rating_triples
 from .synthetic import (
     GaussianTarget,
@@ -174,7 +176,8 @@ def load(name: str, **kwargs):
 __all__ = [
     "Dataset", "DatasetSpec", "DATASETS", "SOURCES", "load", "LOADERS", "DataError", "ChecksumError",
     "DownloadError", "DataNotFoundError", "Digest", "FileSpec", "fetch", "default_cache_dir",
-    "load_mnist", "load_fashion_mnist", "load_cifar10", "load_svhn", "load_adult", "load_movielens_100k",
+    "load_mnist", "load_fashion_mnist", "load_cifar10", "load_svhn", "load_image_subset", "ImageData",
+    "synthetic_images", "load_adult", "load_movielens_100k",
     "rating_triples", "load_noisy_xor", "simulate_noisy_xor", "noisy_xor_dataset", "load_uci", "UCI_REGRESSION",
     "load_boston", "load_concrete", "load_wine_quality", "load_airfoil", "load_energy", "load_yacht",
     "load_seoul_bike", "load_obesity", "linear_regression_data", "logistic_regression_data", "GaussianTarget",

@@ -9,6 +9,12 @@ in :data:`structmc.data.DATASETS`) — and its presets (the module's ``PRESETS``
 ``get(name)`` returns the module (``get("demo").run("tiny", "runs/demo")``),
 ``REGISTRY.get(name)`` the record; ``structmc experiment --list`` prints them. Add your own
 with ``REGISTRY.register("name", Experiment("name", "my.module", ...))``.
+
+Layout: each experiment module uses the library's public API and the common modules —
+``_common`` (what two experiments share), ``_mamba`` (the MAMBA harness), ``_report`` (the
+report format), ``_shared`` (run scaffolding) — never another experiment module, and resolves
+its presets with :func:`resolve_preset`; the library never imports this package (the import
+contracts in pyproject.toml's ``[tool.importlinter]``, checked by ``lint-imports``).
 """
 
 from __future__ import annotations
@@ -286,14 +292,16 @@ REGISTRY: Registry[Experiment] = Registry("experiment", {
 
 
 def resolve_preset(config, presets: dict, seed: int | None = None) -> tuple:
-    """``(config, preset name)`` for a preset name (``"custom"`` for a config object); ``seed``
-    (the ``--seed`` of ``structmc reproduce``) overrides the config's ``seed`` in a copy."""
+    """``(config, preset name)`` for a preset name (a copy of ``presets[name]``, so a run never
+    changes its module's presets) or a config object (name ``"custom"``); ``seed`` (the
+    ``--seed`` of ``structmc reproduce``) overrides the config's ``seed`` in a copy. Every
+    experiment's ``run`` resolves its first argument here."""
     import dataclasses
 
     if isinstance(config, str):
         if config not in presets:
             raise ValueError(f"unknown preset {config!r}; choose from {sorted(presets)}")
-        config, name = presets[config], config
+        config, name = dataclasses.replace(presets[config]), config
     else:
         name = "custom"
     if seed is not None:

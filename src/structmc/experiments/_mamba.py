@@ -68,6 +68,7 @@ from ..executors import as_executor
 from ..run import Budget, DivergenceError
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
+from ._report import fmt_num, json_value
 from ._shared import jsonable as _jsonable, threads as Threads, versions
 
 SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
@@ -588,22 +589,6 @@ def values_table(evals: Mapping[str, Mapping[str, dict | None]], key: str, metho
     return out
 
 
-def fmt_num(v, digits: int = 3) -> str:
-    """Compact number: 3 significant digits, thousands separators for large values."""
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    v = float(v)
-    if not math.isfinite(v):
-        return str(v)
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.0f}"
-    return f"{v:.{digits}g}"
-
-
 def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list[str]:
     """Markdown lines: one table row per method × metric row, a cell per sampler as
     ``ours (paper)``, then the ordering statistic, rule and verdict."""
@@ -778,17 +763,10 @@ def plot_tuning_time(path, tuned: Mapping[str, Mapping[str, dict]], target: floa
 # ---------------------------------------------------------------------------------------------
 
 
-def _convert(x):
-    if isinstance(x, Budget):
-        return budget_dict(x)
-    if callable(x) and not isinstance(x, (int, float, str, bool)) and not hasattr(x, "to_dict"):
-        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}"
-    return NotImplemented
-
-
 def jsonable(x):
-    """A JSON-ready copy (:func:`._shared.jsonable`); Arms and Budgets as dicts, functions by name."""
-    return _jsonable(x, _convert)
+    """A JSON-ready copy (:func:`._shared.jsonable` with :func:`._report.json_value`); Arms and
+    Budgets as dicts, functions by name."""
+    return _jsonable(x, json_value)
 
 
 def write_json(path, obj) -> None:
@@ -801,51 +779,8 @@ __all__ = [
     "paper_h", "arm_summary", "total_budget", "budget_dict", "TuningSettings", "tune", "tune_all", "evaluate_arm",
     "evaluate_all", "relative_sd_error", "within_factor_counts", "lowest_counts", "method_rows", "claim_row",
     "values_table", "fmt_num", "markdown_report_table", "markdown_claims", "markdown_choices", "markdown_timing",
-    "wall_claim", "tuned_json", "row_comparison", "step_size_lines", "write_common_report", "plot_ksd_curves", "plot_tuning_time", "versions", "jsonable", "write_json", "Threads",
+    "wall_claim", "tuned_json", "step_size_lines", "plot_ksd_curves", "plot_tuning_time", "versions", "jsonable", "write_json", "Threads",
 ]
-
-
-# ---------------------------------------------------------------------------------------------
-# the common report format (structmc.experiments._report)
-# ---------------------------------------------------------------------------------------------
-_LEGACY = {"agrees": "reproduced", "differs": "not reproduced", "n/a": "not comparable"}
-
-
-def _holds(holds, reason: str):
-    def test(_ours):
-        if holds is None:
-            raise ValueError(reason)
-        return bool(holds)
-    return test
-
-
-def row_comparison(row: dict):
-    """The :class:`~structmc.experiments._report.Comparison` of one of this module's rows (or an
-    experiment's own value / claim rows), with the rule its old verdict applied:
-
-    * a method row (:func:`method_rows`): the within-factor counts, ``Tolerance(abs=slack)``
-      (counts are integers, so ``abs=0.5`` stands for ``slack = 0``); no finite value of ours:
-      "not comparable";
-    * a claim row (:func:`claim_row`): a :class:`Claim` whose test is the claim's outcome
-      (``holds=None``: "not comparable");
-    * a value row (``kind == "value"``, ``tol``): ``Tolerance(abs=tol)``.
-    """
-    from ._report import Claim, Comparison, Tolerance
-
-    quantity = row["quantity"] + (f" [{row['source']}]" if row.get("source") else "")
-    if "paper_count" in row:  # method rows: an ordering check on counts
-        slack = float(row.get("slack", 1))
-        note = (f"{row['statistic']}; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's "
-                f"{list(row['paper'])}; {row['magnitude']}")
-        return Comparison(f"{quantity}: {row['statistic']}", row["ours_count"], row["paper_count"],
-                          Tolerance(abs=slack if slack > 0 else 0.5), unit="samplers", note=note)
-    if row.get("metric") == "claim" or row.get("kind") == "claim":
-        holds = row["verdict"] == "agrees" if row["verdict"] in ("agrees", "differs") else None
-        return Comparison(quantity, row["ours"], row["paper"],
-                          Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")), unit=row.get("unit", ""))
-    tol = float(row.get("tol", 0.0))
-    return Comparison(quantity, row["ours"], row["paper"], Tolerance(abs=tol if tol > 0 else 1e-12),
-                      unit=row.get("comparison_unit", row.get("unit", "")))
 
 
 def step_size_lines(num_data: int, samplers: Sequence[str] = SAMPLER_LABELS) -> list[str]:
@@ -861,38 +796,3 @@ def step_size_lines(num_data: int, samplers: Sequence[str] = SAMPLER_LABELS) -> 
     lines.append("grid values are log10 h of the paper's parameterisation; the reports' chosen log10 h convert "
                  "back with paper_h (lr / 2 for SGLD, lr for SGHMC/SGNHT)")
     return lines
-
-
-def write_common_report(out: Path, name: str, *, preset, cfg: Mapping, seed, legacy: dict, rows: list[dict],
-                        wall_time_s: float, reductions: Sequence[str], figures: Sequence[str], markdown,
-                        step_sizes: Sequence[str], device: str = "cpu", notes: Sequence[str] = ()) -> dict:
-    """Write the experiment's ``report.json``/``report.md`` through
-    :func:`~structmc.experiments._report.write_report`: one Comparison per row
-    (:func:`row_comparison`), the old report dict (every number: tuning, evaluation, reference)
-    under ``numbers`` with each row's verdict in the new vocabulary, and the old Markdown tables
-    (``markdown(legacy)``, title dropped) as ``extra_md``."""
-    from . import REGISTRY
-    from ._report import write_report
-
-    comps = [row_comparison(r) for r in rows]
-    for r, c in zip(rows, comps):
-        r["verdict"] = c.verdict
-    legacy["verdicts"] = {"agrees": sum(c.verdict.startswith("reproduced") for c in comps),
-                          "differs": sum(c.verdict.startswith("not reproduced") for c in comps),
-                          "n/a": sum(c.verdict.startswith("not comparable") for c in comps)}
-    md = markdown(legacy).splitlines()
-    if md and md[0].startswith("# "):
-        md = md[1:]
-    md = [ln.replace("Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not comparable): ")
-          for ln in md]
-    extra = "## Details\n" + "\n".join(md)
-    numbers = {k: v for k, v in legacy.items()
-               if k not in ("verdicts", "reduced", "config", "preset", "seed", "versions", "figures", "paper")}
-    if "experiment" in numbers:
-        numbers["description"] = numbers.pop("experiment")
-    if "paper" in legacy:
-        numbers["paper_values"] = legacy["paper"]
-    return write_report(out, experiment=REGISTRY.get(name), preset=preset or "custom", config=jsonable(dict(cfg)),
-                        seed=seed, comparisons=comps, numbers=jsonable(numbers), wall_time_s=wall_time_s,
-                        device=device, step_sizes=step_sizes, reductions=reductions,
-                        figures=[f for f in figures if (Path(out) / f).exists()], notes=notes, extra_md=extra)

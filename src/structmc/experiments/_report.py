@@ -180,6 +180,22 @@ def verdict_counts(rows: Sequence[Comparison]) -> dict[str, int]:
     return counts
 
 
+def fmt_num(v, digits: int = 3) -> str:
+    """Compact number: 3 significant digits, thousands separators for large values."""
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{digits}g}"
+
+
 def _fmt(x) -> str:
     if x is None:
         return "–"
@@ -268,10 +284,118 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# experiments that keep their own record: its numbers under ``numbers``, its tables as details
+# ---------------------------------------------------------------------------------------------
+_BOOKKEEPING = ("verdicts", "reduced", "config", "preset", "seed", "versions", "figures")
+
+
+def json_value(x):
+    """:func:`._shared.jsonable`'s converter for reports: a :class:`~structmc.run.Budget` as
+    its limits, a function or class by ``module.qualname`` (``NotImplemented`` otherwise)."""
+    from ..run import Budget
+
+    if isinstance(x, Budget):
+        return {k: getattr(x, k) for k in ("iterations", "seconds", "grad_evals") if getattr(x, k) is not None}
+    if callable(x) and not isinstance(x, (int, float, str, bool)) and not hasattr(x, "to_dict"):
+        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}"
+    return NotImplemented
+
+
+def write_details_report(out_dir: str | Path, name: str, *, preset: str, config: Mapping, seed: int | None,
+                         details: Mapping, comparisons: Sequence[Comparison], markdown: str, wall_time_s: float,
+                         device: str = "cpu", step_sizes: Sequence[str] = (), reductions: Sequence[str] = (),
+                         figures: Sequence[str] = (), notes: Sequence[str] = ()) -> dict:
+    """:func:`write_report` for experiment ``name`` (a key of
+    :data:`~structmc.experiments.REGISTRY`) that builds its own record ``details`` (runs,
+    tables, tuning, ...) and Markdown tables ``markdown``: ``details`` goes under ``numbers``
+    without the keys the report holds at its top level (preset, config, seed, versions,
+    reduced, figures, verdicts), its ``experiment`` (a description) renamed ``description``
+    and its ``paper`` ``paper_values``; ``markdown``, title line dropped, under "## Details".
+    Budgets and functions in either are written by :func:`json_value`."""
+    from . import REGISTRY
+
+    numbers = {k: v for k, v in details.items() if k not in _BOOKKEEPING}
+    if "experiment" in numbers:
+        numbers["description"] = numbers.pop("experiment")
+    if "paper" in numbers:
+        numbers["paper_values"] = numbers.pop("paper")
+    md = markdown.splitlines()
+    if md and md[0].startswith("# "):
+        md = md[1:]
+    return write_report(out_dir, experiment=REGISTRY.get(name), preset=preset,
+                        config=jsonable(dict(config), json_value), seed=seed, comparisons=comparisons,
+                        numbers=jsonable(numbers, json_value), wall_time_s=wall_time_s, device=device,
+                        step_sizes=step_sizes, reductions=reductions, figures=figures, notes=notes,
+                        extra_md="## Details\n" + "\n".join(md))
+
+
+# ---------------------------------------------------------------------------------------------
+# rows: the dict form of a Comparison that the MAMBA experiments and gibbs-xor build
+# ---------------------------------------------------------------------------------------------
+#: a row's own verdict word -> this module's verdict
+ROW_VERDICTS = {"agrees": REPRODUCED, "differs": NOT_REPRODUCED, "n/a": NOT_COMPARABLE}
+
+
+def _holds(holds, reason: str):
+    def test(_ours):
+        if holds is None:
+            raise ValueError(reason)
+        return bool(holds)
+    return test
+
+
+def row_comparison(row: dict) -> Comparison:
+    """The :class:`Comparison` of a row dict, with the rule its own verdict applied:
+
+    * a method row (:func:`._mamba.method_rows`: ``paper_count``/``ours_count``, the number of
+      samplers a method is within a factor of the best for): ``Tolerance(abs=slack)`` on the
+      counts (integers, so ``abs=0.5`` stands for ``slack = 0``);
+    * a claim row (``metric == "claim"`` or ``kind == "claim"``): a :class:`Claim` whose test
+      is the row's outcome (``verdict`` "agrees" / "differs"; anything else: not comparable);
+    * a value row (``tol``): ``Tolerance(abs=tol)``.
+    """
+    quantity = row["quantity"] + (f" [{row['source']}]" if row.get("source") else "")
+    if "paper_count" in row:  # method rows: an ordering check on counts
+        slack = float(row.get("slack", 1))
+        note = (f"{row['statistic']}; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's "
+                f"{list(row['paper'])}; {row['magnitude']}")
+        return Comparison(f"{quantity}: {row['statistic']}", row["ours_count"], row["paper_count"],
+                          Tolerance(abs=slack if slack > 0 else 0.5), unit="samplers", note=note)
+    if row.get("metric") == "claim" or row.get("kind") == "claim":
+        holds = row["verdict"] == "agrees" if row["verdict"] in ("agrees", "differs") else None
+        return Comparison(quantity, row["ours"], row["paper"],
+                          Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")),
+                          unit=row.get("unit", ""))
+    tol = float(row.get("tol", 0.0))
+    return Comparison(quantity, row["ours"], row["paper"], Tolerance(abs=tol if tol > 0 else 1e-12),
+                      unit=row.get("comparison_unit", row.get("unit", "")))
+
+
+def write_rows_report(out: str | Path, name: str, *, preset: str, cfg: Mapping, seed, legacy: dict, rows: list[dict],
+                      wall_time_s: float, reductions: Sequence[str], figures: Sequence[str], markdown,
+                      step_sizes: Sequence[str], device: str = "cpu", notes: Sequence[str] = ()) -> dict:
+    """:func:`write_details_report` for an experiment whose record ``legacy`` holds ``rows``:
+    one Comparison per row (:func:`row_comparison`), each row's ``verdict`` replaced by the
+    Comparison's, ``legacy["verdicts"]`` counted by row verdict word (:data:`ROW_VERDICTS`),
+    then ``markdown(legacy)`` as the details; ``figures`` that were not written are left out."""
+    comps = [row_comparison(r) for r in rows]
+    for r, c in zip(rows, comps):
+        r["verdict"] = c.verdict
+    legacy["verdicts"] = {word: sum(c.verdict.startswith(v) for c in comps) for word, v in ROW_VERDICTS.items()}
+    md = markdown(legacy).replace("Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not "
+                                                "comparable): ")
+    return write_details_report(out, name, preset=preset, config=cfg, seed=seed, details=legacy, comparisons=comps,
+                                markdown=md, wall_time_s=wall_time_s, device=device, step_sizes=step_sizes,
+                                reductions=reductions, figures=[f for f in figures if (Path(out) / f).exists()],
+                                notes=notes)
+
+
 REPORT_FIELDS = ("experiment", "paper", "figure", "preset", "reduced", "reductions", "config", "seed",
                  "step_size_mapping", "versions", "hardware", "wall_time_s", "date", "numbers", "comparisons",
                  "verdicts", "figures", "notes")
 COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note")
 
 __all__ = ["Tolerance", "Ordering", "Claim", "Comparison", "write_report", "render_markdown", "hardware", "verdict_counts",
+           "fmt_num", "json_value", "write_details_report", "ROW_VERDICTS", "row_comparison", "write_rows_report",
            "REPORT_FIELDS", "COMPARISON_FIELDS", "REPRODUCED", "SMALLER_MARGIN", "NOT_REPRODUCED", "NOT_COMPARABLE"]

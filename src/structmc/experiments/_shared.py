@@ -216,13 +216,13 @@ def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = Fa
     stderr is a terminal) labelled ``desc``.
     """
     from ..recording import Progress
-    from ..run import _check_resume_compatible
+    from ..run import check_resume_compatible
 
     path = None if folder is None else Path(folder) / CHECKPOINT
     carry = {} if carry is None else carry
     if path is not None and resume and path.exists():
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        _check_resume_compatible(ckpt["settings"], run.settings())
+        check_resume_compatible(ckpt["settings"], run.settings())
         if ckpt["run"]["iteration"] > steps:
             raise ValueError(f"cannot resume {folder}: its checkpoint is at iteration {ckpt['run']['iteration']}, "
                              f"beyond this run's {steps}")

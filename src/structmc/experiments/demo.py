@@ -23,6 +23,7 @@ from torch import nn
 from .. import ControlVariate, ModuleEnergy, PSGLD, SGHMC, SGLD, SGNHT, find_map, predictive, sample
 from ..builtin import load_builtin
 from ..diagnostics import regression_metrics
+from . import resolve_preset
 from ._shared import restores_globals
 
 
@@ -72,7 +73,7 @@ def _sampler(name: str, cfg: Config):
 
 @restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progress: bool | None = None) -> dict:
-    cfg = PRESETS[config] if isinstance(config, str) else config
+    cfg, _ = resolve_preset(config, PRESETS)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = load_builtin("diabetes", seed=cfg.seed)

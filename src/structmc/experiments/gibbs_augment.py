@@ -35,13 +35,15 @@ from pathlib import Path
 import torch
 
 from ..data.augment import TRANSFORMS
-from . import gibbs_mnist as gm
-from .gibbs_mnist import DATASET_LABELS, PAPER_ACCURACY
-from ._shared import restores_globals
+from ..zoo import energy_for
+from . import _common as fnbg
+from . import resolve_preset
+from ._common import DATASET_LABELS, PAPER_ACCURACY
+from ._shared import jsonable, pyplot, restores_globals, threads, versions
 
 
 @dataclass
-class Config(gm.Config):
+class Config(fnbg.FNBGConfig):
     batch_sizes: tuple[int, ...] = (3000,)  # Table 4: batch 3,000 only
     num_steps: int = 200
     burn_in: int = 50
@@ -56,19 +58,11 @@ class Config(gm.Config):
 
 PRESETS = {
     "tiny": Config(datasets=("mnist",), batch_sizes=(50,), num_steps=8, burn_in=2, windows=(5,), predict_window=5,
-                   data="auto", num_train=200, num_test=100, proposal_var={50: gm.PROPOSAL_VARS[600]}),
+                   data="auto", num_train=200, num_test=100, proposal_var={50: fnbg.PROPOSAL_VARS[600]}),
     "quick": Config(blocks="paper", num_steps=800, burn_in=80, windows=(80,), predict_window=80),  # 8 chains, ~4 min
     "full": Config(num_steps=110_000, burn_in=10_000, windows=(10_000,), predict_window=10_000, thin=10,
                    rule="tolerance", checkpoint_every=1_000, resume=True),
 }
-
-
-def _resolve(config: Config | str) -> tuple[Config, str]:
-    from . import resolve_preset
-
-    if isinstance(config, tuple):  # (config, preset name), already resolved by run()
-        return config
-    return resolve_preset(config, PRESETS)
 
 
 @restores_globals
@@ -79,35 +73,31 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-augmen
     ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
     ``resume`` (chains checkpoint under ``out_dir/chains``, every 1,000 sweeps when the config
     sets no ``checkpoint_every``)."""
-    cfg, preset = _resolve(config)
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     if resume is not None:  # keeps the preset's name in the report
         cfg = replace(cfg, resume=bool(resume), checkpoint_every=cfg.checkpoint_every or 1_000)
-        config = (cfg, preset)
-    with gm.threads(cfg.num_threads):
-        return _run(config, out_dir, progress, seed)
+    with threads(cfg.num_threads):
+        return _run(cfg, preset, out_dir, progress)
 
 
-def _run(config, out_dir, progress, seed=None) -> dict:
-    cfg, preset = _resolve(config)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+def _run(cfg: Config, preset: str, out_dir, progress) -> dict:
     wall0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in cfg.transforms:
         if name not in TRANSFORMS:
             raise ValueError(f"unknown transform {name!r}; choose from {sorted(TRANSFORMS)}")
-    ws = gm.check_windows(cfg, cfg.windows, cfg.predict_window)
+    ws = fnbg.check_windows(cfg, cfg.windows, cfg.predict_window)
     if len(cfg.batch_sizes) != 1:
         raise ValueError("gibbs-augment runs one batch size (Table 4: 3,000)")
     batch = int(cfg.batch_sizes[0])
-    var, var_from = gm.proposal_var_for(cfg, batch)
-    energy = gm.energy_for("mlp_gibbs", seed=cfg.seed)
-    partition = gm.make_partition(energy.space, cfg)
+    var, var_from = fnbg.proposal_var_for(cfg, batch)
+    energy = energy_for("mlp_gibbs", seed=cfg.seed)
+    partition = fnbg.make_partition(energy.space, cfg)
     settings = (["none"] if cfg.include_untransformed else []) + list(cfg.transforms)
     runs, data_info, samples = {}, {}, {}
     for d_i, name in enumerate(cfg.datasets):
-        data = gm.load_images(name, cfg)
+        data = fnbg.load_images(name, cfg)
         if batch > len(data.y_train):
             raise ValueError(f"batch size {batch} exceeds the {len(data.y_train)} training images of {name}")
         data_info[name] = {"source": data.source, "data_dir": data.data_dir, "num_train": len(data.y_train),
@@ -121,8 +111,8 @@ def _run(config, out_dir, progress, seed=None) -> dict:
                 t_seed = cfg.transform_seed + 100 * d_i + t_i
                 x_aug = TRANSFORMS[tname](data.x_train, torch.Generator().manual_seed(t_seed))
                 samples[name][tname] = x_aug[:6]
-            x_tr, x_te, stats = gm.standardize(x_aug, data.x_test, cfg.test_stats)
-            r = gm.run_chain(energy, partition, var, x_tr, data.y_train, x_te, data.y_test, cfg=cfg, batch_size=batch,
+            x_tr, x_te, stats = fnbg.standardize(x_aug, data.x_test, cfg.test_stats)
+            r = fnbg.run_chain(energy, partition, var, x_tr, data.y_train, x_te, data.y_test, cfg=cfg, batch_size=batch,
                              windows=ws, seed=cfg.seed + 1000 * d_i,  # paired: same start and stream per data set
                              folder=out / "chains" / f"{name}-{tname}", progress=progress)
             r.pop("probs")
@@ -134,20 +124,20 @@ def _run(config, out_dir, progress, seed=None) -> dict:
     report = {
         "experiment": "gibbs-augment: minibatch FNBG on augmented MNIST / Fashion-MNIST training sets "
                       "(Papamarkou 2023, Sect. 5.8, Table 4)",
-        "preset": preset, "config": gm._jsonable(asdict(cfg)), "seed": cfg.seed, "versions": gm.versions(),
+        "preset": preset, "config": jsonable(asdict(cfg)), "seed": cfg.seed, "versions": versions(),
         "partition": {"blocks": cfg.blocks, "kind": partition.kind, "num_blocks": partition.num_groups},
         "data": data_info, "runs": runs,
         "paper": {"untransformed_accuracy_batch3000": {k[0]: v for k, v in PAPER_ACCURACY.items()},
                   "claim": "augmentation lowers predictive accuracy drastically; catastrophically for FMNIST",
                   "table4_cells": "not in our copy of the paper's text"},
-        "reduced": gm.reductions(cfg, preset, PRESETS["full"]),
+        "reduced": fnbg.reductions(cfg, preset, PRESETS["full"]),
     }
     report["tables"] = _tables(report, cfg)
     comparisons = _comparisons(report, cfg)
     report["wall_time_s"] = time.perf_counter() - wall0
     _plots(out, report, samples)
-    return gm.write_common_report(out, "gibbs-augment", report, cfg, preset, comparisons, _markdown(report, cfg),
-                                  gm.reduction_note(report["reduced"]))
+    return fnbg.write_fnbg_report(out, "gibbs-augment", report, cfg, preset, comparisons, _markdown(report, cfg),
+                                    fnbg.reduction_note(report["reduced"]))
 
 
 def _comparisons(report: dict, cfg: Config) -> list:
@@ -161,7 +151,7 @@ def _comparisons(report: dict, cfg: Config) -> list:
     for r in report["tables"]["accuracy"]:
         label = DATASET_LABELS.get(r["dataset"], r["dataset"])
         if r["transform"] == "none":
-            c = gm.accuracy_comparison(f"{label}, untransformed: test accuracy (Table 2, batch 3,000)", r["ours"],
+            c = fnbg.accuracy_comparison(f"{label}, untransformed: test accuracy (Table 2, batch 3,000)", r["ours"],
                                        r["paper"], cfg, r["verdict"].startswith("n/a (synthetic"))
         else:
             base = runs.get(f"{r['dataset']}/none")
@@ -190,7 +180,7 @@ def _tables(report: dict, cfg: Config) -> dict:
         base = runs.get(f"{name}/none")
         if tname == "none":
             paper = PAPER_ACCURACY.get((name, r["batch_size"]))
-            verdict = gm.accuracy_verdict(ours, paper, cfg.rule, cfg.tolerance, r["synthetic"])
+            verdict = fnbg.accuracy_verdict(ours, paper, cfg.rule, cfg.tolerance, r["synthetic"])
         else:
             paper = None
             if base is None:
@@ -231,18 +221,18 @@ def _markdown(report: dict, cfg: Config) -> str:
                   + ("; ".join(report["reduced"]) or "nothing") + ".",
                   ""]
         if cfg.blocks == "paper":
-            lines += [gm.BLOCKS_NOTE, ""]
+            lines += [fnbg.BLOCKS_NOTE, ""]
     if synthetic:
         lines += ["**Synthetic stand-in data** (the MNIST files were not found): numbers only exercise the pipeline.",
                   ""]
     lines += ["| data | training set | paper % | ours % | acceptance % per layer | verdict |",
               "|---|---|---|---|---|---|"]
     for r in report["tables"]["accuracy"]:
-        paper = gm._pct(r["paper"]) if r["transform"] == "none" else "— (not in text)"
+        paper = fnbg.pct(r["paper"]) if r["transform"] == "none" else "— (not in text)"
         acc = ", ".join(f"{100 * a:.0f}" for a in r["acceptance_per_layer"])
         lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | "
                      f"{'untransformed' if r['transform'] == 'none' else r['transform']} | {paper} | "
-                     f"{gm._pct(r['ours'])} | {acc} | {r['verdict']} |")
+                     f"{fnbg.pct(r['ours'])} | {acc} | {r['verdict']} |")
     lines += ["", "Paper: \"if data augmentation is performed, then predictive accuracy deteriorates drastically. "
               "Notably, data augmentation has catastrophic predictive consequences for FMNIST\" (Table 4's cells are "
               "not in our copy of the text). The reference code scores its FMNIST augmentation chains on the MNIST "
@@ -260,7 +250,7 @@ def _markdown(report: dict, cfg: Config) -> str:
 
 
 def _plots(out: Path, report: dict, samples: dict) -> None:
-    plt = gm._pyplot()
+    plt = pyplot()
     if plt is None:  # pragma: no cover
         return
     rows = report["tables"]["accuracy"]

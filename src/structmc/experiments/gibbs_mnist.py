@@ -42,88 +42,34 @@ orderings the paper states. Each row's verdict follows the rule in :class:`Confi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Mapping
 
 import torch
 from torch import Tensor
 
-from .. import predictive, sample
-from ..diagnostics import classification_metrics
-from ..gibbs import MetropolisWithinGibbs, acceptance
-from ..partitions import Partition, by_finer_nodes, by_neuron, custom
 from ..zoo import energy_for
-from ._shared import default_data_dir, jsonable as _jsonable, pyplot as _pyplot, save_cache, threads, versions
+from . import resolve_preset
+from ._common import (BLOCKS_NOTE, DATASET_LABELS, PAPER_ACCURACY, PROPOSAL_VARS, accuracy_comparison,
+                      accuracy_verdict, check_windows, load_images, make_partition, paper_partition, pct,
+                      proposal_var_for, reduction_note, reductions, run_chain, standardize, verdict_outcome,
+                      write_fnbg_report)
+from ._common import FNBGConfig as Config
+from ._shared import jsonable as _jsonable, pyplot as _pyplot, threads, versions
 from ._shared import restores_globals
 
 # -- what the paper publishes ------------------------------------------------------------------
-#: Table 2, batch 3,000 (the only cells stated in the text; "the highest accuracy ... 90.75 %
-#: for MNIST and 80.89 % for FMNIST are attained by employing a batch size of 3000").
-PAPER_ACCURACY = {("mnist", 3000): 0.9075, ("fashion-mnist", 3000): 0.8089}
 #: Fig. 8: posterior predictive probabilities of four correctly classified test images per set.
 PAPER_FIG8 = {
     "mnist": "0: 0.98, 7: 0.97 (confident); 9: 0.35 vs 4: 0.28 and a similar fourth (uncertain)",
     "fashion-mnist": "trousers: 0.99, bag: 0.96 (confident); shirt: 0.33 vs pullover: 0.32 and a similar fourth",
 }
-#: Proposal variances (layers 1, 2, 3, output) of the reference code, by batch size.
-PROPOSAL_VARS: dict[int, tuple[float, float, float, float]] = {
-    600: (5e-2, 5e-4, 5e-4, 5e-5),
-    1800: (2e-2, 2e-4, 2e-4, 2e-5),
-    3000: (1e-2, 1e-4, 1e-4, 1e-5),
-    4200: (1e-2, 1e-4, 1e-4, 1e-5),
-}
-#: Fig. 5's parameters θ_1005, θ_7872, θ_8008, θ_8107 (1-based; hidden layers 1–3, output).
-TRACE_PARAMS = (1005, 7872, 8008, 8107)
-CHANCE = 0.1
-DATASET_LABELS = {"mnist": "MNIST", "fashion-mnist": "FMNIST"}
 CLASS_NAMES = {
     "mnist": [str(i) for i in range(10)],
     "fashion-mnist": ["T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
                       "boot"],
 }
-BLOCKS_NOTE = ("Blocks: the paper's 130 (Sect. 4.4) instead of the reference code's 810. A sweep costs about a fifth "
-               "(fewer, larger first-layer blocks), so the chain gets ~5x more sweeps in the same time; the later "
-               "layers' node blocks, whose small proposal variances make them the slow part of the transient, are "
-               "identical. Larger first-layer blocks lower that layer's acceptance at the same σ².")
-_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-          "t10k-labels-idx1-ubyte.gz")
-
-
-@dataclass
-class Config:
-    datasets: tuple[str, ...] = ("mnist", "fashion-mnist")
-    batch_sizes: tuple[int, ...] = (3000,)
-    num_steps: int = 600  # sweeps (paper 110,000)
-    burn_in: int = 100  # acceptance over sweeps burn_in+1..num_steps (paper 10,000)
-    windows: tuple[int, ...] = (10, 100, 200, 300)  # accuracy from the last W sweeps (paper 1k, 10k, 20k, 30k)
-    predict_window: int = 100  # the headline accuracy's window (paper 10,000)
-    thin: int = 1  # keep every thin-th sweep inside the windows
-    blocks: str = "reference"  # "reference" (810 blocks, chunks of 10) or "paper" (130 blocks, 10 per node)
-    chunk_size: int = 10  # "reference": first-layer chunk size
-    sub_blocks: int = 10  # "paper": sub-blocks per first-layer node (β₁)
-    proposal_var: dict = field(default_factory=lambda: dict(PROPOSAL_VARS))  # batch size -> per-layer σ²
-    scaling: str = "none"  # the paper's target: no N/n
-    num_chains: int = 1
-    seed: int = 0
-    data: str = "files"  # "files" (error if missing), "auto" (files, else synthetic), "synthetic"
-    data_dir: str | None = None  # default: $STRUCTMC_DATA, else a checkout's ../shared/data, else the cache
-    num_train: int | None = None  # a random subset of the training set (None: all 60,000)
-    num_test: int | None = None  # the first num_test test images (None: all 10,000)
-    test_stats: str = "train"  # standardise the test set by the training set's statistics, or its own ("test")
-    num_examples: int = 4  # Fig. 8: test images whose predictive probabilities are shown
-    # verdict rules
-    # "tolerance": |ours − paper| ≤ tolerance; "ordering": chance < ours ≤ paper + tolerance
-    rule: str = "ordering"
-    tolerance: float = 0.02  # accuracy, absolute
-    length_slack: float = 0.005  # a longer window may lose at most this much accuracy (Table 3's ordering)
-    min_acceptance: float = 0.01  # "non-vanishing" acceptance per layer (Tables 5–6)
-    checkpoint_every: int | None = None  # with out_dir/chains/<run>: resumable chains
-    resume: bool = False
-    num_threads: int | None = 1  # torch intra-op threads during the run (restored after); None: leave as is.
-    # A sweep is ~10³ tiny ops: on a busy machine extra threads cost ~1000x per op (measured).
-
-
 PRESETS = {
     "tiny": Config(datasets=("mnist",), batch_sizes=(50,), num_steps=12, burn_in=2, windows=(2, 5, 10),
                    predict_window=5, data="auto", num_train=200, num_test=100, proposal_var={50: PROPOSAL_VARS[600]}),
@@ -140,260 +86,17 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------
 # partitions
 # ---------------------------------------------------------------------------------------
-def _chunk_ids(n: int, n_chunks: int) -> Tensor:
-    """Chunk of each of ``n`` positions under ``torch.tensor_split(·, n_chunks)`` (the first
-    ``n % n_chunks`` chunks one longer)."""
-    q, r = divmod(n, n_chunks)
-    pos = torch.arange(n)
-    cut = r * (q + 1)
-    return torch.where(pos < cut, pos // (q + 1), r + (pos - cut) // max(q, 1))
-
-
-def paper_partition(space, sub_blocks: int = 10) -> Partition:
-    """The paper's FNBG blocks (Sect. 4.4): each first-layer node's incoming weights and bias
-    (785 for MNIST) split into ``sub_blocks`` consecutive near-equal sub-blocks (larger first:
-    5 × 79 then 5 × 78), node blocks in every later layer. MLP(784, 10, 10, 10, 10): 130 blocks."""
-    sub_blocks = int(sub_blocks)
-    nodes = by_neuron(space)
-    rec = space.layers[0]
-    rows = space.unit_rows(rec)  # [U, n]
-    U, n = rows.shape
-    if not 1 <= sub_blocks <= n:
-        raise ValueError(f"sub_blocks must lie in [1, {n}], got {sub_blocks}")
-    ids = nodes.group_ids + (sub_blocks - 1) * U  # later layers' node blocks after the first layer's
-    ids[rows] = torch.arange(U).unsqueeze(1) * sub_blocks + _chunk_ids(n, sub_blocks)
-    part = custom(space, ids)
-    return replace(part, kind="paper_finer_nodes")
-
-
-def make_partition(space, cfg: Config) -> Partition:
-    if cfg.blocks == "reference":
-        return by_finer_nodes(space, cfg.chunk_size)
-    if cfg.blocks == "paper":
-        return paper_partition(space, cfg.sub_blocks)
-    raise ValueError(f"blocks must be 'reference' or 'paper', got {cfg.blocks!r}")
-
-
 # ---------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------
 
 
-def synthetic_images(num_train: int, num_test: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """A small MNIST-shaped stand-in (``[N, 1, 28, 28]`` in [0, 1], 10 classes): one random
-    blocky prototype per class, shifted by up to 2 pixels, scaled and noised per image."""
-    g = torch.Generator().manual_seed(int(seed) + 4242)
-    protos = (torch.rand(10, 1, 7, 7, generator=g) > 0.6).float()
-    protos = torch.nn.functional.interpolate(protos, size=(28, 28), mode="bilinear", align_corners=False)
-
-    def draw(n: int):
-        y = torch.arange(n) % 10
-        y = y[torch.randperm(n, generator=g)]
-        x = protos[y] * (0.6 + 0.4 * torch.rand(n, 1, 1, 1, generator=g))
-        shifts = torch.randint(-2, 3, (n, 2), generator=g)
-        x = torch.stack([torch.roll(x[i], tuple(shifts[i].tolist()), dims=(1, 2)) for i in range(n)])
-        x = (x + 0.15 * torch.randn(x.shape, generator=g)).clamp_(0, 1)
-        return x, y
-
-    x_tr, y_tr = draw(num_train)
-    x_te, y_te = draw(num_test)
-    return x_tr, y_tr, x_te, y_te
-
-
-@dataclass
-class ImageData:
-    """Unit-scaled images ``[N, 1, 28, 28]`` and labels, and where they came from."""
-
-    name: str
-    x_train: Tensor
-    y_train: Tensor
-    x_test: Tensor
-    y_test: Tensor
-    source: str  # "files" or "synthetic"
-    data_dir: str | None
-
-
-def load_images(name: str, cfg: Config) -> ImageData:
-    """Load ``name`` (``"mnist"`` / ``"fashion-mnist"``) in [0, 1], subsampled as ``cfg`` says;
-    a clear error naming the folder when the files are missing (unless ``cfg.data`` allows
-    the synthetic stand-in)."""
-    from ..data import DataError, load
-
-    if cfg.data not in ("files", "auto", "synthetic"):
-        raise ValueError(f"data must be 'files', 'auto' or 'synthetic', got {cfg.data!r}")
-    data_dir = Path(cfg.data_dir) if cfg.data_dir else default_data_dir()
-    n_tr, n_te = cfg.num_train, cfg.num_test
-    if cfg.data != "synthetic":
-        try:
-            if data_dir is None:
-                raise FileNotFoundError("no data folder: set STRUCTMC_DATA or Config.data_dir")
-            ds = load(name, data_dir=str(data_dir), download=False, normalize="unit")
-        except (DataError, FileNotFoundError, OSError) as err:
-            if cfg.data == "files":
-                where = data_dir / name if data_dir is not None else "<no data_dir>"
-                raise FileNotFoundError(
-                    f"{name}: the IDX files ({', '.join(_FILES)}) were not found or not readable in {where} "
-                    f"(data_dir={data_dir}; set Config.data_dir or $STRUCTMC_DATA to the folder holding "
-                    f"'{name}/'); use data='auto' or 'synthetic' for the synthetic stand-in. Cause: {err}") from err
-        else:
-            x_tr, y_tr, x_te, y_te = ds.x_train, ds.y_train, ds.x_test, ds.y_test
-            if n_tr is not None and n_tr < len(y_tr):
-                idx = torch.randperm(len(y_tr), generator=torch.Generator().manual_seed(cfg.seed))[:n_tr].sort().values
-                x_tr, y_tr = x_tr[idx], y_tr[idx]
-            if n_te is not None and n_te < len(y_te):
-                x_te, y_te = x_te[:n_te], y_te[:n_te]
-            return ImageData(name, x_tr, y_tr, x_te, y_te, "files", str(data_dir))
-    x_tr, y_tr, x_te, y_te = synthetic_images(n_tr or 1000, n_te or 500, cfg.seed)
-    return ImageData(name, x_tr, y_tr, x_te, y_te, "synthetic", None)
-
-
-def standardize(x_train: Tensor, x_test: Tensor, test_stats: str = "train") -> tuple[Tensor, Tensor, dict]:
-    """Flatten to ``[N, 784]`` and standardise by one global pixel mean / std (the reference
-    code): the training set's for both, or (``test_stats="test"``) the test set's own for it."""
-    if test_stats not in ("train", "test"):
-        raise ValueError(f"test_stats must be 'train' or 'test', got {test_stats!r}")
-
-    def stats(x):
-        s, m = torch.std_mean(x.double())
-        return float(m), float(s)
-
-    m, s = stats(x_train)
-    mt, st = (m, s) if test_stats == "train" else stats(x_test)
-    xtr = ((x_train.reshape(len(x_train), -1) - m) / s).float()
-    xte = ((x_test.reshape(len(x_test), -1) - mt) / st).float()
-    return xtr, xte, {"train_mean": m, "train_std": s, "test_mean": mt, "test_std": st, "test_stats": test_stats}
-
-
 # ---------------------------------------------------------------------------------------
 # one chain
 # ---------------------------------------------------------------------------------------
-def proposal_var_for(cfg: Config, batch_size: int) -> tuple[tuple, str]:
-    """The per-layer σ² for ``batch_size`` and where it comes from (the table, or the entry of
-    the nearest tabulated batch size)."""
-    table = {int(k): tuple(v) for k, v in cfg.proposal_var.items()}
-    if batch_size in table:
-        return table[batch_size], f"batch {batch_size}"
-    if not table:
-        raise ValueError("Config.proposal_var is empty")
-    near = min(table, key=lambda b: abs(b - batch_size))
-    return table[near], f"nearest tabulated batch {near}"
-
-
-def prior_draw(energy, num_chains: int, seed: int) -> Tensor:
-    """``[C, P]`` initial points from the prior N(0, σ²) (σ² = 10), from their own generator."""
-    g = torch.Generator().manual_seed(int(seed))
-    std = energy.prior_precision.rsqrt().to(energy.dtype or torch.float32)
-    return torch.randn(num_chains, energy.space.dim, generator=g, dtype=std.dtype) * std
-
-
-def check_windows(cfg: Config, windows, predict_window: int | None = None) -> list[int]:
-    ws = sorted({int(w) for w in windows} | ({int(predict_window)} if predict_window else set()))
-    if not ws or ws[0] < cfg.thin or ws[-1] > cfg.num_steps:
-        raise ValueError(f"prediction windows must lie in [thin={cfg.thin}, num_steps={cfg.num_steps}], got {ws}")
-    if not 0 <= cfg.burn_in < cfg.num_steps:
-        raise ValueError(f"burn_in must lie in [0, num_steps), got {cfg.burn_in}")
-    return ws
-
-
-def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, x_test: Tensor, y_test: Tensor,
-              *, cfg: Config, batch_size: int, windows, seed: int, folder: Path | None = None,
-              progress: bool | None = None) -> dict:
-    """One FNBG chain on ``(x, y)``; returns acceptance per layer, the test metrics of every
-    window (``"probs"`` of the largest kept in memory), traces and timing."""
-    ws = sorted(int(w) for w in windows)
-    sampler = MetropolisWithinGibbs(partition, list(proposal_var), scaling=cfg.scaling, record="layer")
-    theta0 = prior_draw(energy, cfg.num_chains, seed + 10_007)
-    trace_idx = torch.tensor([i - 1 for i in TRACE_PARAMS if i <= energy.space.dim], dtype=torch.long)
-    traces, trace_steps = [], []
-
-    stride = max(1, cfg.num_steps // 2000)  # at most ~2,000 trace points per parameter
-
-    kw = {}
-    if folder is not None and cfg.checkpoint_every:
-        kw = {"out_dir": folder, "checkpoint_every": cfg.checkpoint_every, "resume": cfg.resume}
-    # the traces are kept beside the run's checkpoints, so a resumed chain has them all
-    trace_file = Path(folder) / "traces.pt" if kw else None
-    if kw and cfg.resume and trace_file.exists():
-        saved = torch.load(trace_file, weights_only=False)
-        traces, trace_steps = saved["traces"], saved["steps"]
-
-    def save_traces():
-        if trace_file is not None:
-            save_cache({"traces": traces, "steps": trace_steps}, trace_file)
-
-    def record(t, state):
-        if trace_steps and trace_steps[-1] >= t:  # points past the checkpoint resumed from: recomputed now
-            keep = sum(s < t for s in trace_steps)
-            del traces[keep:], trace_steps[keep:]
-        if t % stride == 0 or t == 1:
-            traces.append(state.theta[:, trace_idx].clone())
-            trace_steps.append(t)
-        if kw and t % cfg.checkpoint_every == 0:
-            save_traces()
-
-    t0 = time.perf_counter()
-    try:
-        chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
-                       num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
-                       batching="stratified", progress=progress, callback=record, **kw)
-    except KeyboardInterrupt:  # sample() wrote a checkpoint at the current iteration: keep the traces to it
-        save_traces()
-        raise
-    seconds = time.perf_counter() - t0
-    acc_layer = acceptance(chain, partition, by="layer", window=(cfg.burn_in + 1, cfg.num_steps))  # [C, L]
-    # predictions: nested windows, each segment's probabilities computed once
-    steps = chain.draw_steps
-    P = chain.samples.shape[-1]
-    total, count, prev = None, 0, 0
-    by_window, probs_by_window = {}, {}
-    t1 = time.perf_counter()
-    for w in ws:
-        seg = (steps > cfg.num_steps - w) & (steps <= cfg.num_steps - prev)
-        n = int(seg.sum()) * chain.num_chains
-        if n:
-            p = predictive(energy, chain.samples[:, seg].reshape(-1, P), x_test)["probs"].double() * n
-            total = p if total is None else total + p
-            count += n
-        prev = w
-        probs = total / count
-        by_window[w] = {"draws": count, **classification_metrics(probs, y_test)}
-        probs_by_window[w] = probs
-    predict_seconds = time.perf_counter() - t1
-    return {
-        "acceptance_per_layer": acc_layer.mean(0).tolist(),
-        "acceptance_per_layer_by_chain": acc_layer.tolist(),
-        "by_window": by_window, "probs": probs_by_window,
-        "trace": {"params": [int(i) + 1 for i in trace_idx],
-                  "steps": trace_steps, "values": torch.stack(traces, 1).tolist() if traces else []},
-        "energy_trace": {"steps": list(range(1, chain.info["energy"].shape[-1] + 1, stride)),
-                         "values": chain.info["energy"][:, ::stride].tolist()},  # −log target on the sweep's batch
-        "energy_last": chain.info["energy"][:, -1].tolist(),
-        "seconds": seconds, "seconds_predict": predict_seconds,
-        "sweeps_per_second": cfg.num_steps / seconds if seconds > 0 else float("nan"),
-        "num_blocks": partition.num_groups,
-        "proposal_var": list(proposal_var),
-    }
-
-
 # ---------------------------------------------------------------------------------------
 # verdicts
 # ---------------------------------------------------------------------------------------
-def accuracy_verdict(ours: float, paper: float | None, rule: str, tolerance: float, synthetic: bool) -> str:
-    if synthetic:
-        return "n/a (synthetic stand-in data)"
-    if paper is None:
-        return "n/a (no published value in the text)"
-    if rule == "tolerance":
-        ok = abs(ours - paper) <= tolerance
-        return (f"{'agrees' if ok else 'differs'} (|Δ| = {100 * abs(ours - paper):.2f} pp, "
-                f"rule ≤ {100 * tolerance:.1f} pp)")
-    if rule == "ordering":
-        ok = CHANCE < ours <= paper + tolerance
-        return (f"{'consistent' if ok else 'inconsistent'} (rule: chance {100 * CHANCE:.0f} % < ours ≤ paper + "
-                f"{100 * tolerance:.1f} pp; a shorter chain is expected below the paper)")
-    raise ValueError(f"rule must be 'tolerance' or 'ordering', got {rule!r}")
-
-
 def length_verdict(accs: list[float], slack: float) -> str:
     drops = [a - b for a, b in zip(accs, accs[1:]) if b < a - slack]
     if not drops:
@@ -421,30 +124,6 @@ def batch_verdict(acc_by_batch: Mapping[int, float], slack: float) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def reductions(cfg: Config, preset: str, full: Config) -> list[str]:
-    """What a non-full configuration changes from the paper's setting."""
-    if preset == "full":
-        return []
-    out = []
-    skip = {"rule", "checkpoint_every", "resume", "data_dir", "num_examples", "proposal_var", "tolerance",
-            "length_slack", "min_acceptance", "num_threads"}
-    for f in fields(Config):
-        if f.name in skip or not hasattr(full, f.name):
-            continue
-        a, b = getattr(cfg, f.name), getattr(full, f.name)
-        if a != b:
-            out.append(f"`{f.name}` = {a} (paper / full: {b})")
-    return out
-
-
-def _resolve(config: Config | str) -> tuple[Config, str]:
-    from . import resolve_preset
-
-    if isinstance(config, tuple):  # (config, preset name), already resolved by run()
-        return config
-    return resolve_preset(config, PRESETS)
-
-
 @restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-mnist", progress: bool | None = None, *,
         seed: int | None = None, resume: bool | None = None) -> dict:
@@ -453,18 +132,14 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-mnist"
     ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
     ``resume`` (chains checkpoint under ``out_dir/chains`` every ``checkpoint_every`` sweeps,
     1,000 when the config has none)."""
-    cfg, preset = _resolve(config)
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     if resume is not None:  # keeps the preset's name in the report
         cfg = replace(cfg, resume=bool(resume), checkpoint_every=cfg.checkpoint_every or 1_000)
-        config = (cfg, preset)
     with threads(cfg.num_threads):
-        return _run(config, out_dir, progress, seed)
+        return _run(cfg, preset, out_dir, progress)
 
 
-def _run(config: Config | str, out_dir: str | Path, progress: bool | None, seed: int | None = None) -> dict:
-    cfg, preset = _resolve(config)
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -> dict:
     wall0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -509,50 +184,13 @@ def _run(config: Config | str, out_dir: str | Path, progress: bool | None, seed:
     comparisons = table_comparisons(report["tables"], cfg)
     report["wall_time_s"] = time.perf_counter() - wall0
     _plots(out, report, examples, cfg)
-    return write_common_report(out, "gibbs-mnist", report, cfg, preset, comparisons, _markdown(report, cfg),
+    return write_fnbg_report(out, "gibbs-mnist", report, cfg, preset, comparisons, _markdown(report, cfg),
                                reduction_note(report["reduced"]))
 
 
 # ---------------------------------------------------------------------------------------
 # the common report format (structmc.experiments._report)
 # ---------------------------------------------------------------------------------------
-def _outcome(verdict: str, good: tuple[str, ...] = ("agrees", "consistent")):
-    """A Claim's test from one of the verdict functions above: True / False, or ValueError
-    (-> "not comparable: ...") for an "n/a (...)" verdict."""
-    def test(_ours):
-        if verdict.startswith("n/a"):
-            raise ValueError(verdict[3:].strip(" ()") or "not testable")
-        return verdict.startswith(good)
-    return test
-
-
-def accuracy_comparison(quantity: str, ours: float, paper: float | None, cfg: Config, synthetic: bool,
-                        note: str = ""):
-    """The accuracy row of :func:`accuracy_verdict` as a Comparison: ``rule="tolerance"`` ->
-    ``Tolerance(abs=tolerance)``; ``"ordering"`` -> a Claim (chance < ours ≤ paper + tolerance);
-    synthetic data -> "not comparable"; no published value -> "no published value"."""
-    from ._report import Claim, Comparison, Tolerance
-
-    if paper is None and not synthetic:
-        return Comparison(quantity, ours, None, unit="accuracy", note=note or "no published value in the text")
-    if paper is None:  # as accuracy_verdict: synthetic data comes first
-        paper = "no published value in the text"
-    old = accuracy_verdict(ours, paper, cfg.rule, cfg.tolerance, synthetic)
-    if synthetic:
-        rule = Claim(f"|ours − paper| ≤ {cfg.tolerance:g}", _outcome(old))
-    else:
-        # the value is judged against the paper's in every preset: a reduced run below the paper is
-        # "not reproduced" (the reductions say why), never "reproduced"; the weaker check of a
-        # reduced preset (rule "ordering") is kept as a note
-        rule = Tolerance(abs=cfg.tolerance)
-        if cfg.rule == "ordering":
-            check = (f"reduced-run check chance {CHANCE:g} < ours ≤ paper + {cfg.tolerance:g}: "
-                     f"{'holds' if old.startswith('consistent') else 'fails'} (a shorter chain is expected below "
-                     "the paper)")
-            note = f"{note}; {check}" if note else check
-    return Comparison(quantity, ours, paper, rule, unit="accuracy", note=note)
-
-
 def table_comparisons(tables: dict, cfg: Config) -> list:
     """One Comparison per row of :func:`_tables` (each row's ``verdict`` is replaced by the
     Comparison's, in the common vocabulary)."""
@@ -570,13 +208,13 @@ def table_comparisons(tables: dict, cfg: Config) -> list:
         out.append(Comparison(f"{label}: accuracy by window {r['windows']} (Table 3)", r["ours"],
                               "accuracy grows with chain length",
                               Claim(f"non-decreasing with window length, slack {cfg.length_slack:g}",
-                                    _outcome(r["verdict"])), unit="accuracy"))
+                                    verdict_outcome(r["verdict"])), unit="accuracy"))
         r["verdict"] = out[-1].verdict
     for r in tables["acceptance"]:
         label = f"{DATASET_LABELS.get(r['dataset'], r['dataset'])}, batch {r['batch_size']:,}"
         out.append(Comparison(f"{label}: acceptance per layer (Tables 5, 6)", r["ours"],
                               "non-vanishing in every layer",
-                              Claim(f"every layer ≥ {cfg.min_acceptance:g}", _outcome(r["verdict"])), unit="rate",
+                              Claim(f"every layer ≥ {cfg.min_acceptance:g}", verdict_outcome(r["verdict"])), unit="rate",
                               note=f"proposal σ² per layer {list(r['proposal_var'])}"))
         r["verdict"] = out[-1].verdict
     for r in tables["batch_ordering"]:
@@ -585,53 +223,9 @@ def table_comparisons(tables: dict, cfg: Config) -> list:
                               [r["accuracy_by_batch"][b] for b in sorted(r["accuracy_by_batch"])],
                               "batch 3,000 is the most accurate",
                               Claim(f"batch 3,000 within {cfg.length_slack:g} of the best batch "
-                                    f"({sorted(r['accuracy_by_batch'])})", _outcome(r["verdict"])), unit="accuracy"))
+                                    f"({sorted(r['accuracy_by_batch'])})", verdict_outcome(r["verdict"])), unit="accuracy"))
         r["verdict"] = out[-1].verdict
     return out
-
-
-def reduction_note(reduced: list[str]) -> list[str]:
-    """:func:`reductions` plus what they are expected to change."""
-    if not reduced:
-        return []
-    return list(reduced) + ["expected effect: far fewer sweeps than the paper's 110,000 leave the chain in its "
-                            "initial transient, so accuracies are expected below the paper's and windows reaching "
-                            "back into the transient can break the chain-length ordering; fewer training/test images "
-                            "or batch sizes make the accuracies noisier and drop the batch-size ordering"]
-
-
-def step_size_lines(cfg: Config) -> list[str]:
-    lines = ["no gradient step: Metropolis-within-Gibbs with a Gaussian random-walk proposal per block; the "
-             "paper's proposal variance σ² per layer (layers 1, 2, 3, output) is used as is"]
-    for b in cfg.batch_sizes:
-        var, src = proposal_var_for(cfg, b)
-        lines.append(f"batch {b:,}: σ² = {', '.join(f'{v:g}' for v in var)} ({src} of the reference code's table)")
-    return lines
-
-
-def write_common_report(out: Path, name: str, report: dict, cfg: Config, preset: str, comparisons: list,
-                        markdown: str, reductions_: list[str], notes: list[str] = ()) -> dict:
-    """Write ``report.json``/``report.md`` through :func:`structmc.experiments._report.write_report`:
-    the old report (tables, runs, data, partition...) under ``numbers``, its Markdown tables
-    (title dropped) as ``extra_md``."""
-    from . import REGISTRY
-    from ._report import write_report
-
-    numbers = {k: v for k, v in report.items() if k not in ("preset", "config", "seed", "versions", "reduced")}
-    numbers["description"] = numbers.pop("experiment", "")
-    if "paper" in numbers:
-        numbers["paper_values"] = numbers.pop("paper")
-    md = markdown.splitlines()
-    if md and md[0].startswith("# "):
-        md = md[1:]
-    synthetic = any(d.get("source") == "synthetic" for d in report.get("data", {}).values())
-    notes = list(notes) + (["DATA: synthetic stand-in images (the files were not found or data='synthetic'): the "
-                            "paper's accuracies are shown but not judged"] if synthetic else [])
-    figures = sorted(p.name for p in Path(out).glob("*.png"))
-    return write_report(out, experiment=REGISTRY.get(name), preset=preset, config=_jsonable(asdict(cfg)),
-                        seed=cfg.seed, comparisons=comparisons, numbers=_jsonable(numbers),
-                        wall_time_s=report["wall_time_s"], step_sizes=step_size_lines(cfg), reductions=reductions_,
-                        figures=figures, notes=notes, extra_md="## Details\n" + "\n".join(md))
 
 
 def _headline_index(cfg: Config) -> int:
@@ -682,10 +276,6 @@ def _tables(report: dict, cfg: Config) -> dict:
     return {"accuracy": acc_rows, "chain_length": len_rows, "acceptance": accept_rows, "batch_ordering": batch_rows}
 
 
-def _pct(v) -> str:
-    return "—" if v is None else f"{100 * v:.2f}"
-
-
 def _markdown(report: dict, cfg: Config) -> str:
     t = report["tables"]
     p = report["partition"]
@@ -718,14 +308,14 @@ def _markdown(report: dict, cfg: Config) -> str:
     lines += ["## Test accuracy (Table 2)", "",
               "| data | batch | paper % | ours % | NLL | ECE | verdict |", "|---|---|---|---|---|---|---|"]
     for r in t["accuracy"]:
-        lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | {r['batch_size']} | {_pct(r['paper'])} | "
-                     f"{_pct(r['ours'])} | {r['nll']:.3f} | {r['ece']:.3f} | {r['verdict']} |")
+        lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | {r['batch_size']} | {pct(r['paper'])} | "
+                     f"{pct(r['ours'])} | {r['nll']:.3f} | {r['ece']:.3f} | {r['verdict']} |")
     lines += ["", "The paper's text states only the batch-3,000 cells (90.75 % MNIST, 80.89 % FMNIST) and that "
               "3,000 is the best batch size (accuracy rises from 600 to 3,000 and falls at 4,200).", ""]
     if any(len(r["accuracy_by_batch"]) > 1 for r in t["batch_ordering"]):
         lines += ["| data | accuracy by batch size | verdict |", "|---|---|---|"]
         for r in t["batch_ordering"]:
-            cells = ", ".join(f"{b}: {_pct(a)} %" for b, a in r["accuracy_by_batch"].items())
+            cells = ", ".join(f"{b}: {pct(a)} %" for b, a in r["accuracy_by_batch"].items())
             lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | {cells} | {r['verdict']} |")
         lines.append("")
     ws = t["chain_length"][0]["windows"] if t["chain_length"] else []
@@ -736,7 +326,7 @@ def _markdown(report: dict, cfg: Config) -> str:
               "|---|---|" + "---|" * len(ws) + "---|"]
     for r in t["chain_length"]:
         lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | {r['batch_size']} | "
-                     + " | ".join(_pct(a) for a in r["ours"]) + f" | {r['verdict']} |")
+                     + " | ".join(pct(a) for a in r["ours"]) + f" | {r['verdict']} |")
     lines += ["", "## Acceptance per layer (Tables 5–6)", "",
               "Per-layer acceptance (%) over the post-burn-in sweeps. The paper's values are not in our copy of its "
               "text; it states that with these proposal variances acceptance does not vanish in deeper layers and "
@@ -861,3 +451,7 @@ def _plots(out: Path, report: dict, examples: dict, cfg: Config) -> None:
         fig.tight_layout()
         fig.savefig(out / "traces.png", dpi=90)
         plt.close(fig)
+
+
+__all__ = ["Config", "PRESETS", "run", "load_images", "paper_partition", "make_partition", "standardize", "run_chain",
+           "PAPER_ACCURACY", "PAPER_FIG8", "PROPOSAL_VARS", "DATASET_LABELS", "CLASS_NAMES"]

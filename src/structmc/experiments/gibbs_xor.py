@@ -71,7 +71,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -85,6 +85,8 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import by_neuron
 from ..zoo import energy_for
+from . import resolve_preset
+from ._report import write_rows_report
 from ._shared import default_data_dir, pyplot, restores_globals, versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
@@ -376,12 +378,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", 
     ``noisy-xor`` folder (default :func:`default_data_dir`); ``seed`` overrides the config's.
     The report is in the common format of :mod:`structmc.experiments._report` (every number
     under ``numbers``)."""
-    preset = config if isinstance(config, str) else None
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = replace(PRESETS[preset]) if preset is not None else config
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     if not 0 <= cfg.burn_in < cfg.num_steps or not 0 < cfg.predict_last <= cfg.num_steps:
         raise ValueError("need 0 <= burn_in < num_steps and 0 < predict_last <= num_steps")
     if cfg.exact_pool_chains < cfg.num_chains:
@@ -408,15 +405,13 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", 
     report["wall_seconds"] = time.perf_counter() - t0
     _plot(out, res, scen, cfg)
     report["wall_seconds"] = time.perf_counter() - t0
-    from ._mamba import write_common_report
-
     notes = [] if source.get("source") == "files" else [
         f"DATA: {source.get('source')} noisy XOR (the published files were not found): the paper's numbers are "
         "shown and judged against a simulation of the same design"]
-    return write_common_report(out, "gibbs-xor", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                               rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                               figures=list(FIGURES.values()), markdown=_markdown, step_sizes=_step_sizes(cfg),
-                               notes=notes)
+    return write_rows_report(out, "gibbs-xor", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
+                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
+                             figures=list(FIGURES.values()), markdown=_markdown, step_sizes=_step_sizes(cfg),
+                             notes=notes)
 
 
 def _step_sizes(cfg: Config) -> list[str]:

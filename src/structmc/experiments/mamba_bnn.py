@@ -12,7 +12,7 @@ Categorical likelihood on the logits, N(0, 1) prior on every parameter, images s
 [0, 1] and flattened (the reference divides by 255). Data: the canonical MNIST IDX files
 (``$STRUCTMC_DATA``, a checkout's ``../shared/data``, or the cache); ``Config.data="auto"``
 falls back to a synthetic MNIST-shaped stand-in
-(:func:`structmc.experiments.gibbs_mnist.synthetic_images`) when the files are absent, and the
+(:func:`structmc.data.synthetic_images`) when the files are absent, and the
 report says so.
 
 Protocol:
@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -79,12 +79,14 @@ from torch import Tensor
 from ..diagnostics.calibration import classification_metrics
 from ..optimize import find_map
 from ..predictive import predictive
-from ..run import Budget, DivergenceError
-from ..tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, mamba, round_sizes
+from ..run import Budget
+from ..tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, mamba
 from ..tuning.metrics import KSD, FunctionMetric
-from ..tuning.task import evenly
 from ..zoo import energy_for
-from ._mamba import step_size_lines, write_common_report
+from . import resolve_preset
+from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
+from ._mamba import step_size_lines
+from ._report import write_rows_report
 from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
 
 # -- what the paper publishes ------------------------------------------------------------------
@@ -191,39 +193,6 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------
 # data, model, MAP
 # ---------------------------------------------------------------------------------------
-@dataclass
-class MnistData:
-    x_train: Tensor  # [N, 784] in [0, 1]
-    y_train: Tensor
-    x_test: Tensor
-    y_test: Tensor
-    source: dict
-
-
-def load_data(cfg, *, num_val: int = 0) -> MnistData:
-    """MNIST flattened and scaled to [0, 1] (the reference divides by 255); subsets as
-    ``cfg`` says; the synthetic stand-in when ``cfg.data`` allows it and the files are
-    missing. ``num_val`` > 0 moves the last ``num_val`` training images to a validation set
-    (returned as ``x_val``/``y_val`` attributes)."""
-    from .gibbs_mnist import Config as ImageConfig, load_images
-
-    img = load_images("mnist", ImageConfig(data=cfg.data, data_dir=cfg.data_dir, num_train=cfg.num_train,
-                                           num_test=cfg.num_test, seed=cfg.seed))
-    flat = lambda x: x.reshape(len(x), -1).float()  # noqa: E731
-    src = {"source": img.source, "folder": img.data_dir,
-           "description": "MNIST IDX files (60,000 / 10,000)" if img.source == "files" else
-           "synthetic MNIST-shaped stand-in (structmc.experiments.gibbs_mnist.synthetic_images): the files were "
-           "not found"}
-    data = MnistData(flat(img.x_train), img.y_train.long(), flat(img.x_test), img.y_test.long(), src)
-    if num_val:
-        n = len(data.y_train)
-        if not 0 < num_val < n:
-            raise ValueError(f"num_val must lie in (0, {n}), got {num_val}")
-        data.x_val, data.y_val = data.x_train[n - num_val:], data.y_train[n - num_val:]
-        data.x_train, data.y_train = data.x_train[: n - num_val], data.y_train[: n - num_val]
-    return data
-
-
 def make_energy(cfg: Config, num_data: int):
     """``mlp_mamba`` (784-``hidden``-10, ``activation``), N(0, prior_std²), categorical."""
     return energy_for("mlp_mamba", num_data=num_data, hidden=(cfg.hidden,), activation=cfg.activation,
@@ -283,101 +252,9 @@ def heuristic_arm(name: str, cfg: Config, num_data: int) -> Arm:
     return heuristic(num_data, base, batch_size=cfg.heuristic_batch, gradient=gradient, **fixed, **extra)
 
 
-def mamba_budget(cfg, num_arms: int) -> Budget:
-    """Total budget T such that the arm surviving every round samples for ``cfg.mamba_R``:
-    ``T = R · rounds / Σᵢ 1/|Sᵢ|``."""
-    sizes = round_sizes(num_arms, cfg.eta)
-    total = cfg.mamba_R * len(sizes) / sum(1.0 / s for s in sizes)
-    if cfg.budget == "seconds":
-        return Budget(seconds=float(total))
-    if cfg.budget == "iterations":
-        return Budget(iterations=int(math.ceil(total)))
-    raise ValueError(f"budget must be 'seconds' or 'iterations', got {cfg.budget!r}")
-
-
-def log_loss_metric(samples: Tensor, problem) -> float:
-    """Log-loss of the posterior predictive of ``samples`` on ``problem.validation`` (the
-    grid search's criterion, App. B.1)."""
-    from ..diagnostics.calibration import nll
-
-    x, y = problem.validation
-    probs = predictive(problem.energy, samples, x)["probs"]
-    return float(nll(probs, y))
-
-
 # ---------------------------------------------------------------------------------------
 # evaluation run
 # ---------------------------------------------------------------------------------------
-class _Keeper:
-    """Every ``thin``-th iteration's position, iteration and clock, at most ``2·cap`` (the
-    thinning doubles when full, so the kept draws stay evenly spaced over the run)."""
-
-    def __init__(self, thin: int, cap: int):
-        self.thin, self.cap = int(thin), max(1, int(cap))
-        self.draws, self.steps, self.times = [], [], []
-
-    def add(self, t: int, elapsed: float, theta: Tensor) -> None:
-        if t % self.thin:
-            return
-        self.draws.append(theta.detach().clone())
-        self.steps.append(t)
-        self.times.append(elapsed)
-        if len(self.draws) >= 2 * self.cap:
-            self.draws, self.steps, self.times = self.draws[1::2], self.steps[1::2], self.times[1::2]
-            self.thin *= 2
-
-
-def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_draws: int, burn_in: float,
-                 x_test: Tensor, y_test: Tensor, seed: int, num_bins: int = 10, curve_points: int = 10) -> dict:
-    """Run ``arm`` from the problem's start for ``budget``, drop the first ``burn_in``
-    fraction of the iterations, and score the posterior predictive of (at most
-    ``max_draws``) kept draws on the test set. A divergence is recorded, and the draws kept
-    before it are used if there are any."""
-    run = problem.run(arm, seed=seed)
-    keeper = _Keeper(thin, max_draws)
-    diverged = None
-    t0 = time.perf_counter()
-    try:
-        for t, state, _ in run.iterate(budget):
-            keeper.add(t, run.elapsed, state.theta[0])
-    except DivergenceError as err:
-        diverged = f"{err} (iteration {run.iteration + 1})"
-    out = {"label": arm.label, "iterations": int(run.iteration), "grad_evals": int(run.grad_evals),
-           "sampling_s": float(run.elapsed), "diverged": diverged, "kept": 0, "used": 0}
-    steps = torch.tensor(keeper.steps, dtype=torch.long)
-    if diverged is not None and len(keeper.draws):  # drop the draws of the blow-up itself
-        finite = torch.stack(keeper.draws).isfinite().all(1)
-        big = torch.stack(keeper.draws).abs().amax(1) < 1e6
-        ok = (finite & big).tolist()
-        keeper.draws = [d for d, o in zip(keeper.draws, ok) if o]
-        keeper.times = [s for s, o in zip(keeper.times, ok) if o]
-        steps = steps[torch.tensor(ok, dtype=torch.bool)]
-    post = (steps > burn_in * run.iteration).nonzero().flatten()
-    out["kept"] = int(len(keeper.draws))
-    if len(post) == 0:
-        out.update(metrics=None, curve=[], eval_s=time.perf_counter() - t0)
-        return out
-    post = evenly(post, max_draws)
-    draws = torch.stack([keeper.draws[i] for i in post.tolist()])
-    times = [keeper.times[i] for i in post.tolist()]
-    out["used"] = int(len(draws))
-    out["draw_iterations"] = [int(steps[i]) for i in post.tolist()]
-    # posterior predictive, accumulated chunk by chunk for the ECE curve (Fig. 3)
-    chunks = torch.tensor_split(torch.arange(len(draws)), min(curve_points, len(draws)))
-    total, count, curve = None, 0, []
-    for c in chunks:
-        p = predictive(problem.energy, draws[c], x_test)["probs"].double() * len(c)
-        total = p if total is None else total + p
-        count += len(c)
-        m = classification_metrics(total / count, y_test, num_bins)
-        curve.append({"seconds": float(times[int(c[-1])]), "draws": count, "ece": m["ece"], "mce": m["mce"],
-                      "accuracy": m["accuracy"], "nll": m["nll"]})
-    out["metrics"] = classification_metrics(total / count, y_test, num_bins)
-    out["curve"] = curve
-    out["eval_s"] = time.perf_counter() - t0
-    return out
-
-
 # ---------------------------------------------------------------------------------------
 # the experiment
 # ---------------------------------------------------------------------------------------
@@ -418,12 +295,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-bnn", 
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``, MAMBA's ``metric_by_round.png``)
     to ``out_dir``; return the report. ``seed`` overrides the config's."""
-    preset = config if isinstance(config, str) else None
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = replace(PRESETS[preset]) if preset is not None else config
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     _check(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -436,10 +308,10 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-bnn", 
         notes.append("DATA: synthetic stand-in for MNIST (the files were not found): the paper's numbers are shown "
                      "but the data differ.")
     legacy = _jsonable(report)
-    return write_common_report(out, "mamba-bnn", preset=preset, cfg=asdict(cfg), seed=cfg.seed,
-                               legacy=legacy, rows=legacy["rows"], wall_time_s=report["wall_seconds"],
-                               reductions=report["reduced"], figures=list(FIGURES.values()), markdown=_markdown,
-                               step_sizes=step_size_lines(report["num_train"], cfg.samplers), notes=notes)
+    return write_rows_report(out, "mamba-bnn", preset=preset, cfg=asdict(cfg), seed=cfg.seed,
+                             legacy=legacy, rows=legacy["rows"], wall_time_s=report["wall_seconds"],
+                             reductions=report["reduced"], figures=list(FIGURES.values()), markdown=_markdown,
+                             step_sizes=step_size_lines(report["num_train"], cfg.samplers), notes=notes)
 
 
 def _check(cfg: Config) -> None:

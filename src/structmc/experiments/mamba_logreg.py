@@ -52,17 +52,19 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .. import Budget, LogDensityEnergy, find_map, sample
 from ..data.synthetic import logistic_regression_data
 from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
+from . import resolve_preset
+from ._common import GaussianLogPrior, logistic_log_likelihood
+from ._report import write_rows_report
 from ._shared import progress_log, restores_globals, save_cache
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
@@ -142,22 +144,6 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------------
 # model
 # ---------------------------------------------------------------------------------------------
-def logistic_log_likelihood(theta: Tensor, batch) -> Tensor:
-    """Σ_batch log p(y | x, θ) of the logistic regression, for one θ ``[d]``."""
-    x, y = batch
-    return -F.binary_cross_entropy_with_logits(x @ theta, y, reduction="sum")
-
-
-class GaussianLogPrior:
-    """log N(θ; 0, var I) up to a constant (picklable, for process executors)."""
-
-    def __init__(self, var: float):
-        self.var = float(var)
-
-    def __call__(self, theta: Tensor) -> Tensor:
-        return -0.5 * theta.square().sum() / self.var
-
-
 def make_energy(cfg: Config, num_train: int) -> LogDensityEnergy:
     return LogDensityEnergy(dim=cfg.dim, log_likelihood=logistic_log_likelihood,
                             log_prior=GaussianLogPrior(cfg.prior_var), num_data=num_train)
@@ -377,12 +363,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-logreg
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
     ``seed`` overrides the config's."""
-    preset = config if isinstance(config, str) else None
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = replace(PRESETS[preset]) if preset is not None else config
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     unknown = [s for s in cfg.samplers if s not in M.SAMPLERS] + [m for m in cfg.methods if m not in M.METHODS]
     if unknown:
         raise ValueError(f"unknown sampler(s)/method(s) {unknown}")
@@ -465,10 +446,10 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     }
     _plots(out, tuned, evals, cfg)
     report["wall_seconds"] = time.perf_counter() - t_all
-    return M.write_common_report(out, "mamba-logreg", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                                 rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                                 figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
-                                 step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=_notes(preset))
+    return write_rows_report(out, "mamba-logreg", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
+                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
+                             figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
+                             step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=_notes(preset))
 
 
 def _notes(preset) -> list[str]:

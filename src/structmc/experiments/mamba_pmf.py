@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -60,6 +60,8 @@ from ..data.base import Dataset
 from ..tuning import Arm, FunctionMetric, Problem
 from ..zoo import energy_for
 from . import _mamba as M
+from . import resolve_preset
+from ._report import write_rows_report
 from ._shared import default_data_dir, progress_log, restores_globals, save_cache
 
 PAPER_R = 10.0  # seconds, App. C.2.3
@@ -281,12 +283,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-pmf", 
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
     ``seed`` overrides the config's."""
-    preset = config if isinstance(config, str) else None
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = replace(PRESETS[preset]) if preset is not None else config
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     unknown = [s for s in cfg.samplers if s not in M.SAMPLERS] + [m for m in cfg.methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown sampler(s)/method(s) {unknown}; methods are {METHODS}")
@@ -382,10 +379,10 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
              "preset on the MovieLens files" + (" (this run)." if comparable else " (not this run).")]
     if source.get("source") != "files":
         notes.append(f"DATA: {source.get('description', source.get('source'))} — not MovieLens-100K itself.")
-    return M.write_common_report(out, "mamba-pmf", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                                 rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                                 figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
-                                 step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=notes)
+    return write_rows_report(out, "mamba-pmf", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
+                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
+                             figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
+                             step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=notes)
 
 
 FIGURES = {"fig2": "fig2_ksd_curves.png", "tuning_time": "tuning_time.png"}

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..diagnostics.calibration import classification_metrics
@@ -65,8 +65,9 @@ from ..run import Budget
 from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
+from . import resolve_preset
+from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
 from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
-from .mamba_bnn import evaluate_arm, load_data, log_loss_metric, mamba_budget
 
 #: Alexos, Boyd & Mandt (2022), Sect. 9.1 (MNIST, 784-50-50-10, 100,000 samples after 150,000 burn-in).
 PAPER_ACCURACY = {"defaults": 96.3, "pSGLD": 94.2}
@@ -178,12 +179,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-struct
     (structmc.experiments._report; this experiment's own record under ``numbers``), the
     figures and MAMBA's trace (``tuning/trace.json``, ``tuning/metric_by_round.png``) to
     ``out_dir``. ``seed`` overrides the config's."""
-    preset = config if isinstance(config, str) else None
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = replace(PRESETS[preset]) if preset is not None else config
-    if seed is not None:
-        cfg = replace(cfg, seed=int(seed))
+    cfg, preset = resolve_preset(config, PRESETS, seed)
     if cfg.metric not in ("val_nll", "ksd"):
         raise ValueError(f"metric must be 'val_nll' or 'ksd', got {cfg.metric!r}")
     if cfg.budget not in ("seconds", "iterations"):
@@ -197,7 +193,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-struct
     from . import REGISTRY
     from ._report import write_report
 
-    return write_report(out, experiment=REGISTRY.get("mamba-structured"), preset=preset or "custom", config=asdict(cfg),
+    return write_report(out, experiment=REGISTRY.get("mamba-structured"), preset=preset, config=asdict(cfg),
                         seed=cfg.seed, comparisons=_comparisons(report, cfg), numbers=_jsonable(report),
                         wall_time_s=report["wall_seconds"],
                         step_sizes=[f"pSGLD ε = {cfg.psgld_step:g} on the per-datum loss → PSGLD(lr = 2ε/N = "

@@ -96,7 +96,7 @@ from .. import PSGLD, SGLD, LogDensityEnergy, sample
 from ..data import ChecksumError, DataError
 from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
-from .mamba_logreg import GaussianLogPrior, logistic_log_likelihood
+from ._common import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
 from ._shared import default_data_dir, progress_log, pyplot, restores_globals, threads
 

@@ -27,9 +27,9 @@ from .. import PSGLD, SGLD, ModuleEnergy
 from ..models.cnn import ConvNet
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
+from ._common import load_data, run_one
 from ._report import Comparison, Ordering, Tolerance, write_report
 from ._shared import progress_log, pyplot, restores_globals, threads
-from .psgld_fnn import run_one
 
 PAPER_ERROR_PCT = {"pSGLD": 0.45, "SGD": 0.82}
 EPSILON = {"pSGLD": 5e-4, "SGD": 0.5}
@@ -87,7 +87,6 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", 
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("psgld-cnn", progress)
     t_start = time.perf_counter()
-    from .mamba_bnn import load_data
 
     with threads(cfg.threads):
         data = load_data(cfg)

@@ -28,6 +28,7 @@ from .. import PSGLD, SGLD, ModuleEnergy
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
 from ._report import Comparison, Ordering, Tolerance, write_report
+from ._common import load_data, run_one
 from ._shared import progress_log, pyplot, restores_globals, threads
 
 PAPER_ERROR_PCT = {  # Table 2
@@ -97,68 +98,6 @@ def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config):
     return SGLD(lr)
 
 
-def _probs(module: nn.Module, x: torch.Tensor, chunk: int = 1000) -> torch.Tensor:
-    """Class probabilities ``[n, 10]`` (float64), in chunks of ``chunk`` rows (bounded memory)."""
-    return torch.cat([torch.softmax(module(x[i:i + chunk]), -1).double() for i in range(0, len(x), chunk)])
-
-
-def run_one(energy: ModuleEnergy, sampler, data, cfg: Config, log=None, *, folder: Path | None = None,
-            resume: bool = False) -> dict:
-    """One chain for ``cfg.epochs`` epochs through :func:`structmc.sample` (draws every
-    ``steps_per_epoch / draws_per_epoch`` iterations after burn-in; with ``folder``, streamed
-    there with a checkpoint every epoch, and ``resume=True`` continues an interrupted run);
-    then the posterior-predictive test error at the end of every epoch (probabilities averaged
-    over the draws so far) and the error of each epoch's last draw, reading one chunk of draws
-    at a time."""
-    from .. import sample
-    from ..storage import RunFolder
-
-    x, y, x_test, y_test = data
-    N = len(y)
-    steps_per_epoch = N // cfg.batch_size
-    every = max(1, steps_per_epoch // cfg.draws_per_epoch)
-    total = cfg.epochs * steps_per_epoch
-    burn_in = min(cfg.burn_in, total - 1)
-    every = min(every, total - burn_in)  # at least one draw, however short the run
-    t0 = time.perf_counter()
-    chain = sample(energy, None, sampler, total, data=(x, y), batch_size=cfg.batch_size, seed=cfg.seed,
-                   burn_in=burn_in, thin=every, out_dir=folder, resume=resume and folder is not None,
-                   overwrite=not resume and folder is not None,
-                   checkpoint_every=steps_per_epoch if folder is not None else None,
-                   chunk_draws=max(1, cfg.draws_per_epoch), keep_in_memory=folder is None, progress=False)
-    seconds = time.perf_counter() - t0
-    draws = ((th, int(t)) for s, steps in (RunFolder(folder).iter_chunks() if folder is not None
-                                           else [(chain.samples, chain.draw_steps)])
-             for th, t in zip(s[0], steps))
-    module = energy.module
-    probs_sum = torch.zeros(len(y_test), 10, dtype=torch.float64)
-    kept, curve, single, last = 0, [], [], math.nan
-    epoch_end = steps_per_epoch
-
-    def close_epoch():
-        err = float((probs_sum.argmax(-1) != y_test).double().mean()) if kept else math.nan
-        curve.append(100 * err)
-        single.append(100 * last)
-        if log:
-            log(f"{sampler.name} epoch {len(curve)}: predictive error {100 * err:.2f}% ({kept} draws), "
-                f"last draw {100 * last:.2f}%")
-
-    with torch.no_grad():
-        for theta, t in draws:
-            while t > epoch_end:
-                close_epoch()
-                epoch_end += steps_per_epoch
-            energy._flat.copy_(theta)  # the module's parameters are views of it
-            p = _probs(module, x_test)
-            probs_sum += p
-            kept += 1
-            last = float((p.argmax(-1) != y_test).double().mean())
-        while len(curve) < cfg.epochs:
-            close_epoch()
-    return {"test_error_pct": curve[-1], "curve_pct": curve, "last_draw_error_pct": single, "draws": kept,
-            "seconds": seconds}
-
-
 @restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", progress: bool | None = None,
         *, seed: int | None = None, resume: bool = False) -> dict:
@@ -170,7 +109,6 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("psgld-fnn", progress)
     t_start = time.perf_counter()
-    from .mamba_bnn import load_data
 
     with threads(cfg.threads):
         data = load_data(cfg)

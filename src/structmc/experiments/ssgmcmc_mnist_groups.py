@@ -87,6 +87,7 @@ from ..diagnostics import ess_tfp, integrated_time
 from ..partitions import Partition, round_robin
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
+from ._common import load_data
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
 from ._shared import load_result, progress_log, pyplot, restores_globals, resumable_iterate, save_result, threads
 
@@ -273,7 +274,6 @@ def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", pr
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log(NAME, progress)
     t_start = time.perf_counter()
-    from .mamba_bnn import load_data
 
     with threads(cfg.threads):
         data = load_data(cfg)

@@ -57,6 +57,7 @@ from ..partitions import round_robin
 from ..predictive import predictive
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
+from ._common import load_images
 from ._report import Claim, Comparison, Ordering, Tolerance, write_report
 from ._shared import default_data_dir, load_result, progress_log, pyplot, resumable_iterate, save_result, threads
 from ._shared import restores_globals
@@ -275,12 +276,10 @@ def load_dataset(name: str, cfg: Config):
     """``(data, None)`` or ``(None, why)`` when a CIFAR-10 / SVHN set is neither in
     ``data_dir`` nor downloadable (``data="files"`` raises instead). Fashion-MNIST falls back
     to the synthetic stand-in as in the other MNIST experiments."""
-    from ..data import DataError, load
-    from .gibbs_mnist import Config as ImageConfig, ImageData, load_images
+    from ..data import DataError, ImageData, load
 
     if name == "fashion-mnist":
-        data = load_images(name, ImageConfig(data=cfg.data, data_dir=cfg.data_dir, num_train=cfg.num_train,
-                                              num_test=cfg.num_test, seed=cfg.seed))
+        data = load_images(name, cfg)
     else:
         if cfg.data == "synthetic":
             return None, f"{name}: data='synthetic' has no stand-in for 3-channel images"

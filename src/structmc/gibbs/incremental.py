@@ -33,8 +33,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import vmap
 
+from .._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
 from ..partitions import contiguous_index
 
 _ELEMENTWISE = (nn.Sigmoid, nn.Tanh, nn.ReLU, nn.Identity, nn.ELU, nn.GELU, nn.Softplus, nn.LeakyReLU, nn.SiLU)

@@ -48,13 +48,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ..energy import Batch, Energy
+from .. import fingerprint
+from ..energy import Batch, Energy, WrappedEnergy
 from ..schedules import check_int, check_number
 from .history import ChainHistory
 from ..partitions import Partition
@@ -157,7 +159,7 @@ def make_mask(kind: str, **kwargs):
 # ---------------------------------------------------------------------------------------
 # the energy
 # ---------------------------------------------------------------------------------------
-class StructuredEnergy:
+class StructuredEnergy(WrappedEnergy):
     """S-SGMCMC (``mask=None``: M copies with identity masks) or Sd-SGMCMC (``mask`` and
     ``num_copies`` K) on top of any base energy.
 
@@ -204,36 +206,21 @@ class StructuredEnergy:
         if check_int("warmup_steps", warmup_steps) < 0:
             raise ValueError("warmup_steps must be >= 0")
         check_int("seed", seed)
-        self.base, self.partition, self.history, self.mask = base, partition, history, mask
+        super().__init__(base)
+        self.partition, self.history, self.mask = partition, history, mask
         self.num_copies = partition.num_groups if mask is None else int(num_copies)
         self.max_copies_per_call = self.num_copies if max_copies_per_call is None else int(max_copies_per_call)
         self.seed, self.warmup_steps = int(seed), int(warmup_steps)
         self.split_batch = split_batch
         M = partition.num_groups
         self.scale = 1.0 if mask is None else M / (self.num_copies * mask.mean_sum(M))
-        self.space = base.space
         self._state = {"generator": None, "steps": 0}  # θ̃/mask generator, iterations observed
 
     # -- energy protocol ---------------------------------------------------------------------
-    # Explicit pass-throughs only: what the base can do for the *structured* energy. The
-    # base's Hessian diagonal and reference paths are not the structured energy's, so they
-    # are absent (pSGLD's include_gamma raises a clear error on a structured energy).
-    @property
-    def num_data(self):
-        return self.base.num_data
-
-    @property
-    def requires_data(self) -> bool:
-        return self.base.requires_data
-
-    @property
-    def device(self):
-        return self.base.device
-
-    @property
-    def dtype(self):
-        return self.base.dtype
-
+    # WrappedEnergy declares the pass-throughs (space, num_data, requires_data, device, dtype,
+    # per-chain buffers): what the base can do for the *structured* energy. The base's Hessian
+    # diagonal and reference paths are not the structured energy's, so they are absent
+    # (pSGLD's include_gamma raises a clear error on a structured energy).
     @property
     def cv_base(self) -> Energy:
         """The energy a control variate evaluates at its centre (see ControlVariate)."""
@@ -266,6 +253,21 @@ class StructuredEnergy:
                 "history": {"capacity": h.capacity, "mode": h.mode, "thin": h.thin,
                             "dtype": None if h.storage_dtype is None else str(h.storage_dtype)},
                 "seed": self.seed, "warmup_steps": self.warmup_steps}
+
+    def describe(self) -> dict:
+        """Kind, ``num_data``, the partition (its group ids hashed), :meth:`config` as
+        ``structured`` and the base's description."""
+        ids = self.partition.group_ids
+        partition = {"num_groups": int(self.partition.num_groups),
+                     "group_ids": fingerprint.tensor_digest(ids) if isinstance(ids, Tensor) else None}
+        structured = json.loads(json.dumps(self.config(), default=str))
+        return {"kind": type(self).__name__, "num_data": self.num_data, "partition": partition,
+                "structured": structured, "base": self.base.describe()}
+
+    def check(self, data=None, init=None, batch_size=None, batching=None, *, num_points=None) -> None:
+        """:meth:`check_batch_size` (``num_points``: the data's length), then the base's checks."""
+        self.check_batch_size(batch_size, batching, num_points)
+        self.base.check(data, init, batch_size, batching, num_points=num_points)
 
     def check_batch_size(self, batch_size: int | None, batching: str | None = None,
                          num_data: int | None = None) -> None:
@@ -306,9 +308,11 @@ class StructuredEnergy:
         """The base energy's initial position."""
         return self.base.initial_position()
 
-    def with_num_data(self, num_data):
+    def with_base(self, base: Energy) -> "StructuredEnergy":
+        """A :meth:`fresh` copy around ``base`` (``with_num_data`` rebuilds it around
+        ``base.with_num_data(N)``)."""
         new = self.fresh()
-        new.base = self.base.with_num_data(num_data)
+        new.base = base
         return new
 
     def fresh(self) -> "StructuredEnergy":

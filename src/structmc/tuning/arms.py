@@ -21,12 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..samplers import SAMPLERS, sampler_from_config, sampler_keys
+from ..structured.energies import MASK_KEYS
 
 GRADIENTS = ("minibatch", "control_variate")
 _GRADIENT_ALIASES = {"minibatch": "minibatch", "cv": "control_variate", "control_variate": "control_variate"}
-STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", "rho", "num_copies", "history", "seed",
-                   "split_batch")
-_MASK_KEYS = {"bernoulli": ("rho",), "uniform": (), "beta": ("alpha", "beta")}
+# An arm's structured settings are the structured energy's own (StructuredEnergy.config() keys,
+# its mask laws' fields from MASK_KEYS, flat so that a grid can span them) plus the partition the
+# arm builds (config() records only its number of groups). The mask given as a name.
+STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", *dict.fromkeys(k for ks in MASK_KEYS.values()
+                                                                                  for k in ks),
+                   "num_copies", "history", "seed", "warmup_steps", "split_batch")
+_MASK_NEEDS = {"bernoulli": ("rho",), "uniform": (), "beta": ("a", "b")}  # an arm names these (no default rho)
+_PARTITIONS_WITH_NUM_GROUPS = ("random", "round_robin")  # other kinds derive M from the space
+_HISTORY_KEYS = ("capacity", "mode", "thin", "dtype")  # ChainHistory's settings, as config() writes them
+_RENAMED = {"alpha": "a", "beta": "b"}  # older traces spelt the Beta mask's a, b as alpha, beta: the one alias
 
 
 def lr_from_paper(sampler: str, h: float) -> float:
@@ -47,11 +55,16 @@ class Arm:
     """One configuration: ``sampler`` (a sampler config dict with ``name``), ``batch_size``
     (an int, a fraction of N in (0, 1) as a float, or ``None``/1.0 for the full batch),
     ``gradient`` (``"minibatch"`` or ``"control_variate"``/``"cv"``) and ``structured``
-    (``None``, or the structured energy: ``partition`` (a :func:`~structmc.partitions.make_partition`
-    kind, default ``"random"``), ``num_groups``, ``mask`` (``None`` for S-SGMCMC, else
-    ``"bernoulli"``/``"uniform"``/``"beta"``) with ``rho``, ``num_copies`` K, ``history``,
-    ``split_batch`` (bool: each copy sees n/K rows of the minibatch, see
-    :class:`~structmc.structured.StructuredEnergy`)).
+    (``None``, or the structured energy in its own terms, the keys of
+    :meth:`StructuredEnergy.config() <structmc.structured.StructuredEnergy.config>`: ``partition``
+    (a :func:`~structmc.partitions.make_partition` kind, default ``"random"``, with
+    ``num_groups`` or ``chunk_size``), ``mask`` (``None`` for S-SGMCMC, else
+    ``"bernoulli"``/``"uniform"``/``"beta"``) with its law's fields flat (``rho``,
+    ``at_least_one``; ``a``, ``b``), ``num_copies`` K, ``history`` (a capacity, or ``{"capacity",
+    "mode", "thin", "dtype"}``), ``seed``, ``warmup_steps``, ``split_batch`` (bool: each copy
+    sees n/K rows of the minibatch, see :class:`~structmc.structured.StructuredEnergy`)). A
+    ``config()`` dict plus ``partition`` is taken as is (nested mask and history); an older
+    trace's ``alpha``/``beta`` read as ``a``/``b``.
     Validated on construction: an unknown hyperparameter is a ``ValueError`` naming the ones
     the sampler accepts."""
 
@@ -156,52 +169,129 @@ def batch_rows(batch_size: int | float | None, num_data: int) -> int | None:
 
 
 def _check_structured(s: Mapping[str, Any]) -> dict:
+    """An arm's structured settings, checked and in one form: from that form, from
+    ``StructuredEnergy.config()`` (plus ``partition``; see :func:`_from_config`) or from an older
+    trace (``alpha``/``beta`` for the Beta mask's ``a``/``b``)."""
     if not isinstance(s, Mapping):
         raise ValueError(f"Arm.structured must be a mapping, got {s!r}")
     s = _plain(dict(s))
-    unknown = set(s) - set(STRUCTURED_KEYS) - {"alpha", "beta"}
+    if "kind" in s or isinstance(s.get("mask"), Mapping) or isinstance(s.get("history"), Mapping):
+        s = _from_config(s)
+    for old, new in _RENAMED.items():
+        if old in s:
+            if new in s:
+                raise ValueError(f"structured: give {new!r} or its old name {old!r}, not both")
+            s = {(new if k == old else k): v for k, v in s.items()}
+    unknown = set(s) - set(STRUCTURED_KEYS)
     if unknown:
         raise ValueError(f"unknown structured key(s) {sorted(unknown)}; accepted: {', '.join(STRUCTURED_KEYS)}")
     s.setdefault("partition", "random")
     mask = s.get("mask")
-    if mask is not None and mask not in _MASK_KEYS:
-        raise ValueError(f"structured mask must be None (S-SGMCMC) or one of {sorted(_MASK_KEYS)}, got {mask!r}")
+    if mask is not None and mask not in _MASK_NEEDS:
+        raise ValueError(f"structured mask must be None (S-SGMCMC) or one of {sorted(_MASK_NEEDS)}, got {mask!r}")
     if mask is None and s.get("num_copies") is not None:
         raise ValueError("num_copies (K) applies to Sd-SGMCMC: give a mask")
     if mask is not None:
         s.setdefault("num_copies", 1)
-        for k in _MASK_KEYS[mask]:
+        for k in _MASK_NEEDS[mask]:
             if k not in s:
                 raise ValueError(f"the {mask} mask needs {k!r}")
         if "rho" in s and not 0.0 < float(s["rho"]) <= 1.0:
             raise ValueError(f"rho must lie in (0, 1], got {s['rho']}")
-    if "split_batch" in s and not isinstance(s["split_batch"], bool):
-        raise ValueError(f"structured split_batch must be true or false, got {s['split_batch']!r}")
-    for key in ("num_groups", "num_copies", "history", "chunk_size"):
-        v = s.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1):
-            raise ValueError(f"structured {key} must be an integer >= 1, got {v!r}")
-        if v is not None:
-            s[key] = int(v)
-    if s["partition"] in ("random", "round_robin") and s.get("num_groups") is None:
+    for key in ("split_batch", "at_least_one"):
+        if key in s and not isinstance(s[key], bool):
+            raise ValueError(f"structured {key} must be true or false, got {s[key]!r}")
+    for key, lo in (("num_groups", 1), ("num_copies", 1), ("history", 1), ("chunk_size", 1), ("warmup_steps", 0)):
+        if s.get(key) is not None and not isinstance(s[key], dict):
+            s[key] = _integer(key, s[key], lo)
+    if isinstance(s.get("history"), dict):
+        s["history"] = {**s["history"], "capacity": _integer("history capacity", s["history"]["capacity"], 1),
+                        "thin": _integer("history thin", s["history"]["thin"], 1)}
+    if s["partition"] in _PARTITIONS_WITH_NUM_GROUPS and s.get("num_groups") is None:
         raise ValueError(f"partition {s['partition']!r} needs num_groups >= 1")
     return s
 
 
+def _integer(key: str, v, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < lo:
+        raise ValueError(f"structured {key} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _from_config(c: dict) -> dict:
+    """The flat form of ``StructuredEnergy.config()`` (with the arm's ``partition`` added): the
+    mask ``{"law": "BernoulliMask", "rho": ...}`` as ``mask="bernoulli", rho=...``, a plain
+    window history as its capacity, ``kind`` checked against the mask and dropped, and an
+    S-SGMCMC ``num_copies`` (= M, derived) dropped. Keys in :data:`STRUCTURED_KEYS` order."""
+    c = dict(c)
+    kind = c.pop("kind", None)
+    mask = c.get("mask")
+    if isinstance(mask, Mapping):
+        mask = dict(mask)
+        law = str(mask.pop("law", "")).lower().removesuffix("mask")
+        clash = sorted(set(mask) & set(c))
+        if clash:
+            raise ValueError(f"structured: the mask's {clash} given twice (in mask and at the top level)")
+        c.update(mask)
+        c["mask"] = mask = law
+    if kind is not None:
+        if kind not in ("S-SGMCMC", "Sd-SGMCMC") or (kind == "S-SGMCMC") != (mask is None):
+            raise ValueError(f"structured kind {kind!r} does not match mask {mask!r} (S-SGMCMC has no mask, "
+                             f"Sd-SGMCMC has one)")
+        if mask is None and "num_copies" in c:
+            copies = c.pop("num_copies")
+            if c.get("num_groups") is not None and copies != c["num_groups"]:
+                raise ValueError(f"S-SGMCMC runs one copy per group: num_copies={copies} != num_groups="
+                                 f"{c['num_groups']}")
+    history = c.get("history")
+    if isinstance(history, Mapping):
+        unknown = sorted(set(history) - set(_HISTORY_KEYS))
+        if unknown or "capacity" not in history:
+            raise ValueError(f"structured history must be a capacity or a mapping with capacity (and mode, thin, "
+                             f"dtype), got {history!r}")
+        h = {"capacity": history["capacity"], "mode": history.get("mode", "window"), "thin": history.get("thin", 1),
+             "dtype": history.get("dtype")}
+        c["history"] = h["capacity"] if (h["mode"], h["thin"], h["dtype"]) == ("window", 1, None) else h
+    return {k: c[k] for k in sorted(c, key=lambda k: STRUCTURED_KEYS.index(k) if k in STRUCTURED_KEYS else -1)}
+
+
+def _history(h):
+    """``history`` as StructuredEnergy takes it: a capacity, or a ChainHistory of the mapping."""
+    if not isinstance(h, Mapping):
+        return int(h)
+    import torch
+
+    from ..structured import ChainHistory
+
+    dtype = h.get("dtype")
+    if dtype is not None:
+        dtype = getattr(torch, str(dtype).removeprefix("torch."), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"structured history dtype must name a torch dtype, got {h.get('dtype')!r}")
+    return ChainHistory(int(h["capacity"]), mode=h.get("mode", "window"), thin=h.get("thin", 1), dtype=dtype)
+
+
 def structured_energy(base, settings: Mapping[str, Any]):
-    """The :class:`~structmc.structured.StructuredEnergy` an arm's ``structured`` settings describe."""
+    """The :class:`~structmc.structured.StructuredEnergy` an arm's ``structured`` settings
+    describe (any form :class:`Arm` takes: its own, ``StructuredEnergy.config()`` plus
+    ``partition``, an older trace's); its ``config()`` read back by :class:`Arm` gives it again."""
     from ..partitions import make_partition
     from ..structured import StructuredEnergy, make_mask
 
-    s = dict(settings)
-    kind = s.get("partition", "random")
-    kwargs = {k: s[k] for k in ("num_groups", "chunk_size", "seed") if k in s}
+    s = _check_structured(settings)
+    kind = s["partition"]
+    kwargs = {k: s[k] for k in ("chunk_size", "seed") if k in s}
+    if kind in _PARTITIONS_WITH_NUM_GROUPS:
+        kwargs["num_groups"] = s["num_groups"]
     partition = make_partition(kind, base.space, **kwargs)
+    if s.get("num_groups") is not None and partition.num_groups != s["num_groups"]:
+        raise ValueError(f"structured num_groups={s['num_groups']}, but partition {kind!r} of this target has "
+                         f"{partition.num_groups} groups")
     mask = s.get("mask")
-    mask_obj = None if mask is None else make_mask(mask, **{k: s[k] for k in _MASK_KEYS[mask]})
-    return StructuredEnergy(base, partition, int(s.get("history", 1000)), mask=mask_obj,
+    mask_obj = None if mask is None else make_mask(mask, **{k: s[k] for k in MASK_KEYS[mask] if k in s})
+    return StructuredEnergy(base, partition, _history(s.get("history", 1000)), mask=mask_obj,
                             num_copies=None if mask is None else int(s["num_copies"]), seed=int(s.get("seed", 0)),
-                            split_batch=bool(s.get("split_batch", False)))
+                            warmup_steps=int(s.get("warmup_steps", 0)), split_batch=bool(s.get("split_batch", False)))
 
 
 def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequence[str] | str = ("minibatch",),

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-from ..executors import as_executor
 from ..run import Budget
 from ..samplers import SAMPLERS
 from .arms import Arm, as_arms, lr_from_paper
 from .mamba import TuningResult, _as_budget, _run_rounds, check_scorable, warn_unscored
-from .metrics import as_metric
-from .problem import Problem
+from .problem import Problem, as_problem
+from .records import TuningSettings
 
 
 def heuristic(num_data: int, sampler: str = "sgld", *, batch_size: float | int | None = 0.1,
@@ -52,29 +51,16 @@ def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: fl
                 fixed.append(b)
         arms = fixed
     budget = _as_budget(budget)
-    check_scorable(budget, thin, min(min_samples, max_samples), arms=len(arms), rounds=1, total=budget)  # per arm
-    metric = as_metric(metric)
-    if isinstance(target, Problem):
-        problem = target
-    if problem is None:
-        problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
-                          score_data=score_data, validation=validation, seed=seed)
-
-    def plan(n_alive: int):
-        return budget, 1
-
-    own = executor is None or isinstance(executor, str)
-    ex = as_executor(executor)
-    try:
-        result = _run_rounds("grid_search", problem, arms, budget, plan, 1, eta=len(arms) + 1, metric=metric,
-                             executor=ex, seed=seed, samples="round", restart="state", thin=thin,
-                             max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
-                             warmup=warmup, out_dir=out_dir, resume=resume, progress=progress)
-        warn_unscored(result, min_samples)
-        return result
-    finally:
-        if own:
-            ex.close()
+    # one round of every arm (eta = M + 1 is only recorded in the trace), scored on its own samples
+    settings = TuningSettings("grid_search", budget, metric, len(arms) + 1, seed=seed, thin=thin,
+                              max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
+                              warmup=warmup, executor=executor, out_dir=out_dir, resume=resume, progress=progress)
+    check_scorable(budget, thin, settings.min_scored, arms=len(arms), rounds=1, total=budget)  # per arm
+    problem = as_problem(target, init, problem, data=data, num_chains=num_chains, batching=batching, centre=centre,
+                         score_data=score_data, validation=validation, seed=seed)
+    result = _run_rounds(problem, arms, [(budget, 1)], settings)
+    warn_unscored(result, min_samples)
+    return result
 
 
 __all__ = ["grid_search", "heuristic"]

@@ -23,6 +23,7 @@ gradient-evaluation budget the choice and the trace are identical on every backe
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -30,7 +31,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -41,8 +42,8 @@ from ..executors import as_executor
 from ..run import Budget
 from ..storage import _atomic_write_bytes
 from .arms import Arm, as_arms, edge_of_grid
-from .metrics import as_metric
-from .problem import Problem
+from .problem import Problem, as_problem
+from .records import ArmCarry, ArmResult, TuningSettings, budget_dict
 from .task import ArmTask, evenly, run_arm
 
 TRACE_FORMAT = 1
@@ -350,114 +351,85 @@ class _Progress:
             self.bar.close()
 
 
-def _rank(results: list[dict]) -> list[dict]:
+def _rank(results: list[ArmResult]) -> list[ArmResult]:
     """Lowest metric first; failed arms (inf) last; ties by arm index."""
-    return sorted(results, key=lambda r: (not math.isfinite(r["metric"]), r["metric"], r["index"]))
+    return sorted(results, key=lambda r: (r.failed, r.metric, r.index))
 
 
-def _settings(method, budget, eta, metric, seed, samples, restart, thin, max_samples, min_samples, metric_cost,
-              warmup, problem: Problem, executor) -> dict:
-    return {"method": method, "budget": {k: getattr(budget, k) for k in ("iterations", "seconds", "grad_evals")},
-            "eta": eta, "metric": metric.config(), "seed": seed, "samples": samples, "restart": restart,
-            "thin": thin, "max_samples": max_samples, "min_samples": min_samples, "metric_cost": metric_cost,
-            "warmup": warmup, "num_chains": problem.num_chains, "num_data": problem.num_data, "dim": problem.dim,
-            "score_data": problem.score_data, "executor": type(executor).__name__}
+RoundPlan = Sequence[tuple[Budget, int]]  # per round: (each arm's budget, arms kept after it)
 
 
-def _run_rounds(method: str, problem: Problem, arms: list[Arm], budget: Budget, rounds_plan: Callable[[int], tuple],
-                num_rounds_: int, *, eta: int, metric, executor, seed: int, samples: str, restart: str, thin: int,
-                max_samples: int, min_samples: int, metric_cost, warmup: int, out_dir, resume: bool,
-                progress) -> TuningResult:
-    """Shared by :func:`mamba` and :func:`grid_search`: rounds of one task per surviving arm."""
-    if samples not in ("round", "all"):
-        raise ValueError(f"samples must be 'round' (the paper's) or 'all', got {samples!r}")
-    if restart not in ("state", "position"):
-        raise ValueError(f"restart must be 'state' or 'position', got {restart!r}")
-    for name, v, lo in (("thin", thin, 1), ("max_samples", max_samples, 1), ("min_samples", min_samples, 1),
-                        ("warmup", warmup, 0)):
-        if isinstance(v, bool) or int(v) != v or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if metric_cost is not None and not metric_cost > 0:
-        raise ValueError(f"metric_cost must be > 0 or None, got {metric_cost!r}")
+def _run_rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: TuningSettings) -> TuningResult:
+    """Shared by :func:`mamba` and :func:`grid_search`: round ``i`` runs one task per surviving
+    arm for ``plan[i][0]`` and keeps the ``plan[i][1]`` best (every arm starts round 0)."""
     for arm in arms:  # every arm's errors before any compute
         problem.check_arm(arm)
-    settings = _settings(method, budget, eta, metric, seed, samples, restart, thin, max_samples, min_samples,
-                         metric_cost, warmup, problem, executor)
-    settings["arms"] = len(arms)
-    result = TuningResult(method, arms, settings)
-    states: dict[int, dict] = {}
-    out_dir = None if out_dir is None else Path(out_dir)
+    own = settings.executor is None or isinstance(settings.executor, str)
+    executor = as_executor(settings.executor)
+    try:
+        return _rounds(problem, arms, plan, settings, executor)
+    finally:
+        if own:
+            executor.close()
+
+
+def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: TuningSettings, executor) -> TuningResult:
+    method, out_dir = settings.method, settings.out_dir
+    result = TuningResult(method, arms, settings.trace(problem, executor, len(arms)))
+    carries: dict[int, ArmCarry] = {}
     if out_dir is not None:  # what resume checks: the energy and every byte of the data
         result.target = fingerprint.fingerprint(problem.energy, problem.data)
-    if resume:
-        if out_dir is None:
-            raise ValueError("resume=True needs out_dir")
-        result, states = _load_progress(out_dir, result)
+    if settings.resume:
+        result, carries = _load_progress(out_dir, result)
     problem.prepare(arms)
 
     t_start = time.perf_counter()
-    wall_before = float(result.timing.get("wall", 0.0)) if resume else 0.0
-    bar = _Progress(progress, _planned_tasks(len(arms), num_rounds_, rounds_plan), method)
+    wall_before = float(result.timing.get("wall", 0.0)) if settings.resume else 0.0
+    bar = _Progress(settings.progress, _planned_tasks(len(arms), plan), method)
     shared = executor.share(problem)
     try:
         alive = list(range(len(arms))) if not result.rounds else list(result.rounds[-1]["kept"])
-        for i in range(len(result.rounds), num_rounds_):
-            per_arm, keep = rounds_plan(len(alive))
-            bar.round(i, num_rounds_, len(alive))
+        for i in range(len(result.rounds), len(plan)):
+            per_arm, keep = plan[i]
+            bar.round(i, len(plan), len(alive))
             t0 = time.perf_counter()
             futures = []
             for idx in alive:
-                prev = states.get(idx, {})
-                task = ArmTask(
-                    index=idx, arm=arms[idx].to_dict(), round=i,
-                    budget={k: getattr(per_arm, k) for k in ("iterations", "seconds", "grad_evals")},
-                    seed=arm_seed(seed, idx, i if restart == "position" else 0),
-                    state=prev.get("state") if restart == "state" else None,
-                    theta=prev.get("theta") if restart == "position" else None,
-                    previous=prev.get("samples") if samples == "all" else None,
-                    thin=thin, max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
-                    warmup=warmup, return_samples=samples == "all")
-                futures.append(executor.submit(run_arm, shared, metric, task))
-            results = []
+                seed = arm_seed(settings.seed, idx, i if settings.restart == "position" else 0)
+                start = carries.get(idx, ArmCarry()).start(settings)
+                futures.append(executor.submit(run_arm, shared, ArmTask(idx, arms[idx], i, per_arm, seed, settings,
+                                                                        start)))
+            results: list[ArmResult] = []
             for f in futures:
                 res = f.result()
-                bar.done(res["metric"])
+                bar.done(res.metric)
                 results.append(res)
             wall = time.perf_counter() - t0
             ranked = _rank(results)
-            kept = sorted(r["index"] for r in ranked[:keep])
+            kept = sorted(r.index for r in ranked[:keep])
             pruned = []
-            cut = ranked[keep - 1]["metric"] if keep <= len(ranked) else math.inf
+            cut = ranked[keep - 1].metric if keep <= len(ranked) else math.inf
             for r in ranked[keep:]:
-                reason = (f"failed: {r['error']}" if r["error"] else
-                          f"metric {r['metric']:.4g} > {cut:.4g}, the worst kept")
-                pruned.append({"index": r["index"], "reason": reason})
-            for r in results:
-                if r["index"] in kept:
-                    samp = r.get("samples")
-                    if samp is not None and samp.shape[0] > 2 * max_samples:
-                        samp = evenly(samp, 2 * max_samples)
-                    states[r["index"]] = {"state": r.get("state"), "theta": r.get("theta"), "samples": samp}
-            states = {k: v for k, v in states.items() if k in kept}
-            record = {
-                "round": i, "arms": list(alive), "budget": {k: getattr(per_arm, k) for k in ("iterations", "seconds", "grad_evals")},
-                "results": [{k: v for k, v in r.items() if k not in ("state", "theta", "samples")} for r in results],
-                "kept": kept, "pruned": pruned, "wall_s": wall}
+                reason = f"failed: {r.error}" if r.error else f"metric {r.metric:.4g} > {cut:.4g}, the worst kept"
+                pruned.append({"index": r.index, "reason": reason})
+            carries = {r.index: _trimmed(r.carry, settings.max_samples) for r in results if r.index in kept}
+            record = {"round": i, "arms": list(alive), "budget": budget_dict(per_arm),
+                      "results": [r.to_dict() for r in results], "kept": kept, "pruned": pruned, "wall_s": wall}
             result.rounds.append(record)
             alive = kept
-            result.best_index = ranked[0]["index"] if math.isfinite(ranked[0]["metric"]) else None
+            result.best_index = None if ranked[0].failed else ranked[0].index
             result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
             if out_dir is not None:
-                _save_progress(out_dir, result, states)
+                _save_progress(out_dir, result, carries)
             if result.best_index is None:  # nothing to rank: promoting failed arms by index would be arbitrary
-                errors = "; ".join(f"{arms[r['index']].label}: {r['error']}" for r in results)
+                errors = "; ".join(f"{arms[r.index].label}: {r.error}" for r in results)
                 raise RuntimeError(f"{method}: every arm failed in round {i} ({errors})")
     finally:
         bar.close()
     result.complete = True
     result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
     if out_dir is not None:
-        _save_progress(out_dir, result, states)
+        _save_progress(out_dir, result, carries)
         try:
             result.plot(out_dir / "metric_by_round.png")
         except ImportError:
@@ -465,11 +437,19 @@ def _run_rounds(method: str, problem: Problem, arms: list[Arm], budget: Budget, 
     return result
 
 
-def _planned_tasks(num_arms, num_rounds_, plan) -> int:
+def _trimmed(carry: ArmCarry, max_samples: int) -> ArmCarry:
+    """The carry a kept arm takes to its next round, its samples (``samples="all"``) thinned
+    evenly to ``2·max_samples``."""
+    if carry.samples is not None and carry.samples.shape[0] > 2 * max_samples:
+        return dataclasses.replace(carry, samples=evenly(carry.samples, 2 * max_samples))
+    return carry
+
+
+def _planned_tasks(num_arms: int, plan: RoundPlan) -> int:
     n, total = num_arms, 0
-    for _ in range(num_rounds_):
+    for _, keep in plan:
         total += n
-        n = plan(n)[1]
+        n = keep
     return total
 
 
@@ -493,13 +473,15 @@ def _timing(result: TuningResult, executor, wall: float) -> dict:
             "overhead": max(0.0, wall - busy_share), "slots": slots}
 
 
-def _save_progress(out_dir: Path, result: TuningResult, states: dict) -> None:
+def _save_progress(out_dir: Path, result: TuningResult, carries: dict[int, ArmCarry]) -> None:
     """One atomic commit per round: ``progress.pt`` holds the trace and the surviving arms' states
     together, written to a temporary file and put in place by ``os.replace``, so a kill at any
     point leaves the previous round's progress or this one's, never a mix. ``trace.json`` is a
-    readable copy written after the commit (resume never reads it while ``progress.pt`` exists)."""
+    readable copy written after the commit (resume never reads it while ``progress.pt`` exists).
+    The states are stored as plain dicts (:meth:`ArmCarry.to_dict`), as they always were."""
     out_dir.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
+    states = {i: c.to_dict() for i, c in carries.items()}
     torch.save({"format": PROGRESS_FORMAT, "trace": result.to_dict(), "states": states}, buf)
     _atomic_write_bytes(buf.getvalue(), out_dir / PROGRESS)
     _atomic_write_bytes(result.to_json().encode(), out_dir / "trace.json")
@@ -508,7 +490,7 @@ def _save_progress(out_dir: Path, result: TuningResult, states: dict) -> None:
         legacy.unlink()
 
 
-def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, dict]:
+def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, dict[int, ArmCarry]]:
     progress, trace = out_dir / PROGRESS, out_dir / "trace.json"
     if progress.exists():
         saved = torch.load(progress, map_location="cpu", weights_only=False)
@@ -533,7 +515,7 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
         return old, {}
     if states is None:
         states = torch.load(out_dir / "arm_states.pt", weights_only=False) if old.rounds else {}
-    return old, states
+    return old, {int(i): ArmCarry.from_dict(d) for i, d in states.items()}
 
 
 def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric="ksd", executor=None,
@@ -579,31 +561,17 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     arms = as_arms(arms)
     _check_eta(eta)
     budget = _as_budget(budget)
-    metric = as_metric(metric)
-    R = num_rounds(len(arms), eta)
-    check_scorable(round_budget(budget, len(arms), R), thin, min(min_samples, max_samples), arms=len(arms), rounds=R,
-                   total=budget)
-    if isinstance(target, Problem):
-        problem = target
-    if problem is None:
-        problem = Problem(target, init, data=data, num_chains=num_chains, batching=batching, centre=centre,
-                          score_data=score_data, validation=validation, seed=seed)
-
-    def plan(n_alive: int):
-        return round_budget(budget, n_alive, R), survivors(n_alive, eta)
-
-    own = executor is None or isinstance(executor, str)
-    ex = as_executor(executor)
-    try:
-        result = _run_rounds("mamba", problem, arms, budget, plan, R, eta=eta, metric=metric, executor=ex,
-                             seed=seed, samples=samples, restart=restart, thin=thin, max_samples=max_samples,
-                             min_samples=min_samples, metric_cost=metric_cost, warmup=warmup, out_dir=out_dir,
-                             resume=resume, progress=progress)
-        warn_unscored(result, min_samples)
-        return result
-    finally:
-        if own:
-            ex.close()
+    settings = TuningSettings("mamba", budget, metric, eta, seed=seed, samples=samples, restart=restart, thin=thin,
+                              max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
+                              warmup=warmup, executor=executor, out_dir=out_dir, resume=resume, progress=progress)
+    sizes = round_sizes(len(arms), eta)
+    plan = [(round_budget(budget, n, len(sizes)), survivors(n, eta)) for n in sizes]
+    check_scorable(plan[0][0], thin, settings.min_scored, arms=len(arms), rounds=len(sizes), total=budget)
+    problem = as_problem(target, init, problem, data=data, num_chains=num_chains, batching=batching, centre=centre,
+                         score_data=score_data, validation=validation, seed=seed)
+    result = _run_rounds(problem, arms, plan, settings)
+    warn_unscored(result, min_samples)
+    return result
 
 
 __all__ = ["mamba", "TuningResult", "num_rounds", "round_sizes", "round_budget", "survivors", "arm_seed"]

@@ -1,6 +1,7 @@
 """What a tuner tunes: the target, its data, the start and the control-variate centre.
 
-A :class:`Problem` is built once in the driver, validated there (before any compute), and
+A :class:`Problem` is built once in the driver, checked there (before any compute: every arm's
+:class:`~structmc.Run` is built, not run, by :meth:`Problem.check_arm`), and
 shipped once to every worker (``executor.share``). Workers build each arm's run from it and
 score the arm's samples with :meth:`Problem.scores`: full-data scores ``∇ log π(θ)`` of all
 samples in one batched evaluation (the samples play the role of chains), chunked over data
@@ -14,10 +15,9 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from ..batching import MODES
 from ..energy import Energy, as_energy, full_data_value_and_grad
 from ..gradients import ControlVariate, Minibatch
-from ..run import _as_data, _initial_positions
+from ..run import _as_data, _check_int, _initial_positions
 from .arms import Arm, structured_energy
 
 
@@ -40,21 +40,17 @@ class Problem:
                  num_chains: int = 1, batching: str = "epoch", centre: Tensor | None = None, score_data: int | None = None,
                  validation: Sequence[Tensor] | None = None, score_chunk: int = 4096,
                  max_score_examples: int = 2 ** 18, seed: int = 0):
+        # the arguments a Run takes, normalised by Run's own helpers; the checks of the target
+        # against the data and the start (and of batching) are Run.__init__'s, made on every
+        # arm's run by check_arm before any compute
         data = _as_data(data)
-        if batching not in MODES:
-            raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
-        self.batching = batching
+        num_chains = _check_int("num_chains", num_chains, 1)
         energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
         if data is not None and energy.num_data is None:
             energy = energy.with_num_data(int(data[0].shape[0]))
-        if data is None and energy.requires_data:
-            raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
-        if int(num_chains) < 1:
-            raise ValueError(f"num_chains must be >= 1, got {num_chains}")
-        theta0 = _initial_positions(energy, init, int(num_chains))
-        if not bool(torch.isfinite(theta0).all()):
-            raise ValueError("init contains NaN or Inf")
-        self.energy, self.data, self.init, self.num_chains = energy, data, theta0, int(num_chains)
+        theta0 = _initial_positions(energy, init, num_chains)
+        self.batching = batching
+        self.energy, self.data, self.init, self.num_chains = energy, data, theta0, num_chains
         self.validation = _as_data(validation)
         self.num_data = None if data is None else int(data[0].shape[0])
         self.score_chunk, self.max_score_examples = int(score_chunk), int(max_score_examples)
@@ -80,17 +76,17 @@ class Problem:
         return self.energy.space.dim
 
     def check_arm(self, arm: Arm) -> None:
-        """Errors an arm would raise, before any compute: batch larger than N, a structured
-        arm whose partition does not fit or whose ``split_batch`` cannot split its batch, a
-        sampler that refuses this energy."""
+        """Errors an arm would raise, before any compute: a batch larger than N or given without
+        data, and everything ``Run.__init__`` refuses when it builds the arm's run (the path
+        every worker takes; nothing is sampled): the target against the data and the start,
+        batching, a structured energy whose partition does not fit or whose ``split_batch``
+        cannot split the batch, a sampler that refuses the energy. The run is built with a
+        plain minibatch gradient: a control variate's full-data pass waits for :meth:`prepare`
+        (its centre is checked in ``__init__``)."""
         arm.batch_count(self.num_data)
         if arm.batch_size is not None and self.data is None:
             raise ValueError(f"arm {arm.label!r} has a batch_size but the problem has no data")
-        energy = self.energy_for(arm)
-        if arm.structured is not None:  # split_batch: n divisible by K, real minibatches in random order
-            energy.check_batch_size(arm.batch_count(self.num_data), batching=self.batching, num_data=self.num_data)
-        sampler = arm.build_sampler()
-        sampler.prepare(sampler.target_energy(energy))
+        self._run(arm, Minibatch(), seed=0, init=None)
 
     def energy_for(self, arm: Arm) -> Energy:
         return self.energy if arm.structured is None else structured_energy(self.energy, arm.structured)
@@ -118,11 +114,14 @@ class Problem:
     def run(self, arm: Arm, *, seed: int = 0, init: Tensor | None = None):
         """A :class:`~structmc.Run` of ``arm`` on this problem (its batch, estimator, energy),
         from ``init`` (default: the problem's start)."""
+        return self._run(arm, self.gradient_for(arm), seed=seed, init=init)
+
+    def _run(self, arm: Arm, gradient, *, seed: int, init: Tensor | None):
         from ..run import Run
 
         return Run(self.energy_for(arm), self.init if init is None else init, arm.build_sampler(), data=self.data,
                    batch_size=arm.batch_count(self.num_data), batching=self.batching, seed=seed,
-                   num_chains=self.num_chains, gradient=self.gradient_for(arm))
+                   num_chains=self.num_chains, gradient=gradient)
 
     def sample(self, arm: Arm, budget, *, seed: int = 0, thin: int = 1, burn_in: int = 0, init: Tensor | None = None):
         """Run ``arm`` for ``budget`` (a :class:`~structmc.Budget` or iterations) and return the
@@ -153,4 +152,12 @@ class Problem:
         return 1 if self.score_points is None else int(self.score_points[0].shape[0])
 
 
-__all__ = ["Problem"]
+def as_problem(target, init, problem: Problem | None = None, **kwargs) -> Problem:
+    """The tuners' problem: ``target`` when it is a :class:`Problem`, else ``problem`` when given,
+    else ``Problem(target, init, **kwargs)``."""
+    if isinstance(target, Problem):
+        return target
+    return Problem(target, init, **kwargs) if problem is None else problem
+
+
+__all__ = ["Problem", "as_problem"]

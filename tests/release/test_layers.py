@@ -1,0 +1,77 @@
+"""The package's layers: the import contracts of pyproject.toml's ``[tool.importlinter]`` hold
+(experiments independent of each other, the CLI above the experiments above the library, data
+sets and models below energies and runs), they list every experiment module, and no
+experiment reaches into the library's private names."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENTS = ROOT / "src" / "structmc" / "experiments"
+
+
+def _contracts() -> dict:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return {c["id"]: c for c in config["contracts"]}
+
+
+def test_the_import_contracts_hold():
+    if importlib.util.find_spec("importlinter") is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]' installs it)")
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.skip("import-linter is installed but its lint-imports command is not on the path")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([exe, "--no-cache", "--no-logo"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert f"{len(_contracts())} kept, 0 broken" in proc.stdout
+
+
+def test_the_independence_contract_lists_every_experiment_module():
+    from structmc.experiments import REGISTRY
+
+    listed = set(_contracts()["experiments-independent"]["modules"])
+    modules = {f"structmc.experiments.{p.stem}" for p in EXPERIMENTS.glob("*.py") if not p.stem.startswith("_")}
+    assert listed == modules  # a new experiment module is added to the contract
+    registered = {REGISTRY.get(name).module_path for name in REGISTRY.choices()}
+    assert registered <= listed
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``from structmc.<module> import _name`` (relative or absolute, outside the experiments
+    package) and ``x._name`` on anything but ``self``, ``cls`` or a module of the experiments
+    package."""
+    tree = ast.parse(path.read_text())
+    internal = {"self", "cls"}  # names bound to the experiments package's own modules
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            library = (node.level >= 2 or (node.level == 0 and module.split(".")[0] == "structmc"
+                                           and not module.startswith("structmc.experiments")))
+            for alias in node.names:
+                if node.level == 1 and not module:  # from . import _mamba as M
+                    internal.add(alias.asname or alias.name)
+                elif library and alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{path.name}:{node.lineno} imports {alias.name} from {'.' * node.level}{module}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in internal)):
+            found.append(f"{path.name}:{node.lineno} uses .{node.attr}")
+    return found
+
+
+def test_experiments_use_no_private_name_of_the_library():
+    found = [use for p in sorted(EXPERIMENTS.glob("*.py")) for use in _private_uses(p)]
+    assert not found, "experiments use private names of the library (give it a public function):\n" + "\n".join(found)
