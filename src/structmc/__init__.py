@@ -5,8 +5,8 @@ SGLD θ ← θ - (ε/2)∇Û + N(0, εT).
 """
 
 from .chain import Chain
-from .energy import (Energy, HessianDiagEnergy, LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy, StatefulEnergy,
-                     full_data_value_and_grad, make_likelihood)
+from .energy import (Energy, EnergyBase, HessianDiagEnergy, LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy,
+                     StatefulEnergy, WrappedEnergy, full_data_value_and_grad, make_likelihood)
 from .gradients import ControlVariate, Minibatch
 from .optimize import find_map
 from .oracle import Oracle
@@ -24,7 +24,7 @@ from . import gibbs, partitions, structured, zoo  # noqa: E402  (blocks, S/Sd en
 __version__ = "0.1.0"
 
 __all__ = [
-    "Chain", "Energy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
+    "Chain", "Energy", "EnergyBase", "WrappedEnergy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
     "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive", "evaluate",
     "Budget", "DivergenceError", "DataSource", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
     "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",

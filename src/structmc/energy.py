@@ -78,7 +78,11 @@ class Energy(Protocol):
       compares it (:func:`structmc.fingerprint.energy_fingerprint`): two energies that
       describe the same are the same target.
     * ``value_and_grad(theta, batch)``, ``value(theta, batch)``: the energy ``[C]`` (and its
-      gradient ``[C, P]``), detached.
+      gradient ``[C, P]``), detached. The layout: ``theta`` is ``[C, P]`` and every tensor of
+      ``batch`` is ``[C, n, ...]``, chain first: each chain its own minibatch. To evaluate
+      several draws on one shared batch ``(x [n, d], y [n])``, expand it:
+      ``tuple(t.expand(C, *t.shape) for t in batch)`` (no copy). A batch without the chain
+      dimension is refused with this layout in the message.
 
     Optional, for :func:`~structmc.predictive` and :func:`~structmc.evaluate`:
     ``predictive_energy``, the energy whose model predicts from this energy's draws (it has
