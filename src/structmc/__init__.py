@@ -19,7 +19,7 @@ from .storage import load_chain, save_chain
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler, ScaleAdaptedSGHMC
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
-from . import gibbs, partitions, structured, zoo  # noqa: E402  (blocks, S/Sd energies, models as energies)
+from . import gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: blocks, S/Sd energies, models as energies)
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,6 @@ from torch import nn
 
 import structmc as sm
 from structmc.energy import HessianDiagEnergy, StatefulEnergy, full_data_value_and_grad
-from structmc.models import PMF
 from structmc.structured import ChainHistory, StructuredEnergy, by_neuron
 from structmc.zoo import energy_for
 

@@ -65,7 +65,7 @@ def test_every_experiment_resolves_presets_one_way(name, tmp_path):
     """Every ``run`` resolves its first argument through :func:`structmc.experiments.resolve_preset`:
     an unknown name is the same ValueError listing the presets, before anything is computed."""
     module = E.get(name)
-    with pytest.raises(ValueError, match=rf"unknown preset 'nope'; choose from \[.*'tiny'"):
+    with pytest.raises(ValueError, match=r"unknown preset 'nope'; choose from \[.*'tiny'"):
         module.run("nope", tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
 

@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-import structmc as sm
 from structmc import models as M
 from structmc.zoo import energy_for
 

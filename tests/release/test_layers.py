@@ -75,3 +75,20 @@ def _private_uses(path: Path) -> list[str]:
 def test_experiments_use_no_private_name_of_the_library():
     found = [use for p in sorted(EXPERIMENTS.glob("*.py")) for use in _private_uses(p)]
     assert not found, "experiments use private names of the library (give it a public function):\n" + "\n".join(found)
+
+
+def test_ruff_finds_nothing():
+    """``ruff check`` with pyproject.toml's rules (pyflakes, syntax errors) is clean on the
+    source, tests, benchmarks and examples; .ci/run runs it too."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed (it is in the test extra: pip install -e '.[test]')")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([ruff, "check", "src", "tests", "bench", "examples"], cwd=root, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,11 +4,9 @@ against exact stationary laws, failing arms, validation, traces and resume."""
 import json
 import math
 
-import numpy as np
 import pytest
 import torch
 
-import structmc as sm
 from structmc import Budget
 from structmc.tuning import (KSD, Arm, TuningResult, grid, grid_search, heuristic, lr_from_paper, mamba, num_rounds,
                              round_budget, round_sizes, survivors)

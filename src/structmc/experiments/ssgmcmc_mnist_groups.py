@@ -196,7 +196,6 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
               seed=cfg.seed)
     carry = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
-    t0 = time.perf_counter()
     for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
                                          progress=log is not None, desc=_key(method, num_groups, rho)):
         if t >= first_kept:
