@@ -40,12 +40,12 @@ def _one_thread():
 
 def _needs(name: str) -> list:
     """A data set's files: a list of alternatives per needed file (any one of them will do)."""
-    from structmc.data import registry
+    from structmc.data import checksums
 
-    return {"mnist": [[spec] for spec in registry.MNIST.values()],
-            "fashion-mnist": [[spec] for spec in registry.FASHION_MNIST.values()],
-            "boston": [[registry.UCI["boston.csv"], registry.UCI["housing.data"]]],
-            "concrete": [[registry.UCI["concrete.csv"], registry.UCI["Concrete_Data.xls"]]]}[name]
+    return {"mnist": [[spec] for spec in checksums.MNIST.values()],
+            "fashion-mnist": [[spec] for spec in checksums.FASHION_MNIST.values()],
+            "boston": [[checksums.UCI["boston.csv"], checksums.UCI["housing.data"]]],
+            "concrete": [[checksums.UCI["concrete.csv"], checksums.UCI["Concrete_Data.xls"]]]}[name]
 
 
 def _write_idx(path: Path, array: np.ndarray) -> None:
@@ -58,7 +58,7 @@ def _write_idx(path: Path, array: np.ndarray) -> None:
 
 def _idx_standin(folder: str, seed: int, num_train: int = 2000, num_test: int = 1000):
     def write(root: Path):
-        from structmc.experiments.gibbs_mnist import synthetic_images
+        from structmc.data import synthetic_images
 
         x_tr, y_tr, x_te, y_te = synthetic_images(num_train, num_test, seed)
         u8 = lambda x: (x[:, 0] * 255).round().to(torch.uint8).numpy()  # noqa: E731
