@@ -299,7 +299,7 @@ def _model_energy(s: dict, data):
     import torch
 
     from .models import MODELS
-    from .models.zoo import likelihood_for_task
+    from .models.catalogue import likelihood_for_task
     from .zoo import energy_for
 
     spec = MODELS.get(s["model"])

@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import math
-import numbers
 import operator
 import warnings
-from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
 from . import fingerprint
 from ._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
+# the facade (issue 23): what moved to these modules stays importable from structmc.energy
+from .energy_checks import (_all_finite, _check_batch_layout, _check_theta, _first_layer,  # noqa: F401
+                            _refuse_dropout, _refuse_meta, check_deterministic, check_module_data, probe)
+from .likelihoods import (Likelihood, _bernoulli, _categorical, _categorical_chains,  # noqa: F401
+                          _check_soft_labels, _class_indices, make_likelihood)
+from .module_binding import bind_flat, buffer_chains, chain_buffers, swap_buffers
 from .space import ParamSpace
 
 Batch = Sequence[Tensor] | None
@@ -286,41 +288,6 @@ def _chain_slice(batch: Batch, c: int) -> Batch:
     return None if batch is None else tuple(t[c] for t in batch)
 
 
-def _all_finite(x: Tensor) -> bool:
-    """No NaN/Inf in ``x``: min and max in one reduction pass without allocating a mask
-    (NaN propagates through both, ±Inf shows in one); ~18x faster than isfinite().all()
-    on a 10,000 x 784 float tensor on CPU."""
-    if x.numel() == 0:
-        return True
-    lo, hi = torch.aminmax(x.reshape(-1))
-    return bool(torch.isfinite(lo) & torch.isfinite(hi))
-
-
-def _check_theta(theta: Tensor, dim: int) -> None:
-    if theta.dim() != 2 or theta.shape[1] != dim:
-        raise ValueError(f"theta must have shape [chains, {dim}], got {tuple(theta.shape)}")
-
-
-def _check_batch_layout(chains: int, batch) -> None:
-    """A module energy's batch is ``(inputs..., targets)`` with a leading chain dimension: each
-    tensor ``[C, n, ...]`` for θ ``[C, P]`` (each chain its own minibatch). A batch without the
-    chain dimension would be read as C = its number of rows; refuse it with the layout."""
-    if batch is None:
-        raise ValueError("a module energy needs data: pass data=(inputs..., targets)")
-    if isinstance(batch, Tensor) or not isinstance(batch, (tuple, list)) or len(batch) < 2 or not all(
-            isinstance(t, Tensor) for t in batch):
-        raise ValueError(f"a module energy's batch is a tuple (inputs..., targets) of tensors [C, n, ...] (C chains, "
-                         f"n rows), got {type(batch).__name__}")
-    n = batch[-1].shape[1] if batch[-1].dim() >= 2 else None
-    if n is None or any(t.dim() < 2 or t.shape[0] != chains or t.shape[1] != n for t in batch):
-        shapes = ", ".join(str(list(t.shape)) for t in batch)
-        chained = all(t.dim() >= 2 and t.shape[0] == chains for t in batch)
-        fix = ("every tensor needs the same n rows" if chained else f"add the chain dimension, e.g. "
-               f"tuple(t.unsqueeze(0).expand({chains}, *t.shape) for t in batch) to give every chain the same rows")
-        raise ValueError(f"batch tensors must be [C, n, ...]: C = {chains} chains (theta is [{chains}, P]), n rows, "
-                         f"got shapes {shapes}: {fix}")
-
-
 def _as_num_data(num_data) -> int | None:
     """``num_data`` as a positive int (``None`` stays ``None``); a non-integer N (``100.5``)
     or a bool is an error, never a truncation."""
@@ -505,157 +472,8 @@ class LogDensityEnergy(EnergyBase):
 
 
 # ---------------------------------------------------------------------------------------
-# Likelihoods for modules
-# ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Likelihood:
-    """Observation model of a module's output. ``log_lik`` sums over the minibatch;
-    ``log_lik_chains`` (optional) takes outputs and targets of C chains, ``[C, n, ...]``, and
-    returns the C sums, equal bit for bit to ``vmap(log_lik)`` but without vmap's per-op cost
-    (cross-entropy is decomposed into ~20 small ops under vmap)."""
-
-    name: str
-    log_lik: Callable[[Tensor, Tensor], Tensor]
-    noise_std: float | None = None
-    log_lik_chains: Callable[[Tensor, Tensor], Tensor] | None = None
-
-    def predict(self, outputs: Tensor, *, per_draw: bool = False) -> dict[str, Tensor]:
-        """Posterior predictive summary from outputs of S draws, ``[S, n, ...]``; with
-        ``per_draw`` each draw's own predictive (``probs`` ``[S, n, K]``, bernoulli ``[S, n]``;
-        gaussian ``mean`` f_s(x) and ``var`` σ², ``[S, n]``), not averaged over draws."""
-        if per_draw:
-            if self.name == "categorical":
-                return {"probs": outputs.softmax(-1)}
-            if self.name == "bernoulli":
-                return {"probs": torch.sigmoid(outputs.squeeze(-1))}
-            if self.name == "gaussian":
-                f = outputs.squeeze(-1) if outputs.dim() > 2 and outputs.shape[-1] == 1 else outputs
-                return {"mean": f, "var": torch.full_like(f, self.noise_std ** 2)}
-            raise ValueError(f"no predictive summary for custom likelihood {self.name!r}")
-        if self.name == "categorical":
-            return {"probs": outputs.softmax(-1).mean(0)}
-        if self.name == "bernoulli":
-            return {"probs": torch.sigmoid(outputs.squeeze(-1)).mean(0)}
-        if self.name == "gaussian":
-            f = outputs.squeeze(-1) if outputs.dim() > 2 and outputs.shape[-1] == 1 else outputs
-            var = f.var(0, unbiased=False) + self.noise_std**2
-            return {"mean": f.mean(0), "var": var}
-        raise ValueError(f"no predictive summary for custom likelihood {self.name!r}")
-
-
-def _class_indices(y: Tensor) -> Tensor:
-    """Integer labels of any width as the int64 indices ``cross_entropy`` takes (int32 or uint8
-    labels pass ``check_data``); int64 labels and soft labels are returned as they are."""
-    return y if y.dtype == torch.long or y.is_floating_point() else y.long()
-
-
-def _categorical(out: Tensor, y: Tensor) -> Tensor:
-    return -F.cross_entropy(out, _class_indices(y), reduction="sum")
-
-
-def _bernoulli(out: Tensor, y: Tensor) -> Tensor:
-    return -F.binary_cross_entropy_with_logits(out.reshape(y.shape), y.to(out.dtype), reduction="sum")
-
-
-def _categorical_chains(out: Tensor, y: Tensor) -> Tensor:
-    if y.is_floating_point():  # soft labels: the batched form differs in rounding, keep vmap's
-        return vmap(_categorical)(out, y)
-    per_point = F.cross_entropy(out.flatten(0, 1), _class_indices(y).flatten(0, 1), reduction="none")
-    return -per_point.reshape(out.shape[0], -1).sum(1)
-
-
-def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | None = None) -> Likelihood:
-    """``"categorical"`` (logits), ``"bernoulli"`` (logit), ``"gaussian"`` (known ``noise_std``),
-    a :class:`Likelihood`, or a callable ``(output, target) -> summed log-likelihood``."""
-    if isinstance(likelihood, Likelihood):
-        return likelihood
-    if callable(likelihood):
-        return Likelihood("custom", likelihood)
-    if likelihood == "categorical":
-        return Likelihood("categorical", _categorical, log_lik_chains=_categorical_chains)
-    if likelihood == "bernoulli":
-        return Likelihood("bernoulli", _bernoulli)  # a batched form would round differently
-    if likelihood == "gaussian":
-        if noise_std is None:
-            raise ValueError("the gaussian likelihood needs noise_std > 0 (the known observation noise σ)")
-        if isinstance(noise_std, bool) or not isinstance(noise_std, numbers.Real) and not (
-                isinstance(noise_std, Tensor) and noise_std.numel() == 1):
-            raise TypeError(f"noise_std must be a number (the observation noise σ > 0), got {noise_std!r}")
-        noise_std = float(noise_std)
-        if not (noise_std > 0 and math.isfinite(noise_std)):
-            raise ValueError(f"the gaussian likelihood needs a finite noise_std > 0, got {noise_std!r}: σ = inf makes "
-                             "the likelihood flat (the data would be ignored) and σ <= 0 or NaN is no distribution")
-        inv_var = 1.0 / noise_std**2
-
-        def _gaussian(out: Tensor, y: Tensor) -> Tensor:
-            return -0.5 * inv_var * (y - out.reshape(y.shape)).square().sum()
-
-        def _gaussian_chains(out: Tensor, y: Tensor) -> Tensor:
-            return -0.5 * inv_var * (y - out.reshape(y.shape)).square().reshape(y.shape[0], -1).sum(1)
-
-        return Likelihood("gaussian", _gaussian, float(noise_std), _gaussian_chains)
-    raise ValueError(f"unknown likelihood {likelihood!r}; use categorical, bernoulli, gaussian or a callable")
-
-
-# ---------------------------------------------------------------------------------------
 # Energies from an nn.Module
 # ---------------------------------------------------------------------------------------
-def _refuse_dropout(module: nn.Module) -> None:
-    """Dropout layers in training mode draw from torch's global RNG: refuse them (see
-    :meth:`ModuleEnergy._check_deterministic`)."""
-    for name, sub in module.named_modules():
-        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.training and sub.p > 0:
-            where = f"submodule {name!r}" if name else "the module"
-            raise ValueError(
-                f"ModuleEnergy: {where} is {type(sub).__name__}(p={sub.p}) in training mode. Its masks would come from "
-                f"torch's global RNG, not the run's generator, so the draws would not follow `seed` (and several chains "
-                f"cannot be vmapped). Call module.eval() before ModuleEnergy(module, ...) to sample without dropout "
-                f"(or set p=0).")
-
-
-def _refuse_meta(module: nn.Module) -> None:
-    """A module on the ``meta`` device has shapes but no values (``torch.device("meta")``,
-    ``init_empty_weights``): nothing could be sampled from it. Say so before any compute."""
-    if not isinstance(module, nn.Module):
-        return
-    meta = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
-    if meta:
-        raise ValueError(f"ModuleEnergy: the module's {meta[0]!r}{f' and {len(meta) - 1} more' if len(meta) > 1 else ''} "
-                         f"are on the meta device (shapes without values): materialise the module first, e.g. "
-                         f"module.to_empty(device='cpu') then load_state_dict(...), or build it outside "
-                         f"torch.device('meta')")
-
-
-def _first_layer(module: nn.Module) -> str:
-    """``"; the first layer 'name' (Linear) expects in_features=3"`` or ``""``."""
-    for name, sub in module.named_modules():
-        for attr in ("in_features", "in_channels", "num_embeddings", "input_size"):
-            if hasattr(sub, attr):
-                return f"; the first layer {name!r} ({type(sub).__name__}) expects {attr}={getattr(sub, attr)}"
-    return ""
-
-
-def _check_soft_labels(target: Tensor, K: int) -> None:
-    """Soft labels ``[n, K, ...]`` are class probabilities (``cross_entropy``'s probability
-    targets): every entry >= 0 and each row summing to 1 over the K classes (dim 1). Anything
-    else would be taken as is: ``-Σ_k y_k log p_k`` with negative or unnormalised ``y`` is no
-    log-likelihood (its scale and sign change the posterior silently)."""
-    lo = float(target.min())
-    if lo < 0:
-        bad = int((target < 0).reshape(target.shape[0], -1).any(1).sum())
-        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities and must be >= 0, "
-                         f"got values down to {lo:.4g} in {bad} row(s): pass probabilities (e.g. y.softmax(1)), or "
-                         f"integer class indices with y.long()")
-    sums = target.sum(1, dtype=torch.float64)
-    tol = max(1e-4, 16 * K * torch.finfo(target.dtype).eps)
-    err = (sums - 1).abs()
-    if float(err.max()) > tol:
-        bad = int((err > tol).reshape(target.shape[0], -1).any(1).sum())
-        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities: each row must sum "
-                         f"to 1 over the {K} classes (dim 1), but {bad} row(s) do not (sums from {float(sums.min()):.4g} "
-                         f"to {float(sums.max()):.4g}): normalise them, y / y.sum(1, keepdim=True)")
-
-
 def validate_data(energy: Energy, data) -> None:
     """Check ``data`` against ``energy`` before any compute: ``energy.check(data)`` (a wrapper
     checks through its base; an energy without data checks does nothing). ``data=None`` is not
@@ -759,14 +577,7 @@ class ModuleEnergy(EnergyBase):
     # -- set-up ----------------------------------------------------------------------------
     def _bind(self) -> None:
         """Make the module's parameters views of one flat vector and one flat gradient."""
-        params = dict(self.module.named_parameters())
-        flat = self.space.flatten(params).clone()
-        grad = torch.zeros_like(flat)
-        for info in self.space.params:
-            p = params[info.name]
-            p.data = flat[info.slice].view(info.shape)
-            p.grad = grad[info.slice].view(info.shape)
-        self._flat, self._grad = flat, grad
+        self._flat, self._grad = bind_flat(self.module, self.space)
 
     def to(self, device=None, dtype=None) -> "ModuleEnergy":
         """Move the module (and the flat buffers) in place; returns self."""
@@ -790,6 +601,8 @@ class ModuleEnergy(EnergyBase):
         # the flat vector and flat gradient, so the one-chain path would copy θ into a buffer
         # the forward never reads and return the prior's gradient alone. Bind them again.
         self.__dict__.update(state)
+        if self._prior_spec is None and not self.prior._fused:  # pickled before the fused forms moved
+            self.prior.fuse()  # into the bound Normal (issue 23): the same rounding as when it was written
         self._bind()
 
     def with_num_data(self, num_data):
@@ -816,21 +629,17 @@ class ModuleEnergy(EnergyBase):
         return self._flat.dtype
 
     def _set_prior(self, prior, like: Tensor, stds: Tensor | None = None) -> None:
-        """Bind ``prior`` (``None``: the zero-mean Normal with standard deviations ``stds``,
-        whose precision vector feeds the fused fast paths)."""
+        """Bind ``prior`` (``None``: the zero-mean Normal with standard deviations ``stds``, in
+        its fused forms: :meth:`structmc.priors._BoundNormal.fuse`)."""
         from .priors import _BoundNormal, as_prior
 
         self._prior_spec = None if prior is None else as_prior(prior)
         if prior is None:
             stds = stds.to(like)
-            self.prior = _BoundNormal(torch.zeros_like(stds), stds)
+            self.prior = _BoundNormal(torch.zeros_like(stds), stds, fused=True)
         else:
             self.prior = self._prior_spec.bind(self.space, like)
         self._prior_precision = getattr(self.prior, "precision", None)
-        self._uniform_precision = None
-        if prior is None:
-            first = float(self._prior_precision[0])
-            self._uniform_precision = first if bool((self._prior_precision == first).all()) else None
 
     def with_prior(self, prior) -> "ModuleEnergy":
         """A copy with another prior (any of :mod:`structmc.priors`); the module, likelihood,
@@ -913,21 +722,13 @@ class ModuleEnergy(EnergyBase):
         return 1.0 if self.num_data is None else self.num_data / n
 
     def prior_energy(self, theta: Tensor) -> Tensor:
-        """−log p(θ) = ½ Σ θ²/σ² per chain ``[C]`` (constants dropped; one fused op when all σ
-        are equal)."""
-        if self._prior_spec is not None:
-            return self.prior.energy(theta)
-        if self._uniform_precision is not None:
-            return (0.5 * self._uniform_precision) * torch.linalg.vecdot(theta, theta)
-        return 0.5 * torch.linalg.vecdot(theta * self._prior_precision, theta)
+        """−log p(θ) per chain ``[C]`` (constants dropped): ½ Σ θ²/σ² for ``prior_std``'s
+        Normal (one fused op when all σ are equal)."""
+        return self.prior.energy(theta)
 
     def _add_prior_grad(self, lik_grad: Tensor, theta: Tensor) -> Tensor:
-        """A new tensor ∇(-log-lik) + θ/σ² (∇(−log p) for a ``prior=``)."""
-        if self._prior_spec is not None:
-            return lik_grad + self.prior.grad(theta)
-        if self._uniform_precision is not None:
-            return lik_grad.add(theta, alpha=self._uniform_precision)
-        return torch.addcmul(lik_grad, theta, self._prior_precision)
+        """A new tensor ∇(-log-lik) + ∇(−log p) (θ/σ² for ``prior_std``'s Normal, one fused op)."""
+        return self.prior.add_grad(lik_grad, theta)
 
     def _single(self, theta1: Tensor, inputs: Sequence[Tensor], target: Tensor, scale: float, grad: bool):
         """One chain through the bound module; returns (negative scaled log-lik, grad)."""
@@ -947,14 +748,7 @@ class ModuleEnergy(EnergyBase):
         return nll.detach(), self._grad
 
     def _swap_buffers(self, c: int, n_chains: int, save: bool) -> None:
-        live = dict(self.module.named_buffers())
-        chains = self._buffer_store.get("chains")
-        if chains is None or len(chains) != n_chains:
-            chains = self._buffer_store["chains"] = [{k: v.detach().clone() for k, v in live.items()}
-                                                     for _ in range(n_chains)]
-        store = chains[c]
-        for k, v in live.items():
-            (store[k] if save else v).copy_(v if save else store[k])
+        swap_buffers(self.module, self._buffer_store, c, n_chains, save)
 
     def _looped(self, theta, batch, scale, grad):
         """Chains one after another through the bound module, each with its own buffers."""
@@ -1023,141 +817,30 @@ class ModuleEnergy(EnergyBase):
 
     # -- checks -----------------------------------------------------------------------------
     def _probe(self, inputs: Sequence[Tensor], rows: int = 4) -> Tensor:
-        """The module's output on the first ``rows`` rows of ``inputs`` (no batch dimension of
-        chains), at the current parameters, with copies of the buffers (running statistics
-        are not updated) and no gradient."""
-        xs = tuple(t[:rows].to(self.device) for t in inputs)
-        params = self.space.unflatten(self._flat.detach())
-        buffers = {k: v.detach().clone() for k, v in self.module.named_buffers()}
-        with torch.no_grad():
-            return functional_call(self.module, {**params, **buffers}, xs)
+        """The module's output on the first ``rows`` rows of ``inputs`` (no chain dimension), at
+        the current parameters, buffers copied, no gradient (:func:`structmc.energy_checks.probe`)."""
+        return probe(self, inputs, rows)
 
     def _check_deterministic(self, inputs: Sequence[Tensor]) -> None:
-        """Refuse a module whose forward draws random numbers: two forwards on the same rows
-        under different global seeds must agree. Such a module's randomness comes from the
-        global RNG, not the run's generator, so draws would ignore ``seed`` (and ``vmap`` over
-        chains refuses random ops). Checked once, at the first evaluation (and by
-        :meth:`check_data`)."""
-        device = self.device
-        outs = []
-        try:
-            for seed in (12345, 54321):
-                with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                    torch.random.default_generator.manual_seed(seed)
-                    if device.type == "cuda":
-                        with torch.cuda.device(device):
-                            torch.cuda.manual_seed(seed)
-                    outs.append(self._probe(inputs))
-        except Exception:  # the forward itself fails: the evaluation will say why
-            return
-        a, b = outs
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.is_floating_point():
-            same = torch.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)
-        else:
-            same = True
-        if not same:
-            what = "in training mode" if self.module.training else "even in eval mode"
-            fix = ("call module.eval() before wrapping it (dropout off)" if self.module.training
-                   else "remove the random op from forward()")
-            raise ValueError(f"ModuleEnergy: {type(self.module).__name__}'s forward draws random numbers {what} "
-                             f"(two forwards on the same rows under different global seeds differ). Its "
-                             f"randomness would come from torch's global RNG, not the run's generator, so the draws "
-                             f"would not follow `seed` (and several chains cannot be vmapped): {fix}.")
-        self._randomness_checked = True
+        """Refuse a module whose forward draws random numbers (checked once, at the first
+        evaluation, and by :meth:`check_data`; :func:`structmc.energy_checks.check_deterministic`)."""
+        check_deterministic(self, inputs)
 
     def check_data(self, data: Sequence[Tensor]) -> None:
         """Check ``data = (inputs..., target)`` (no chain dimension) against the module and the
         likelihood before any compute; raises ``ValueError`` saying what to convert.
 
         Feature dtypes against the parameters'; one forward on ≤ 4 rows (input width vs the
-        first layer); categorical labels integer in [0, K) with K the module's output width;
-        Bernoulli labels in {0, 1}; a target size per row matching the output's; no NaN/Inf in
-        floating data; a deterministic forward (see :meth:`_check_deterministic`).
+        first layer); the output and target against the likelihood
+        (:meth:`~structmc.likelihoods.Likelihood.check_output`, ``check_target``: categorical
+        labels integer in [0, K) or soft labels, Bernoulli labels in {0, 1}, a target size per
+        row matching the output's); no NaN/Inf in floating data; a deterministic forward
+        (:func:`structmc.energy_checks.check_module_data`).
         """
-        if isinstance(data, Tensor):
-            data = (data,)
-        elif hasattr(data, "tensors"):
-            data = data.tensors
-        data = tuple(data)
-        if len(data) < 2:
-            raise ValueError(f"a module energy needs data=(inputs..., targets), got {len(data)} tensor(s)")
-        inputs, target = data[:-1], data[-1]
-        dtype = self.dtype
-        for i, x in enumerate(data):
-            if not isinstance(x, Tensor):
-                raise TypeError(f"data must be tensors (inputs..., targets), got a {type(x).__name__} at position {i}")
-            if x.is_meta:
-                raise ValueError(f"data tensor {i} is on the meta device (a shape without values): pass tensors that "
-                                 f"hold the data")
-        for i, x in enumerate(data):
-            if x.is_floating_point() and not _all_finite(x):
-                bad = int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).sum()) if x.dim() else 1
-                name = "target" if i == len(data) - 1 else f"input {i}"
-                raise ValueError(f"{name} has NaN or Inf values in {bad} row(s)")
-        for i, x in enumerate(inputs):
-            if x.is_floating_point() and x.dtype != dtype:
-                raise ValueError(f"input {i} has dtype {x.dtype} but the module's parameters are {dtype}: convert the "
-                                 f"features with x.to({dtype}) (or the module with energy.to(dtype={x.dtype}))")
-        rows = min(4, int(target.shape[0]) if target.dim() else 1)
-        try:
-            out = self._probe(inputs, rows)
-        except Exception as err:
-            shapes = ", ".join(f"input {i}: {list(x.shape)} {x.dtype}" for i, x in enumerate(inputs))
-            ints = [i for i, x in enumerate(inputs) if not x.is_floating_point()]
-            if ints:
-                raise ValueError(f"input {ints[0]} has integer dtype {inputs[ints[0]].dtype}; the module could not run "
-                                 f"on it ({err}). Convert the features with x.to({dtype}).") from err
-            first = _first_layer(self.module)
-            raise ValueError(f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: "
-                             f"{err}){first}") from err
-        named = self.likelihood.name in ("categorical", "bernoulli", "gaussian")
-        if not isinstance(out, Tensor):
-            if named:  # a custom likelihood may take what the module returns; these take one tensor
-                what = {"categorical": "logits [n, K]", "bernoulli": "one logit per row, [n] or [n, 1]",
-                        "gaussian": "the predicted mean, one value per target value"}[self.likelihood.name]
-                raise ValueError(f"the module returns a {type(out).__name__}, but the {self.likelihood.name} likelihood "
-                                 f"needs one tensor: {what}. Make forward() return that tensor (e.g. wrap the module "
-                                 f"so that it returns out[0] or out['logits']), or give a callable likelihood "
-                                 f"(output, target) -> summed log-likelihood")
-            return
-        if named and (out.dim() == 0 or out.shape[0] != rows):
-            raise ValueError(f"the module's output on {rows} row(s) has shape {list(out.shape)}: its first dimension "
-                             f"must be the {rows} data rows (outputs [n, ...], one row per input row); check forward() "
-                             f"(e.g. a transpose or a reduction over the rows)")
-        self._check_target(out, target, rows)
-        self._check_deterministic(inputs)
+        check_module_data(self, data)
 
     def _check_target(self, out: Tensor, target: Tensor, rows: int) -> None:
-        name = self.likelihood.name
-        y = target[:rows]
-        if name == "categorical":
-            if out.dim() < 2:
-                raise ValueError(f"the categorical likelihood needs logits [n, K]; the module outputs {list(out.shape)}")
-            K = out.shape[1]
-            if target.is_floating_point() and tuple(y.shape) == tuple(out.shape):
-                _check_soft_labels(target, K)  # class probabilities (soft labels) along dim 1
-                return
-            if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
-                raise ValueError(f"categorical labels must be integer class indices in [0, {K}), got dtype "
-                                 f"{target.dtype}: convert with y.long()")
-            if tuple(y.shape[1:]) != tuple(out.shape[2:]):
-                raise ValueError(f"categorical labels of shape {list(target.shape)} do not fit the module's logits "
-                                 f"{list(out.shape)} on {rows} rows (expected labels [n{''.join(f', {d}' for d in out.shape[2:])}])")
-            lo, hi = int(target.min()), int(target.max())
-            if lo < 0 or hi >= K:
-                raise ValueError(f"categorical labels must be in [0, {K}) (the module outputs {K} logits), got labels "
-                                 f"in [{lo}, {hi}]")
-        elif name == "bernoulli":
-            if out.numel() != y.numel():
-                raise ValueError(f"the bernoulli likelihood needs one logit per label: the module outputs "
-                                 f"{list(out.shape)} for labels {list(y.shape)} ({rows} rows)")
-            if not bool(((target == 0) | (target == 1)).all()):
-                vals = torch.unique(target)[:5].tolist()
-                raise ValueError(f"bernoulli labels must be 0 or 1, got values such as {vals}")
-        elif name == "gaussian":
-            if out.numel() != y.numel():
-                raise ValueError(f"gaussian targets of shape {list(target.shape)} do not match the module's output "
-                                 f"{list(out.shape)} on {rows} rows (one output per target value)")
+        self.likelihood.check_target(out, target, rows)
 
     def value_and_grad(self, theta, batch):
         return self._evaluate(theta, batch, grad=True)
@@ -1182,8 +865,7 @@ class ModuleEnergy(EnergyBase):
             nll = lambda t: -scale * torch.stack([chain_log_lik(t[c], *(x[c] for x in batch)) for c in range(t.shape[0])])
         else:
             nll = lambda t: -scale * vmap(chain_log_lik)(t, *batch)
-        prior = (self._prior_precision if self._prior_spec is None
-                 else self.prior.hessian_diag(theta, generator, num_probes))
+        prior = self.prior.hessian_diag(theta, generator, num_probes)  # first: it may draw from generator
         return hutchinson_diag(nll, theta, generator, num_probes) + prior
 
     def reference_value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
@@ -1195,8 +877,7 @@ class ModuleEnergy(EnergyBase):
             leaf = theta[c].detach().clone().requires_grad_(True)
             with torch.enable_grad():
                 out = functional_call(self.module, self.space.unflatten(leaf), tuple(t[c] for t in batch[:-1]))
-                log_prior = (-0.5 * (leaf.square() * self._prior_precision).sum() if self._prior_spec is None
-                             else -self.prior.energy(leaf.unsqueeze(0))[0])
+                log_prior = -self.prior.energy(leaf.unsqueeze(0))[0]
                 u = -scale * self.likelihood.log_lik(out, batch[-1][c]) - log_prior
                 (g,) = torch.autograd.grad(u, leaf)
             values.append(u.detach())
@@ -1212,18 +893,12 @@ class ModuleEnergy(EnergyBase):
     def buffer_chains(self) -> int | None:
         """Number of chains whose buffers are kept (the last multi-chain evaluation), or
         ``None`` when the module's own buffers are the only ones (no multi-chain run yet)."""
-        chains = self._buffer_store.get("chains")
-        return None if chains is None else len(chains)
+        return buffer_chains(self._buffer_store)
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         """Buffers (e.g. BatchNorm running statistics) of one chain of the last multi-chain run
         (the module's own buffers when there was none)."""
-        chains = self._buffer_store.get("chains")
-        if chains is None:
-            return {k: v.detach().clone() for k, v in self.module.named_buffers()}
-        if not 0 <= chain < len(chains):
-            raise ValueError(f"buffers are kept for {len(chains)} chains; no chain {chain}")
-        return chains[chain]
+        return chain_buffers(self.module, self._buffer_store, chain)
 
     # -- prediction ---------------------------------------------------------------------------
     @property

@@ -56,8 +56,9 @@ _LIBRARIES = {"torch", "structmc", "numpy", "scipy", "math", "cmath", "builtins"
               "functools", "_functools", "itertools", "collections", "typing", "abc", "_abc", "random", "statistics"}
 # attributes of structmc objects that are not part of the target: a bound prior's parameter
 # space (in the run's settings already) and the tensor a flat prior was bound "like" (a view of
-# the module's current parameters, which the chain overwrites)
-_NOT_TARGET = {"structmc.priors": ("space", "_like")}
+# the module's current parameters, which the chain overwrites); and whether a bound Normal uses
+# the fused forms of ModuleEnergy's prior_std (how it rounds, not which density it is)
+_NOT_TARGET = {"structmc.priors": ("space", "_like", "_fused")}
 _META = ("fingerprint_version", "python", "unfingerprintable", "v1")
 _LEVEL_KEYS = ("kind", "base", "unfingerprintable")  # of a describe() level: not parts
 _PARTS = {

@@ -18,7 +18,7 @@ so :meth:`Partition.members` is a slice and :meth:`Partition.blocks` one split.
 
 Layer and unit structure come from the parameter space (:attr:`ParamSpace.layers
 <structmc.space.ParamSpace.layers>`, read from module types or, for spaces without a module,
-parameter names; see :mod:`structmc.structure`): a unit (neuron, conv output channel, norm
+parameter names; see :mod:`structmc.layers`): a unit (neuron, conv output channel, norm
 channel) is its row of the weight — all its incoming weights — together with its bias entry,
 the reference codes' "node block"; parameters outside every recognised layer have every
 element as a unit of its own.

@@ -149,6 +149,10 @@ class BoundPrior:
         """log p(θ) per chain, normalised, ``[C]``."""
         return -(self.elementwise(theta).sum(-1) + self.log_normaliser().sum())
 
+    def add_grad(self, lik_grad: Tensor, theta: Tensor) -> Tensor:
+        """A new tensor ``lik_grad`` + ∇(−log p)(θ) (the energy's gradient from the likelihood's)."""
+        return lik_grad + self.grad(theta)
+
     def hessian_diag(self, theta: Tensor, generator=None, num_probes: int = 1) -> Tensor:
         return self.curvature(theta)
 
@@ -188,18 +192,43 @@ class Normal(Prior):
 
 
 class _BoundNormal(BoundPrior):
-    def __init__(self, loc, scale):
+    _fused = False  # prior_std's zero-mean Normal of a ModuleEnergy (see fuse); pickles from before lack it
+
+    def __init__(self, loc, scale, fused: bool = False):
         self.loc, self.scale, self.dim = loc, scale, loc.shape[0]
         self.precision = scale.pow(-2)
         self._centred = not bool(loc.any())
+        if fused:
+            self.fuse()
+
+    def fuse(self) -> "_BoundNormal":
+        """Use the fused forms of ``prior_std``'s zero-mean Normal (a ModuleEnergy without
+        ``prior=``): ½·(1/σ²)·θᵀθ and ``lik_grad.add(θ, alpha=1/σ²)`` when every σ is equal,
+        ``addcmul`` otherwise, one op each. They round differently from the generic forms,
+        which an explicit ``prior=Normal(...)`` keeps (same seed, same chain). Not part of the
+        fingerprint (structmc.fingerprint skips ``_fused``): the density is the same."""
+        if not self._centred:
+            raise ValueError("only a zero-mean Normal has the fused forms")
+        first = float(self.precision[0])
+        self._fused = (first if bool((self.precision == first).all()) else None,)  # (uniform 1/σ² or None,)
+        return self
 
     def elementwise(self, theta):
         z = theta if self._centred else theta - self.loc
         return 0.5 * z * z * self.precision
 
     def energy(self, theta):  # one fused reduction
+        if self._fused and self._fused[0] is not None:
+            return (0.5 * self._fused[0]) * torch.linalg.vecdot(theta, theta)
         z = theta if self._centred else theta - self.loc
         return 0.5 * torch.linalg.vecdot(z * self.precision, z)
+
+    def add_grad(self, lik_grad, theta):
+        if not self._fused:
+            return super().add_grad(lik_grad, theta)
+        if self._fused[0] is not None:
+            return lik_grad.add(theta, alpha=self._fused[0])
+        return torch.addcmul(lik_grad, theta, self.precision)
 
     def log_normaliser(self):
         return self.scale.log() + 0.5 * _LOG_2PI

@@ -33,7 +33,7 @@ from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import DrawRecorder, InfoLog, Progress
-from .samplers.base import Sampler
+from .samplers.sampler import Sampler
 from .storage import RunFolder
 
 CHECKPOINT_FORMAT = 2

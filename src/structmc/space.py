@@ -4,7 +4,7 @@ Every chain position in structmc is a flat tensor (``[P]`` for one chain, ``[C, 
 batch of chains). :class:`ParamSpace` records where each named parameter lives in that
 vector (offset, shape) and the model's layer structure, and gives zero-copy views.
 
-The layer structure (:attr:`ParamSpace.layers`, records of :mod:`structmc.structure`) is read
+The layer structure (:attr:`ParamSpace.layers`, records of :mod:`structmc.layers`) is read
 once: from module types by :meth:`ParamSpace.from_module`, from parameter names otherwise.
 Partitions (:mod:`structmc.partitions`) and samplers read it from the space.
 :meth:`ParamSpace.to_config` / :meth:`ParamSpace.from_config` save and restore a space with
@@ -14,42 +14,21 @@ its layers as plain JSON-able data (the older ``[(name, shape), ...]`` list is s
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from .structure import LayerInfo, check_layers, layers_from_names, read_layers
-
-
-@dataclass(frozen=True)
-class ParamInfo:
-    """One named parameter tensor inside the flat vector."""
-
-    name: str
-    shape: tuple[int, ...]
-    offset: int
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def slice(self) -> slice:
-        return slice(self.offset, self.offset + self.numel)
+from .layers import LayerInfo, ParamInfo, check_layers, layers_from_names, read_layers
 
 
 class ParamSpace:
     """Layout of a flat parameter vector: names, shapes and offsets, in module order, and
     its layer structure (:attr:`layers`).
 
-    ``layers`` (optional) are :class:`~structmc.structure.LayerInfo` records covering every
+    ``layers`` (optional) are :class:`~structmc.layers.LayerInfo` records covering every
     parameter exactly once; without them the layers are read from the names
-    (:func:`~structmc.structure.layers_from_names`) when first needed.
+    (:func:`~structmc.layers.layers_from_names`) when first needed.
     """
 
     def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...]]], layers: Sequence[LayerInfo] | None = None):
@@ -71,7 +50,7 @@ class ParamSpace:
     @classmethod
     def from_module(cls, module: nn.Module) -> "ParamSpace":
         """Parameters of ``module`` that require grad, in ``named_parameters`` order; layers
-        read from the module types (:func:`~structmc.structure.read_layers`)."""
+        read from the module types (:func:`~structmc.layers.read_layers`)."""
         space = cls((n, tuple(p.shape)) for n, p in module.named_parameters() if p.requires_grad)
         space._layers = read_layers(module, space.params)
         return space
@@ -103,7 +82,7 @@ class ParamSpace:
     @property
     def layers(self) -> tuple[LayerInfo, ...]:
         """Layer records covering every parameter once, in flat-vector order (see
-        :mod:`structmc.structure`)."""
+        :mod:`structmc.layers`)."""
         if self._layers is None:
             self._layers = layers_from_names(self.params)
         return self._layers

@@ -1,5 +1,5 @@
 """The papers' models as energies: each model of :mod:`structmc.models` with the likelihood
-and prior its paper uses (the table in :mod:`structmc.models.zoo`).
+and prior its paper uses (the table in :mod:`structmc.models.catalogue`).
 
 ``energy_for(name, num_data=..., **model_kwargs)`` builds the module and wraps it in a
 :class:`~structmc.energy.ModuleEnergy` ready for :func:`structmc.sample`; ``"pmf"`` gives a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .energy import LogDensityEnergy, ModuleEnergy
 from .models.pmf import PMF
-from .models.zoo import MODELS, build_model, likelihood_for_task
+from .models.catalogue import MODELS, build_model, likelihood_for_task
 
 
 def energy_for(name: str, *, num_data: int | None = None, prior_std=None, noise_std: float | None = None,

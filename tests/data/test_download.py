@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import structmc.data as D
-from structmc.data import files, registry
+from structmc.data import checksums, files
 from structmc.data.files import Digest, FileSpec
 
 PAYLOAD = b"".join(f"{i} {i * i}\n".encode() for i in range(500))
@@ -140,7 +140,7 @@ def test_local_copy_wins_and_download_false(server, tmp_path):
 def test_a_loader_downloads_into_the_cache(server, tmp_path, monkeypatch):
     yacht = FileSpec("uci", "yacht_hydrodynamics.data", urls=(server + "/yacht",),
                      digests=(Digest("sha256", hashlib.sha256(YACHT).hexdigest()),))
-    monkeypatch.setitem(registry.UCI, "yacht_hydrodynamics.data", yacht)
+    monkeypatch.setitem(checksums.UCI, "yacht_hydrodynamics.data", yacht)
     ds = D.load_yacht(cache_dir=tmp_path, data_dir=tmp_path / "nothing-here")
     assert (tmp_path / "uci" / "yacht_hydrodynamics.data").read_bytes() == YACHT
     assert ds.x_train.shape[1] == 6 and len(ds.y_train) + len(ds.y_val) + len(ds.y_test) == 30
@@ -164,10 +164,10 @@ def test_a_missing_file_says_which_files_would_do_and_how_to_get_them(tmp_path):
     msg = str(err.value)
     assert msg.startswith("uci/boston.csv or uci/housing.data not found")
     assert str(tmp_path / "data" / "uci" / "boston.csv") in msg and str(tmp_path / "cache" / "uci" / "housing.data") in msg
-    assert f"pass download=True to fetch uci/housing.data from {registry.UCI['housing.data'].urls[0]}" in msg
+    assert f"pass download=True to fetch uci/housing.data from {checksums.UCI['housing.data'].urls[0]}" in msg
     assert "checksum" in msg and "data_dir=<dir> or set $STRUCTMC_DATA=<dir>" in msg
     with pytest.raises(D.DataNotFoundError, match="has no download address: put the file at <dir>/uci/ENB2012_data.csv"):
-        files.Source(**kw).fetch_first([registry.UCI["ENB2012_data.csv"]])
+        files.Source(**kw).fetch_first([checksums.UCI["ENB2012_data.csv"]])
     # one file (MNIST's): the same form
     with pytest.raises(D.DataNotFoundError, match="download=False; pass download=True to fetch mnist/"):
         D.load_mnist(**kw)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import structmc.data as D
-from structmc.data import files, registry
+from structmc.data import checksums, files
 from structmc.experiments._shared import ENV_NO_SHARED
 from support.paths import SHARED_DATA
 
@@ -48,7 +48,7 @@ def mnist():
 
 
 def test_every_reference_file_is_in_the_registry_and_verifies():
-    by_label = {s.label: s for s in registry.all_specs()}
+    by_label = {s.label: s for s in checksums.all_specs()}
     lines = (SHARED / "SHA256SUMS").read_text().split("\n")
     listed = [ln.split() for ln in lines if ln.strip()]
     assert len(listed) >= 17
@@ -95,7 +95,7 @@ def test_fashion_mnist_balanced_classes(kw):
 
 
 def test_idx_accepted_by_decompressed_md5_and_rejected_when_truncated(tmp_path):
-    spec = registry.MNIST["t10k-labels-idx1-ubyte"]
+    spec = checksums.MNIST["t10k-labels-idx1-ubyte"]
     original = SHARED / "mnist" / spec.name
     # a differently compressed copy and an uncompressed copy: new bytes, same content MD5
     folder = tmp_path / "mnist"
@@ -119,7 +119,7 @@ def test_idx_accepted_by_decompressed_md5_and_rejected_when_truncated(tmp_path):
 def test_corrupted_file_is_reported_by_the_loader(tmp_path):
     folder = tmp_path / "mnist"
     folder.mkdir()
-    for spec in registry.MNIST.values():
+    for spec in checksums.MNIST.values():
         (folder / spec.name).symlink_to(SHARED / "mnist" / spec.name)
     bad = folder / "t10k-labels-idx1-ubyte.gz"
     bad.unlink()

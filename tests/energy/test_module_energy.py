@@ -42,20 +42,39 @@ def _module_cases():
         "mlp_categorical": (mlp_energy(), (Xc, yc)),
         "mlp_bernoulli": (structmc.ModuleEnergy(nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1)).to(DTYPE),
                                                 "bernoulli", prior_std={"*.bias": 3.0, "*": 1.5}, num_data=N), (Xr, yb)),
+        # buffers: several chains go one after another with their own buffers (the looped path)
+        "bn_categorical": (structmc.ModuleEnergy(_batchnorm_mlp(), "categorical", num_data=N), (Xc, yc)),
+        # a prior object (not prior_std's Normal): its energy and grad in the fast paths
+        "mlp_laplace": (structmc.ModuleEnergy(mlp(), "categorical", prior=structmc.priors.Laplace(0.8), num_data=N),
+                        (Xc, yc)),
     }
 
 
+def _batchnorm_mlp() -> nn.Module:
+    """BatchNorm in eval mode with running statistics away from (0, 1): the forward reads them."""
+    net = nn.Sequential(nn.Linear(3, 5), nn.BatchNorm1d(5), nn.Tanh(), nn.Linear(5, 3)).to(DTYPE)
+    g = torch.Generator().manual_seed(11)
+    net[1].running_mean.copy_(torch.randn(5, generator=g, dtype=DTYPE))
+    net[1].running_var.copy_(torch.rand(5, generator=g, dtype=DTYPE) + 0.5)
+    return net.eval()
 
-@pytest.mark.parametrize("case", ["linear_gaussian", "mlp_categorical", "mlp_bernoulli"])
+
+
+@pytest.mark.parametrize("case", ["linear_gaussian", "mlp_categorical", "mlp_bernoulli", "bn_categorical",
+                                  "mlp_laplace"])
 def test_module_energy_paths_agree(case):
+    """Each fast path (one chain through the bound module; several chains vmapped, or looped
+    with per-chain buffers) equals the reference path (functional_call + autograd) to 1e-12."""
     energy, data = _module_cases()[case]
+    assert energy.has_buffers == (case == "bn_categorical")  # which multi-chain path runs
     C, n, P = 4, 3, energy.space.dim
     g = torch.Generator().manual_seed(7)
     theta = torch.randn(C, P, generator=g, dtype=DTYPE)
     idx = torch.stack([torch.randperm(N, generator=g)[:n] for _ in range(C)])
     batch = tuple(t[idx] for t in data)
     v_ref, g_ref = energy.reference_value_and_grad(theta, batch)
-    v_vm, g_vm = energy.value_and_grad(theta, batch)  # vmapped
+    v_vm, g_vm = energy.value_and_grad(theta, batch)  # vmapped, or looped with buffers
+    assert energy.buffer_chains == (C if energy.has_buffers else None)
     torch.testing.assert_close(v_vm, v_ref, **_tol())
     torch.testing.assert_close(g_vm, g_ref, **_tol())
     torch.testing.assert_close(energy.value(theta, batch), v_ref, **_tol())

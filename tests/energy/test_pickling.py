@@ -161,3 +161,24 @@ def test_sampling_a_deepcopied_energy_gives_the_same_chain():
     a = sm.sample(e, None, sm.SGLD(1e-3), 60, **kw)
     b = sm.sample(copy.deepcopy(e), None, sm.SGLD(1e-3), 60, **kw)
     assert torch.equal(a.samples, b.samples)
+
+
+@pytest.mark.parametrize("prior_std", [0.3, {"*.bias": 3.0, "*": 0.3}])
+def test_an_energy_pickled_before_the_prior_split_keeps_its_rounding(prior_std):
+    """prior_std's Normal computes ½·θᵀθ/σ² and θ/σ² in fused forms (issue 23: the bound Normal's
+    ``fuse``). An energy pickled before that (its bound Normal without ``_fused``) is fused again
+    when loaded: a resumed chain rounds as the run that wrote it, bit for bit."""
+    torch.manual_seed(0)
+    energy = sm.ModuleEnergy(nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2)), prior_std=prior_std,
+                             num_data=40)
+    old = copy.copy(energy)  # the state an older version pickled
+    old.prior = copy.copy(energy.prior)
+    del old.prior.__dict__["_fused"]
+    old._uniform_precision = energy.prior._fused[0]
+    loaded = pickle.loads(pickle.dumps(old))
+    g = torch.Generator().manual_seed(1)
+    theta = 3 * torch.randn(3, energy.space.dim, generator=g)
+    batch = _data(3)
+    value, grad = energy.value_and_grad(theta, batch)
+    value_loaded, grad_loaded = loaded.value_and_grad(theta, batch)
+    assert torch.equal(value_loaded, value) and torch.equal(grad_loaded, grad)

@@ -12,7 +12,7 @@ import torch
 
 import structmc.experiments as E
 from structmc import load_chain
-from structmc.data import DataError, files, registry
+from structmc.data import DataError, checksums, files
 from structmc.experiments import psgld_blr as B
 from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
 from structmc.experiments._shared import default_data_dir
@@ -23,7 +23,7 @@ def _adult_dir():
     and error rates, which no stand-in has, so they skip without them (the synthetic fallback
     is tested below)."""
     root = default_data_dir()
-    missing = [spec.label for spec in registry.ADULT.values() if files.find(spec, data_dir=root) is None]
+    missing = [spec.label for spec in checksums.ADULT.values() if files.find(spec, data_dir=root) is None]
     if missing:
         pytest.skip(f"{' and '.join(missing)} not found in {root} (set STRUCTMC_DATA to a folder holding them, or "
                     f"structmc.data.load_adult(download=True) fetches them, checksummed, into the cache)")

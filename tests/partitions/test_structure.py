@@ -19,7 +19,7 @@ from torch import nn
 import structmc as sm
 import structmc.partitions as P
 from structmc.models import ConvNet, MLP, layer_ids, layer_structure, resnet20, unit_ids
-from structmc.structure import LayerInfo
+from structmc.layers import LayerInfo
 
 
 # ---------------------------------------------------------------------------------------

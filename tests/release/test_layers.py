@@ -1,7 +1,8 @@
 """The package's layers: the import contracts of pyproject.toml's ``[tool.importlinter]`` hold
 (experiments independent of each other, the CLI above the experiments above the library, data
-sets and models below energies and runs), they list every experiment module, and no
-experiment reaches into the library's private names."""
+sets and models below energies and runs), they list every experiment module, no
+experiment reaches into the library's private names, no two modules share a name and the
+layer records sit below the parameter space."""
 
 from __future__ import annotations
 
@@ -75,6 +76,39 @@ def _private_uses(path: Path) -> list[str]:
 def test_experiments_use_no_private_name_of_the_library():
     found = [use for p in sorted(EXPERIMENTS.glob("*.py")) for use in _private_uses(p)]
     assert not found, "experiments use private names of the library (give it a public function):\n" + "\n".join(found)
+
+
+PACKAGE = ROOT / "src" / "structmc"
+
+
+def test_no_two_modules_of_the_package_share_a_name():
+    """One name, one thing (issue 23): no two modules or subpackages of structmc have the same
+    last name (``__init__`` aside), as ``structmc/zoo.py`` and ``structmc/models/zoo.py`` or
+    ``structmc/registry.py`` and ``structmc/data/registry.py`` once did."""
+    paths: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(PACKAGE.parent)
+        if path.name == "__init__.py":
+            if path.parent != PACKAGE:
+                paths.setdefault(path.parent.name, []).append(rel.parent.as_posix())
+            continue
+        paths.setdefault(path.stem, []).append(rel.as_posix())
+    shared = {name: where for name, where in paths.items() if len(where) > 1}
+    assert not shared, "modules that share a name (rename one so the name says what it is): " + "; ".join(
+        f"{name}: {', '.join(where)}" for name, where in sorted(shared.items()))
+
+
+def test_the_layer_records_import_no_module_of_the_package():
+    """``structmc.layers`` (ParamInfo, LayerInfo, the layer readers) is the bottom of the
+    parameter space: ``structmc.space`` imports it and it imports nothing of structmc, not even
+    for type checking (the import graph counts those), so the two never form a circle."""
+    tree = ast.parse((PACKAGE / "layers.py").read_text())
+    found = [f"layers.py:{node.lineno}" for node in ast.walk(tree)
+             if (isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] == "structmc"))
+             or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "structmc" for a in node.names))]
+    assert not found, "structmc.layers imports structmc: " + ", ".join(found)
 
 
 def test_ruff_finds_nothing():

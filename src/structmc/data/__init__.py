@@ -7,7 +7,7 @@ Every loader returns a :class:`Dataset` (``x_train``, ``y_train``, ``x_val``, ``
   project's ``shared/data``); default: ``$STRUCTMC_DATA`` when set;
 * ``cache_dir`` — where downloads go; default ``$STRUCTMC_CACHE`` or ``~/.cache/structmc``;
 * ``download`` — fetch missing files from their canonical addresses (checksummed);
-* ``verify`` — check files against the checksum registry (:mod:`structmc.data.registry`).
+* ``verify`` — check files against the checksum registry (:mod:`structmc.data.checksums`).
 
 Nothing is read or downloaded at import. See :mod:`structmc.data.files` for the search
 order and the checksum rules, and each module's docstring for the split and preprocessing.
@@ -30,7 +30,7 @@ synthetic           :func:`linear_regression_data`, :func:`logistic_regression_d
 
 :data:`DATASETS` is the one registry of named data sets (a :class:`~structmc.registry.Registry`
 of :class:`DatasetSpec`: loader, task, source, description). It knows the papers' sets above
-(source ``"files"``), the small scikit-learn sets of :mod:`structmc.builtin` (``diabetes``,
+(source ``"files"``), the small scikit-learn sets of :mod:`structmc.data.sklearn_sets` (``diabetes``,
 ``breast_cancer``, ``digits``, ``wine``, ``iris``; source ``"scikit-learn"``, options ``seed``
 and ``test_fraction``) and the seeded simulations (``linear-regression``,
 ``logistic-regression``, ``noisy-xor-simulated``; source ``"synthetic"``). :func:`load` and
@@ -86,14 +86,14 @@ LOADERS = {
 
 SOURCES = {
     "files": "the canonical public files (data_dir=, $STRUCTMC_DATA, the cache, or a checksummed download)",
-    "scikit-learn": "ships with scikit-learn, no download (structmc.builtin; seed=, test_fraction=)",
+    "scikit-learn": "ships with scikit-learn, no download (structmc.data.sklearn_sets; seed=, test_fraction=)",
     "synthetic": "simulated with a seeded generator (seed=)",
 }
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A named data set: ``load(**options) -> Dataset`` (or a :class:`structmc.builtin.Split`
+    """A named data set: ``load(**options) -> Dataset`` (or a :class:`structmc.data.sklearn_sets.Split`
     for scikit-learn sets, with the same fields), its ``task`` (``"regression"``,
     ``"binary"``, ``"multiclass"``, ``"ratings"``), its ``source`` (a key of :data:`SOURCES`)
     and a one-line description."""
@@ -111,7 +111,7 @@ def _check_spec(name: str, entry):
 
 
 def _sklearn(name: str, **kwargs):
-    from ..builtin import load_builtin
+    from .sklearn_sets import load_builtin
 
     return load_builtin(name, **kwargs)
 
@@ -121,7 +121,7 @@ def _normalize(name: str) -> str:
 
 
 def _registry() -> Registry:
-    from ..builtin import DATASETS as SKLEARN, DESCRIPTIONS
+    from .sklearn_sets import DATASETS as SKLEARN, DESCRIPTIONS
 
     from .uci import ALIASES as UCI_ALIASES
 

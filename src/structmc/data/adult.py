@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import registry
+from . import checksums
 from .base import Dataset, carve_validation, fit_standardizer
 from .files import DataError, Source
 from .tabular import decode
@@ -69,7 +69,7 @@ def load_adult(*, data_dir=None, cache_dir=None, download: bool = True, verify: 
                val_size: int | float = 0, seed: int = 0, dtype=torch.float32) -> Dataset:
     """UCI Adult (see module docstring): ``x [N, 105]`` float, ``y [N]`` float 0/1."""
     src = Source(data_dir, cache_dir, download, verify)
-    p_tr, p_te = src.fetch(registry.ADULT["adult.data"]), src.fetch(registry.ADULT["adult.test"])
+    p_tr, p_te = src.fetch(checksums.ADULT["adult.data"]), src.fetch(checksums.ADULT["adult.test"])
     rows_tr, y_tr = read_adult(p_tr)
     rows_te, y_te = read_adult(p_te)
     vocab = {c: sorted({r[COLUMNS.index(c)] for r in rows_tr} - {"?"}) for c in CATEGORICAL}

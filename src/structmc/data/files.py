@@ -14,13 +14,13 @@ set's folder), under its canonical name and its aliases (e.g. the uncompressed I
 If no root holds it and ``download=True``, it is downloaded from its mirrors, in order, into
 the cache (to a temporary name, moved into place only after it verified).
 
-Checksum registry
------------------
+Checksums (:mod:`structmc.data.checksums`)
+------------------------------------------
 Every :class:`FileSpec` carries a tuple of accepted :class:`Digest` s; a file is good when
 *any one* of them matches. A digest is taken either over the file's bytes (``of="file"``)
 or over its content (``of="content"``: the decompressed bytes of a gzip file, the file's
 bytes otherwise). This is what lets one entry accept several legitimate copies of the same
-data: for MNIST the registry lists the SHA-256 of upstream's ``.gz`` files, the SHA-256 of
+data: for MNIST the table lists the SHA-256 of upstream's ``.gz`` files, the SHA-256 of
 the re-gzipped reference copies in ``shared/data`` (different gzip bytes), and the MD5 that
 upstream publishes for the *decompressed* files — which any correct copy, however it was
 compressed, matches. Cheap file digests are tried first; the content digest costs one

@@ -1,6 +1,6 @@
 """Image classification sets: MNIST, Fashion-MNIST, CIFAR-10, SVHN.
 
-Sources and formats (canonical files; checksums in :mod:`structmc.data.registry`):
+Sources and formats (canonical files; checksums in :mod:`structmc.data.checksums`):
 
 * MNIST (LeCun & Cortes) and Fashion-MNIST (Xiao et al. 2017): IDX files, gzip-compressed,
   ``{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz``; the original 60,000 / 10,000
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import registry
+from . import checksums
 from .base import Dataset, carve_validation
 from .files import DataError, Source, read_bytes
 
@@ -169,7 +169,7 @@ def load_mnist(*, data_dir=None, cache_dir=None, download: bool = True, verify: 
                normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
                dtype=torch.float32) -> Dataset:
     """MNIST, original 60k/10k split; images ``[N, 1, 28, 28]`` (see module docstring)."""
-    return _load_idx_set("mnist", registry.MNIST, data_dir=data_dir, cache_dir=cache_dir, download=download,
+    return _load_idx_set("mnist", checksums.MNIST, data_dir=data_dir, cache_dir=cache_dir, download=download,
                          verify=verify, normalize=normalize, val_size=val_size, seed=seed, flatten=flatten, dtype=dtype)
 
 
@@ -177,7 +177,7 @@ def load_fashion_mnist(*, data_dir=None, cache_dir=None, download: bool = True, 
                        normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
                        dtype=torch.float32) -> Dataset:
     """Fashion-MNIST, original 60k/10k split; images ``[N, 1, 28, 28]``."""
-    return _load_idx_set("fashion-mnist", registry.FASHION_MNIST, data_dir=data_dir, cache_dir=cache_dir,
+    return _load_idx_set("fashion-mnist", checksums.FASHION_MNIST, data_dir=data_dir, cache_dir=cache_dir,
                          download=download, verify=verify, normalize=normalize, val_size=val_size, seed=seed,
                          flatten=flatten, dtype=dtype)
 
@@ -232,17 +232,17 @@ def parse_cifar_batch(blob: bytes, where: str = "CIFAR batch") -> tuple[np.ndarr
 
 def _cifar_blobs(src: Source) -> tuple[dict[str, bytes], str]:
     """Batch name -> pickle bytes, from extracted batches or from the archive."""
-    names = list(registry.CIFAR10_BATCHES)
-    found = {n: src.find(spec) for n, spec in registry.CIFAR10_BATCHES.items()}
+    names = list(checksums.CIFAR10_BATCHES)
+    found = {n: src.find(spec) for n, spec in checksums.CIFAR10_BATCHES.items()}
     if all(p is not None for p in found.values()):
         return {n: p.read_bytes() for n, p in found.items()}, str(found[names[0]].parent)
-    archive = src.fetch(registry.CIFAR10_ARCHIVE)
+    archive = src.fetch(checksums.CIFAR10_ARCHIVE)
     blobs: dict[str, bytes] = {}
     try:
         with tarfile.open(archive, "r:gz") as tar:
             for member in tar:
                 base = member.name.rsplit("/", 1)[-1]
-                if member.isfile() and base in names and member.name.startswith(registry.CIFAR10_DIR):
+                if member.isfile() and base in names and member.name.startswith(checksums.CIFAR10_DIR):
                     blobs[base] = tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise DataError(f"{archive}: truncated or corrupted archive ({type(err).__name__}: {err})") from err
@@ -297,7 +297,7 @@ def load_svhn(*, data_dir=None, cache_dir=None, download: bool = True, verify: b
     ``extra`` images to train); images ``[N, 3, 32, 32]``, labels 0..9."""
     src = Source(data_dir, cache_dir, download, verify)
     splits = ["train", "test"] + (["extra"] if include_extra else [])
-    paths = {s: src.fetch(registry.SVHN[s]) for s in splits}
+    paths = {s: src.fetch(checksums.SVHN[s]) for s in splits}
     x_tr, y_tr = read_svhn_mat(paths["train"])
     x_te, y_te = read_svhn_mat(paths["test"])
     if include_extra:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import registry
+from . import checksums
 from .base import Dataset, carve_validation, permutation, split_sizes
 from .files import DataError, FileSpec, Source
 
@@ -47,11 +47,11 @@ def parse_ratings(text: str, where: str = "ratings") -> np.ndarray:
 
 def _member(src: Source, name: str) -> tuple[str, str]:
     """Text of ``ml-100k/<name>``: a loose local copy, else read from the (downloaded) archive."""
-    spec = registry.MOVIELENS_RATINGS if name == "u.data" else FileSpec("movielens-100k", name, aliases=(f"ml-100k/{name}",))
+    spec = checksums.MOVIELENS_RATINGS if name == "u.data" else FileSpec("movielens-100k", name, aliases=(f"ml-100k/{name}",))
     path = src.find(spec)
     if path is not None:
         return path.read_text(encoding="latin-1"), str(path)
-    archive = src.fetch(registry.MOVIELENS_ARCHIVE)
+    archive = src.fetch(checksums.MOVIELENS_ARCHIVE)
     try:
         with zipfile.ZipFile(archive) as z:
             return z.read(f"ml-100k/{name}").decode("latin-1"), f"{archive}:ml-100k/{name}"

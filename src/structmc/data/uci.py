@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import registry
+from . import checksums
 from .base import Dataset, fit_standardizer, permutation, split_sizes
 from .files import DataError, Source
 from .tabular import decode, encode_columns, read_delimited, read_xls, read_xlsx
@@ -51,7 +51,7 @@ _YACHT = ["longitudinal_position", "prismatic_coefficient", "length_displacement
 
 @dataclass(frozen=True)
 class _Set:
-    files: tuple[str, ...]  # registry.UCI keys, preferred first
+    files: tuple[str, ...]  # checksums.UCI keys, preferred first
     target: str
     drop: tuple[str, ...] = ()
 
@@ -83,7 +83,7 @@ def _obesity_from_zip(path) -> bytes:
 
 
 def read_table(name: str, key: str, path) -> tuple[list[str], list[list[str]]]:
-    """Header and string rows of one of the canonical files (``key`` in ``registry.UCI``)."""
+    """Header and string rows of one of the canonical files (``key`` in ``checksums.UCI``)."""
     where = str(path)
     if key in ("Concrete_Data.xls", "ENB2012_data.xlsx"):
         rows = read_xls(path) if key.endswith(".xls") else read_xlsx(path)
@@ -123,8 +123,8 @@ def load_uci(name: str, *, target: str | None = None, data_dir=None, cache_dir=N
         raise ValueError(f"unknown UCI set {name!r}; choose from {UCI_REGRESSION}")
     spec = SETS[key]
     src = Source(data_dir, cache_dir, download, verify)
-    file_spec, path = src.fetch_first([registry.UCI[f] for f in spec.files])
-    file_key = next(f for f in spec.files if registry.UCI[f] == file_spec)
+    file_spec, path = src.fetch_first([checksums.UCI[f] for f in spec.files])
+    file_key = next(f for f in spec.files if checksums.UCI[f] == file_spec)
     header, rows = read_table(key, file_key, path)
     tgt = target or spec.target
     drop = list(spec.drop)

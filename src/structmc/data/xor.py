@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from . import registry
+from . import checksums
 from .base import Dataset, carve_validation
 from .files import DataError, Source
 from .tabular import decode, read_delimited
@@ -54,7 +54,7 @@ def noisy_xor_dataset(n_train_per_corner: int = 1250, n_test_per_corner: int = 3
 def _read_part(src: Source, part: str, dtype):
     tables = {}
     for v in ("x", "y"):
-        spec = registry.NOISY_XOR[f"{part}/{v}.csv"]
+        spec = checksums.NOISY_XOR[f"{part}/{v}.csv"]
         path = src.find(spec)
         if path is None:
             raise DataError(f"noisy XOR file {spec.label} not found (data_dir=..., $STRUCTMC_DATA or the cache); "

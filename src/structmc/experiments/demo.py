@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .. import ControlVariate, ModuleEnergy, PSGLD, SGHMC, SGLD, SGNHT, find_map, predictive, sample
-from ..builtin import load_builtin
+from ..data.sklearn_sets import load_builtin
 from ..diagnostics import regression_metrics
 from . import resolve_preset
 from ._shared import restores_globals

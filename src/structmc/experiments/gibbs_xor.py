@@ -79,7 +79,7 @@ import torch
 from .. import predictive, sample
 from ..data import DataError, noisy_xor_dataset
 from ..data.files import ChecksumError, find
-from ..data.registry import NOISY_XOR
+from ..data.checksums import NOISY_XOR
 from ..data.xor import load_noisy_xor
 from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance

@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 
 from ..partitions import Partition, contiguous_index
-from ..samplers.base import Sampler
+from ..samplers.sampler import Sampler
 
 SCALINGS = ("none", "N/n")
 

@@ -10,7 +10,7 @@ from .mlp import ACTIVATIONS, MLP
 from .pmf import PMF, pmf_rmse
 from .resnet import ResNet, resnet20
 from .structure import LayerInfo, layer_ids, layer_structure, unit_ids
-from .zoo import MODELS, TASK_LIKELIHOODS, ModelSpec, build_model
+from .catalogue import MODELS, TASK_LIKELIHOODS, ModelSpec, build_model
 
 __all__ = [
     "LinearRegression", "LogisticRegression", "SoftmaxRegression", "MLP", "ACTIVATIONS", "ConvNet", "ResNet",

@@ -1,5 +1,5 @@
 """Layer and unit structure of a module, for parameter partitions — a view of the core
-records of :mod:`structmc.structure` (read once, from module types, by
+records of :mod:`structmc.layers` (read once, from module types, by
 :meth:`ParamSpace.from_module <structmc.space.ParamSpace.from_module>` and kept as
 ``space.layers``).
 
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..space import ParamSpace
-from ..structure import LayerInfo, layers_from_names, read_layers
+from ..layers import LayerInfo, layers_from_names, read_layers
 
 __all__ = ["LayerInfo", "layer_structure", "unit_ids", "layer_ids", "read_layers", "layers_from_names"]
 

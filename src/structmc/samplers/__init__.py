@@ -18,7 +18,7 @@ import inspect
 from typing import Any, Mapping
 
 from ..registry import Registry
-from .base import Sampler
+from .sampler import Sampler
 from .psgld import PSGLD, PSGLDState
 from .sghmc import SGHMC, ScaleAdaptedSGHMC, ScaleAdaptedSGHMCState, SGHMCState
 from .sgld import SGLD, SGLDState

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_int, check_number, check_positive
+from .sampler import Sampler, check_int, check_number, check_positive
 
 
 @dataclass

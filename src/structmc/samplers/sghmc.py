@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import Sampler, check_int, check_nonnegative, check_number, check_positive, normal_like
+from .sampler import Sampler, check_int, check_nonnegative, check_number, check_positive, normal_like
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from .base import Sampler
+from .sampler import Sampler
 
 
 @dataclass

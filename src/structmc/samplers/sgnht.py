@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from .base import Sampler, check_nonnegative, normal_like
+from .sampler import Sampler, check_nonnegative, normal_like
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Checksum registry: every file the loaders read, where to download it, which digests accept it.
+"""The checksums of every file the loaders read, where to download it, which digests accept it.
 
 Digest sources (``Digest.source``):
 

@@ -2,8 +2,8 @@
 
 No download is involved. Features are standardised with statistics of the training part
 only; regression targets too (so a unit-scale prior and noise make sense). Splits are
-random with a fixed seed. The real benchmark loaders (MNIST, UCI, ...) live in
-``structmc.data``, whose registry ``structmc.data.DATASETS`` lists these sets too (source
+random with a fixed seed. The real benchmark loaders (MNIST, UCI, ...) are the other modules
+of ``structmc.data``, whose registry ``structmc.data.DATASETS`` lists these sets too (source
 ``"scikit-learn"``).
 """
 

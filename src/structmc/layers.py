@@ -1,5 +1,9 @@
 """Layer and unit structure of a flat parameter vector — read once, attached to the space.
 
+The records of a :class:`~structmc.space.ParamSpace`: :class:`ParamInfo` (one named tensor of
+the flat vector) and :class:`LayerInfo` (one layer). This module imports no other module of
+structmc, so the space builds on it and it never on the space.
+
 A model's structure is a tuple of :class:`LayerInfo` records, one per layer, in the order of
 their first parameter in the flat vector. Every parameter of the space belongs to exactly one
 record. Two kinds of record:
@@ -40,12 +44,9 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from torch import Tensor, nn
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .space import ParamInfo
 
 KINDS = ("linear", "conv", "norm", "other")
 
@@ -53,6 +54,28 @@ _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 _NORM = tuple(t for t in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.InstanceNorm1d,
                           nn.InstanceNorm2d, nn.InstanceNorm3d, nn.LayerNorm, getattr(nn, "RMSNorm", None))
               if t is not None)
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One named parameter tensor inside the flat vector (re-exported by :mod:`structmc.space`,
+    its documented home; defined here, below the space, so that the layer records need no
+    import of the space)."""
+
+    name: str
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def slice(self) -> slice:
+        return slice(self.offset, self.offset + self.numel)
 
 
 @dataclass(frozen=True)
@@ -100,7 +123,7 @@ class LayerInfo:
                    int(d["fan_in"]), tuple(d.get("other", ())))
 
 
-def _other(name: str, infos: Sequence["ParamInfo"]) -> LayerInfo:
+def _other(name: str, infos: Sequence[ParamInfo]) -> LayerInfo:
     return LayerInfo(name, "other", None, None, sum(i.numel for i in infos), 1, tuple(i.name for i in infos))
 
 
@@ -127,7 +150,7 @@ def _module_record(name: str, m: nn.Module, names: set) -> LayerInfo | None:
     return LayerInfo(name, kind, weight, bias, int(units), int(fan_in))
 
 
-def _order(params: Sequence["ParamInfo"], owner: Mapping[str, LayerInfo], fallback) -> tuple[LayerInfo, ...]:
+def _order(params: Sequence[ParamInfo], owner: Mapping[str, LayerInfo], fallback) -> tuple[LayerInfo, ...]:
     """Records in order of their first parameter; ``fallback(info)`` for unowned params."""
     out, seen = [], set()
     for info in params:
@@ -140,7 +163,7 @@ def _order(params: Sequence["ParamInfo"], owner: Mapping[str, LayerInfo], fallba
     return tuple(out)
 
 
-def read_layers(module: nn.Module, params: Sequence["ParamInfo"]) -> tuple[LayerInfo, ...]:
+def read_layers(module: nn.Module, params: Sequence[ParamInfo]) -> tuple[LayerInfo, ...]:
     """Layer records of ``module`` from its module types, covering every parameter in
     ``params`` (a :class:`~structmc.space.ParamSpace`'s ``params``; those not in a
     recognised layer get one ``"other"`` record each), in flat-vector order."""
@@ -157,7 +180,7 @@ def read_layers(module: nn.Module, params: Sequence["ParamInfo"]) -> tuple[Layer
     return _order(params, owner, lambda info: _other(info.name, [info]))
 
 
-def layers_from_names(params: Sequence["ParamInfo"]) -> tuple[LayerInfo, ...]:
+def layers_from_names(params: Sequence[ParamInfo]) -> tuple[LayerInfo, ...]:
     """Layer records from parameter names and shapes alone (see the module docstring)."""
     groups: "OrderedDict[str, list]" = OrderedDict()
     for info in params:
@@ -177,7 +200,7 @@ def layers_from_names(params: Sequence["ParamInfo"]) -> tuple[LayerInfo, ...]:
     return tuple(out)
 
 
-def consistent(rec: LayerInfo, by_name: Mapping[str, "ParamInfo"]) -> bool:
+def consistent(rec: LayerInfo, by_name: Mapping[str, ParamInfo]) -> bool:
     """Whether ``rec``'s parameters exist in ``by_name`` with sizes matching its units."""
     if any(p not in by_name for p in rec.params):
         return False
@@ -190,7 +213,7 @@ def consistent(rec: LayerInfo, by_name: Mapping[str, "ParamInfo"]) -> bool:
     return rec.bias is None or by_name[rec.bias].numel == rec.num_units
 
 
-def check_layers(layers: Sequence[LayerInfo], params: Sequence["ParamInfo"]) -> tuple[LayerInfo, ...]:
+def check_layers(layers: Sequence[LayerInfo], params: Sequence[ParamInfo]) -> tuple[LayerInfo, ...]:
     """Validate that ``layers`` cover every parameter exactly once with consistent sizes;
     returns them in flat-vector order (raises ``ValueError`` otherwise)."""
     by_name = {i.name: i for i in params}
