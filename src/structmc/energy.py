@@ -954,6 +954,35 @@ class NoisyGradientEnergy(WrappedEnergy):
         noise = torch.randn(grad.shape, generator=self.generator, dtype=grad.dtype).to(grad.device)
         return value, grad + self.noise_std * noise
 
+    # -- state across iterations (StatefulEnergy): the noise generator is part of the run ------
+    # Without this, a second run on the same object continued the first one's noise stream
+    # (same seed, another chain) and a resumed run drew other noise than the uninterrupted one.
+    def start(self, theta0: Tensor) -> None:
+        self.generator = torch.Generator().manual_seed(self.seed)
+        if isinstance(self.base, StatefulEnergy):
+            self.base.start(theta0)
+
+    def observe(self, theta: Tensor) -> None:
+        if isinstance(self.base, StatefulEnergy):
+            self.base.observe(theta)
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state(),
+                "base": self.base.state_dict() if isinstance(self.base, StatefulEnergy) else None}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        self.generator = torch.Generator()
+        self.generator.set_state(state["generator"])
+        if isinstance(self.base, StatefulEnergy) and state.get("base") is not None:
+            self.base.load_state_dict(state["base"], device)
+
+    def fresh(self) -> "NoisyGradientEnergy":
+        """A copy with its own generator at the seed (and a fresh base, if the base keeps state)."""
+        new = copy.copy(self)
+        new.base = self.base.fresh() if isinstance(self.base, StatefulEnergy) else self.base
+        new.generator = torch.Generator().manual_seed(self.seed)
+        return new
+
 
 def as_energy(target, dim: int | None = None) -> Energy:
     """An :class:`Energy` as is, or a log density callable wrapped as :class:`LogDensityEnergy`."""
