@@ -10,7 +10,6 @@ import json
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 import structmc as sm
 from structmc import fingerprint
@@ -18,6 +17,7 @@ from structmc.energy import Energy, EnergyBase, WrappedEnergy
 from structmc.partitions import round_robin
 from structmc.priors import HierarchicalEnergy, Laplace
 from structmc.structured import BernoulliMask, StructuredEnergy
+from support.items import Items
 
 
 class Tempered(WrappedEnergy):
@@ -33,17 +33,6 @@ class Tempered(WrappedEnergy):
 
     def value(self, theta, batch):
         return self.base.value(theta, batch) / self.temperature
-
-
-class _Items(Dataset):  # a map-style Dataset (not a TensorDataset, which is read as tensors)
-    def __init__(self, X, y):
-        self.X, self.y = X, y
-
-    def __len__(self):
-        return len(self.y)
-
-    def __getitem__(self, i):
-        return self.X[i], self.y[i]
 
 
 def _problem():
@@ -82,7 +71,7 @@ def test_a_wrapper_forwards_num_data_checks_and_buffers_by_declaration():
     with pytest.raises(ValueError, match=r"input 0 has dtype torch.float64"):
         sm.Run(wrapped, init, sm.SGLD(1e-3), data=(X.double(), y), batch_size=20)
     with pytest.raises(ValueError, match=r"the Dataset's items do not match the energy: input 0 has dtype"):
-        sm.Run(wrapped, init, sm.SGLD(1e-3), data=_Items(X.double(), y), batch_size=20)
+        sm.Run(wrapped, init, sm.SGLD(1e-3), data=Items(X.double(), y), batch_size=20)
     boxed = energy.with_prior(lambda t: torch.where(t.abs().max() < 1, -0.5 * t.square().sum(), -torch.inf))
     with pytest.raises(ValueError, match=r"the prior's log density is -inf at the initial position of chain 0"):
         sm.Run(Tempered(boxed, 2.0), torch.full((energy.space.dim,), 5.0), sm.SGLD(1e-3), data=(X, y), batch_size=20)

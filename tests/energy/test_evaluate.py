@@ -12,6 +12,7 @@ from torch import nn
 
 import structmc as sm
 from structmc.diagnostics.calibration import classification_metrics
+from support.items import Items
 
 F64 = torch.float64
 
@@ -100,19 +101,6 @@ def test_bad_input_is_a_clear_error():
         sm.evaluate(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3), d, (x, y))
 
 
-class _Items(torch.utils.data.Dataset):
-    """A map-style Dataset of (x_i, y_i) items (not a TensorDataset)."""
-
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-    def __len__(self):
-        return len(self.y)
-
-    def __getitem__(self, i):
-        return self.x[i], self.y[i]
-
-
 def test_evaluate_takes_the_datasets_that_sample_takes():
     """A TensorDataset, a map-style Dataset and a DataSource give exactly the metrics of the
     tensors (issue 22 §6.1: evaluate used to refuse them with 'data must be (inputs..., targets)')."""
@@ -123,12 +111,12 @@ def test_evaluate_takes_the_datasets_that_sample_takes():
     draws = e.initial_position() + 0.5 * torch.randn(2, 4, e.space.dim, generator=g, dtype=F64)
     x, y = torch.randn(23, 4, generator=g, dtype=F64), torch.randint(0, 3, (23,), generator=g)
     ref = sm.evaluate(e, draws, (x, y), batch_size=7, draws_per_call=3)
-    for data in (TensorDataset(x, y), _Items(x, y), sm.DataSource(_Items(x, y)), sm.DataSource(TensorDataset(x, y))):
+    for data in (TensorDataset(x, y), Items(x, y), sm.DataSource(Items(x, y)), sm.DataSource(TensorDataset(x, y))):
         res = sm.evaluate(e, draws, data, batch_size=7, draws_per_call=3)
         assert res["num_inputs"] == 23 and res["pooled"] == ref["pooled"] and res["per_chain"] == ref["per_chain"]
         torch.testing.assert_close(res["probs"], ref["probs"], rtol=0, atol=0)
         torch.testing.assert_close(res["mutual_information"], ref["mutual_information"], rtol=0, atol=0)
     with pytest.raises(ValueError, match="collate into one tensor"):
-        sm.evaluate(e, draws, sm.DataSource(_Items(x, y), collate_fn=lambda items: torch.stack([a for a, _ in items])))
+        sm.evaluate(e, draws, sm.DataSource(Items(x, y), collate_fn=lambda items: torch.stack([a for a, _ in items])))
     with pytest.raises(ValueError, match="empty"):
-        sm.evaluate(e, draws, _Items(x[:0], y[:0]))
+        sm.evaluate(e, draws, Items(x[:0], y[:0]))

@@ -11,13 +11,13 @@ import zlib
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 import structmc as sm
 from structmc import fingerprint
 from structmc.priors import HierarchicalEnergy, Normal
 from structmc.storage import RunFolder
 from structmc.structured import BernoulliMask, StructuredEnergy
+from support.items import Items
 
 N = 10_000
 
@@ -85,41 +85,30 @@ def test_changed_data_is_refused(tmp_path, change):
     _refused(tmp_path, energy, (X2, y2), r"the data \(data: entry")
 
 
-class _Items(Dataset):
-    def __init__(self, X, y):
-        self.X, self.y = X, y
-
-    def __len__(self):
-        return len(self.y)
-
-    def __getitem__(self, i):
-        return self.X[i], self.y[i]
-
-
 def test_a_changed_dataset_item_is_refused(tmp_path):
     """Version 1 fingerprinted a Dataset by class, length and its first 8 items."""
     X, y = _classification()
     energy = sm.ModuleEnergy(_net(), "categorical")
-    _start(tmp_path, energy, _Items(X, y))
+    _start(tmp_path, energy, Items(X, y))
     X2 = X.clone()
     X2[5000, 2] += 1.0
-    _refused(tmp_path, energy, _Items(X2, y), r"the data \(data: hash")
+    _refused(tmp_path, energy, Items(X2, y), r"the data \(data: hash")
 
 
 def test_a_dataset_too_long_to_hash_whole_warns_what_was_not_checked(tmp_path, monkeypatch):
     monkeypatch.setattr(fingerprint, "DATASET_ITEMS", 1000)
     X, y = _classification()
     energy = sm.ModuleEnergy(_net(), "categorical")
-    full = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=_Items(X, y), batch_size=50, progress=False)
-    _start(tmp_path, energy, _Items(X, y))
+    full = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=Items(X, y), batch_size=50, progress=False)
+    _start(tmp_path, energy, Items(X, y))
     with pytest.warns(UserWarning, match=r"9000 of the Dataset's 10000 items \(only 1000 evenly spaced"):
-        resumed = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=_Items(X, y), batch_size=50, out_dir=tmp_path,
+        resumed = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=Items(X, y), batch_size=50, out_dir=tmp_path,
                             resume=True, progress=False)
     assert torch.equal(resumed.samples, full.samples)
     X2 = X.clone()
     X2[10, 0] += 1.0  # item 10 is one of the 1000 hashed (every ~10th)
     assert 10 in {i * (N - 1) // 999 for i in range(1000)}
-    _refused(tmp_path, energy, _Items(X2, y), r"the data")
+    _refused(tmp_path, energy, Items(X2, y), r"the data")
 
 
 # -- the module, likelihood and prior ------------------------------------------------------------

@@ -48,3 +48,18 @@ def exact_distance(model: LinearRegression, lr: float, batch: int | None) -> flo
     m, c = rec.moments()
     pm, pc = model.posterior()
     return w2_gaussian(m, c, pm, pc)
+
+
+class InterruptedKSD(sm.tuning.KSD):
+    """A KSD that raises KeyboardInterrupt (Ctrl-C) on its ``at``-th call: an interrupted
+    tuning run (shared by the MAMBA resume tests)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.calls, self.at = 0, at
+
+    def __call__(self, samples, problem):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return super().__call__(samples, problem)

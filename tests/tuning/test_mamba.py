@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from structmc import Budget
-from structmc.tuning import (KSD, Arm, TuningResult, grid, grid_search, heuristic, lr_from_paper, mamba, num_rounds,
+from structmc.tuning import (Arm, TuningResult, grid, grid_search, heuristic, lr_from_paper, mamba, num_rounds,
                              round_budget, round_sizes, survivors)
-from support.tuning import exact_distance, linreg, posterior_draws
+from support.tuning import InterruptedKSD, exact_distance, linreg, posterior_draws
 
 
 # -- Algorithm 1 arithmetic ---------------------------------------------------------------------
@@ -207,20 +207,6 @@ def test_every_arm_failing_is_an_error_naming_them():
 
 
 # -- trace, plot, resume --------------------------------------------------------------------------
-class _InterruptedKSD(KSD):
-    """KSD that raises KeyboardInterrupt (Ctrl-C) on its ``at``-th call: an interrupted tuning run."""
-
-    def __init__(self, at):
-        super().__init__()
-        self.calls, self.at = 0, at
-
-    def __call__(self, samples, problem):
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-        return super().__call__(samples, problem)
-
-
 def test_trace_is_json_and_resume_continues_exactly(tmp_path):
     full, arms, _ = _tune(seed=1, budget=Budget(iterations=2700), out_dir=tmp_path / "full")
     on_disk = json.loads((tmp_path / "full" / "trace.json").read_text())
@@ -233,7 +219,7 @@ def test_trace_is_json_and_resume_continues_exactly(tmp_path):
 
     part = tmp_path / "part"
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C in round 1 (6 stable arms scored in round 0)
-        _tune(seed=1, budget=Budget(iterations=2700), out_dir=part, metric=_InterruptedKSD(at=8))
+        _tune(seed=1, budget=Budget(iterations=2700), out_dir=part, metric=InterruptedKSD(at=8))
     trace = json.loads((part / "trace.json").read_text())
     assert len(trace["rounds"]) == 1 and not trace["complete"]
     resumed, _, _ = _tune(seed=1, budget=Budget(iterations=2700), out_dir=part, resume=True)

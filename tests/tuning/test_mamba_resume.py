@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from structmc import Budget
-from structmc.tuning import KSD, TuningResult, grid, mamba
-from support.tuning import linreg
+from structmc.tuning import TuningResult, grid, mamba
+from support.tuning import InterruptedKSD, linreg
 
 ARMS = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[None, 6, 3])  # 9 arms, eta 3: rounds of 9 and 3
 
@@ -102,21 +102,9 @@ def test_a_kill_at_any_file_operation_resumes_to_the_uninterrupted_result(tmp_pa
         k += 1
 
 
-class _InterruptedKSD(KSD):
-    def __init__(self, at):
-        super().__init__()
-        self.calls, self.at = 0, at
-
-    def __call__(self, samples, problem):
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-        return super().__call__(samples, problem)
-
-
 def _interrupted_after_round_0(out):
     with pytest.raises(KeyboardInterrupt):
-        _tune(out, metric=_InterruptedKSD(at=len(ARMS) + 1))
+        _tune(out, metric=InterruptedKSD(at=len(ARMS) + 1))
     assert len(json.loads((out / "trace.json").read_text())["rounds"]) == 1
 
 

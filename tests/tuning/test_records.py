@@ -14,11 +14,11 @@ import torch
 import structmc as sm
 from structmc import Budget
 from structmc.executors import ProcessPoolExecutor
-from structmc.tuning import KSD, Arm, Problem, arm_seed, grid, mamba
+from structmc.tuning import Arm, Problem, arm_seed, grid, mamba
 from structmc.tuning.arms import structured_energy
 from structmc.tuning.records import ArmCarry, ArmResult, ArmTimings, TuningSettings
 from structmc.tuning.task import ArmTask, run_arm
-from support.tuning import linreg
+from support.tuning import InterruptedKSD, linreg
 
 # the keys (and their order) of a trace entry, as trace.json files have always held them
 TRACE_KEYS = ["index", "round", "label", "iterations", "grad_evals", "seconds", "setup_s", "scores_s", "metric_s",
@@ -182,7 +182,7 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
 
     full = tune(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):  # in round 1: progress.pt holds round 0 and its arms' states
-        tune(tmp_path / "old", metric=_InterruptedKSD(at=len(arms) + 1))
+        tune(tmp_path / "old", metric=InterruptedKSD(at=len(arms) + 1))
     saved = torch.load(tmp_path / "old" / "progress.pt", weights_only=False)
     assert len(saved["trace"]["rounds"]) == 1 and saved["states"]
     for a in saved["trace"]["arms"]:  # as an older version wrote them
@@ -198,15 +198,3 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
 _OLD = {"a": "alpha", "b": "beta"}
 
 
-class _InterruptedKSD(KSD):
-    """KSD that raises KeyboardInterrupt (Ctrl-C) on its ``at``-th call."""
-
-    def __init__(self, at):
-        super().__init__()
-        self.calls, self.at = 0, at
-
-    def __call__(self, samples, problem):
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-        return super().__call__(samples, problem)

@@ -18,6 +18,7 @@ from structmc import Budget
 from structmc.priors import Normal
 from structmc.tuning import grid, grid_search, mamba
 from support.tuning import linreg
+from support.items import Items
 
 
 def _mlp():
@@ -51,28 +52,15 @@ def test_a_pattern_that_adds_parameters_is_not_shadowed():
 
 
 # -- A3: labels of the wrong length -------------------------------------------------------------
-class _Items(torch.utils.data.Dataset):
-    """A map-style Dataset (not tensors), with a ``targets`` attribute."""
-
-    def __init__(self, X, y, targets):
-        self.X, self.y, self.targets = X, y, targets
-
-    def __len__(self):
-        return len(self.X)
-
-    def __getitem__(self, i):
-        return self.X[i], self.y[i]
-
-
 def test_stratified_labels_of_the_wrong_length_are_refused_before_compute():
     """``labels=y[:10]`` of 300 rows confined every batch to rows 0-9."""
     X, y = torch.randn(300, 3), torch.randint(0, 2, (300,))
-    for data in (TensorDataset(X, y), _Items(X, y, y)):
+    for data in (TensorDataset(X, y), Items(X, y, y)):
         with pytest.raises(ValueError, match=r"one class label per item, shape \[300\], got shape \[10\]"):
             sm.DataSource(data, labels=y[:10])
     energy = sm.ModuleEnergy(_mlp(), num_data=300)
     with pytest.raises(ValueError, match=r"'targets' must hold one class label per item, shape \[300\]"):
-        sm.sample(energy, None, sm.SGLD(1e-3), 5, data=sm.DataSource(_Items(X, y, y[:10])), batch_size=20,
+        sm.sample(energy, None, sm.SGLD(1e-3), 5, data=sm.DataSource(Items(X, y, y[:10])), batch_size=20,
                   batching="stratified", progress=False)
 
 
