@@ -30,7 +30,7 @@ import pickle
 import struct
 import tarfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -353,6 +353,11 @@ class ImageData:
     y_test: torch.Tensor
     source: str
     data_dir: str | None
+
+    def to(self, device) -> "ImageData":
+        """The same images and labels on ``device`` (a copy only where the device changes)."""
+        return replace(self, x_train=self.x_train.to(device), y_train=self.y_train.to(device),
+                       x_test=self.x_test.to(device), y_test=self.y_test.to(device))
 
 
 def load_image_subset(name: str, *, data: str = "files", data_dir=None, num_train: int | None = None,

@@ -175,6 +175,10 @@ PRESETS = {
                    trace_params=20, num_draws=3, adapt_steps=4),
     "quick": Config(runs=_QUICK_RUNS, datasets=("fashion-mnist",), epochs=3, num_train=10_000, num_test=2_000,
                     trace_length=30, num_draws=10),
+    # issue 24: the headline pair of Tables 5-6 (pSGLD against Sd-pSGLD, ρ = 0.5, K = 2) on
+    # FMNIST at the paper's 300 epochs; checkpointed every epoch, so it can be advanced over
+    # several sittings with resume=True (one pair ≈ 5 h on 2 CPU cores; about 15 min on an H100)
+    "converged": Config(runs=(("pSGLD", None, 1e-5), ("Sd-pSGLD", 0.5, 1e-3)), datasets=("fashion-mnist",)),
     "full": Config(),
 }
 
@@ -187,10 +191,14 @@ def family(method: str) -> str:
     raise ValueError(f"unknown method {method!r}; methods are pSGLD, S-pSGLD_M, Sd-pSGLD, SGHMC, S-SGHMC_M, Sd-SGHMC")
 
 
-def make_energy(cfg: Config, num_data: int, in_channels: int = 1) -> ModuleEnergy:
+def make_energy(cfg: Config, num_data: int, in_channels: int = 1, device="cpu") -> ModuleEnergy:
+    """ResNet-20 on ``device``. On a GPU the K copies of Sd-SGMCMC are evaluated one after
+    another (``chain_evaluation="loop"``): vmapped convolutions with a weight tensor per copy
+    took 66 against 16 ms a step on an H100 (docs/performance.md)."""
     torch.manual_seed(cfg.seed)
+    loop = torch.device(device).type == "cuda"
     return ModuleEnergy(resnet20(10, in_channels=in_channels, norm=None), "categorical", prior_std=cfg.prior_std,
-                        num_data=num_data)
+                        num_data=num_data, chain_evaluation="loop" if loop else "vmap").to(device)
 
 
 def make_energy_for(method: str, rho, base: ModuleEnergy, cfg: Config, steps: int, warmup_steps: int = 0):
@@ -234,7 +242,7 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None, *, folder:
     batch = batch_size or cfg.batch_size or 500
     per_epoch = max(1, N // batch)
     steps = max(2, int(round(cfg.epochs * per_epoch)))
-    base = make_energy(cfg, N, int(x.shape[1]))
+    base = make_energy(cfg, N, int(x.shape[1]), x.device)
     warm = int(round(cfg.warmup_epochs * per_epoch))
     if family(method) == "SGHMC":  # V̂ adapted on whole gradients (see make_energy_for)
         warm = max(warm, cfg.adapt_steps)
@@ -252,14 +260,14 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None, *, folder:
     for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
                                          progress=log is not None, desc=f"{method} lr {lr:g}"):
         if t >= first:
-            trace.append(state.theta[0, idx].to("cpu", torch.float64))
+            trace.append(state.theta[0, idx].to(torch.float64))  # stays on the device: no read per step
             if (steps - t) % every == 0 and len(draws) < cfg.num_draws:
                 draws.append(state.theta[0].clone())
     seconds = run.elapsed
     device = x.device
     probs = predictive(base, torch.stack([d.to(device) for d in draws]), data.x_test, batch_size=500)["probs"]
     acc = float((probs.argmax(-1) == data.y_test).double().mean())
-    tr = torch.stack(trace).unsqueeze(0)
+    tr = torch.stack([t.cpu() for t in trace]).unsqueeze(0)
     iac, ess = integrated_time(tr).double(), ess_tfp(tr).double()
     out = {"method": method, "rho": rho, "lr": lr, "accuracy": acc, "iac": float(iac.mean()), "ess": float(ess.mean()),
            "trace_length": int(tr.shape[1]), "num_draws": len(draws), "steps": steps, "epochs": steps / per_epoch,
@@ -325,7 +333,7 @@ def _reductions(cfg: Config) -> list[str]:
 
 @restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resnet", progress: bool | None = None,
-        *, seed: int | None = None, resume: bool = False) -> dict:
+        *, device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
     """Run the experiment into ``out_dir``: each chain is checkpointed every epoch under
     ``out_dir/runs/<data set>/<method>``; ``resume=True`` continues an interrupted run
     (finished chains are read back, the interrupted one continues from its checkpoint)."""
@@ -352,6 +360,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resn
                 if log:
                     log(f"{LABEL[name]} skipped: {why}")
                 continue
+            data = data.to(device)
             sources[name] = data.source
             sizes[name] = {"num_train": len(data.y_train), "num_test": len(data.y_test)}
             batch = cfg.batch_size or PAPER_BATCH[name]
@@ -386,7 +395,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resn
     numbers = {"results": results, "data": sizes, "skipped": skipped, "paper_table2": PAPER_TABLE2}
     return write_report(out, experiment=REGISTRY.get("ssgmcmc-resnet"), preset=preset, config=asdict(cfg),
                         seed=cfg.seed, comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start,
-                        step_sizes=steps, reductions=_reductions(cfg), figures=figures, notes=notes)
+                        device=device, step_sizes=steps, reductions=_reductions(cfg), figures=figures, notes=notes)
 
 
 def _refuse(why: str):
