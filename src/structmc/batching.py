@@ -23,10 +23,13 @@ batch is valid until the next call to ``next``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 MODES = ("epoch", "with_replacement", "without_replacement", "stratified")
 
@@ -91,6 +94,7 @@ class MinibatchStream:
             return torch.cat(parts, 1)
         if self._perm is None or self._pos + n > N:
             self._new_epoch()
+        assert self._perm is not None  # set by _new_epoch
         lo, hi = self._pos, self._pos + n
         self._pos = hi
         return self._perm[:, lo:hi]
@@ -175,12 +179,16 @@ class DataSource:
         return labels
 
     def __len__(self) -> int:
-        return int(self.tensors[0].shape[0]) if self.tensors is not None else len(self.dataset)
+        if self.tensors is not None:
+            return int(self.tensors[0].shape[0])
+        assert self.dataset is not None  # exactly one of tensors and dataset is set
+        return len(self.dataset)
 
     def collate(self, indices) -> tuple[Tensor, ...]:
         """The items at ``indices`` (a list of ints) as a tuple of tensors ``[len, ...]``."""
         from torch.utils.data import default_collate
 
+        assert self.dataset is not None, "collate reads items of a Dataset; in-memory tensors are sliced directly"
         getitems = getattr(self.dataset, "__getitems__", None)
         items = getitems(indices) if getitems is not None else [self.dataset[i] for i in indices]
         batch = (self.collate_fn or default_collate)(items)
@@ -212,8 +220,8 @@ class DatasetStream(MinibatchStream):
         self.source = source
         self._init_law(len(source), batch_size, num_chains, generator, mode, device)
         self._pin = self.device.type == "cuda"
-        self._pool = None
-        self._pending: tuple[Tensor, object] | None = None  # (indices, future)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: tuple[Tensor, Future[tuple[Tensor, ...]]] | None = None  # (indices, future)
         if self.full:
             whole = self._fetch(torch.arange(self.num_data).unsqueeze(0))
             self._full_batch = tuple(t.expand(num_chains, *t.shape[1:]) for t in whole)

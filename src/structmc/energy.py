@@ -30,6 +30,7 @@ from torch.func import functional_call
 from . import fingerprint
 from ._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
 # the facade (issue 23): what moved to these modules stays importable from structmc.energy
+from .autodiff import hutchinson_diag  # noqa: F401  (its home before structmc.autodiff)
 from .energy_checks import (_all_finite, _check_batch_layout, _check_theta, _first_layer,  # noqa: F401
                             _refuse_dropout, _refuse_meta, check_deterministic, check_module_data, probe)
 from .likelihoods import (Likelihood, _bernoulli, _categorical, _categorical_chains,  # noqa: F401
@@ -197,6 +198,16 @@ class EnergyBase:
                                                          exclude=("base",))
         return _described(self, {"energy_object": part}, unchecked)
 
+    def describe_v1(self) -> dict:
+        """This level's parts of the version-1 fingerprint (what structmc 0.1 recorded, still
+        compared against checkpoints it wrote: :func:`structmc.fingerprint.legacy_energy_fingerprint`);
+        none by default."""
+        return {}
+
+    def levels(self) -> list:
+        """This energy, then the energies it wraps, outermost first."""
+        return [self]
+
 
 def _described(energy, parts: dict, unchecked: Sequence[str] = (), base: "Energy | None" = None) -> dict:
     """A ``describe()`` dict: kind, ``num_data``, ``parts``, what was not fingerprinted, the base's."""
@@ -256,6 +267,9 @@ class WrappedEnergy(EnergyBase):
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         return self.base.chain_buffers(chain)
+
+    def levels(self) -> list:
+        return [self, *self.base.levels()]
 
     def with_base(self, base: Energy) -> "WrappedEnergy":
         """A copy of this wrapper around ``base`` (a shallow copy by default)."""
@@ -321,23 +335,6 @@ def _check_scalar(value, what: str, hint: str) -> Tensor:
         raise DensityShapeError(f"{what} returned a tensor of shape {list(value.shape)} for one chain; it must "
                                 f"return a scalar{hint}")
     return value
-
-
-def hutchinson_diag(energy_of: Callable[[Tensor], Tensor], theta: Tensor, generator: torch.Generator | None,
-                    num_probes: int = 1) -> Tensor:
-    """Unbiased estimate of diag ∇²U per chain: E_z[z ⊙ (∇²U z)], z Rademacher (Hutchinson).
-
-    Exact when the Hessian is diagonal. ``energy_of(theta) -> [C]`` must build a graph.
-    """
-    with torch.enable_grad():
-        leaf = theta.detach().requires_grad_(True)
-        (grad,) = torch.autograd.grad(energy_of(leaf).sum(), leaf, create_graph=True)
-        est = torch.zeros_like(theta)
-        for k in range(num_probes):
-            z = torch.randint(0, 2, theta.shape, generator=generator, device=theta.device).to(theta.dtype).mul_(2).sub_(1)
-            (hz,) = torch.autograd.grad(grad, leaf, grad_outputs=z, retain_graph=k < num_probes - 1)
-            est += z * hz
-    return est / num_probes
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,6 +404,12 @@ class LogDensityEnergy(EnergyBase):
                     {"fn": f, "vectorized": bool(self.vectorized)}, f"the {key.replace('_', ' ')} function")
                 unchecked += missing
         return _described(self, parts, unchecked)
+
+    def describe_v1(self) -> dict:
+        """Version 1: the qualified names of the functions."""
+        return {name: getattr(f, "__qualname__", type(f).__name__)
+                for name, f in (("log_prob", self.log_prob), ("log_likelihood", self.log_likelihood),
+                                ("log_prior", self.log_prior)) if f is not None}
 
     def _log_density(self, theta: Tensor, batch) -> Tensor:
         """Log density of one chain (or of ``[C, P]`` when vectorized)."""
@@ -641,7 +644,8 @@ class ModuleEnergy(EnergyBase):
     def _set_prior(self, prior, like: Tensor, stds: Tensor | None = None) -> None:
         """Bind ``prior`` (``None``: the zero-mean Normal with standard deviations ``stds``, in
         its fused forms: :meth:`structmc.priors._BoundNormal.fuse`)."""
-        from .priors import _BoundNormal, as_prior
+        from .priors.prior import as_prior
+        from .priors.families import _BoundNormal
 
         self._prior_spec = None if prior is None else as_prior(prior)
         if prior is None:
@@ -717,6 +721,19 @@ class ModuleEnergy(EnergyBase):
             parts[key], missing = fingerprint.value_fingerprint(obj, label)
             unchecked += missing
         return _described(self, parts, unchecked)
+
+    def describe_v1(self) -> dict:
+        """Version 1: ``prior_std``, the sum of the prior precision (a Normal prior), the prior's
+        own description, and the likelihood's name and noise."""
+        try:
+            prec = self.prior_precision
+        except ValueError:  # not a Normal prior
+            prec = None
+        prior = {"prior_std": repr(self.prior_std),
+                 "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
+        if self.prior_spec is not None:
+            prior["prior"] = fingerprint.json_text(self.prior_spec.describe())
+        return {"prior": prior, "likelihood": {"name": self.likelihood.name, "noise_std": self.likelihood.noise_std}}
 
     def _coordinate_name(self, j: int) -> str:
         for info in self.space.params:

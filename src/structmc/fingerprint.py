@@ -597,8 +597,12 @@ def _short(x, n: int = 100) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def _json(x) -> str:
+def json_text(x) -> str:
+    """``x`` as canonical JSON text (sorted keys; what JSON cannot hold as its ``str``)."""
     return json.dumps(x, sort_keys=True, default=str)
+
+
+_json = json_text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -650,43 +654,14 @@ def legacy_data_fingerprint(data=None, source=None, probe=None) -> dict:
 
 def legacy_energy_fingerprint(energy) -> dict:
     """Version 1's energy parts: kinds, ``num_data``, a sum of the prior precision, qualified
-    names, from the public members of structmc's energies (wrappers walked through ``base``)."""
-    from .energy import LogDensityEnergy, ModuleEnergy, WrappedEnergy
-    from .priors import HierarchicalEnergy
-    from .structured.energies import StructuredEnergy
-
+    names. Each level of ``energy.levels()`` (outermost first, at most 8) declares its own
+    parts in ``describe_v1()``; an outer level's part wins over an inner one's."""
     out: dict = {"num_data": energy.num_data}
     kinds = []
-    e, seen = energy, 0
-    while e is not None and seen < 8:
+    for e in energy.levels()[:8]:
         kinds.append(type(e).__name__)
-        if isinstance(e, StructuredEnergy) and "partition" not in out:
-            ids = e.partition.group_ids
-            out["partition"] = {"num_groups": int(e.partition.num_groups),
-                                "group_ids": legacy_tensor_fingerprint(ids) if isinstance(ids, Tensor) else None}
-        if isinstance(e, ModuleEnergy):
-            if "prior" not in out:
-                try:
-                    prec = e.prior_precision
-                except ValueError:  # not a Normal prior
-                    prec = None
-                out["prior"] = {"prior_std": repr(e.prior_std), "precision_sum": float(prec.double().sum())
-                                if isinstance(prec, Tensor) else None}
-                if e.prior_spec is not None:
-                    out["prior"]["prior"] = _json(e.prior_spec.describe())
-        if isinstance(e, HierarchicalEnergy) and "hierarchical" not in out:
-            out["hierarchical"] = _json(e.config())
-        if isinstance(e, StructuredEnergy) and "structured" not in out:
-            out["structured"] = e.config()
-        if isinstance(e, (ModuleEnergy, HierarchicalEnergy)) and "likelihood" not in out:
-            out["likelihood"] = {"name": e.likelihood.name, "noise_std": e.likelihood.noise_std}
-        if isinstance(e, LogDensityEnergy):
-            for name, f in (("log_prob", e.log_prob), ("log_likelihood", e.log_likelihood),
-                            ("log_prior", e.log_prior)):
-                if f is not None and name not in out:
-                    out[name] = getattr(f, "__qualname__", type(f).__name__)
-        e = e.base if isinstance(e, WrappedEnergy) else None
-        seen += 1
+        for key, value in e.describe_v1().items():
+            out.setdefault(key, value)
     out["energy"] = kinds
     return out
 

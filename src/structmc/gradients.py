@@ -111,17 +111,18 @@ class ControlVariate:
         self._centre_c, self._full_grad_c = centre, full
 
     def __call__(self, energy: Energy, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
-        if self._centre_c is None:
+        centre, full_grad = self._centre_c, self._full_grad_c  # set together by prepare / load_state_dict
+        if centre is None or full_grad is None:
             raise RuntimeError("ControlVariate.prepare(energy, data, theta) must run first")
         # per-chain buffers (BatchNorm statistics) belong to C chains, not 2C positions
         if self.stacked and energy.cv_base is energy and not energy.has_buffers:
             C = theta.shape[0]
             pairs = None if batch is None else tuple(_twice(t) for t in batch)
-            value, grad = energy.value_and_grad(torch.cat([theta, self._centre_c]), pairs)
-            return value[:C], grad[:C].sub_(grad[C:]).add_(self._full_grad_c)
+            value, grad = energy.value_and_grad(torch.cat([theta, centre]), pairs)
+            return value[:C], grad[:C].sub_(grad[C:]).add_(full_grad)
         value, grad = energy.value_and_grad(theta, batch)
-        _, grad_centre = energy.cv_base.value_and_grad(self._centre_c, batch)
-        return value, grad.sub_(grad_centre).add_(self._full_grad_c)
+        _, grad_centre = energy.cv_base.value_and_grad(centre, batch)
+        return value, grad.sub_(grad_centre).add_(full_grad)
 
     def config(self) -> dict:
         out = {"gradient": self.name, "chunk_size": self.chunk_size}
@@ -131,7 +132,7 @@ class ControlVariate:
 
     def state_dict(self) -> dict:
         """The prepared centre and its full-data gradient (a checkpoint need not redo the pass)."""
-        if self._centre_c is None:
+        if self._centre_c is None or self._full_grad_c is None:  # set together
             return {}
         return {"centre": self._centre_c.cpu(), "full_grad": self._full_grad_c.cpu()}
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import AbstractSet, Mapping, Sequence
 
 from torch import Tensor, nn
 
@@ -127,7 +127,7 @@ def _other(name: str, infos: Sequence[ParamInfo]) -> LayerInfo:
     return LayerInfo(name, "other", None, None, sum(i.numel for i in infos), 1, tuple(i.name for i in infos))
 
 
-def _module_record(name: str, m: nn.Module, names: set) -> LayerInfo | None:
+def _module_record(name: str, m: nn.Module, names: AbstractSet[str]) -> LayerInfo | None:
     prefix = f"{name}." if name else ""
     if isinstance(m, nn.Linear):
         kind, units, fan_in = "linear", m.out_features, m.in_features

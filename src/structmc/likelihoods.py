@@ -177,10 +177,14 @@ def _predict_bernoulli(lik: Likelihood, outputs: Tensor, per_draw: bool) -> dict
 
 
 def _predict_gaussian(lik: Likelihood, outputs: Tensor, per_draw: bool) -> dict[str, Tensor]:
+    sigma = lik.noise_std
+    if sigma is None:
+        raise ValueError("the gaussian likelihood's predictive needs its noise_std (the observation noise σ): build it "
+                         "with make_likelihood('gaussian', noise_std=σ)")
     f = _squeezed(outputs)
     if per_draw:
-        return {"mean": f, "var": torch.full_like(f, lik.noise_std ** 2)}
-    var = f.var(0, unbiased=False) + lik.noise_std**2
+        return {"mean": f, "var": torch.full_like(f, sigma ** 2)}
+    var = f.var(0, unbiased=False) + sigma**2
     return {"mean": f.mean(0), "var": var}
 
 

@@ -33,7 +33,8 @@ class Oracle:
         self.batch: Batch = None
         self.grad_evals = 0
         self.value_evals = 0
-        self._has_hessian_diag = isinstance(energy, HessianDiagEnergy)  # a Protocol check: once
+        # a Protocol check: once, not per call
+        self._hessian_energy = energy if isinstance(energy, HessianDiagEnergy) else None
 
     def next_batch(self) -> Batch:
         """Draw the next minibatch (one per chain); later evaluations use it."""
@@ -64,7 +65,8 @@ class Oracle:
 
     def hessian_diag(self, theta: Tensor, num_probes: int = 1) -> Tensor:
         """diag ∇²Û ``[C, P]`` on the current minibatch (pSGLD's Γ; Hutchinson probes)."""
-        if not self._has_hessian_diag:
+        hessian_energy = self._hessian_energy
+        if hessian_energy is None:
             raise ValueError(f"{type(self.energy).__name__} has no hessian_diag()")
         self.grad_evals += num_probes * self.energy.evaluations_per_call
-        return self.energy.hessian_diag(theta, self.batch, self.generator, num_probes)
+        return hessian_energy.hessian_diag(theta, self.batch, self.generator, num_probes)

@@ -92,7 +92,7 @@ class Registry(Mapping, Generic[T]):
         if found is None:
             if default is not _MISSING:
                 return default
-            self.resolve(name)  # raises with the list of choices
+            found = self.resolve(name)  # raises with the list of choices
         return self._entries[found]
 
     def __getitem__(self, name: str) -> T:

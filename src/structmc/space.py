@@ -14,12 +14,14 @@ its layers as plain JSON-able data (the older ``[(name, shape), ...]`` list is s
 from __future__ import annotations
 
 import fnmatch
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from .layers import LayerInfo, ParamInfo, check_layers, layers_from_names, read_layers
+
+_V = TypeVar("_V")
 
 
 class ParamSpace:
@@ -166,8 +168,8 @@ class ParamSpace:
         must match some parameter name (a typo next to ``"*"`` is an error, not a silent
         fallback to the default).
         """
-        kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
-        out = torch.empty(self.dim, **kw)
+        out = torch.empty(self.dim, dtype=None if like is None else like.dtype,
+                          device=None if like is None else like.device)
         if not isinstance(values, Mapping):
             return out.fill_(float(values))
         self.check_patterns(values)
@@ -204,7 +206,7 @@ class ParamSpace:
                                  f"the more specific pattern first, e.g. in the order {fixed}")
             taken.update(hits)
 
-    def first_match(self, patterns: Mapping[str, object], hint: str = "") -> list[tuple[ParamInfo, object]]:
+    def first_match(self, patterns: Mapping[str, _V], hint: str = "") -> list[tuple[ParamInfo, _V]]:
         """``(param, value)`` for every parameter, value of the first pattern matching its
         name (insertion order); a parameter matching none is an error."""
         out = []

@@ -18,6 +18,7 @@ import torch
 
 import structmc.data as D
 from structmc.data.images import parse_cifar_batch, parse_idx
+from structmc.data.tabular import read_xlsx
 
 
 def opts(root: Path) -> dict:
@@ -295,6 +296,27 @@ def test_unknown_uci_name():
         D.load_uci("kin9nm")
     with pytest.raises(ValueError, match="unknown data set"):
         D.load("imagenet")
+
+
+def test_uci_split_without_training_rows(tmp_path):
+    # a split with no training rows used to fail inside the standardiser (or, unstandardised,
+    # return a Dataset whose x_train is None)
+    write_uci(tmp_path)
+    for kw in ({}, {"standardize_x": False, "standardize_y": False}):
+        with pytest.raises(ValueError, match=r"split=\(0\.0, 0\.5, 0\.5\) leaves no training rows"):
+            D.load_airfoil(**opts(tmp_path), split=(0.0, 0.5, 0.5), **kw)
+
+
+def test_xlsx_shared_string_cell_without_value(tmp_path):
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    sheet = (f'<worksheet {ns}><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"/></row>'
+             f'</sheetData></worksheet>')
+    path = tmp_path / "t.xlsx"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("xl/worksheets/sheet1.xml", sheet)
+        z.writestr("xl/sharedStrings.xml", f"<sst {ns}><si><t>a</t></si></sst>")
+    with pytest.raises(D.DataError, match="shared-string cell B1 has no value"):
+        read_xlsx(path)
 
 
 # ---------------------------------------------------------------------------------------

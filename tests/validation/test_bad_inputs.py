@@ -27,6 +27,7 @@ from torch import nn
 import structmc as sm
 from structmc.cli import main
 from structmc.gradients import ControlVariate
+from structmc.likelihoods import Likelihood
 from structmc.partitions import Partition, by_finer_nodes, custom, make_partition, node_blocks, round_robin
 from structmc.samplers import sampler_from_config
 from structmc.schedules import schedule_from_config
@@ -366,6 +367,8 @@ API = [
      "needs a finite noise_std > 0, got 0.0"),
     ("gaussian-noise-std-string", lambda t: _module_energy(likelihood="gaussian", noise_std="0.1"), TypeError,
      "noise_std must be a number"),
+    ("gaussian-likelihood-without-noise-std", lambda t: Likelihood("gaussian", lambda o, y: o.sum()).predict(
+        torch.zeros(2, 3, 1)), ValueError, "predictive needs its noise_std"),
     # issue 21 C: errors that did not say what to do
     ("sample-float-chains", lambda t: _run(num_chains=2.0), ValueError,
      "num_chains must be an integer >= 1, got 2.0 (a float): pass 2"),

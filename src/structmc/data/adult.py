@@ -70,12 +70,12 @@ def load_adult(*, data_dir=None, cache_dir=None, download: bool = True, verify: 
     """UCI Adult (see module docstring): ``x [N, 105]`` float, ``y [N]`` float 0/1."""
     src = Source(data_dir, cache_dir, download, verify)
     p_tr, p_te = src.fetch(checksums.ADULT["adult.data"]), src.fetch(checksums.ADULT["adult.test"])
-    rows_tr, y_tr = read_adult(p_tr)
-    rows_te, y_te = read_adult(p_te)
+    rows_tr, labels_tr = read_adult(p_tr)
+    rows_te, labels_te = read_adult(p_te)
     vocab = {c: sorted({r[COLUMNS.index(c)] for r in rows_tr} - {"?"}) for c in CATEGORICAL}
     x_tr = torch.from_numpy(_encode(rows_tr, vocab)).to(dtype)
     x_te = torch.from_numpy(_encode(rows_te, vocab)).to(dtype)
-    y_tr, y_te = torch.from_numpy(y_tr).to(dtype), torch.from_numpy(y_te).to(dtype)
+    y_tr, y_te = torch.from_numpy(labels_tr).to(dtype), torch.from_numpy(labels_te).to(dtype)
     x_tr, y_tr, x_va, y_va = carve_validation(x_tr, y_tr, val_size, seed)
     k = len(NUMERIC)
     mean, std = fit_standardizer(x_tr[:, :k])

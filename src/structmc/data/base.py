@@ -42,11 +42,17 @@ class Dataset:
 
     @property
     def val(self) -> tuple[Tensor, Tensor] | None:
-        return None if self.x_val is None else (self.x_val, self.y_val)
+        if self.x_val is None:
+            return None
+        assert self.y_val is not None, "x_val and y_val are set together"
+        return self.x_val, self.y_val
 
     @property
     def test(self) -> tuple[Tensor, Tensor] | None:
-        return None if self.x_test is None else (self.x_test, self.y_test)
+        if self.x_test is None:
+            return None
+        assert self.y_test is not None, "x_test and y_test are set together"
+        return self.x_test, self.y_test
 
     @property
     def num_train(self) -> int:

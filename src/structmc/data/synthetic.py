@@ -37,10 +37,10 @@ def linear_regression_data(num_data: int = 100, *, seed: int = 0, generator: tor
     x = torch.randn(n, len(w), generator=g, dtype=torch.float64)
     y = x @ w + bias + math.sqrt(noise_var) * torch.randn(n, generator=g, dtype=torch.float64)
     x, y = x.to(dtype), y.to(dtype)
-    test = (x[num_data:], y[num_data:]) if num_test else (None, None)
+    x_test, y_test = (x[num_data:], y[num_data:]) if num_test else (None, None)
     meta = {"weights": list(weights), "bias": bias, "noise_var": noise_var, "noise_std": math.sqrt(noise_var),
             "seed": seed, "covariates": "N(0, I)"}
-    return Dataset("linear-regression", "regression", x[:num_data], y[:num_data], *test,
+    return Dataset("linear-regression", "regression", x[:num_data], y[:num_data], x_test, y_test,
                    feature_names=[f"x{i + 1}" for i in range(len(w))], meta=meta)
 
 

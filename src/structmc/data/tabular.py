@@ -71,6 +71,12 @@ def _col_index(ref: str) -> int:
     return n - 1
 
 
+def _sheet_number(name: str) -> int:
+    m = re.search(r"(\d+)\.xml$", name)
+    assert m is not None  # only called on names matching xl/worksheets/sheet\d+\.xml
+    return int(m.group(1))
+
+
 def read_xlsx(path, *, sheet: int = 0) -> list[list[str]]:
     """Cell strings of one worksheet of an ``.xlsx`` file (numbers as written, shared and
     inline strings resolved); fully empty rows and trailing empty columns are dropped."""
@@ -82,7 +88,7 @@ def read_xlsx(path, *, sheet: int = 0) -> list[list[str]]:
                 for si in ET.fromstring(z.read("xl/sharedStrings.xml")).iter(_NS + "si"):
                     shared.append("".join(t.text or "" for t in si.iter(_NS + "t")))
             sheets = sorted((n for n in names if re.fullmatch(r"xl/worksheets/sheet\d+\.xml", n)),
-                            key=lambda n: int(re.search(r"(\d+)\.xml$", n).group(1)))
+                            key=_sheet_number)
             if len(sheets) <= sheet:
                 raise DataError(f"{path}: no worksheet {sheet}")
             root = ET.fromstring(z.read(sheets[sheet]))
@@ -97,6 +103,8 @@ def read_xlsx(path, *, sheet: int = 0) -> list[list[str]]:
             kind = c.get("t")
             v = c.find(_NS + "v")
             if kind == "s":
+                if v is None or v.text is None:
+                    raise DataError(f"{path}: shared-string cell {ref or pos} has no value")
                 value = shared[int(v.text)]
             elif kind == "inlineStr":
                 value = "".join(t.text or "" for t in c.iter(_NS + "t"))
@@ -150,6 +158,7 @@ def encode_columns(header: list[str], rows: list[list[str]], target: str, *, dro
         raise DataError(f"{where}: no target column {target!r} in {header}")
     cols = list(zip(*rows))
     t = header.index(target)
+    y: np.ndarray | None
     if target_map is not None:
         try:
             y = np.array([float(target_map[v]) for v in cols[t]])

@@ -135,6 +135,9 @@ def load_uci(name: str, *, target: str | None = None, data_dir=None, cache_dir=N
 
     n = len(y)
     n_tr, n_va, n_te = split_sizes(n, split)
+    if n_tr == 0:
+        raise ValueError(f"split={tuple(split)} leaves no training rows of the {n} in {key}: give a larger training "
+                         "fraction (the first entry)")
     perm = permutation(n, seed).numpy()
     parts = np.split(perm, [n_tr, n_tr + n_va])
     x_t = torch.from_numpy(x).to(dtype)
@@ -144,14 +147,18 @@ def load_uci(name: str, *, target: str | None = None, data_dir=None, cache_dir=N
     meta = {"source": str(path), "split": tuple(split), "seed": seed, "target": tgt, "num_rows": n,
             "x_mean": None, "x_std": None, "y_mean": 0.0, "y_std": 1.0}
     if standardize_x:
+        assert xs[0] is not None  # n_tr >= 1
         mean, std = fit_standardizer(xs[0])
         xs = [None if v is None else (v - mean) / std for v in xs]
         meta["x_mean"], meta["x_std"] = mean.squeeze(0), std.squeeze(0)
     if standardize_y:
+        assert ys[0] is not None  # n_tr >= 1
         mean, std = fit_standardizer(ys[0])
         ys = [None if v is None else (v - mean) / std for v in ys]
         meta["y_mean"], meta["y_std"] = float(mean), float(std)
-    return Dataset(key, "regression", xs[0], ys[0], xs[2], ys[2], xs[1], ys[1], feature_names=names, meta=meta)
+    x_tr, y_tr = xs[0], ys[0]
+    assert x_tr is not None and y_tr is not None  # n_tr >= 1
+    return Dataset(key, "regression", x_tr, y_tr, xs[2], ys[2], xs[1], ys[1], feature_names=names, meta=meta)
 
 
 def _named(key: str, doc: str):

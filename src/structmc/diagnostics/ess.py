@@ -14,6 +14,7 @@ Layout: ``x[chain, draw, ...]`` -> ``[...]``.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -201,7 +202,7 @@ def ess_equicorrelation(x, split: bool = False, chunk: int | None = None) -> Ten
 def ess(x, method: str = "bulk", chunk: int | None = None, **kwargs) -> Tensor:
     """Dispatch: ``method`` in ``"bulk"``, ``"tail"``, ``"mean"`` (Vehtari et al. 2021),
     ``"tfp"`` (:func:`ess_tfp`), ``"equicorrelation"`` (:func:`ess_equicorrelation`)."""
-    fns = {"bulk": ess_bulk, "tail": ess_tail, "mean": ess_mean, "tfp": ess_tfp,
+    fns: dict[str, Callable[..., Tensor]] = {"bulk": ess_bulk, "tail": ess_tail, "mean": ess_mean, "tfp": ess_tfp,
            "equicorrelation": ess_equicorrelation}
     if method not in fns:
         raise ValueError(f"method must be one of {sorted(fns)}, got {method!r}")

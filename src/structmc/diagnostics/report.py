@@ -21,8 +21,8 @@ def _dist(name: str, v: torch.Tensor) -> str:
     if v.numel() == 0:
         return f"  {name:<10} (undefined: constant or non-finite draws)"
     q = quantiles(v, (0.0, 0.05, 0.5, 0.95, 1.0))
-    return (f"  {name:<10} min {_fmt(q[0])}  5% {_fmt(q[1])}  median {_fmt(q[2])}  "
-            f"95% {_fmt(q[3])}  max {_fmt(q[4])}")
+    return (f"  {name:<10} min {_fmt(float(q[0]))}  5% {_fmt(float(q[1]))}  median {_fmt(float(q[2]))}  "
+            f"95% {_fmt(float(q[3]))}  max {_fmt(float(q[4]))}")
 
 
 def blowup_note(energy, dim: int, factor: float = 100.0) -> str | None:

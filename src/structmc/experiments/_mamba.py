@@ -58,7 +58,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, overload
 
 import torch
 from torch import Tensor
@@ -136,7 +136,8 @@ LOGREG_BATCHES = (1.0, 0.1, 0.01, 0.001)  # App. C.1.3: 100 %, 10 %, 1 %, 0.1 %
 PMF_BATCHES = (1.0, 0.1, 0.01)  # App. C.2.3: 100 %, 10 %, 1 % (80,000 / 8,000 / 800 ratings)
 
 
-def mamba_arms(spec: str | SamplerSpec, log10_h: Sequence[float], batch_fractions: Sequence[float]) -> list[Arm]:
+def mamba_arms(spec: str | SamplerSpec, log10_h: Sequence[float],
+               batch_fractions: Sequence[float | int | None]) -> list[Arm]:
     """MAMBA's arms: step grid × batch fractions (× L for SGHMC), e.g. 14 × 4 = 56 arms for
     SGLD on the logistic regression, 14 × 4 × 2 = 112 for SGHMC."""
     spec = sampler_spec(spec)
@@ -174,11 +175,18 @@ def paper_h(arm: Arm) -> float:
     return lr / 2.0 if arm.sampler_name in ("sgld", "psgld") else lr
 
 
+@overload
+def arm_summary(arm: Arm, num_data: int | None = None) -> dict: ...
+@overload
+def arm_summary(arm: None, num_data: int | None = None) -> None: ...
+
+
 def arm_summary(arm: Arm | None, num_data: int | None = None) -> dict | None:
     """``{"log10_h", "lr", "batch_pct", "batch", "L", "label"}`` of ``arm`` (Table 4 style)."""
     if arm is None:
         return None
     b = arm.batch_size
+    pct: float | None
     if b is None:
         pct, n = 100.0, num_data
     elif isinstance(b, int):
@@ -273,7 +281,8 @@ def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Pr
     spec = sampler_spec(spec)
     num_data = problem.num_data
     arms = method_arms(method, spec, s.log10_h, s.batch_fractions, num_data or 1, s.grid_batch)
-    out = {"method": method, "sampler": spec.label, "arm": None, "num_arms": len(arms), "budget": None, "R": None,
+    out: dict[str, Any] = {"method": method, "sampler": spec.label, "arm": None, "num_arms": len(arms), "budget": None,
+                           "R": None,
            "timing": {}, "wall_s": 0.0, "wall_over_T": None, "rounds": [], "summary": "", "error": None}
     if method == "Heuristic":
         out["arm"] = arms[0]
@@ -671,7 +680,7 @@ def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> 
 
 def tuned_json(tuned: Mapping[str, Mapping[str, dict]], num_data: int) -> dict:
     """JSON-friendly copy of :func:`tune_all`'s result."""
-    out = {}
+    out: dict[str, dict[str, dict]] = {}
     for s, by_m in tuned.items():
         out[s] = {}
         for m, r in by_m.items():

@@ -147,6 +147,7 @@ def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -
     energy = energy_for("mlp_gibbs", seed=cfg.seed)  # its module's own init is unused: chains start at prior draws
     partition = make_partition(energy.space, cfg)
     sizes = partition.sizes()
+    assert partition.layer_names is not None  # both partitions are read off the space's layers
     layer_sizes = {name: sorted(set(sizes[partition.layer == k].tolist()))
                    for k, name in enumerate(partition.layer_names)}
     data_info, runs, examples = {}, {}, {}

@@ -222,6 +222,7 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
         acc.append(m["accuracy"])
         nll.append(m["nll"])
     sampling_seconds = float(torch.as_tensor(chain.info["time"]).reshape(-1)[-1])
+    assert partition.layer is not None and partition.unit is not None  # by_neuron: every group is one node
     return {
         "model": model, "architecture": "MLP(2, 2, 2, 2, 2, 2, 2, 1)" if model == "mlp_xor_deep" else "MLP(2, 2, 1)",
         "approximate": approx, "batch_size": cfg.batch_size if approx else len(data.x_train),
@@ -352,10 +353,12 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
                            f"{100 * da:.2f} {'>' if da > ea else '<='} {100 * ea:.2f}", da > ea,
                            "same ordering of the medians"))
     ia, ie = _iqr(ad["accuracy"]), _iqr(scen["scenario 2"]["accuracy"])
+    assert ia is not None and ie is not None  # one accuracy per chain, at least one chain each
     rows.append(_order_row("acc_iqr_exact", "deep net accuracy IQR: approx NBG below exact NBG (scenario 2)",
                            "Sect. 5.2, Fig. 3b", "smaller", f"{100 * ia:.2f} vs {100 * ie:.2f} pp", ia < ie,
                            "approx IQR < exact IQR"))
     isw = _iqr(ash["accuracy"])
+    assert isw is not None
     rows.append(_order_row("acc_iqr_depth", "approx NBG accuracy IQR: deep net below shallow net", "Sect. 5.5, Fig. 7",
                            "smaller", f"{100 * ia:.2f} vs {100 * isw:.2f} pp", ia < isw, "deep IQR < shallow IQR"))
     ta, te = ad["seconds_per_chain"], ed["seconds_per_chain"]

@@ -72,6 +72,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -367,7 +368,7 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
             problem = p_mamba if method == "MAMBA" else p_grid
             sub = folder / method.lower()
             res, budget = tune(name, cfg, problem, cfg.log10_h, sub, progress, cfg.seed + si)
-            entry = {"tuning": _tuning_record(res, budget, N, cfg.log10_h)}
+            entry: dict[str, Any] = {"tuning": _tuning_record(res, budget, N, cfg.log10_h)}
             entry["eval"] = evaluate(res.best, 10 * si + METHODS.index(method))
             if entry["eval"]["diverged"] and cfg.retry_log10_h:
                 # Sect. 4.3: the chosen step size lost stability in the long run -> re-tune on smaller steps
@@ -458,7 +459,8 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
         holds = None if om is None or og is None else ((om <= og) == (pm <= pg))
         rows.append(_claim_row(f"order_mamba_grid_{s}".lower(), f"{s}: ECE, MAMBA vs grid", "Table 3",
                                f"{pm:g} {'<=' if pm <= pg else '>'} {pg:g}",
-                               "-" if holds is None else f"{om:.2f} {'<=' if om <= og else '>'} {og:.2f}", holds,
+                               "-" if om is None or og is None else f"{om:.2f} {'<=' if om <= og else '>'} {og:.2f}",
+                               holds,
                                "same direction as the paper"))
     # aggregate claims
     def _count(pred):

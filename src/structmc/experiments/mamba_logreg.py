@@ -54,6 +54,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
@@ -263,8 +264,7 @@ def _reference_mala(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) -> dic
     z = chain.samples.to(torch.float64)  # [C, S, d]
     theta = m + z @ L.T
     flat = theta.reshape(-1, cfg.dim)
-    accept = torch.as_tensor(chain.info["accept"], dtype=torch.float64)
-    accept = float(accept[..., cfg.reference_warmup:].mean())
+    accept = float(torch.as_tensor(chain.info["accept"], dtype=torch.float64)[..., cfg.reference_warmup:].mean())
     e = ess(theta.to(torch.float32))
     return {"method": "mala", "description": (
                 f"full-batch MALA (structmc.gibbs.MetropolisWithinGibbs, one block, mala=True) in Laplace-whitened "
@@ -344,7 +344,11 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
             return ref
         except Exception:  # a corrupt cache file is recomputed
             pass
-    ref = _reference_mala(cfg, theta_map, x, y) if method == "mala" else _reference_nuts(cfg, backend, x, y)
+    if method == "mala":
+        ref = _reference_mala(cfg, theta_map, x, y)
+    else:
+        assert backend is not None  # "nuts" is chosen only when a backend was found
+        ref = _reference_nuts(cfg, backend, x, y)
     ref["cached"], ref["path"] = False, None if path is None else str(path)
     if path is not None and not save_cache({k: v for k, v in ref.items() if k not in ("cached", "path")}, path):
         ref["path"] = None  # a read-only cache is not an error
@@ -382,6 +386,7 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     t0 = time.perf_counter()
     ds = logistic_regression_data(cfg.num_data, cfg.dim, seed=cfg.data_seed, prior_var=cfg.prior_var)
     x, y, x_te, y_te = ds.x_train, ds.y_train, ds.x_test, ds.y_test
+    assert x_te is not None and y_te is not None  # logistic_regression_data always splits off a test set
     n_train = int(x.shape[0])
     energy = make_energy(cfg, n_train)
     phases["data"] = time.perf_counter() - t0
@@ -472,7 +477,7 @@ def _plots(out: Path, tuned, evals, cfg: Config) -> None:
 # ---------------------------------------------------------------------------------------------
 # verdicts and report
 # ---------------------------------------------------------------------------------------------
-def _published() -> dict:
+def _published() -> Mapping[str, Any]:
     from . import REGISTRY
 
     return REGISTRY.get("mamba-logreg").published

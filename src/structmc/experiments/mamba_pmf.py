@@ -51,6 +51,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
@@ -302,6 +303,7 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     t0 = time.perf_counter()
     ds, source = load_data(cfg)
     x, y, x_te, y_te = ds.x_train, ds.y_train, ds.x_test, ds.y_test
+    assert x_te is not None and y_te is not None  # load_data always splits off the test ratings
     n_train = int(y.shape[0])
     energy = energy_for("pmf", num_data=n_train, num_users=ds.meta["num_users"], num_items=ds.meta["num_items"],
                         dim=cfg.latent_dim, mean_rating=ds.meta["mean_rating"])
@@ -391,7 +393,7 @@ FIGURES = {"fig2": "fig2_ksd_curves.png", "tuning_time": "tuning_time.png"}
 # ---------------------------------------------------------------------------------------------
 # verdicts and report
 # ---------------------------------------------------------------------------------------------
-def _published() -> dict:
+def _published() -> Mapping[str, Any]:
     from . import REGISTRY
 
     return REGISTRY.get("mamba-pmf").published

@@ -138,8 +138,11 @@ def make_energy(cfg: Config, num_data: int):
                       seed=cfg.seed)
 
 
-def _groups(m, dim: int) -> int:
-    return dim if m == "all" else int(m)
+def _groups(m, dim: int | None) -> int:
+    if m == "all":
+        assert dim is not None, "num_groups='all' needs the dimension"
+        return dim
+    return int(m)
 
 
 def psgld_arm(cfg: Config, num_data: int, structure: dict | None = None, dim: int | None = None) -> Arm:
@@ -266,7 +269,9 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
     round0 = [{**structure_of(arms[r["index"]], dim), "metric": r["metric"], "iterations": r["iterations"],
                "error": r["error"]} for r in first["results"]]
     ranking = sorted(res.rounds[-1]["results"], key=lambda r: r["metric"])
-    tuning = {"chosen": structure_of(res.best, dim), "chosen_arm": res.best.to_dict(), "num_arms": len(arms),
+    best = res.best
+    assert best is not None  # mamba() raises when every arm fails
+    tuning = {"chosen": structure_of(best, dim), "chosen_arm": best.to_dict(), "num_arms": len(arms),
               "round_sizes": [len(r["arms"]) for r in res.rounds],
               "budget": {k: getattr(budget, k) for k in ("seconds", "iterations") if getattr(budget, k)},
               "metric": metric.name if hasattr(metric, "name") else cfg.metric, "seconds": tuning_s,
@@ -275,8 +280,8 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
               "round0": round0, "failed": sum(1 for r in res.rounds for x in r["results"] if x["error"]),
               "summary": res.summary()}
     rho, M, K = cfg.defaults
-    configs = {"MAMBA": res.best}
-    if res.best.structured is None:
+    configs = {"MAMBA": best}
+    if best.structured is None:
         # MAMBA preferred no structure: also evaluate its best Sd-pSGLD arm of the last round that had one
         for rnd in reversed(res.rounds):
             sd = [r for r in sorted(rnd["results"], key=lambda r: r["metric"]) if arms[r["index"]].structured]

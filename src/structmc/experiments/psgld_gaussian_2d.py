@@ -68,6 +68,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
@@ -290,8 +291,9 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
     pub = entry.published
     t_start = time.perf_counter()
 
-    per = {s: {"act": [], "err": [], "act_rho": [], "iac": [], "act_coord": [], "cov": []} for s in SAMPLERS}
-    raw = {s: {"act": [], "err": []} for s in SAMPLERS}  # per-replica values, for paired differences
+    per: dict[str, dict[str, list]] = {s: {"act": [], "err": [], "act_rho": [], "iac": [], "act_coord": [], "cov": []}
+                                       for s in SAMPLERS}
+    raw: dict[str, dict[str, list]] = {s: {"act": [], "err": []} for s in SAMPLERS}  # per-replica values, for paired differences
     trace = {}
     big = max(range(len(cfg.step_sizes)), key=lambda i: cfg.step_sizes[i])  # Fig. 1(b): the largest step
     with threads(cfg.num_threads):
@@ -453,7 +455,7 @@ def _reductions(cfg: Config, preset: str) -> list[str]:
     return []
 
 
-def _plot(path: Path, cfg: Config, numbers: dict, pub: dict | None) -> None:
+def _plot(path: Path, cfg: Config, numbers: dict, pub: Mapping[str, Any] | None) -> None:
     plt = pyplot()
     if plt is None:  # pragma: no cover
         return

@@ -133,6 +133,7 @@ def paper_like_data(cfg: Config) -> dict:
         if best is None or dist < best["distance"]:
             best = {"x": x, "y": y.unsqueeze(1), "precision": precision, "mean": post_mean, "distance": dist,
                     "data_seed": seed}
+    assert best is not None  # at least one seed was tried
     best.update(mu=mu, cov=cov)
     return best
 

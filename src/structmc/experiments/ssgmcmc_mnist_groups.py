@@ -181,12 +181,15 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
     base = make_energy(cfg, N, device)
     steps, per_epoch = steps_for(cfg, N)
     warm = min(int(round(cfg.warmup_epochs * per_epoch)), steps)
-    energy = base
+    energy: ModuleEnergy | StructuredEnergy = base
     if method != "pSGLD":
+        assert num_groups is not None  # S-pSGLD and Sd-pSGLD runs name their M
         partition = make_partition(num_groups, base.space)
         sd = method == "Sd-pSGLD"
+        assert rho is not None or not sd  # Sd-pSGLD runs name their ρ
         energy = StructuredEnergy(base, partition, ChainHistory(min(cfg.history, steps + 1)),
-                                  mask=BernoulliMask(rho) if sd else None, num_copies=cfg.num_copies if sd else None,
+                                  mask=BernoulliMask(rho) if sd and rho is not None else None,
+                                  num_copies=cfg.num_copies if sd else None,
                                   max_copies_per_call=cfg.max_copies_per_call, seed=cfg.seed, warmup_steps=warm)
     keep = max(2, int(round(cfg.keep_fraction * steps)))
     first_kept = steps - keep + 1
@@ -194,7 +197,7 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
     idx = trace_indices(cfg, base.space.dim).to(device)
     run = Run(energy, base.initial_position(), make_sampler(cfg, N), data=(x, y), batch_size=cfg.batch_size,
               seed=cfg.seed)
-    carry = {"trace": [], "draws": []}
+    carry: dict[str, list[torch.Tensor]] = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
     for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
                                          progress=log is not None, desc=_key(method, num_groups, rho)):
@@ -214,7 +217,7 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
            "iac": float(iac.mean()), "ess": float(ess.mean()), "iac_median": float(iac.median()),
            "ess_median": float(ess.median()), "trace_length": int(tr.shape[1]), "num_draws": int(draws_t.shape[0]),
            "steps": steps, "epochs": steps / per_epoch, "warmup_steps": warm if method != "pSGLD" else 0,
-           "evaluations_per_step": 1 if method == "pSGLD" else energy.num_copies,
+           "evaluations_per_step": energy.num_copies if isinstance(energy, StructuredEnergy) else 1,
            "seconds": seconds, "ms_per_step": 1000 * seconds / steps}
     if log:
         log(f"{method:8s} M={num_groups!s:>6} ρ={rho!s:>4}: accuracy {acc:.2f}%, IAC {out['iac']:.1f}, "

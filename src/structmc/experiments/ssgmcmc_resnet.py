@@ -255,7 +255,7 @@ def run_one(cfg: Config, data, method: str, rho, lr: float, log=None, *, folder:
     every = max(1, length // cfg.num_draws)
     run = Run(energy, base.initial_position(), make_sampler(method, lr, cfg, N), data=(x, y), batch_size=batch,
               seed=cfg.seed)
-    carry = {"trace": [], "draws": []}
+    carry: dict[str, list[torch.Tensor]] = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
     for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
                                          progress=log is not None, desc=f"{method} lr {lr:g}"):
@@ -351,7 +351,8 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-resn
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("ssgmcmc-resnet", progress)
     t_start = time.perf_counter()
-    results, sources, skipped, sizes = {}, {}, {}, {}
+    results: dict[str, dict[str, dict]] = {}
+    sources, skipped, sizes = {}, {}, {}
     with threads(cfg.threads):
         for name in cfg.datasets:
             data, why = load_dataset(name, cfg)

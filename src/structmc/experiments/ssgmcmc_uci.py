@@ -416,7 +416,7 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
     with threads(cfg.threads):
         for name in cfg.datasets:
             key = dataset_key(name)
-            runs = {p: {lr: [] for lr in cfg.lrs} for p in cfg.partitions}
+            runs: dict[str, dict[float, list]] = {p: {lr: [] for lr in cfg.lrs} for p in cfg.partitions}
             evidence, groups, source = [], {}, None
             noise, tcheck = None, []
             col = paper_column(key)
@@ -464,7 +464,8 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
 
 
 def _summarise(cfg: Config, key: str, runs: dict, evidence: list, groups: dict, noise, source) -> dict:
-    per_lr, chosen = {}, {}
+    per_lr: dict[str, dict] = {}
+    chosen: dict[str, dict] = {}
     for p, by_lr in runs.items():
         per_lr[p] = {}
         for lr, rs in by_lr.items():
@@ -584,8 +585,8 @@ def _trend_ratio(means, sds) -> float:
 # report pieces
 # ---------------------------------------------------------------------------------------------
 def _numbers(cfg: Config, results: dict) -> dict:
-    out = {"mse": {}, "chosen_lr": {}, "mse_by_lr": {}, "scaling": {}, "num_groups": {}, "noise_check": {},
-           "mse_original_units": {}, "source": {}}
+    out: dict[str, dict] = {"mse": {}, "chosen_lr": {}, "mse_by_lr": {}, "scaling": {}, "num_groups": {},
+                            "noise_check": {}, "mse_original_units": {}, "source": {}}
     for key, res in results.items():
         col = paper_column(key) or key
         rng = res["scaling"]["y_range"] if cfg.scaling == "minmax" else res["scaling"]["y_sd"]

@@ -44,6 +44,7 @@ def _linear_stack(module: nn.Module):
     """``[(linear, activation or None)]`` for a supported MLP, or a reason string."""
     from ..models.mlp import MLP
 
+    stack: list[tuple[nn.Module, nn.Module | None]]
     if isinstance(module, MLP):
         stack = list(zip(module.layers, list(module.activations) + [module.output_activation]))
         mods = [a for _, a in stack if a is not None]
@@ -51,14 +52,17 @@ def _linear_stack(module: nn.Module):
         mods = list(module)
         if mods and isinstance(mods[0], nn.Flatten):
             mods = mods[1:]
-        stack = []
+        linears: list[nn.Module] = []
+        acts: list[nn.Module | None] = []  # the activation after each Linear, or None
         for m in mods:
             if isinstance(m, nn.Linear):
-                stack.append([m, None])
-            elif stack and stack[-1][1] is None and not isinstance(m, nn.Linear):
-                stack[-1][1] = m
+                linears.append(m)
+                acts.append(None)
+            elif acts and acts[-1] is None and not isinstance(m, nn.Linear):
+                acts[-1] = m
             else:
                 return f"unsupported layer {type(m).__name__} at this position (Linear, activation, Linear, ...)"
+        stack = list(zip(linears, acts))
         if not stack:
             return "no Linear layer"
         mods = [a for _, a in stack if a is not None]

@@ -12,9 +12,11 @@ bias, which is the per-layer ``W, b`` order of the blocked-Gibbs reference code.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 from torch import Tensor, nn
+
+ActivationSpec = Union[str, nn.Module, Callable[[], nn.Module]]  # what make_activation takes
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
@@ -29,7 +31,7 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 }
 
 
-def make_activation(act: str | nn.Module | Callable[[], nn.Module]) -> nn.Module:
+def make_activation(act: ActivationSpec) -> nn.Module:
     if isinstance(act, nn.Module):
         return act
     if isinstance(act, str):
@@ -50,7 +52,8 @@ class MLP(nn.Module):
     two dimensions are flattened, so image tensors ``[n, 1, 28, 28]`` go in as they are.
     """
 
-    def __init__(self, widths: Sequence[int], activation: str | Sequence = "relu", *,
+    def __init__(self, widths: Sequence[int],
+                 activation: ActivationSpec | list[ActivationSpec] | tuple[ActivationSpec, ...] = "relu", *,
                  output_activation: str | nn.Module | None = None, bias: bool = True):
         super().__init__()
         widths = tuple(int(w) for w in widths)

@@ -82,6 +82,7 @@ class PSGLD(Sampler):
             raise ValueError(f"pSGLD with include_gamma=True needs an energy with hessian_diag(); "
                              f"{type(energy).__name__} has none (structured energies have no Hessian diagonal)")
         new = super().prepare(energy)
+        assert isinstance(new, PSGLD)  # Sampler.prepare returns a copy of self
         if new.num_data is None and energy.num_data is not None:
             new.num_data = int(energy.num_data)
         return new

@@ -264,6 +264,14 @@ class StructuredEnergy(WrappedEnergy):
         return {"kind": type(self).__name__, "num_data": self.num_data, "partition": partition,
                 "structured": structured, "base": self.base.describe()}
 
+    def describe_v1(self) -> dict:
+        """Version 1: the number of groups, a strided digest of the group ids, :meth:`config`."""
+        ids = self.partition.group_ids
+        return {"partition": {"num_groups": int(self.partition.num_groups),
+                              "group_ids": fingerprint.legacy_tensor_fingerprint(ids) if isinstance(ids, Tensor)
+                              else None},
+                "structured": self.config()}
+
     def check(self, data=None, init=None, batch_size=None, batching=None, *, num_points=None) -> None:
         """:meth:`check_batch_size` (``num_points``: the data's length), then the base's checks."""
         self.check_batch_size(batch_size, batching, num_points)

@@ -1,0 +1,7 @@
+"""``python -m structmc.cli ...``: the ``structmc`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

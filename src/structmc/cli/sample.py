@@ -1,0 +1,135 @@
+"""``structmc sample``: run a sampler on a built-in model / data set and write the report,
+the trace plot and the draws."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from .common import UsageError, _load_dataset, _model_energy, _out_folder
+from .settings import _check_lengths, _refuse_unused, _sample_settings, sampler_config
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .. import ControlVariate, find_map, predictive, sample
+    from ..diagnostics import classification_metrics, regression_metrics
+    from ..samplers import sampler_from_config
+
+    explicit: dict = {}
+    s = _sample_settings(args, explicit)
+    if s["gradient"] not in ("minibatch", "cv", "control_variate"):
+        raise UsageError(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
+    _refuse_unused(s, explicit)
+    _check_lengths(s, explicit)
+    if args.resume and args.overwrite:
+        raise UsageError("--resume and --overwrite contradict each other: choose one")
+    out = _out_folder(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
+    from ..storage import RunFolder
+
+    if args.resume and RunFolder(out / "run").checkpoint_file() is None:
+        run_dir = out / "run"
+        if _holds_run(run_dir):
+            raise UsageError(f"--resume: nothing to resume in {run_dir}: the run there stopped before its first "
+                             f"checkpoint (no checkpoint); pass --overwrite instead of --resume to start it again "
+                             f"(--checkpoint-every N writes checkpoints sooner)")
+        raise UsageError(f"--resume: nothing to resume in {out / 'run'} (no checkpoint); "
+                         + ("pass the --out folder of the run to continue" if args.out else
+                            "pass --out with the folder of the run to continue") + ", or drop --resume")
+    if not args.resume and not args.overwrite and RunFolder(out / "run").checkpoint_file() is None and \
+            _holds_run(out / "run"):
+        raise UsageError(f"--out {out} holds a run that stopped before its first checkpoint (in {out / 'run'}, no "
+                         f"checkpoint to resume from): pass --overwrite to replace it, or another --out")
+    data = _load_dataset(s)
+    energy = _model_energy(s, data)
+    sampler = sampler_from_config(sampler_config(s))
+    train = (data.x_train, data.y_train)
+    from ..tuning.arms import batch_rows
+
+    batch_size = batch_rows(s["batch_size"], len(data.x_train))  # a fraction of N -> rows, as structmc tune
+    init = energy.initial_position()
+    gradient: str | ControlVariate = "minibatch"
+    if s["gradient"] in ("cv", "control_variate"):
+        init = find_map(energy, init, data=train, batch_size=min(len(data.x_train), 128), num_steps=2000)
+        gradient = ControlVariate(init)
+    t0 = time.perf_counter()
+    try:
+        chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=batch_size,
+                       burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
+                       gradient=gradient, out_dir=out / "run", checkpoint_every=s["checkpoint_every"],
+                       resume=args.resume, overwrite=args.overwrite, progress=None if not args.quiet else False)
+    except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
+        text = _flag_words(str(err))
+        if text == str(err):
+            raise
+        try:
+            new = type(err)(text)
+        except Exception:  # noqa: BLE001  (an exception class with another signature)
+            new = ValueError(text)
+        raise new from err
+    seconds = time.perf_counter() - t0
+    pred = predictive(energy, chain, data.x_test)
+    metrics = {"seconds": seconds, "num_draws": chain.num_draws * chain.num_chains}
+    if data.task == "regression":
+        reg = regression_metrics(pred["mean"].double(), pred["var"].double(), data.y_test.double())
+        metrics.update(test_rmse=reg["rmse"] * _y_scale(data), test_nll=reg["nll"])
+    else:
+        cls = classification_metrics(pred["probs"].double(), data.y_test.long())
+        metrics.update({f"test_{k}": v for k, v in cls.items()})
+    report = {"settings": s, "batch_rows": batch_size or len(data.x_train), "sampler": sampler.config(),
+              "metrics": metrics, "run_dir": str(out / "run")}
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    md = [f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})", "",
+          "| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    _trace_plot(out / "trace.png", chain)
+    print("\n".join(md))
+    print(f"\nwrote {out}/report.json, report.md, trace.png and the draws in {out}/run")
+    return 0
+
+
+#: sample()'s keyword arguments in its run-folder messages -> the flags of `structmc sample`
+_FLAG_WORDS = (("resume=True", "--resume"), ("overwrite=True", "--overwrite"), ("out_dir", "--out"),
+               ("checkpoint_every", "--checkpoint-every"), ("num_steps", "--steps"), ("burn_in", "--burn-in"),
+               ("num_chains", "--chains"), ("batch_size", "--batch-size"))
+
+
+def _flag_words(text: str) -> str:
+    """``"... pass resume=True ..., or overwrite=True ..."`` -> ``"... pass --resume ..., or
+    --overwrite ..."``: library messages shown by the command line name its flags."""
+    import re
+
+    text = re.sub(r"(?<![\w-])out_dir (?=[/.~\w])", "the run folder ", text)  # "out_dir <path>": --out/run
+    for word, flag in _FLAG_WORDS:
+        text = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w=])", flag, text)
+    return text
+
+
+def _holds_run(run_dir: Path) -> bool:
+    """``run_dir`` is a folder holding files of a run (its lock file aside)."""
+    return run_dir.is_dir() and any(p.name != ".structmc.lock" for p in run_dir.iterdir())
+
+
+def _y_scale(data) -> float:
+    return float(getattr(data, "y_scale", None) or data.meta.get("y_std", 1.0))
+
+
+def _trace_plot(path: Path, chain) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for c in range(chain.num_chains):
+        axes[0].plot(chain.info["energy"][c].numpy(), lw=0.5, label=f"chain {c}")
+        axes[1].plot(chain.draw_steps.numpy(), chain.samples[c, :, 0].numpy(), lw=0.6)
+    axes[0].set(xlabel="iteration", ylabel="minibatch energy", yscale="symlog")
+    axes[1].set(xlabel="iteration", ylabel=f"{chain.space.names[0]}[0]")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
