@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Callable
 from numbers import Number
 
 import torch
@@ -44,7 +45,7 @@ class InfoLog:
         self._base = 0  # first iteration held in memory (records before it are only on disk)
         self._written = 0  # iterations written to the folder
         self._chunks = 0  # info chunks written
-        self.before_write = None  # called before records go to disk (the run loop's NaN/Inf check)
+        self.before_write: Callable[[], None] | None = None  # called before records go to disk (the run loop's NaN/Inf check)
 
     def __len__(self) -> int:
         return self._count
@@ -194,7 +195,7 @@ class DrawRecorder:
         self.kept = self.written = self.chunks = 0
         self._pending: list[Tensor] = []  # draws not yet on disk, when not kept in memory
         self._pending_steps: list[int] = []
-        self.before_write = None  # called before draws go to disk (the run loop's NaN/Inf check)
+        self.before_write: Callable[[], None] | None = None  # called before draws go to disk (the run loop's NaN/Inf check)
 
     def add(self, theta: Tensor, iteration: int) -> None:
         if self.samples is not None:

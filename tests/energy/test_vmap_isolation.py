@@ -21,8 +21,9 @@ import torch._functorch.vmap as functorch_vmap
 from torch import nn
 
 import structmc as sm
-import structmc.energy as energy_module
 from structmc.energy import LogDensityEnergy
+from structmc.energy import log_density as log_density_module
+from structmc.energy import paths as module_paths  # ModuleEnergy's vmapped evaluation
 
 HELPERS = ("_process_batched_inputs", "_create_batched_inputs", "_unwrap_batched")
 
@@ -64,7 +65,8 @@ def test_vmapped_energies_skip_patched_functorch_helpers(monkeypatch):
     ours = [energy.value_and_grad(theta, batch) for energy, theta, batch in cases]
     assert calls == []  # before the fix: every evaluation went through all three
     # bit for bit what torch.func.vmap (through the patched helpers) gives
-    monkeypatch.setattr(energy_module, "vmap", torch.func.vmap)
+    for module in (log_density_module, module_paths):
+        monkeypatch.setattr(module, "vmap", torch.func.vmap)
     for (energy, theta, batch), (value, grad) in zip(cases, ours):
         ref_value, ref_grad = energy.value_and_grad(theta, batch)
         assert torch.equal(value, ref_value) and torch.equal(grad, ref_grad)

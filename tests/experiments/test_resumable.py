@@ -8,6 +8,7 @@ import torch
 
 import structmc
 from structmc.experiments._shared import load_result, resumable_iterate, save_result
+from structmc.storage import RunFolder
 
 X = torch.linspace(-1, 1, 40, dtype=torch.float64).unsqueeze(1)
 Y = 0.7 * X[:, 0] + 0.1 * torch.sin(7 * X[:, 0])
@@ -40,8 +41,10 @@ def test_resumed_loop_equals_the_uninterrupted_one(tmp_path):
     whole = loop(whole_run, None, False)
     with pytest.raises(KeyboardInterrupt):
         loop(make_run(), tmp_path, False, stop_at=8)  # last checkpoint: iteration 6
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
-    assert ckpt["run"]["iteration"] == 6 and len(ckpt["carry"]["trace"]) == 6 and ckpt["carry"]["count"] == 6
+    ckpt = RunFolder(tmp_path).load_checkpoint()  # sample()'s format: the one Checkpointer
+    carried = ckpt["recorders"]["carry"]
+    assert ckpt["format"] == 2 and ckpt["run"]["iteration"] == 6
+    assert len(carried["trace"]) == 6 and carried["count"] == 6
     run = make_run()
     resumed = loop(run, tmp_path, True)
     assert resumed["count"] == 20 and len(resumed["trace"]) == 20
@@ -52,6 +55,23 @@ def test_resumed_loop_equals_the_uninterrupted_one(tmp_path):
         loop(make_run(seed=4), tmp_path, True)
     fresh = loop(make_run(), tmp_path, False)
     torch.testing.assert_close(torch.stack(fresh["trace"]), torch.stack(whole["trace"]), rtol=0, atol=0)
+
+
+def test_a_checkpoint_in_the_experiments_former_format_still_resumes(tmp_path):
+    """``checkpoint.pt`` holding ``settings``, ``run`` and ``carry`` (what resumable_iterate wrote
+    before the recorder seam) resumes to the uninterrupted loop, and is replaced by the new
+    format's checkpoint."""
+    whole = loop(make_run(), None, False)
+    run = make_run()
+    trace = []
+    for _, state, _ in run.iterate(6):
+        trace.append(state.theta.clone())
+    torch.save({"settings": run.settings(), "run": run.state_dict(), "carry": {"trace": trace, "count": 6}},
+               tmp_path / "checkpoint.pt")
+    resumed = loop(make_run(), tmp_path, True)
+    assert resumed["count"] == 20
+    torch.testing.assert_close(torch.stack(resumed["trace"]), torch.stack(whole["trace"]), rtol=0, atol=0)
+    assert not (tmp_path / "checkpoint.pt").exists() and RunFolder(tmp_path).load_checkpoint()["run"]["iteration"] == 20
 
 
 def test_results_are_read_back_only_when_resuming(tmp_path):

@@ -13,6 +13,7 @@ from structmc.data import Dataset
 from structmc.experiments import get
 from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
 from structmc.structured import StructuredEnergy
+from structmc.storage import RunFolder
 
 rn = get("ssgmcmc-resnet")
 
@@ -110,13 +111,13 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkey
         rn.run(cfg, tmp_path / "cut", progress=False)
     monkeypatch.setattr(rn, "resumable_iterate", real)
     folder = tmp_path / "cut" / "runs" / "fashion-mnist" / "Sd-SGHMC_rho=0.5_lr0.01"
-    assert torch.load(folder / "checkpoint.pt", weights_only=False)["run"]["iteration"] == 4
+    assert RunFolder(folder).load_checkpoint()["run"]["iteration"] == 4
     resumed = rn.run(cfg, tmp_path / "cut", progress=False, resume=True)["numbers"]["results"]
     a, b = whole["fashion-mnist"], resumed["fashion-mnist"]
     for key in a:
         for field in ("accuracy", "iac", "ess", "steps", "num_draws"):
             assert a[key][field] == b[key][field], (key, field)
-    assert (folder / "result.json").exists() and not (folder / "checkpoint.pt").exists()
+    assert (folder / "result.json").exists() and RunFolder(folder).checkpoint_file() is None
     again = rn.run(cfg, tmp_path / "cut", progress=False, resume=True)["numbers"]["results"]  # read back
     assert again == resumed
 

@@ -106,41 +106,23 @@ def log_loss_metric(samples: Tensor, problem) -> float:
     return float(nll(probs, y))
 
 
-class _Keeper:
-    """Every ``thin``-th iteration's position, iteration and clock, at most ``2·cap`` (the
-    thinning doubles when full, so the kept draws stay evenly spaced over the run)."""
-
-    def __init__(self, thin: int, cap: int):
-        self.thin, self.cap = int(thin), max(1, int(cap))
-        self.draws, self.steps, self.times = [], [], []
-
-    def add(self, t: int, elapsed: float, theta: Tensor) -> None:
-        if t % self.thin:
-            return
-        self.draws.append(theta.detach().clone())
-        self.steps.append(t)
-        self.times.append(elapsed)
-        if len(self.draws) >= 2 * self.cap:
-            self.draws, self.steps, self.times = self.draws[1::2], self.steps[1::2], self.times[1::2]
-            self.thin *= 2
-
-
 def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_draws: int, burn_in: float,
                  x_test: Tensor, y_test: Tensor, seed: int, num_bins: int = 10, curve_points: int = 10) -> dict:
     """Run ``arm`` from the problem's start for ``budget``, drop the first ``burn_in``
     fraction of the iterations, and score the posterior predictive of (at most
     ``max_draws``) kept draws on the test set. A divergence is recorded, and the draws kept
     before it are used if there are any."""
+    from ..recorders import ThinningKeeper
     from ..run import DivergenceError
     from ..tuning.task import evenly
 
     run = problem.run(arm, seed=seed)
-    keeper = _Keeper(thin, max_draws)
+    keeper = ThinningKeeper(thin, max_draws)
     diverged = None
     t0 = time.perf_counter()
     try:
         for t, state, _ in run.iterate(budget):
-            keeper.add(t, run.elapsed, state.theta[0])
+            keeper.add(state.theta[0], t, run.elapsed)
     except DivergenceError as err:
         diverged = f"{err} (iteration {run.iteration + 1})"
     out = {"label": arm.label, "iterations": int(run.iteration), "grad_evals": int(run.grad_evals),

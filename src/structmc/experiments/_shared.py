@@ -202,56 +202,67 @@ RESULT = "result.json"
 
 def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = False, every: int = 1_000,
                       carry: dict | None = None, progress: bool | None = False, desc: str = ""):
-    """``run.iterate`` up to iteration ``steps``, checkpointed into ``folder``.
+    """``run.iterate`` up to iteration ``steps``, checkpointed into ``folder`` by the library's
+    one :class:`~structmc.checkpointing.Checkpointer` (the format :func:`structmc.sample` writes:
+    ``checkpoint-<iteration>.pt`` listed with its digest in ``manifest.json``; the folder locked
+    while it runs).
 
     Every ``every`` iterations and after the last one, ``run.state_dict()`` (sampler state,
     generator, minibatch stream, structured history), ``run.settings()`` and ``carry`` (the
-    caller's accumulators: traces, kept draws — updated in place by the loop body) are saved
-    to ``folder/checkpoint.pt`` through a temporary file. With ``resume=True`` a checkpoint
-    found there is loaded first (refused when the run's settings differ), ``carry`` is
-    restored in place (its lists keep their identity) and the loop continues at the next
-    iteration, so the caller ends with exactly what an uninterrupted loop gives (tensors in
-    ``carry`` come back on the CPU).
-    Without ``folder`` it is ``run.iterate(steps)``. ``progress``: a tqdm bar (``None``: when
-    stderr is a terminal) labelled ``desc``.
+    caller's accumulators: traces, kept draws — updated in place by the loop body, carried by a
+    :class:`~structmc.recorders.Carry` recorder) are saved. With ``resume=True`` a checkpoint
+    found there (also one written before, as ``checkpoint.pt``) is loaded first (refused when
+    the run's settings differ), ``carry`` is restored in place (its lists keep their identity)
+    and the loop continues at the next iteration, so the caller ends with exactly what an
+    uninterrupted loop gives (tensors in ``carry`` come back on the CPU). Without ``folder`` it
+    is ``run.iterate(steps)``. ``progress``: a tqdm bar (``None``: when stderr is a terminal)
+    labelled ``desc``.
     """
+    from ..checkpointing import Checkpointer
+    from ..recorders import Carry
     from ..recording import Progress
-    from ..run import check_resume_compatible
+    from ..storage import RunFolder
 
-    path = None if folder is None else Path(folder) / CHECKPOINT
     carry = {} if carry is None else carry
-    if path is not None and resume and path.exists():
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        check_resume_compatible(ckpt["settings"], run.settings())
-        if ckpt["run"]["iteration"] > steps:
-            raise ValueError(f"cannot resume {folder}: its checkpoint is at iteration {ckpt['run']['iteration']}, "
-                             f"beyond this run's {steps}")
-        run.load_state_dict(ckpt["run"])
-        for key, value in ckpt["carry"].items():  # in place: the caller's loop holds these lists
-            if isinstance(carry.get(key), list):
-                carry[key][:] = value
-            else:
-                carry[key] = value
-    elif path is not None and path.exists():
-        path.unlink()
-
-    def save():
-        run.check_finite()  # nothing non-finite is ever checkpointed
-        state = {"settings": run.settings(), "run": run.state_dict(),
-                 "carry": {k: ([t.cpu() if isinstance(t, Tensor) else t for t in v] if isinstance(v, list) else v)
-                           for k, v in carry.items()}}
-        save_cache(state, path)
-
+    checkpointer = None
+    if folder is not None:
+        store = RunFolder(folder)
+        store.path.mkdir(parents=True, exist_ok=True)
+        store.lock()
+        checkpointer = Checkpointer(store, run.settings(), every=every, recorders={"carry": Carry(carry)})
+        if resume:
+            try:
+                checkpointer.load(run, steps)
+            except BaseException:
+                store.unlock()
+                raise
+        else:
+            _drop_checkpoints(store.path)
     bar = Progress(progress, steps, run.iteration, desc)
     try:
         for t, state, info in run.iterate(max(0, steps - run.iteration)):
             bar.update(t, info)
             yield t, state, info
-            if path is not None and (t % every == 0 or t == steps):
-                save()
+            if checkpointer is not None:
+                checkpointer.step(run, t)
+                if t == steps:
+                    checkpointer.save(run)
+                    (Path(folder) / CHECKPOINT).unlink(missing_ok=True)  # one written before, now replaced
     finally:
         bar.close()
+        if checkpointer is not None:
+            checkpointer.folder.unlock()
     run.check_finite()
+
+
+def _drop_checkpoints(folder: Path) -> None:
+    """A run starting afresh in ``folder``: remove the checkpoints and manifest of an earlier one
+    (its result file, if any, is read only on resume)."""
+    from ..storage import MANIFEST
+
+    for f in folder.glob("checkpoint*.pt"):
+        f.unlink()
+    (folder / MANIFEST).unlink(missing_ok=True)
 
 
 def load_result(folder: Path | None, resume: bool) -> dict | None:
@@ -283,4 +294,4 @@ def save_result(folder: Path | None, result: dict) -> None:
     tmp = folder / (RESULT + ".tmp")
     tmp.write_text(json.dumps(jsonable(result), indent=1))
     tmp.replace(folder / RESULT)
-    (folder / CHECKPOINT).unlink(missing_ok=True)
+    _drop_checkpoints(folder)

@@ -16,40 +16,13 @@ import torch
 from torch import Tensor
 
 from ..executors import resolve
+from ..recorders import ThinningKeeper
 from ..run import Budget, DivergenceError
 from .arms import Arm
 from .records import ArmCarry, ArmResult, ArmTimings, TuningSettings
 
 
-class ThinnedDraws:
-    """Keeps every ``thin``-th draw, at most ``2 * cap``: when full it drops every other kept
-    draw and doubles ``thin``, so the kept draws stay evenly spaced over the whole segment
-    whatever its length (a seconds budget does not say how many iterations will run)."""
-
-    def __init__(self, thin: int, cap: int):
-        self.thin, self.cap = int(thin), int(cap)
-        self.draws: list[Tensor] = []
-        self.count = 0  # iterations seen
-
-    def add(self, theta: Tensor) -> None:
-        self.count += 1
-        if self.count % self.thin == 0:
-            self.draws.append(theta.detach().clone())
-            if len(self.draws) >= 2 * self.cap:
-                self.draws = self.draws[1::2]
-                self.thin *= 2
-
-    def finish(self, theta: Tensor) -> None:
-        """A segment shorter than ``thin`` iterations still yields its last draw (rather than
-        nothing to score)."""
-        if not self.draws and self.count > 0:
-            self.draws.append(theta.detach().clone())
-
-    def stacked(self, dim: int, like: Tensor) -> Tensor:
-        """``[n, P]`` with chains pooled (draw-major within each chain)."""
-        if not self.draws:
-            return like.new_empty(0, dim)
-        return torch.stack(self.draws, 1).reshape(-1, dim)
+ThinnedDraws = ThinningKeeper  # its name when it lived here
 
 
 def evenly(x: Tensor, n: int) -> Tensor:
@@ -112,7 +85,7 @@ def run_arm(problem_handle, task: ArmTask) -> ArmResult:
         if task.start.state is not None:
             run.load_state_dict(task.start.state)
         setup_s = time.perf_counter() - t0
-        draws = ThinnedDraws(s.thin, s.max_samples)
+        draws = ThinningKeeper(s.thin, s.max_samples)
         it0, ev0, s0 = run.iteration, run.grad_evals, run.elapsed
         try:
             for _, step, _ in run.iterate(task.budget):

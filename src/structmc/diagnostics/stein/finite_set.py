@@ -1,216 +1,18 @@
-"""Stein discrepancies from samples and their scores ``∇ log π`` (full-batch or stochastic).
-
-* :func:`ksd`, :func:`ksd_curve`: kernel Stein discrepancy with the IMQ base kernel
-  ``k(x, y) = (c² + ‖x − y‖²/ℓ²)^β`` (defaults c = 1, ℓ = 1, β = −1/2) and the Langevin Stein
-  operator (Liu, Lee & Jordan 2016; Chwialkowski, Strathmann & Gretton 2016; Gorham & Mackey
-  2017, who show the IMQ kernel with β ∈ (−1, 0) detects non-convergence).
-* :func:`fssd`, :func:`fssd_test_locations`, :func:`fssd_optimize`: finite-set Stein
-  discrepancy (Jitkrittum, Xu, Szabó, Fukumizu & Gretton 2017, "A linear-time kernel
-  goodness-of-fit test", NeurIPS), O(n·d·J).
-
-Differences from the MAMBA reference code (Coullon, South & Nemeth 2023, repository
-``jeremiecoullon/SGMCMC_bandit_tuning``, ``tuning/ksd.py``), and what ``reference_compat=True``
-does:
-
-* KSD. The reference ``imq_KSD`` hard-codes c = 1, β = −1/2, evaluates the Stein kernel pair by
-  pair (O(n²) vmapped rows) and returns ``√(Σ_i Σ_j k0(x_i, x_j)) / N``, i.e. the square root of
-  the V-statistic. Its ``k_0_fun`` squares c (``c**2 + ‖r‖²``), as here. Our default
-  (``statistic="v"``) is therefore the same number; here it is computed from three Gram
-  matrices in row blocks. ``reference_compat=True`` forces the V-statistic and ℓ = 1.
-* FSSD. The reference ``imq_kernel`` is ``(c + ‖x − v‖²)^β`` with c **not** squared (the KSD
-  kernel squares it); it uses that IMQ kernel only, returns the U-statistic FSSD²
-  ``Σ_j [‖Σ_i ξ_ij‖² − Σ_i ‖ξ_ij‖²] / (d·J·N(N−1))`` (same normalisation as here), and its
-  ``get_test_locations`` draws every location with the *same* PRNG key, so all J locations
-  are identical (J = 1 in effect). It fits a full-covariance Gaussian by Cholesky of the
-  d×d sample covariance (+1e-10·I), which is O(d³) and infeasible for BNNs, and maximises FSSD²
-  with Adam(1e-3) on the same samples it evaluates. Here: Gaussian kernel by default
-  (Jitkrittum et al.), IMQ with c² on request, independent locations drawn from the same
-  Gaussian fit without forming the covariance (``mean + (X − mean)ᵀ z / √(n−1)``), optional
-  power criterion and held-out split. ``reference_compat=True`` uses the reference's IMQ kernel
-  ``(c + ‖r‖²)^β``, identical locations, FSSD² objective and Adam(1e-3) on all samples; given
-  the same locations it reproduces the reference's numbers (the JAX random stream itself
-  cannot be reproduced in torch).
-"""
+"""Finite-set Stein discrepancy (:mod:`structmc.diagnostics.stein`; Jitkrittum, Xu, Szabó,
+Fukumizu & Gretton 2017, "A linear-time kernel goodness-of-fit test"): FSSD² in O(n·d·J), its
+test locations, their optimisation, and the median bandwidth heuristic."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from .points import _as_points, _check_pair, _rowdot
 
-def _as_points(x, name: str) -> Tensor:
-    x = x if isinstance(x, Tensor) else torch.as_tensor(x)
-    if not x.is_floating_point():
-        x = x.to(torch.get_default_dtype())
-    if x.dim() == 1:
-        x = x.unsqueeze(1)
-    if x.dim() > 2:  # [C, D, P] draws: pool chains
-        x = x.reshape(-1, x.shape[-1])
-    if x.dim() != 2 or x.shape[0] < 1:
-        raise ValueError(f"{name} must be [n, d], got {tuple(x.shape)}")
-    return x
-
-
-def _rowdot(a: Tensor, b: Tensor, rows: int = 256) -> Tensor:
-    """``(a * b).sum(1)`` in row blocks, so no temporary as large as the inputs is formed."""
-    return torch.cat([(a[i:i + rows] * b[i:i + rows]).sum(1) for i in range(0, a.shape[0], rows)])
-
-
-def _check_pair(x, s) -> tuple[Tensor, Tensor]:
-    x, s = _as_points(x, "samples"), _as_points(s, "scores")
-    if x.shape != s.shape:
-        raise ValueError(f"samples {tuple(x.shape)} and scores {tuple(s.shape)} differ in shape")
-    return x, s.to(x.dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# KSD
-# ---------------------------------------------------------------------------------------------
-
-def imq_stein_kernel(x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, c: float = 1.0, beta: float = -0.5,
-                     lengthscale: float = 1.0) -> Tensor:
-    """Langevin Stein kernel of the IMQ kernel, elementwise over leading dims of ``[..., d]``.
-
-    With ``r = x − y``, ``q = c² + ‖r‖²/ℓ²``:
-    ``k0 = (sx·sy) q^β − (2β/ℓ²) q^{β−1} ((sx − sy)·r + d) − 4β(β−1) (‖r‖²/ℓ⁴) q^{β−2}``
-    (= sx·sy k + sx·∇_y k + sy·∇_x k + ∇_x·∇_y k). Direct pairwise form, for small inputs/tests.
-    """
-    r = x - y
-    d = x.shape[-1]
-    r2 = (r * r).sum(-1) / lengthscale ** 2
-    q = c * c + r2
-    return ((sx * sy).sum(-1) * q ** beta
-            - 2 * beta / lengthscale ** 2 * q ** (beta - 1) * (((sx - sy) * r).sum(-1) + d)
-            - 4 * beta * (beta - 1) * r2 / lengthscale ** 2 * q ** (beta - 2))
-
-
-def _ksd_blocks(x: Tensor, s: Tensor, c2: float, beta: float, ell: float, block: int | None, center: bool):
-    """Yield ``(i0, K)`` with K the rows ``i0:i0+b`` of a matrix whose sum over any square index
-    set ``I×I`` equals that of the Stein kernel matrix (``k0`` with ``M_ij + M_ji`` replaced by
-    ``2 M_ij``, ``M = S Xᵀ``: valid because the weights ``q^{β−1}`` are symmetric).
-
-    Per block: three matrix products ``X_b Xᵀ``, ``S_b Sᵀ``, ``S_b Xᵀ`` and O(b·n) elementwise
-    work, so the cost is the 3 Gram products (3n²d) and memory O(b·n), never O(n²d).
-    """
-    n, d = x.shape
-    if center:
-        # k0 is translation invariant in x; centring shrinks ‖x‖² and so the cancellation in
-        # ‖x_i‖² + ‖x_j‖² − 2x_i·x_j
-        x = x - x.mean(dim=0, keepdim=True)
-    xx = _rowdot(x, x)
-    a = _rowdot(s, x)
-    if block is None:
-        block = max(1, min(n, 2 ** 22 // max(n, 1)))
-    inv_l2 = 1.0 / (ell * ell)
-    c_cross = -2.0 * beta * inv_l2
-    c_r2 = 4.0 * beta * (beta - 1.0) * inv_l2
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        xb, sb = x[i0:i1], s[i0:i1]
-        rows = torch.arange(i1 - i0, device=x.device)
-        # ‖x_i − x_j‖² and (s_i·x_i + s_j·x_j − 2 s_i·x_j) straight out of the GEMM (addmm adds
-        # the outer sums), then a handful of in-place passes: the cost is the three products
-        r2 = torch.addmm(xx[i0:i1, None] + xx[None, :], xb, x.T, alpha=-2.0).clamp_min_(0.0)
-        r2[rows, rows + i0] = 0.0  # exact zeros on the diagonal instead of rounding noise
-        cross = torch.addmm(a[i0:i1, None] + a[None, :], sb, x.T, alpha=-2.0)
-        cross[rows, rows + i0] = 0.0
-        K = sb @ s.T
-        if inv_l2 != 1.0:
-            r2.mul_(inv_l2)
-        inv_q = r2 + c2
-        qb = inv_q.rsqrt() if beta == -0.5 else inv_q.pow(beta)  # q^β
-        inv_q.reciprocal_()
-        # k0 = (s_i·s_j) q^β + q^{β−1} [c_cross (cross + d) − c_r2 ‖r‖²/q]
-        t = cross.add_(d).mul_(c_cross).sub_(r2.mul_(inv_q).mul_(c_r2))
-        K.mul_(qb).add_(t.mul_(qb.mul_(inv_q)))
-        yield i0, K
-
-
-def _diag(x: Tensor, s: Tensor, c2: float, beta: float, ell: float) -> Tensor:
-    d = x.shape[1]
-    return _rowdot(s, s) * c2 ** beta - 2 * beta / ell ** 2 * c2 ** (beta - 1) * d
-
-
-def ksd(samples, scores, *, c: float = 1.0, beta: float = -0.5, lengthscale: float = 1.0,
-        statistic: str = "v", squared: bool = False, block_size: int | None = None,
-        center: bool = True, reference_compat: bool = False) -> Tensor:
-    """Kernel Stein discrepancy with the IMQ kernel and Langevin Stein operator (Liu, Lee &
-    Jordan 2016; Chwialkowski et al. 2016; Gorham & Mackey 2017), see :func:`imq_stein_kernel`.
-
-    * ``statistic="v"``: ``KSD² = (1/n²) Σ_{i,j} k0(x_i, x_j)`` (V-statistic, >= 0, biased up
-      by ``E k0(x,x)/n``); returns ``√KSD²``. Same as stein-thinning's ``ksd`` and the MAMBA
-      reference ``imq_KSD`` (``√(ΣΣk0)/N``).
-    * ``statistic="u"``: ``KSD² = (1/(n(n−1))) Σ_{i≠j} k0(x_i, x_j)`` (unbiased, can be < 0);
-      returns ``√max(KSD², 0)`` or, with ``squared=True``, the signed estimate.
-
-    ``samples``, ``scores``: ``[n, d]`` (``[C, D, P]`` is pooled). Computed from Gram matrices in
-    row blocks of ``block_size`` (default: ~4M kernel entries per block), so n = 2,000 in
-    d = 10^5 needs the inputs plus a centred copy of ``samples`` (``center=False`` skips it at
-    some float32 accuracy cost), not n²·d. ``reference_compat=True``: see the module docstring.
-    """
-    x, s = _check_pair(samples, scores)
-    if reference_compat:
-        statistic, lengthscale = "v", 1.0
-    n = x.shape[0]
-    c2 = float(c) ** 2
-    total = torch.zeros((), dtype=torch.float64, device=x.device)
-    for _, K in _ksd_blocks(x, s, c2, float(beta), float(lengthscale), block_size, center):
-        total += K.sum(dtype=torch.float64)
-    if statistic == "v":
-        val = total / (n * n)
-    elif statistic == "u":
-        if n < 2:
-            raise ValueError("the U-statistic needs n >= 2")
-        trace = _diag(x, s, c2, float(beta), float(lengthscale)).sum(dtype=torch.float64)
-        val = (total - trace) / (n * (n - 1))
-    else:
-        raise ValueError(f"statistic must be 'v' or 'u', got {statistic!r}")
-    val = val.to(x.dtype)
-    return val if squared else val.clamp_min(0.0).sqrt()
-
-
-def ksd_curve(samples, scores, *, at=None, c: float = 1.0, beta: float = -0.5, lengthscale: float = 1.0,
-              statistic: str = "v", block_size: int | None = None, center: bool = True) -> Tensor:
-    """KSD of the first m samples for m = 1..n (or for the sizes in ``at``), in one pass.
-
-    ``T_m = Σ_{i,j<=m} k0_ij`` is accumulated from row sums of the lower triangle and column
-    sums of the strict upper triangle of each block; V: ``√T_m / m`` (stein-thinning's
-    ``stein.ksd`` sequence), U: ``√max(0, (T_m − Σ_{i<=m} k0_ii) / (m(m−1)))`` (NaN at m = 1).
-    Useful to watch a chain approach its target as draws accumulate (``samples`` in draw order).
-    """
-    x, s = _check_pair(samples, scores)
-    n = x.shape[0]
-    c2 = float(c) ** 2
-    lower = torch.zeros(n, dtype=torch.float64, device=x.device)
-    upper = torch.zeros(n, dtype=torch.float64, device=x.device)
-    cols = torch.arange(n, device=x.device)
-    for i0, K in _ksd_blocks(x, s, c2, float(beta), float(lengthscale), block_size, center):
-        K = K.to(torch.float64)
-        rows = torch.arange(i0, i0 + K.shape[0], device=x.device).unsqueeze(1)
-        lower[i0:i0 + K.shape[0]] = torch.where(cols <= rows, K, 0.0).sum(1)
-        upper += torch.where(rows < cols, K, 0.0).sum(0)
-    T = (lower + upper).cumsum(0)
-    m = torch.arange(1, n + 1, device=x.device, dtype=torch.float64)
-    if statistic == "v":
-        out = T.clamp_min(0.0).sqrt() / m
-    elif statistic == "u":
-        tr = _diag(x, s, c2, float(beta), float(lengthscale)).to(torch.float64).cumsum(0)
-        out = ((T - tr) / (m * (m - 1))).clamp_min(0.0).sqrt()
-    else:
-        raise ValueError(f"statistic must be 'v' or 'u', got {statistic!r}")
-    out = out.to(x.dtype)
-    if at is not None:
-        at = torch.as_tensor(at, dtype=torch.long, device=x.device)
-        out = out[at - 1]
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# FSSD
-# ---------------------------------------------------------------------------------------------
 
 def median_bandwidth(samples, max_points: int = 1000, seed: int = 0) -> float:
     """Median heuristic: median pairwise Euclidean distance among at most ``max_points``
@@ -312,7 +114,7 @@ def fssd(samples, scores, locations, *, kernel: str = "gauss", bandwidth: float 
     tensor. Kernels: ``"gauss"`` ``exp(−‖x−v‖²/(2σ²))`` (σ = ``bandwidth``, default median
     heuristic), ``"imq"`` ``(c² + ‖x−v‖²/ℓ²)^β`` (ℓ = ``bandwidth``, default 1).
     Differentiable in ``locations``. ``reference_compat=True``: the MAMBA reference's
-    ``FSSD``: IMQ ``(c + ‖r‖²)^β``, U-statistic (module docstring).
+    ``FSSD``: IMQ ``(c + ‖r‖²)^β``, U-statistic (see :mod:`structmc.diagnostics.stein`).
     """
     x, s = _check_pair(samples, scores)
     V = _as_points(locations, "locations").to(x)
@@ -439,7 +241,8 @@ def fssd_optimize(samples, scores, num_locations: int = 10, *, kernel: str = "ga
         opt.step()
         history.append(float(obj.detach()))
     V_final = (V.detach() + m)
-    kw = dict(kernel=kernel, bandwidth=bandwidth, c=c, beta=beta, statistic="u", reference_compat=reference_compat)
+    kw: dict[str, Any] = dict(kernel=kernel, bandwidth=bandwidth, c=c, beta=beta, statistic="u",
+                              reference_compat=reference_compat)
     value = fssd(xte, ste, V_final, **kw)
     initial = fssd(xte, ste, locations.to(x), **kw)
     return FSSDResult(value.detach(), initial.detach(), V_final, history, bandwidth, kernel, objective,

@@ -1,0 +1,191 @@
+"""Checkpoints of a run: what resume compares (:func:`check_resume_compatible`), the
+checkpoint formats (format 1 of structmc 0.1 upgraded on load), and the one
+:class:`Checkpointer` that :func:`structmc.sample`, the experiments and the tuners use: the
+:class:`~structmc.run.Run`'s ``state_dict`` and each recorder's, written crash-consistently to a
+:class:`~structmc.storage.RunFolder`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import fingerprint
+from .storage import RunFolder
+
+CHECKPOINT_FORMAT = 2
+
+
+def load_checkpoint(folder: RunFolder, settings: dict, num_steps: int | None = None) -> dict | None:
+    """The folder's checkpoint in the current format, checked against this run's settings."""
+    ckpt = folder.load_checkpoint()
+    if ckpt is None:
+        return None
+    ckpt = _upgrade_checkpoint(ckpt)
+    check_resume_compatible(ckpt["settings"], settings)
+    if num_steps is not None and ckpt["run"]["iteration"] > num_steps:
+        raise ValueError(f"the checkpoint is at iteration {ckpt['run']['iteration']}, beyond num_steps={num_steps}")
+    return ckpt
+
+
+def _upgrade_checkpoint(ckpt: dict) -> dict:
+    """Format 1 (structmc 0.1.0, no ``format`` key) -> format 2."""
+    fmt = ckpt.get("format", 1)
+    if fmt == CHECKPOINT_FORMAT:
+        return ckpt
+    if fmt == 1 and "carry" in ckpt:  # the experiments' own format before the recorder seam
+        return {"format": CHECKPOINT_FORMAT, "settings": ckpt["settings"], "run": ckpt["run"],
+                "recorders": {"carry": ckpt["carry"]}}
+    if fmt != 1:
+        raise ValueError(f"checkpoint format {fmt} is newer than this structmc understands ({CHECKPOINT_FORMAT})")
+    info = dict(ckpt["info"])
+    steps = int(ckpt["step"])
+    return {
+        "format": CHECKPOINT_FORMAT, "settings": ckpt["settings"],
+        "run": {"iteration": steps, "elapsed": float(info["time"][-1]) if steps else 0.0,
+                "grad_evals": 0, "value_evals": 0, "sampler_state": ckpt["sampler_state"],
+                "generator": ckpt["generator"], "stream": ckpt["stream"], "estimator": ckpt.get("estimator") or {},
+                "energy": ckpt.get("energy_state")},
+        "draws": {"kept": ckpt["kept"], "written": ckpt["written"], "chunks": ckpt["chunks"]},
+        "info": info,
+    }
+
+
+def check_folder_replaceable(folder: RunFolder, settings: dict) -> None:
+    """``resume=True`` without a checkpoint (a run killed before its first one) starts afresh and
+    removes the draws and records in the folder: refuse when they belong to another run, i.e.
+    ``run.json``'s settings differ as a checkpoint's would (target fingerprint included)."""
+    if not (folder.chunk_files() or folder.info_files()) or folder.folder_format() is None:
+        return
+    try:
+        check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
+    except ValueError as err:
+        raise ValueError(f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
+                         "resume=True would delete them; resume with that run's settings and target, or pass "
+                         "overwrite=True (without resume) to replace it") from None
+
+
+def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint") -> None:
+    """Raise ``ValueError`` (naming what differs) unless a run whose :meth:`Run.settings` are
+    ``new`` may continue one recorded with settings ``old`` (a checkpoint's or a run folder's
+    ``settings``): burn-in, thinning, seed, chains, batching, the parameter space and sampler
+    config, the dtype and the target's fingerprint (:mod:`structmc.fingerprint`) must agree.
+    ``against`` names ``old``'s origin in the message. ``sample(..., resume=True)`` checks this
+    itself; call it when you checkpoint a :class:`Run` yourself (``state_dict`` + ``settings``)."""
+    for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
+        if json_like(old.get(key)) != json_like(new.get(key)):
+            raise ValueError(f"cannot resume: {key} differs from {against} ({old.get(key)!r} vs {new.get(key)!r})")
+    # the chain's dtype (checkpoints written before it was recorded are not compared): the
+    # sampler state would be loaded in the checkpoint's dtype and the run go on in it silently
+    if "dtype" in old and "dtype" in new and old["dtype"] != new["dtype"]:
+        raise ValueError(f"cannot resume: the chain in {against} is {old['dtype']} but this run's is {new['dtype']} "
+                         f"(init's dtype, or the module's for a ModuleEnergy): give init, the module and the data in "
+                         f"{old['dtype']} as before (e.g. init.to(torch.{old['dtype']})), or start a new run")
+    # the target (structmc.fingerprint): a changed part is refused, naming it; what could not be
+    # fingerprinted, or was recorded by an older structmc's weaker fingerprint, is a warning
+    fingerprint.check(old.get("target"), new["target"], against)
+
+
+_check_resume_compatible = check_resume_compatible  # the name older code and tests import
+
+
+def json_like(x):
+    return json.dumps(x, sort_keys=True, default=str)
+
+
+class Checkpointer:
+    """Writes and reads a run's checkpoints in ``folder`` (a :class:`~structmc.storage.RunFolder`):
+    the :class:`~structmc.run.Run`'s ``state_dict``, ``settings`` (what resume compares) and the
+    ``state_dict`` of each recorder, under ``recorders`` (name -> recorder). ``records`` (a
+    :class:`~structmc.recorders.RunRecords`, optional) is kept at the top level as ``draws`` and
+    ``info``, the layout checkpoints had before recorders, so old checkpoints still resume.
+    ``every``: :meth:`step` writes every ``every`` iterations (``None``: only when asked)."""
+
+    def __init__(self, folder: RunFolder, settings: dict, *, every: int | None = None, records=None,
+                 recorders: dict | None = None):
+        self.folder, self.settings, self.every = folder, settings, every
+        self.records, self.recorders = records, dict(recorders or {})
+        self.written_at: int | None = None
+
+    def load(self, run, num_steps: int | None = None) -> bool:
+        """Restore ``run`` and the recorders from the folder's checkpoint, checked against the
+        settings (refused, naming what differs); ``False`` when there is none."""
+        ckpt = self.read(num_steps)
+        if ckpt is None:
+            return False
+        self.restore(ckpt, run)
+        return True
+
+    def read(self, num_steps: int | None = None) -> dict | None:
+        """The folder's checkpoint (upgraded to the current format), checked against the
+        settings and, with ``num_steps``, not beyond it; ``None`` when there is none."""
+        return load_checkpoint(self.folder, self.settings, num_steps)
+
+    def restore(self, ckpt: dict, run) -> None:
+        """Load ``ckpt`` (from :meth:`read`) into ``run`` and the recorders."""
+        run.load_state_dict(ckpt["run"])
+        if self.records is not None:
+            self.records.load_state_dict(ckpt, run.iteration)
+        states = ckpt.get("recorders", {})
+        for name, recorder in self.recorders.items():
+            if name in states:
+                recorder.load_state_dict(states[name])
+
+    def save(self, run) -> None:
+        """Write a checkpoint at the run's iteration (once per iteration; nothing non-finite)."""
+        if self.written_at == run.iteration:
+            return  # written at this iteration already (every, then the end or Ctrl-C)
+        run.check_finite()
+        ckpt = {"format": CHECKPOINT_FORMAT, "settings": self.settings, "run": run.state_dict()}
+        if self.records is not None:
+            ckpt.update(self.records.state_dict())
+        if self.recorders:
+            ckpt["recorders"] = {name: r.state_dict() for name, r in self.recorders.items()}
+        self.folder.save_checkpoint(ckpt)
+        self.written_at = run.iteration
+
+    def step(self, run, iteration: int) -> None:
+        if self.every is not None and iteration % self.every == 0:
+            self.save(run)
+
+
+class InterruptGuard:
+    """Ctrl-C during a run with a folder: the first SIGINT sets :attr:`interrupted` (the loop
+    finishes its iteration, checkpoints and raises ``KeyboardInterrupt``); a second stops at
+    once. A handler the program installed is chained (called on every SIGINT); one ignoring
+    SIGINT (``SIG_IGN``, e.g. a background job) is kept; off the main thread nothing is
+    installed. The previous handler is restored on exit."""
+
+    def __init__(self, active: bool = True):
+        self.active = active
+        self.interrupted = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> "InterruptGuard":
+        import signal
+        import threading
+
+        if (self.active and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+            chained = signal.getsignal(signal.SIGINT)
+
+            def on_sigint(signum, frame):
+                again = self.interrupted
+                self.interrupted = True
+                if callable(chained) and chained is not signal.default_int_handler:
+                    chained(signum, frame)
+                if again:
+                    raise KeyboardInterrupt
+
+            self._previous, self._installed = signal.signal(signal.SIGINT, on_sigint), True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.SIG_DFL)
+            self._installed = False
+
+
+__all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "InterruptGuard", "check_resume_compatible", "load_checkpoint"]

@@ -1,0 +1,134 @@
+r"""The energy protocols: what samplers and the run loop need from a target (:class:`Energy`),
+and the optional abilities some energies add (:class:`HessianDiagEnergy`, :class:`StatefulEnergy`).
+The conventions (the N/n scaling, the chain-first batch layout) are in :mod:`structmc.energy`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from ..space import ParamSpace
+
+Batch = Sequence[Tensor] | None
+
+
+@runtime_checkable
+class Energy(Protocol):
+    """What samplers and the run loop need from a target: declared members, never probed.
+
+    Subclass :class:`EnergyBase` for the defaults of everything but ``space``, ``num_data``,
+    ``value_and_grad``, ``value`` and ``with_num_data``; an energy defined on top of another
+    subclasses :class:`WrappedEnergy`, which forwards what the base defines. Adding an energy
+    needs no change to the run loop. The members:
+
+    * ``space``: the :class:`~structmc.space.ParamSpace` of θ (``[C, P]``, P = ``space.dim``).
+    * ``num_data`` (the same contract for every energy): N, the number of data points the
+      minibatch energy stands for. An energy built from a likelihood applies the N/n scaling
+      itself, so that ``value(theta, batch)`` is an unbiased estimate of the full-data energy;
+      ``None`` means no scaling (the batch is the whole data set). ``with_num_data(N)`` returns
+      a copy with that N (``structmc.sample`` calls it when ``num_data`` is ``None``).
+    * ``device``/``dtype``: where the energy computes (``None``: wherever θ lives); the run
+      loop moves ``init`` there.
+    * ``cv_base``: the energy a control variate evaluates at its centre (the energy itself, or
+      the base of a structured energy).
+    * ``evaluations_per_call``: model evaluations one call costs per chain (1; M or K for
+      structured energies), which the run loop counts.
+    * ``requires_data``: whether the energy has a likelihood that needs minibatches
+      (``sample`` refuses to run it without ``data``).
+    * ``has_buffers``: whether the energy keeps per-chain buffers (a module's BatchNorm
+      statistics); when true it also answers ``buffer_chains`` (chains whose buffers are kept,
+      or ``None``) and ``chain_buffers(c)``. A control variate then evaluates θ and its centre
+      in two calls, and a chain carries the buffers for prediction.
+    * ``check(data, init, batch_size, batching, *, num_points)``: refuse, before any compute,
+      what the energy cannot run on (``ValueError``/``TypeError`` saying what to change):
+      ``data`` (tensors ``(inputs..., targets)`` without the chain dimension: all of them, or
+      a Dataset's first items), ``init`` (the initial positions ``[C, P]`` on the energy's
+      device), minibatches of ``batch_size`` rows drawn by ``batching`` out of ``num_points``
+      data points. ``None`` is not checked. ``Run`` calls it once, before sampling.
+    * ``describe()``: a JSON-able dict of what defines the target, data excluded: ``kind``
+      (the class name), ``num_data``, settings and fingerprints (hashes from
+      :mod:`structmc.fingerprint`) of its parts, ``unfingerprintable`` (what could not be
+      hashed) where anything, and ``base`` (the base's ``describe()``) for a wrapper. Resume
+      compares it (:func:`structmc.fingerprint.energy_fingerprint`): two energies that
+      describe the same are the same target.
+    * ``value_and_grad(theta, batch)``, ``value(theta, batch)``: the energy ``[C]`` (and its
+      gradient ``[C, P]``), detached. The layout: ``theta`` is ``[C, P]`` and every tensor of
+      ``batch`` is ``[C, n, ...]``, chain first: each chain its own minibatch. To evaluate
+      several draws on one shared batch ``(x [n, d], y [n])``, expand it:
+      ``tuple(t.expand(C, *t.shape) for t in batch)`` (no copy). A batch without the chain
+      dimension is refused with this layout in the message.
+
+    Optional, for :func:`~structmc.predictive` and :func:`~structmc.evaluate`:
+    ``predictive_energy``, the energy whose model predicts from this energy's draws (it has
+    ``likelihood``, ``forward_draws``, ``has_buffers``, ``buffer_chains``, ``chain_buffers``
+    and the same ``space``), or ``None`` when there is none. A :class:`ModuleEnergy` and a
+    :class:`~structmc.priors.HierarchicalEnergy` are their own; a
+    :class:`~structmc.structured.StructuredEnergy` predicts through its base's.
+    """
+
+    space: ParamSpace
+    num_data: int | None
+    evaluations_per_call: int
+    requires_data: bool
+
+    @property
+    def device(self) -> torch.device | None: ...
+
+    @property
+    def dtype(self) -> torch.dtype | None: ...
+
+    @property
+    def cv_base(self) -> "Energy": ...
+
+    @property
+    def has_buffers(self) -> bool: ...
+
+    def value_and_grad(self, theta: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``theta [C, P]`` -> (energy ``[C]``, gradient ``[C, P]``), both detached."""
+        ...
+
+    def value(self, theta: Tensor, batch: Batch) -> Tensor:
+        """Energy ``[C]`` without gradient."""
+        ...
+
+    def with_num_data(self, num_data: int | None) -> "Energy":
+        ...
+
+    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
+              batching: str | None = None, *, num_points: int | None = None) -> None:
+        ...
+
+    def describe(self) -> dict:
+        ...
+
+
+@runtime_checkable
+class HessianDiagEnergy(Protocol):
+    """An energy that can estimate its Hessian diagonal on a minibatch (pSGLD's Γ term)."""
+
+    def hessian_diag(self, theta: Tensor, batch: Batch, generator: torch.Generator | None = None,
+                     num_probes: int = 1) -> Tensor: ...
+
+
+@runtime_checkable
+class StatefulEnergy(Protocol):
+    """An energy that keeps state across iterations (structured SGMCMC's chain history).
+
+    The run loop calls ``start(theta0)`` before the first iteration, ``observe(theta)`` after
+    every iteration, and checkpoints ``state_dict()`` / restores ``load_state_dict(state,
+    device)``. ``fresh()`` returns a copy with its own (empty) state, so that two runs never
+    share mutable state through one energy object.
+    """
+
+    def start(self, theta0: Tensor) -> None: ...
+
+    def observe(self, theta: Tensor) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict, device=None) -> None: ...
+
+    def fresh(self) -> "StatefulEnergy": ...
