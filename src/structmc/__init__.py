@@ -16,7 +16,7 @@ from .batching import DataSource
 from .run import Budget, DivergenceError, Run, iterate, sample
 from .executors import run_chains
 from .storage import load_chain, save_chain
-from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Sampler, ScaleAdaptedSGHMC
+from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSGHMC
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
 from . import gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: blocks, S/Sd energies, models as energies)
@@ -27,7 +27,7 @@ __all__ = [
     "Chain", "Energy", "EnergyBase", "WrappedEnergy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
     "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive", "evaluate",
     "Budget", "DivergenceError", "DataSource", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
-    "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
+    "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Kernel", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
     "steps_per_epoch", "ParamSpace",
 ]
 

@@ -11,6 +11,7 @@ tuner composes its own from the same pieces:
 * :class:`ThinningKeeper`: at most ``2·cap`` evenly spaced draws of a run of unknown length
   (the thinning doubles when full): the tuners' and the experiments' keeper;
 * :class:`BlowupWatch`: a chain blowing up without (yet) being NaN;
+* :class:`Trace`: a function of the state every few iterations (trace plots);
 * :class:`Callback`: a user's ``callback(iteration, state)``;
 * :class:`Carry`: a caller's own accumulators (traces, draws) carried through checkpoints.
 
@@ -160,6 +161,32 @@ class ThinningKeeper(Recorder):
         self.draws, self.steps, self.times = list(state["draws"]), list(state["steps"]), list(state["times"])
 
 
+class Trace(Recorder):
+    """``select(state)`` (e.g. a few coordinates of θ) at iteration 1 and every ``every``-th
+    iteration, with the iterations: ``values`` and ``steps``. Checkpointed with the run; points
+    recorded past the iteration a run resumes from (a trace restored from a file written later
+    than the checkpoint) are dropped and recorded again."""
+
+    def __init__(self, select: Callable[[object], Tensor], every: int = 1):
+        self.select, self.every = select, max(1, int(every))
+        self.values: list[Tensor] = []
+        self.steps: list[int] = []
+
+    def on_step(self, iteration: int, state, info: dict) -> None:
+        if self.steps and self.steps[-1] >= iteration:
+            keep = sum(s < iteration for s in self.steps)
+            del self.values[keep:], self.steps[keep:]
+        if iteration % self.every == 0 or iteration == 1:
+            self.values.append(self.select(state).detach().clone())
+            self.steps.append(iteration)
+
+    def state_dict(self) -> dict:
+        return {"values": [v.cpu() for v in self.values], "steps": list(self.steps)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.values, self.steps = list(state["values"]), list(state["steps"])
+
+
 class Callback(Recorder):
     """``fn(iteration, state)`` after every iteration (``sample(..., callback=fn)``)."""
 
@@ -289,4 +316,4 @@ class BlowupWatch(Recorder):
         warnings.warn(msg, UserWarning, stacklevel=4)
 
 
-__all__ = ["Recorder", "RunRecords", "ThinningKeeper", "Callback", "Carry", "BlowupWatch"]
+__all__ = ["Recorder", "RunRecords", "ThinningKeeper", "Trace", "Callback", "Carry", "BlowupWatch"]

@@ -20,7 +20,7 @@ from .recorders import BlowupWatch, Callback, Recorder, RunRecords
 from .recording import Progress
 from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions  # noqa: F401
 from .runner import Budget, DivergenceError, Run, _as_budget, iterate  # noqa: F401
-from .samplers.sampler import Sampler
+from .samplers.kernel import Kernel
 from .storage import RunFolder
 
 _BlowupWatch = BlowupWatch  # its name when it lived here
@@ -29,7 +29,7 @@ _BlowupWatch = BlowupWatch  # its name when it lived here
 def sample(
     target: Energy | Callable,
     init: Tensor | None,
-    sampler: Sampler,
+    sampler: Kernel,
     num_steps: int,
     *,
     data: Sequence[Tensor] | None = None,

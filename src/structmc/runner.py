@@ -28,7 +28,7 @@ from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import InfoLog, Progress
 from .run_inputs import _as_source, _check_int, _initial_positions
-from .samplers.sampler import Sampler
+from .samplers.kernel import Kernel
 
 class DivergenceError(FloatingPointError):
     """The chain produced NaN/Inf. ``.chain`` holds the draws kept before it happened."""
@@ -86,12 +86,13 @@ class Run:
     (iterations done), ``run.elapsed`` (seconds in steps), ``run.grad_evals`` describe it.
     """
 
-    def __init__(self, target: Energy | Callable, init: Tensor | None, sampler: Sampler, *,
+    def __init__(self, target: Energy | Callable, init: Tensor | None, sampler: Kernel, *,
                  data: Sequence[Tensor] | None = None, batch_size: int | None = None, batching: str = "epoch",
                  seed: int = 0, num_chains: int = 1, gradient: str | Minibatch | ControlVariate = "minibatch",
                  check_every: int = 32):
-        if not isinstance(sampler, Sampler):
-            raise TypeError(f"sampler must be a structmc sampler (SGLD(...), ...), got {type(sampler).__name__}")
+        if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
+            raise TypeError(f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
+                            f"structmc.samplers.Kernel), got {type(sampler).__name__}")
         num_chains = _check_int("num_chains", num_chains, 1)
         self.check_every = _check_int("check_every", check_every, 1)
         seed = _check_int("seed", seed, 0)
@@ -356,7 +357,7 @@ class Run:
             self.energy.load_state_dict(d["energy"], device)
 
 
-def iterate(target: Energy | Callable, init: Tensor | None, sampler: Sampler, budget: Budget | int | None = None,
+def iterate(target: Energy | Callable, init: Tensor | None, sampler: Kernel, budget: Budget | int | None = None,
             *, until=None, **run_options) -> Iterator[tuple[int, object, dict]]:
     """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
     return Run(target, init, sampler, **run_options).iterate(budget, until=until)

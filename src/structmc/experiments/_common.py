@@ -20,7 +20,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,8 @@ from ..data import ImageData, load_image_subset
 from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import Partition, by_finer_nodes, by_neuron, custom
-from ._shared import default_data_dir, save_cache
+from ..recorders import Trace
+from ._shared import default_data_dir
 
 if TYPE_CHECKING:  # the MAMBA helpers import the tuning package when called, not the Gibbs experiments
     from ..run import Budget
@@ -56,13 +57,21 @@ class MnistData:
     x_test: Tensor
     y_test: Tensor
     source: dict
+    x_val: Tensor | None = None  # load_data(num_val > 0): the last num_val training images
+    y_val: Tensor | None = None
+
+    def validation(self) -> tuple[Tensor, Tensor]:
+        """``(x_val, y_val)``; a ``ValueError`` when the data were loaded without ``num_val``."""
+        if self.x_val is None or self.y_val is None:
+            raise ValueError("no validation set: load the data with load_data(cfg, num_val=...) and num_val > 0")
+        return self.x_val, self.y_val
 
 
 def load_data(cfg, *, num_val: int = 0) -> MnistData:
     """MNIST flattened and scaled to [0, 1] (the reference divides by 255); subsets as
     ``cfg`` says; the synthetic stand-in when ``cfg.data`` allows it and the files are
     missing. ``num_val`` > 0 moves the last ``num_val`` training images to a validation set
-    (returned as ``x_val``/``y_val`` attributes)."""
+    (``x_val``/``y_val``, :meth:`MnistData.validation`)."""
     img = load_images("mnist", cfg)
     flat = lambda x: x.reshape(len(x), -1).float()  # noqa: E731
     src = {"source": img.source, "folder": img.data_dir,
@@ -147,7 +156,8 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_d
     out["draw_iterations"] = [int(steps[i]) for i in post.tolist()]
     # posterior predictive, accumulated chunk by chunk for the ECE curve (Fig. 3)
     chunks = torch.tensor_split(torch.arange(len(draws)), min(curve_points, len(draws)))
-    total, count, curve = None, 0, []
+    total: Tensor | None = None
+    count, curve = 0, []
     for c in chunks:
         p = predictive(problem.energy, draws[c], x_test)["probs"].double() * len(c)
         total = p if total is None else total + p
@@ -155,6 +165,7 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_d
         m = classification_metrics(total / count, y_test, num_bins)
         curve.append({"seconds": float(times[int(c[-1])]), "draws": count, "ece": m["ece"], "mce": m["mce"],
                       "accuracy": m["accuracy"], "nll": m["nll"]})
+    assert total is not None  # at least one chunk: len(draws) >= 1
     out["metrics"] = classification_metrics(total / count, y_test, num_bins)
     out["curve"] = curve
     out["eval_s"] = time.perf_counter() - t0
@@ -163,7 +174,7 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_d
 # ---------------------------------------------------------------------------------------
 # a pSGLD / SGLD chain scored by its posterior predictive (psgld-fnn, psgld-cnn)
 # ---------------------------------------------------------------------------------------
-def _probs(module: nn.Module, x: Tensor, params: Mapping[str, Tensor], chunk: int = 1000) -> Tensor:
+def _probs(module: nn.Module, x: Tensor, params: dict[str, Tensor], chunk: int = 1000) -> Tensor:
     """Class probabilities ``[n, 10]`` (float64) of ``module`` with parameters ``params``
     (``torch.func.functional_call``), in chunks of ``chunk`` rows (bounded memory)."""
     from torch.func import functional_call
@@ -392,47 +403,33 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
     sampler = MetropolisWithinGibbs(partition, list(proposal_var), scaling=cfg.scaling, record="layer")
     theta0 = prior_draw(energy, cfg.num_chains, seed + 10_007)
     trace_idx = torch.tensor([i - 1 for i in TRACE_PARAMS if i <= energy.space.dim], dtype=torch.long)
-    traces, trace_steps = [], []
-
     stride = max(1, cfg.num_steps // 2000)  # at most ~2,000 trace points per parameter
+    # Fig. 5's traces: a recorder checkpointed with the run, so a resumed chain has them all
+    def traced(state) -> Tensor:
+        return state.theta[:, trace_idx]
 
-    kw = {}
+    trace = Trace(traced, every=stride)
+
+    kw: dict[str, Any] = {}
     if folder is not None and cfg.checkpoint_every:
         kw = {"out_dir": folder, "checkpoint_every": cfg.checkpoint_every, "resume": cfg.resume}
-    # the traces are kept beside the run's checkpoints, so a resumed chain has them all
-    trace_file = Path(folder) / "traces.pt" if kw else None
-    if kw and cfg.resume and trace_file.exists():
-        saved = torch.load(trace_file, weights_only=False)
-        traces, trace_steps = saved["traces"], saved["steps"]
-
-    def save_traces():
-        if trace_file is not None:
-            save_cache({"traces": traces, "steps": trace_steps}, trace_file)
-
-    def record(t, state):
-        if trace_steps and trace_steps[-1] >= t:  # points past the checkpoint resumed from: recomputed now
-            keep = sum(s < t for s in trace_steps)
-            del traces[keep:], trace_steps[keep:]
-        if t % stride == 0 or t == 1:
-            traces.append(state.theta[:, trace_idx].clone())
-            trace_steps.append(t)
-        if kw and t % cfg.checkpoint_every == 0:
-            save_traces()
+        legacy = Path(folder) / "traces.pt"  # where runs written before the recorder seam kept them
+        if cfg.resume and legacy.exists():
+            saved = torch.load(legacy, weights_only=False)
+            trace.load_state_dict({"values": saved["traces"], "steps": saved["steps"]})
 
     t0 = time.perf_counter()
-    try:
-        chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
-                       num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
-                       batching="stratified", progress=progress, callback=record, **kw)
-    except KeyboardInterrupt:  # sample() wrote a checkpoint at the current iteration: keep the traces to it
-        save_traces()
-        raise
+    chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
+                   num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
+                   batching="stratified", progress=progress, recorders={"traces": trace}, **kw)
+    traces, trace_steps = trace.values, trace.steps
     seconds = time.perf_counter() - t0
     acc_layer = acceptance(chain, partition, by="layer", window=(cfg.burn_in + 1, cfg.num_steps))  # [C, L]
     # predictions: nested windows, each segment's probabilities computed once
     steps = chain.draw_steps
     P = chain.samples.shape[-1]
-    total, count, prev = None, 0, 0
+    total: Tensor | None = None
+    count, prev = 0, 0
     by_window, probs_by_window = {}, {}
     t1 = time.perf_counter()
     for w in ws:
@@ -443,6 +440,8 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
             total = p if total is None else total + p
             count += n
         prev = w
+        # check_windows: w >= thin, and a draw is kept every thin-th iteration up to num_steps
+        assert total is not None
         probs = total / count
         by_window[w] = {"draws": count, **classification_metrics(probs, y_test)}
         probs_by_window[w] = probs
@@ -514,9 +513,10 @@ def accuracy_comparison(quantity: str, ours: float, paper: float | None, cfg: FN
 
     if paper is None and not synthetic:
         return Comparison(quantity, ours, None, unit="accuracy", note=note or "no published value in the text")
-    if paper is None:  # as accuracy_verdict: synthetic data comes first
-        paper = "no published value in the text"
+    # as accuracy_verdict: synthetic data comes first (paper is None only then)
+    shown: float | str = "no published value in the text" if paper is None else paper
     old = accuracy_verdict(ours, paper, cfg.rule, cfg.tolerance, synthetic)
+    rule: Claim | Tolerance
     if synthetic:
         rule = Claim(f"|ours − paper| ≤ {cfg.tolerance:g}", verdict_outcome(old))
     else:
@@ -529,7 +529,7 @@ def accuracy_comparison(quantity: str, ours: float, paper: float | None, cfg: FN
                      f"{'holds' if old.startswith('consistent') else 'fails'} (a shorter chain is expected below "
                      "the paper)")
             note = f"{note}; {check}" if note else check
-    return Comparison(quantity, ours, paper, rule, unit="accuracy", note=note)
+    return Comparison(quantity, ours, shown, rule, unit="accuracy", note=note)
 
 
 def reduction_note(reduced: list[str]) -> list[str]:
@@ -552,7 +552,7 @@ def fnbg_step_size_lines(cfg: FNBGConfig) -> list[str]:
 
 
 def write_fnbg_report(out: Path, name: str, report: dict, cfg: FNBGConfig, preset: str, comparisons: list,
-                      markdown: str, reductions_: list[str], notes: list[str] = ()) -> dict:
+                      markdown: str, reductions_: list[str], notes: Sequence[str] = ()) -> dict:
     """Write ``report.json``/``report.md`` through :func:`._report.write_details_report`: the
     experiment's record (tables, runs, data, partition...) under ``numbers``, its Markdown
     tables as the details; a note when the images are the synthetic stand-in."""

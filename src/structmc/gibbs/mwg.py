@@ -47,6 +47,7 @@ what lies downstream — the same chain, much faster.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import math
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ import torch
 from torch import Tensor
 
 from ..partitions import Partition, contiguous_index
-from ..samplers.sampler import Sampler
+from ..samplers.sampler import state_to_dict
 
 SCALINGS = ("none", "N/n")
 
@@ -91,8 +92,10 @@ class MWGState:
     step: int = 0
 
 
-class MetropolisWithinGibbs(Sampler):
-    """Blocked Metropolis-within-Gibbs over the blocks of ``partition`` (see module docstring).
+class MetropolisWithinGibbs:
+    """Blocked Metropolis-within-Gibbs over the blocks of ``partition`` (see module docstring): a
+    :class:`~structmc.samplers.Kernel` (``init``, one sweep per ``step``), run by
+    :func:`structmc.sample` and :class:`~structmc.run.Run` like the SGMCMC samplers.
 
     Parameters
     ----------
@@ -126,8 +129,6 @@ class MetropolisWithinGibbs(Sampler):
         if adapt is not None and not isinstance(adapt, Adapt):
             raise TypeError("adapt must be an Adapt(...) or None")
         self.lr = None  # no step size: σ² per block is the proposal's scale
-        self.temperature = 1.0
-        self.num_leapfrog = 1
         self.partition, self.proposal_var = partition, proposal_var
         self.scaling, self.adapt, self.mala = scaling, adapt, bool(mala)
         self.evaluator, self.record = evaluator, record
@@ -136,7 +137,6 @@ class MetropolisWithinGibbs(Sampler):
             raise ValueError("Adapt(by='layer') needs blocks that each lie in one layer")
         if record == "layer" and (partition.layer is None or bool((partition.layer < 0).any())):
             raise ValueError("record='layer' needs blocks that each lie in one layer")
-        self._noise = None
         self._incremental = None
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class MetropolisWithinGibbs(Sampler):
         self.partition.check_space(energy.space)
         from .incremental import IncrementalMLP, why_not_incremental
 
-        new = super().prepare(energy)
+        new = copy.copy(self)  # the run's copy: the scratch below is per run, the caller's object is unchanged
         new._index = [contiguous_index(idx) for idx in self.partition.blocks()]  # views for contiguous blocks
         new._group_ids = self.partition.group_ids
         new._incremental = None
@@ -170,11 +170,21 @@ class MetropolisWithinGibbs(Sampler):
 
     def init(self, theta: Tensor, generator=None) -> MWGState:
         theta = theta.detach().clone()
-        # index tensors on the chain's device (slices need nothing)
+        # index tensors on the chain's device (slices need nothing), on this run's copy (prepare)
         self._group_ids = self.partition.group_ids.to(theta.device)
         self._index = [i.to(theta.device) if isinstance(i, Tensor) else i for i in self._index]
         var = self.block_var.to(device=theta.device, dtype=theta.dtype)
         return MWGState(theta, (0.5 * var.log()).expand(theta.shape[0], -1).clone())
+
+    def state_dict(self, state: MWGState) -> dict:
+        return state_to_dict(state)
+
+    def load_state(self, d: dict) -> MWGState:
+        return MWGState(**d)
+
+    def __repr__(self) -> str:
+        return (f"MetropolisWithinGibbs({self.partition.kind}, {self.partition.num_groups} blocks, "
+                f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r})")
 
     def config(self) -> dict:
         out = {"sampler": self.name, "num_blocks": self.partition.num_groups, "partition": self.partition.kind,
@@ -189,12 +199,12 @@ class MetropolisWithinGibbs(Sampler):
         theta, C = state.theta, state.theta.shape[0]
         M = len(self._index)
         evals0 = oracle.value_evals + oracle.grad_evals
-        oracle.next_batch()
+        batch = oracle.next_batch()  # the sweep's minibatch: every evaluation below sees it
         inc = self._incremental
         if self.mala:
             energy, grad = oracle.value_and_grad(theta)
         elif inc is not None:
-            energy = inc.begin(theta, oracle.batch)
+            energy = inc.begin(theta, batch)
         else:
             energy = oracle.value(theta)
         sd = state.log_sd.exp()

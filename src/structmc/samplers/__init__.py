@@ -18,6 +18,7 @@ import inspect
 from typing import Any, Mapping
 
 from ..registry import Registry
+from .kernel import Kernel
 from .sampler import Sampler
 from .psgld import PSGLD, PSGLDState
 from .sghmc import SGHMC, ScaleAdaptedSGHMC, ScaleAdaptedSGHMCState, SGHMCState
@@ -103,5 +104,5 @@ def sampler_from_config(cfg: Mapping[str, Any]) -> Sampler:
     return cls(**cfg)
 
 
-__all__ = ["Sampler", "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "SAMPLERS", "sampler_from_config",
+__all__ = ["Kernel", "Sampler", "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "SAMPLERS", "sampler_from_config",
            "sampler_keys", "SGLDState", "PSGLDState", "SGHMCState", "SGNHTState", "ScaleAdaptedSGHMCState"]

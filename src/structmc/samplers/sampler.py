@@ -80,9 +80,13 @@ def state_to_dict(state) -> dict[str, Any]:
 
 
 class Sampler:
-    """Base class: hyperparameters live on the sampler, positions in its state. ``lr`` is a
-    step-size schedule, or ``None`` for samplers without one (Metropolis-within-Gibbs): the
-    run loop then passes ``lr=None`` and records no ``lr``."""
+    """Base class of the SGMCMC samplers, a :class:`~structmc.samplers.Kernel` built from a
+    diffusion: a subclass gives the update rule (``update(state, grad, lr, generator)``, the
+    paper's equation, and ``begin`` for momentum resampling); :meth:`step` takes it
+    ``num_leapfrog`` times on the gradient estimates of the oracle (the estimator — minibatch or
+    control variate — is the oracle's, never the sampler's). Hyperparameters live on the
+    sampler (configuration, never changed by a run: :meth:`prepare` copies), positions and
+    momenta in its state. ``lr`` is a step-size schedule."""
 
     name = "sampler"
     State: type
