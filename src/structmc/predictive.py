@@ -4,16 +4,44 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Sequence
+from typing import Mapping, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
 from .chain import Chain
-from .energy import ModuleEnergy
+from .energy import Energy
+from .likelihoods import Likelihood
+from .space import ParamSpace
 
 
-def _check_draws_fit(energy: ModuleEnergy, draws: Chain | Tensor) -> None:
+class Predictor(Protocol):
+    """What :func:`predictive_energy` returns, the energy whose model predicts (see
+    :class:`~structmc.energy.Energy`): a :class:`~structmc.energy.ModuleEnergy`, or an energy
+    that predicts like one (a :class:`~structmc.priors.HierarchicalEnergy`)."""
+
+    @property
+    def space(self) -> ParamSpace: ...
+
+    @property
+    def device(self) -> torch.device | None: ...
+
+    @property
+    def likelihood(self) -> Likelihood: ...
+
+    @property
+    def has_buffers(self) -> bool: ...
+
+    @property
+    def buffer_chains(self) -> int | None: ...
+
+    def chain_buffers(self, chain: int) -> dict[str, Tensor]: ...
+
+    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64,
+                      buffers: Mapping[str, Tensor] | None = None) -> Tensor: ...
+
+
+def _check_draws_fit(energy: Predictor, draws: Chain | Tensor) -> None:
     """Refuse draws of another model: a :class:`Chain` records its parameter space (names and
     shapes), which must be the energy's; a tensor's last dimension must be the energy's P
     (``[S, P]``, ``[C, D, P]``). (Two models with the same parameter count would otherwise be read one through
@@ -40,7 +68,7 @@ def _check_draws_fit(energy: ModuleEnergy, draws: Chain | Tensor) -> None:
                          f"{list(samples.shape)}: pass draws of this model")
 
 
-def predictive_energy(energy, who: str = "predictive"):
+def predictive_energy(energy, who: str = "predictive") -> Predictor:
     """The energy whose model predicts from ``energy``'s draws: its declared
     ``predictive_energy`` (the one route; see :class:`~structmc.energy.Energy`). A
     :class:`ModuleEnergy` and a :class:`~structmc.priors.HierarchicalEnergy` are their own, a
@@ -53,7 +81,7 @@ def predictive_energy(energy, who: str = "predictive"):
     return found
 
 
-def _draw_groups(energy: ModuleEnergy, draws: Chain | Tensor, chain: int | None):
+def _draw_groups(energy: Predictor, draws: Chain | Tensor, chain: int | None):
     """``[(samples [S, P], buffers or None)]``: one group per chain when the module has buffers
     (each chain's draws with that chain's own running statistics), else all draws pooled."""
     P = energy.space.dim
@@ -94,7 +122,7 @@ def _draw_groups(energy: ModuleEnergy, draws: Chain | Tensor, chain: int | None)
 
 
 @torch.no_grad()
-def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Sequence[Tensor], *,
+def predictive(energy: Energy, draws: Chain | Tensor, inputs: Tensor | Sequence[Tensor], *,
                batch_size: int = 1024, draws_per_call: int = 64, chain: int | None = None,
                per_draw: bool = False) -> dict[str, Tensor]:
     """Average the module's predictions over draws (all chains pooled, or only ``chain``).
@@ -123,7 +151,7 @@ def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Seq
         _check_count(name, v)
     if not isinstance(per_draw, bool):
         raise TypeError(f"per_draw must be True or False, got {per_draw!r}")
-    energy = predictive_energy(energy, "predictive")
+    model = predictive_energy(energy, "predictive")
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     if not inputs or not all(isinstance(t, Tensor) for t in inputs):
         raise TypeError("inputs must be a tensor or a sequence of tensors [n, ...]")
@@ -131,15 +159,15 @@ def predictive(energy: ModuleEnergy, draws: Chain | Tensor, inputs: Tensor | Seq
                                                               for t in inputs):
         raise ValueError(f"inputs must hold at least one row, with the same first dimension n, got shapes "
                          f"{[list(t.shape) for t in inputs]}")
-    groups = _draw_groups(energy, draws, chain)
+    groups = _draw_groups(model, draws, chain)
     if sum(s.shape[0] for s, _ in groups) == 0:
         raise ValueError("no draws to average over")
     parts: list[dict[str, Tensor]] = []
     for lo in range(0, inputs[0].shape[0], batch_size):
-        xb = tuple(t[lo : lo + batch_size].to(energy.device) for t in inputs)
-        outputs = torch.cat([energy.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b)
+        xb = tuple(t[lo : lo + batch_size].to(model.device) for t in inputs)
+        outputs = torch.cat([model.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b)
                              for s, b in groups if s.shape[0] > 0])
-        lik = energy.likelihood
+        lik = model.likelihood
         parts.append(lik.predict(outputs, per_draw=True) if per_draw else lik.predict(outputs))
     if not per_draw:
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}

@@ -38,6 +38,11 @@ class InfoLog:
 
     def __init__(self, folder: RunFolder | None = None, *, keep: bool = True):
         self.folder, self.keep = folder, keep or folder is None
+        self._clear()
+
+    def _clear(self) -> None:
+        """No records, nothing written, no ``before_write`` (what :meth:`restore` and :meth:`load`
+        start from)."""
         self._done: dict[str, list[Tensor]] = {}  # finished blocks on the CPU, iterations [base, count)
         self._pending: dict[str, list] = {}
         self._count = 0  # iterations appended
@@ -124,6 +129,7 @@ class InfoLog:
         steps = self._count if steps is None else steps
         held = {k: torch.cat(blocks, -1) for k, blocks in self._done.items() if blocks}
         if self._base:
+            assert self.folder is not None  # records leave memory only once on disk (keep is False)
             held = concat_info([self.folder.read_info(self._chunks), held] if held else [self.folder.read_info(self._chunks)])
         # torch.cat and concat_info return fresh tensors: copy only a cut
         return {k: v if steps == v.shape[-1] else v[..., :steps].clone() for k, v in held.items()}
@@ -135,7 +141,8 @@ class InfoLog:
         """Back to a checkpoint with streamed records: ``state`` (info chunks written) and the
         checkpoint's ``tail``; later info chunks must already be dropped. Without ``keep`` only
         the tail is held in memory (the chunks are checked, not loaded)."""
-        self.__init__(self.folder, keep=self.keep)
+        assert self.folder is not None  # streamed records: a run folder
+        self._clear()
         self._chunks, self._written, self._count = int(state["info_chunks"]), int(state["info_written"]), steps
         held = next(iter(tail.values())).shape[-1] if tail else 0
         if self._written + held != steps:
@@ -151,7 +158,7 @@ class InfoLog:
 
     def load(self, info: dict[str, Tensor], steps: int) -> None:
         """Start from a saved log (a checkpoint's), cut at ``steps`` iterations."""
-        self.__init__(self.folder, keep=self.keep)
+        self._clear()
         for key, value in info.items():
             self._done[key] = [value[..., :steps].clone()]
             self._pending[key] = []
@@ -199,6 +206,7 @@ class DrawRecorder:
 
     def add(self, theta: Tensor, iteration: int) -> None:
         if self.samples is not None:
+            assert self.draw_steps is not None  # both kept in memory, or neither
             self.samples[:, self.kept].copy_(theta)
             self.draw_steps[self.kept] = iteration
         else:
@@ -215,6 +223,7 @@ class DrawRecorder:
         if self.before_write is not None:
             self.before_write()
         if self.samples is not None:
+            assert self.draw_steps is not None  # both kept in memory, or neither
             chunk, steps = self.samples[:, self.written:self.kept], self.draw_steps[self.written:self.kept]
         else:
             chunk, steps = torch.stack(self._pending, 1), torch.tensor(self._pending_steps, dtype=torch.long)
@@ -227,6 +236,7 @@ class DrawRecorder:
         """Drop the draws of iterations ``>= before_iteration`` not yet on disk (after a
         divergence found late: those draws are not finite)."""
         if self.samples is not None:
+            assert self.draw_steps is not None  # both kept in memory, or neither
             steps = self.draw_steps[self.written:self.kept]
             self.kept = self.written + int((steps < before_iteration).sum())
         else:
@@ -240,21 +250,29 @@ class DrawRecorder:
     def restore(self, state: dict, info_chunks: int | None = None) -> None:
         """Back to a checkpoint: drop later chunks (and later info chunks), reload the kept
         draws from disk (without ``keep_in_memory``, only check them)."""
+        assert self.folder is not None  # a checkpoint refers to chunks in a run folder
         self.kept, self.written, self.chunks = state["kept"], state["written"], state["chunks"]
         self.folder.drop_chunks_from(self.chunks, info_chunks)
         if self.samples is None:
             self.folder.verify_chunks(self.chunks)
             return
+        assert self.draw_steps is not None  # both kept in memory, or neither
         got = self.folder.read_chunks(self.chunks)
         if got is not None:
-            self.draw_steps[:self.kept] = got[1]
-            self.samples[:, :self.kept] = got[0].to(self.samples)
+            samples, steps = got
+            assert samples is not None  # read with samples=True
+            self.draw_steps[:self.kept] = steps
+            self.samples[:, :self.kept] = samples.to(self.samples)
 
     def chain(self, space: ParamSpace, info: dict, config: dict) -> Chain:
         if self.samples is not None:
+            assert self.draw_steps is not None  # both kept in memory, or neither
             samples, steps = self.samples[:, :self.kept], self.draw_steps[:self.kept].clone()
         elif self.written:
-            samples, steps = self.folder.read_chunks()
+            assert self.folder is not None  # draws are written only to a run folder
+            got = self.folder.read_chunks()
+            assert got is not None and got[0] is not None  # written chunks, read with samples=True
+            samples, steps = got[0], got[1]
         else:
             samples, steps = torch.empty(self.C, 0, self.P), torch.empty(0, dtype=torch.long)
         return Chain(samples, space, steps, info, config)

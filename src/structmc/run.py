@@ -18,7 +18,8 @@ from .energy import Energy
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
 from .recording import Progress
-from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions  # noqa: F401
+from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions  # noqa: F401  (their old home)
+from .run_inputs import check_draws, check_int
 from .runner import Budget, DivergenceError, Run, _as_budget, iterate  # noqa: F401
 from .samplers.kernel import Kernel
 from .storage import RunFolder
@@ -114,12 +115,12 @@ def sample(
     the iteration and sampler when the energy or the parameters become NaN/Inf (its ``.chain``
     holds the draws kept so far, also written to ``out_dir``).
     """
-    num_steps, burn_in, thin = (_check_int("num_steps", num_steps, 1), _check_int("burn_in", burn_in, 0),
-                                _check_int("thin", thin, 1))
-    chunk_draws = _check_int("chunk_draws", chunk_draws, 1)
-    num_draws = _check_draws(num_steps, burn_in, thin)
+    num_steps, burn_in, thin = (check_int("num_steps", num_steps, 1), check_int("burn_in", burn_in, 0),
+                                check_int("thin", thin, 1))
+    chunk_draws = check_int("chunk_draws", chunk_draws, 1)
+    num_draws = check_draws(num_steps, burn_in, thin)
     if checkpoint_every is not None:
-        checkpoint_every = _check_int("checkpoint_every", checkpoint_every, 1)
+        checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
     if on_blowup not in ("warn", "raise", "ignore"):
         raise ValueError(f"on_blowup must be 'warn', 'raise' or 'ignore', got {on_blowup!r}")
     if resume and overwrite:

@@ -12,7 +12,7 @@ from .batching import DataSource
 from .energy import Energy
 
 
-def _check_int(name: str, value, minimum: int) -> int:
+def check_int(name: str, value, minimum: int) -> int:
     """``value`` as an ``int`` >= ``minimum``. Only integers are taken (Python, NumPy or 0-d
     integer tensors): a float such as ``2.0`` or a bool is refused here, with the argument's
     name, rather than failing later inside torch (``torch.empty(2.0, ...)``)."""
@@ -29,7 +29,7 @@ def _check_int(name: str, value, minimum: int) -> int:
     return int(number)
 
 
-def _check_draws(num_steps: int, burn_in: int, thin: int) -> int:
+def check_draws(num_steps: int, burn_in: int, thin: int) -> int:
     if burn_in >= num_steps:
         raise ValueError(f"burn_in ({burn_in}) must be smaller than num_steps ({num_steps})")
     num_draws = (num_steps - burn_in) // thin
@@ -39,20 +39,20 @@ def _check_draws(num_steps: int, burn_in: int, thin: int) -> int:
     return num_draws
 
 
-def _as_source(data):
+def as_source(data):
     """``(DataSource or None, in-memory tensors or None)``: a map-style Dataset (not a
     TensorDataset) or a :class:`DataSource` over one goes to the dataset stream; tensors (and a
     DataSource over tensors, which only adds a transform) stay in memory."""
     from torch.utils.data import Dataset
 
     if isinstance(data, DataSource):
-        return data, (_as_data(data.tensors) if data.tensors is not None else None)
+        return data, (as_data(data.tensors) if data.tensors is not None else None)
     if isinstance(data, Dataset) and not hasattr(data, "tensors"):
         return DataSource(data), None
-    return None, _as_data(data)
+    return None, as_data(data)
 
 
-def _as_data(data) -> tuple[Tensor, ...] | None:
+def as_data(data) -> tuple[Tensor, ...] | None:
     if data is None:
         return None
     if isinstance(data, Tensor):
@@ -72,7 +72,7 @@ def _as_data(data) -> tuple[Tensor, ...] | None:
     return data
 
 
-def _initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
+def initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
     if init is None:
         if not hasattr(energy, "initial_position"):
             raise ValueError(f"init is required: {type(energy).__name__} has no initial_position()")
@@ -91,3 +91,10 @@ def _initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
     if init.dim() == 2 and init.shape == (num_chains, P):
         return init.detach().clone()
     raise ValueError(f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}")
+
+
+# the names the run loop and the tuners used when these lived in structmc.run
+_check_int, _check_draws, _as_source, _as_data, _initial_positions = (check_int, check_draws, as_source, as_data,
+                                                                      initial_positions)
+
+__all__ = ["check_int", "check_draws", "as_source", "as_data", "initial_positions"]

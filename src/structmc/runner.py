@@ -15,7 +15,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -27,7 +27,7 @@ from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import InfoLog, Progress
-from .run_inputs import _as_source, _check_int, _initial_positions
+from .run_inputs import as_source, check_int, initial_positions
 from .samplers.kernel import Kernel
 
 class DivergenceError(FloatingPointError):
@@ -93,20 +93,20 @@ class Run:
         if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
             raise TypeError(f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
                             f"structmc.samplers.Kernel), got {type(sampler).__name__}")
-        num_chains = _check_int("num_chains", num_chains, 1)
-        self.check_every = _check_int("check_every", check_every, 1)
-        seed = _check_int("seed", seed, 0)
+        num_chains = check_int("num_chains", num_chains, 1)
+        self.check_every = check_int("check_every", check_every, 1)
+        seed = check_int("seed", seed, 0)
         if seed >= 2 ** 64:
             raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
         if batching not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
-        source, data = _as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
+        source, data = as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
         probe = source.probe() if source is not None and source.dataset is not None else None
         given_data = data
         num_points = None if data is None and source is None else (len(source) if source is not None
                                                                    else int(data[0].shape[0]))
         if batch_size is not None:
-            batch_size = _check_int("batch_size", batch_size, 1)
+            batch_size = check_int("batch_size", batch_size, 1)
             if num_points is None:
                 raise ValueError("batch_size was given but there is no data")
             if batch_size > num_points:
@@ -119,7 +119,7 @@ class Run:
         if num_points is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
         on_dataset = source is not None and source.dataset is not None
-        theta0 = _initial_positions(energy, init, num_chains)
+        theta0 = initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
         # the energy's own checks (Energy.check), before any compute: dtypes, widths, labels (a
@@ -146,6 +146,7 @@ class Run:
         self.energy, self.sampler, self.estimator = energy, sampler, estimator
         self.num_chains, self.seed = num_chains, seed
         self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.stream: DatasetStream | TransformedStream | MinibatchStream | None
         if on_dataset:
             self.stream = DatasetStream(source, batch_size, num_chains, self.generator, batching, device)
         elif data is not None and source is not None and source.transform is not None:
@@ -174,7 +175,7 @@ class Run:
         # the target's fingerprint (resume refuses another target): the energy's parts now, the
         # data's at the first settings() (every byte is hashed, ~0.2 s per 188 MB; a tuner's runs
         # never ask for it)
-        self._pending_target = (fingerprint.energy_fingerprint(energy), fingerprint.legacy_energy_fingerprint(energy),
+        self._pending_target: tuple | None = (fingerprint.energy_fingerprint(energy), fingerprint.legacy_energy_fingerprint(energy),
                                 given_data, source, probe)
 
     # -- advancing ---------------------------------------------------------------------------
@@ -237,7 +238,7 @@ class Run:
         if iteration == 1 and self._non_finite_at_start():
             raise DivergenceError(f"{name}: the energy or its gradient is NaN/Inf at the initial point, before any "
                                   "step: check init, the data and the prior (the step size is not the cause)", 1)
-        if energy is not None and not bool(torch.isfinite(energy).all()):
+        if isinstance(energy, Tensor) and not bool(torch.isfinite(energy).all()):
             what = f"non-finite energy at iteration {iteration}"
         else:
             what = f"non-finite parameters after iteration {iteration}"
@@ -259,7 +260,7 @@ class Run:
         return not (bool(torch.isfinite(value).all()) and bool(torch.isfinite(grad).all()))
 
     def iterate(self, budget: Budget | int | None = None, *,
-                until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, object, dict]]:
+                until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, Any, dict]]:
         """Yield ``(iteration, state, info)`` after each iteration (``iteration`` counts from 1
         over the whole run) until ``budget`` (a :class:`Budget` or a number of iterations,
         counted from this call) is used up or ``until(iteration, state, info)`` is true. With
@@ -294,14 +295,16 @@ class Run:
         """Continue the chains in memory for ``budget`` and return this segment's draws: every
         ``thin``-th iteration after the first ``burn_in`` of the segment (``draw_steps`` count
         over the whole run; ``info`` covers the segment)."""
-        budget = _as_budget(budget)
-        thin, burn_in = _check_int("thin", thin, 1), _check_int("burn_in", burn_in, 0)
+        segment = _as_budget(budget)
+        thin, burn_in = check_int("thin", thin, 1), check_int("burn_in", burn_in, 0)
         start = self.iteration
         draws, steps = [], []
         log = InfoLog()
-        bar = Progress(progress, budget.iterations or 0, 0, self.sampler.name)
+        if segment is None:
+            raise TypeError("Run.sample needs a budget (a Budget or a number of iterations)")
+        bar = Progress(progress, segment.iterations or 0, 0, self.sampler.name)
         try:
-            for t, state, info in self.iterate(budget):
+            for t, state, info in self.iterate(segment):
                 log.append(info)
                 k = t - start - burn_in
                 if k > 0 and k % thin == 0:
@@ -321,6 +324,7 @@ class Run:
     def settings(self) -> dict:
         """Everything that defines the run (resume refuses a mismatch)."""
         if self._settings["target"] is None:
+            assert self._pending_target is not None  # cleared only once the target is filled in
             energy_fp, legacy_energy, data, source, probe = self._pending_target
             self._settings["target"] = fingerprint.target_fingerprint(
                 energy_fp, fingerprint.data_fingerprint(data, source),
@@ -358,7 +362,7 @@ class Run:
 
 
 def iterate(target: Energy | Callable, init: Tensor | None, sampler: Kernel, budget: Budget | int | None = None,
-            *, until=None, **run_options) -> Iterator[tuple[int, object, dict]]:
+            *, until=None, **run_options) -> Iterator[tuple[int, Any, dict]]:
     """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
     return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 

@@ -69,6 +69,14 @@ def test_arms_cover_the_grid():
     assert S.structure_of(arms[-1], 13_002)["fully_factorised"]
 
 
+def test_no_validation_set_is_refused_before_any_work(tmp_path):
+    """The arms are scored on the validation images: num_val = 0 used to fail with an
+    AttributeError (MnistData had no x_val) after the data were loaded and the MAP found."""
+    with pytest.raises(ValueError, match=r"num_val must be >= 1 .*got 0"):
+        S.run(replace(S.PRESETS["tiny"], num_val=0), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_registry_lists_mamba_structured():
     exp = E.REGISTRY.get("mamba-structured")
     assert E.get("mamba-structured") is S and exp.paper is E.PAPERS["mamba"]

@@ -75,7 +75,7 @@ class _Crash(BaseException):
 
 
 class _FaultyOS:
-    """``os`` for :mod:`structmc.storage`, dying at its ``crash_at``-th file replacement or removal
+    """``os`` for the modules of :mod:`structmc.storage`, dying at its ``crash_at``-th file replacement or removal
     (and at every one after it: a dead process writes nothing more). ``crash_at=None`` counts."""
 
     def __init__(self, crash_at=None):
@@ -97,6 +97,21 @@ class _FaultyOS:
         return self._op("unlink", *args, **kw)
 
 
+def _storage_os(monkeypatch, os_):
+    """Put ``os_`` as ``os`` in every module of :mod:`structmc.storage` that does file operations
+    (a package since issue 23: the lock and manifest, the atomic writes, the run folder)."""
+    import importlib
+    import pkgutil
+
+    from structmc import storage
+
+    mods = [importlib.import_module(f"{storage.__name__}.{m.name}") for m in pkgutil.iter_modules(storage.__path__)]
+    with_os = [m for m in mods if hasattr(m, "os")]
+    assert len(with_os) >= 3, with_os
+    for m in with_os:
+        monkeypatch.setattr(m, "os", os_)
+
+
 SMALL = dict(thin=2, chunk_draws=3, checkpoint_every=10, seed=4, num_chains=2, progress=False)
 
 
@@ -107,21 +122,20 @@ def _small(out, num_steps=30, **kw):
 
 @pytest.mark.parametrize("keep", [True, False])
 def test_a_crash_at_any_file_operation_resumes_to_the_uninterrupted_chain(tmp_path, monkeypatch, keep):
-    from structmc import storage
     from structmc.recording import InfoLog
 
     monkeypatch.setattr(InfoLog, "WRITE_EVERY", 7)  # info chunks are written too
     counter = _FaultyOS()
-    monkeypatch.setattr(storage, "os", counter)
+    _storage_os(monkeypatch, counter)
     reference = _small(tmp_path / "ref", keep_in_memory=keep)
     ops = counter.calls
     assert ops >= 20  # run.json, manifests, sample and info chunks, 3 checkpoints (each: file, manifest, old one)
     for k in range(1, ops + 1):
         out = tmp_path / str(k)
-        monkeypatch.setattr(storage, "os", _FaultyOS(k))
+        _storage_os(monkeypatch, _FaultyOS(k))
         with pytest.raises(_Crash):
             _small(out, keep_in_memory=keep)
-        monkeypatch.setattr(storage, "os", os)
+        _storage_os(monkeypatch, os)
         resumed = _small(out, resume=True, keep_in_memory=keep)
         back = sm.load_chain(out)  # every file it reads matches the manifest
         for chain in (resumed, back):

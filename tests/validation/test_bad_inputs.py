@@ -415,6 +415,9 @@ API = [
      "data must be (inputs..., targets)"),
     ("evaluate-not-data", lambda t: sm.evaluate(_module_energy(), _chain(), 3), ValueError,
      "data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style Dataset or a DataSource"),
+    # issue 23 item 8: with_prior(None) failed inside _set_prior with an AttributeError on None
+    ("with-prior-none", lambda t: _module_energy().with_prior(None), TypeError,
+     "with_prior takes a prior (any of structmc.priors"),
 ]
 
 CLI = [

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 import operator
-from typing import Sequence
+from typing import TYPE_CHECKING, Protocol, Self, Sequence, cast
 
 import torch
 from torch import Tensor
 
 from .. import fingerprint
 from ..space import ParamSpace
-from .protocols import Batch, Energy
+from .protocols import Batch, BufferedEnergy, Energy
 
 
 class EnergyBase:
@@ -24,15 +24,34 @@ class EnergyBase:
     nothing, and describes itself by a fingerprint of its class (code included) and
     attributes (``energy_object``)."""
 
-    evaluations_per_call = 1
-    requires_data = False
-    device = None  # computes wherever θ lives
-    dtype = None
-    has_buffers = False  # no per-chain buffers: buffer_chains is None, chain_buffers refuses
-    buffer_chains = None
+    if TYPE_CHECKING:  # read-only members of Energy, which a subclass may define as properties
+        @property
+        def evaluations_per_call(self) -> int: ...
+
+        @property
+        def requires_data(self) -> bool: ...
+
+        @property
+        def device(self) -> torch.device | None: ...
+
+        @property
+        def dtype(self) -> torch.dtype | None: ...
+
+        @property
+        def has_buffers(self) -> bool: ...
+
+        @property
+        def buffer_chains(self) -> int | None: ...
+    else:  # class attributes: a subclass may also set them on the instance
+        evaluations_per_call = 1
+        requires_data = False
+        device = None  # computes wherever θ lives
+        dtype = None
+        has_buffers = False  # no per-chain buffers: buffer_chains is None, chain_buffers refuses
+        buffer_chains = None
 
     @property
-    def cv_base(self) -> "Energy":
+    def cv_base(self: Energy) -> Energy:
         return self
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
@@ -59,6 +78,12 @@ class EnergyBase:
     def levels(self) -> list:
         """This energy, then the energies it wraps, outermost first."""
         return [self]
+
+
+class _Leveled(Protocol):
+    """An energy that lists its levels (every :class:`EnergyBase`; version-1 fingerprints)."""
+
+    def levels(self) -> list: ...
 
 
 def _described(energy, parts: dict, unchecked: Sequence[str] = (), base: "Energy | None" = None) -> dict:
@@ -115,21 +140,21 @@ class WrappedEnergy(EnergyBase):
 
     @property
     def buffer_chains(self) -> int | None:
-        return self.base.buffer_chains
+        return cast(BufferedEnergy, self.base).buffer_chains
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
-        return self.base.chain_buffers(chain)
+        return cast(BufferedEnergy, self.base).chain_buffers(chain)
 
     def levels(self) -> list:
-        return [self, *self.base.levels()]
+        return [self, *cast(_Leveled, self.base).levels()]
 
-    def with_base(self, base: Energy) -> "WrappedEnergy":
+    def with_base(self, base: Energy) -> Self:
         """A copy of this wrapper around ``base`` (a shallow copy by default)."""
         new = copy.copy(self)
         new.base = base
         return new
 
-    def with_num_data(self, num_data) -> "WrappedEnergy":
+    def with_num_data(self, num_data) -> Self:
         return self.with_base(self.base.with_num_data(num_data))
 
     def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,

@@ -111,6 +111,7 @@ class LogDensityEnergy(EnergyBase):
         if self.vectorized:  # shapes are checked on the [C] result
             if self.log_prob is not None:
                 return self.log_prob(theta, batch)
+            assert self.log_prior is not None and self.log_likelihood is not None  # __init__: both or log_prob
             lp = self.log_prior(theta)
             if batch is None:
                 raise ValueError("this energy has a likelihood: pass data=(...) to sample()")
@@ -119,6 +120,7 @@ class LogDensityEnergy(EnergyBase):
         if self.log_prob is not None:
             return _check_scalar(self.log_prob(theta, batch), "log_prob",
                                  " (the log posterior of that chain's θ [P], summed over the minibatch)")
+        assert self.log_prior is not None and self.log_likelihood is not None  # __init__: both or log_prob
         lp = _check_scalar(self.log_prior(theta), "log_prior", " (the log prior of that chain's θ [P])")
         if batch is None:
             raise ValueError("this energy has a likelihood: pass data=(...) to sample()")

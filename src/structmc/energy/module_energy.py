@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +18,9 @@ from ..space import ParamSpace
 from .bases import EnergyBase, _as_num_data, _described
 from .paths import _ModuleEvaluation
 from .protocols import Batch
+
+if TYPE_CHECKING:
+    from ..priors.prior import Prior
 
 
 def _select_sampled(module: nn.Module, sample) -> None:
@@ -73,6 +76,9 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
     rounding; the choice is not part of the run's fingerprint.
     The module is evaluated in the train/eval mode it was given in.
     """
+
+    _prior_spec: Prior | None  # set by _set_prior (None: prior_std's Normal)
+    _prior_precision: Tensor | None
 
     def __init__(
         self,
@@ -182,17 +188,22 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         from ..priors.prior import as_prior
         from ..priors.families import _BoundNormal
 
-        self._prior_spec = None if prior is None else as_prior(prior)
         if prior is None:
+            assert stds is not None  # __init__ passes prior_std's σ; with_prior refuses None
+            self._prior_spec = None
             stds = stds.to(like)
             self.prior = _BoundNormal(torch.zeros_like(stds), stds, fused=True)
         else:
+            self._prior_spec = as_prior(prior)
             self.prior = self._prior_spec.bind(self.space, like)
         self._prior_precision = getattr(self.prior, "precision", None)
 
     def with_prior(self, prior) -> "ModuleEnergy":
         """A copy with another prior (any of :mod:`structmc.priors`); the module, likelihood,
         ``num_data`` and sampled parameters are shared."""
+        if prior is None:
+            raise TypeError("with_prior takes a prior (any of structmc.priors, e.g. Normal(scale=1.0)), got None; "
+                            "for the zero-mean Normal of prior_std build ModuleEnergy(..., prior_std=σ)")
         new = copy.copy(self)
         new._set_prior(prior, self._flat.detach())
         new.prior_std = None
@@ -215,6 +226,7 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
     def prior_precision(self) -> Tensor:
         """1/σ² per parameter ``[P]`` (read-only); a Normal prior's only."""
         if self._prior_precision is None:
+            assert self._prior_spec is not None  # prior_std's Normal has a precision
             raise ValueError(f"prior_precision is defined for a Normal prior; this energy's prior is "
                              f"{self._prior_spec.describe()['kind']} (see energy.prior: its grad and curvature)")
         return self._prior_precision
@@ -239,7 +251,7 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
             try:
                 self.check_data(data)
             except (ValueError, TypeError) as err:
-                err.about_data = True
+                setattr(err, "about_data", True)  # an attribute the built-in errors do not declare
                 raise
         if init is not None:
             self.check_init(init)

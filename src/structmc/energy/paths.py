@@ -7,10 +7,10 @@ class costs what one defined on the class does).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call
 
 from .._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
@@ -19,12 +19,42 @@ from ..energy_checks import _check_batch_layout, _check_theta
 from ..module_binding import swap_buffers
 from .protocols import Batch
 
+if TYPE_CHECKING:
+    from ..likelihoods import Likelihood
+    from ..priors.prior import BoundPrior
+    from ..space import ParamSpace
+
 
 class _ModuleEvaluation:
     """``ModuleEnergy``'s evaluation: ``_evaluate`` (what ``value_and_grad`` and ``value`` run),
     ``_single``, ``_looped``, ``_vmapped``, ``hessian_diag``, ``reference_value_and_grad`` and
     ``forward_draws``, on the state ``ModuleEnergy`` sets up (its module bound to one flat
     vector ``_flat`` and one flat gradient ``_grad``, ``space``, ``likelihood``, ``prior``)."""
+
+    # the state ModuleEnergy sets up (declared for the type checker: annotations, no values)
+    module: nn.Module
+    space: ParamSpace
+    likelihood: Likelihood
+    prior: BoundPrior
+    chain_evaluation: str
+    _flat: Tensor
+    _grad: Tensor
+    _buffer_store: dict[str, list[dict[str, Tensor]]]
+    _hot_batch: tuple[Sequence[Tensor], list[Tensor], Tensor] | None  # (batch, chain-0 inputs, chain-0 target)
+    _randomness_checked: bool
+    _has_buffers: bool
+
+    if TYPE_CHECKING:  # ModuleEnergy's, which these paths call
+        @property
+        def device(self) -> torch.device | None: ...
+
+        def scale(self, batch: Batch) -> float: ...
+
+        def prior_energy(self, theta: Tensor) -> Tensor: ...
+
+        def _add_prior_grad(self, lik_grad: Tensor, theta: Tensor) -> Tensor: ...
+
+        def _check_deterministic(self, inputs: Sequence[Tensor]) -> None: ...
 
     def _single(self, theta1: Tensor, inputs: Sequence[Tensor], target: Tensor, scale: float, grad: bool):
         """One chain through the bound module; returns (negative scaled log-lik, grad)."""
@@ -93,6 +123,7 @@ class _ModuleEvaluation:
         if hot is None or hot[0] is not batch:  # checked once per batch object (a run's stream reuses it)
             _check_batch_layout(theta.shape[0], batch)
         scale = self.scale(batch)
+        assert batch is not None  # scale() refuses None
         if theta.requires_grad:
             theta = theta.detach()
         if not self._randomness_checked:
@@ -118,6 +149,7 @@ class _ModuleEvaluation:
         term 1/σ². Used by pSGLD's Γ term."""
         _check_theta(theta, self.space.dim)
         scale = self.scale(batch)
+        assert batch is not None  # scale() refuses None
         module, space, lik = self.module, self.space, self.likelihood
         buffers = {k: v.detach().clone() for k, v in module.named_buffers()}
 
@@ -136,6 +168,7 @@ class _ModuleEvaluation:
         """Readable per-chain ``functional_call`` + autograd path, used to test the fast ones."""
         _check_theta(theta, self.space.dim)
         scale = self.scale(batch)
+        assert batch is not None  # scale() refuses None
         values, grads = [], []
         for c in range(theta.shape[0]):
             leaf = theta[c].detach().clone().requires_grad_(True)

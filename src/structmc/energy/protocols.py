@@ -5,7 +5,7 @@ The conventions (the N/n scaling, the chain-first batch layout) are in :mod:`str
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, Self, Sequence, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -69,10 +69,19 @@ class Energy(Protocol):
     :class:`~structmc.structured.StructuredEnergy` predicts through its base's.
     """
 
-    space: ParamSpace
-    num_data: int | None
-    evaluations_per_call: int
-    requires_data: bool
+    # read-only to the protocol: an energy may define these as attributes or as properties
+    # (a wrapper forwards its base's)
+    @property
+    def space(self) -> ParamSpace: ...
+
+    @property
+    def num_data(self) -> int | None: ...
+
+    @property
+    def evaluations_per_call(self) -> int: ...
+
+    @property
+    def requires_data(self) -> bool: ...
 
     @property
     def device(self) -> torch.device | None: ...
@@ -105,6 +114,17 @@ class Energy(Protocol):
         ...
 
 
+class BufferedEnergy(Protocol):
+    """What an energy with ``has_buffers`` answers too (see :class:`Energy`): ``buffer_chains``
+    and ``chain_buffers(c)``. Not part of :class:`Energy` (an energy without buffers need not
+    define them) and not checked at run time."""
+
+    @property
+    def buffer_chains(self) -> int | None: ...
+
+    def chain_buffers(self, chain: int) -> dict[str, Tensor]: ...
+
+
 @runtime_checkable
 class HessianDiagEnergy(Protocol):
     """An energy that can estimate its Hessian diagonal on a minibatch (pSGLD's Γ term)."""
@@ -131,4 +151,4 @@ class StatefulEnergy(Protocol):
 
     def load_state_dict(self, state: dict, device=None) -> None: ...
 
-    def fresh(self) -> "StatefulEnergy": ...
+    def fresh(self) -> Self: ...

@@ -17,7 +17,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
-from ..run import _check_int
+from ..run_inputs import check_int as _check_int
 from .tasks import SharedFile, SharedRayObject, _default_workers, _import_optional, _pinned
 
 

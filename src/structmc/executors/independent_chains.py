@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from ..chain import Chain
-from ..run import DivergenceError, _check_int, sample
+from ..run import DivergenceError, sample
+from ..run_inputs import check_int as _check_int
 from .adapters import as_executor
 from .tasks import resolve
 

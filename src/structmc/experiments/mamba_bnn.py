@@ -344,7 +344,7 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
     map_metrics = classification_metrics(predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test,
                                          cfg.ece_bins)
     train = (data.x_train, data.y_train)
-    gx, gy = (data.x_test, data.y_test) if cfg.grid_data == "test" else (data.x_val, data.y_val)
+    gx, gy = (data.x_test, data.y_test) if cfg.grid_data == "test" else data.validation()
     if cfg.grid_points is not None:
         gx, gy = gx[: cfg.grid_points], gy[: cfg.grid_points]
     g = torch.Generator().manual_seed(cfg.seed + 7)

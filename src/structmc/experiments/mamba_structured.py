@@ -187,6 +187,8 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-struct
         raise ValueError(f"metric must be 'val_nll' or 'ksd', got {cfg.metric!r}")
     if cfg.budget not in ("seconds", "iterations"):
         raise ValueError(f"budget must be 'seconds' or 'iterations', got {cfg.budget!r}")
+    if cfg.num_val < 1:
+        raise ValueError(f"num_val must be >= 1 (the validation images the arms are scored on), got {cfg.num_val}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -251,7 +253,7 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
     map_s = time.perf_counter() - t0
     map_test = classification_metrics(predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test,
                                        cfg.ece_bins)
-    xv, yv = data.x_val, data.y_val
+    xv, yv = data.validation()
     if cfg.val_points is not None:
         xv, yv = xv[: cfg.val_points], yv[: cfg.val_points]
     train = (data.x_train, data.y_train)
@@ -306,7 +308,7 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
     report = {
         "experiment": "mamba-structured: MAMBA choosing rho, K and M of Sd-pSGLD on an MNIST MLP (beyond the papers)",
         "preset": preset, "config": asdict(cfg), "seed": cfg.seed, "data": data.source, "num_train": N,
-        "num_val": len(data.y_val), "val_points": len(yv), "num_test": len(data.y_test), "dim": dim,
+        "num_val": len(data.validation()[1]), "val_points": len(yv), "num_test": len(data.y_test), "dim": dim,
         "model": f"MLP(784, {', '.join(map(str, cfg.hidden))}, 10), ReLU, N(0, {cfg.prior_std:g}²) prior",
         "lr": 2.0 * cfg.psgld_step / N,
         "map": {"steps": cfg.map_steps, "seconds": map_s, "test": map_test},

@@ -51,7 +51,7 @@ import copy
 import fnmatch
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -115,6 +115,14 @@ class MetropolisWithinGibbs:
 
     name = "mwg"
     State = MWGState
+    # the run's scratch, set by prepare() on the run's copy (never on the object the user built)
+    _index: list
+    _group_ids: Tensor
+    _incremental: Any
+    _layer: Tensor
+    _num_layers: int
+    _layer_size: Tensor
+    _first_of_layer: Tensor
 
     def __init__(self, partition: Partition, proposal_var=1e-2, *, scaling: str = "none", adapt: Adapt | None = None,
                  mala: bool = False, evaluator: str = "auto", record: str = "block"):
@@ -303,11 +311,13 @@ class MetropolisWithinGibbs:
 
     def _adapt_groups(self, log_sd: Tensor) -> Tensor:
         """log σ per adaptation group: ``[C, L]`` (by layer: all blocks of a layer share it) or ``[C, M]``."""
+        assert self.adapt is not None  # called only with adaptation
         if self.adapt.by == "block":
             return log_sd
         return log_sd[:, self._first_of_layer.to(log_sd.device)]
 
     def _adapt(self, state: MWGState, accept: Tensor) -> None:
+        assert self.adapt is not None  # called only with adaptation
         rate = self.adapt.rate * (state.step + 1) ** (-self.adapt.decay)
         acc = accept.to(torch.float64).mean(0)  # [M], pooled over chains
         if self.adapt.by == "layer":
@@ -351,6 +361,7 @@ def _resolve_var(spec, partition: Partition) -> Tensor:
             var = torch.tensor(per_layer, dtype=torch.float64)[layer]
         else:
             values = [float(v) for v in spec]
+            assert layer is not None  # checked above for per-layer specs
             num_layers = int(layer.max()) + 1
             if len(values) != num_layers:
                 raise ValueError(f"{len(values)} per-layer proposal variances given for {num_layers} layers")
@@ -398,6 +409,7 @@ def acceptance(chain, partition: Partition, *, by: str = "block", window: tuple[
     elif by == "node":
         if partition.unit is None or bool((partition.unit < 0).any()):
             raise ValueError("node acceptance needs blocks that each lie in one unit")
+        assert partition.layer is not None  # a partition with units has layers
         key = partition.layer * (int(partition.unit.max()) + 1) + partition.unit
     else:
         raise ValueError(f"by must be 'block', 'node' or 'layer', got {by!r}")

@@ -51,6 +51,7 @@ class NoiseBuffer:
                                     or buf.device != x.device):
             buf = self._buf = torch.empty_like(x)
         self._like = x
+        assert buf is not None  # made above on first use
         return buf.normal_(generator=generator)
 
 
@@ -145,11 +146,14 @@ class Sampler:
 
     def config(self) -> dict[str, Any]:
         """Hyperparameters, for reports and run folders."""
-        out = {"sampler": self.name}
+        out: dict[str, Any] = {"sampler": self.name}
         for k, v in vars(self).items():
             if k.startswith("_"):
                 continue
-            out[k] = dataclasses.asdict(v) | {"kind": type(v).__name__} if dataclasses.is_dataclass(v) else v
+            if dataclasses.is_dataclass(v) and not isinstance(v, type):
+                out[k] = dataclasses.asdict(v) | {"kind": type(v).__name__}
+            else:
+                out[k] = v
         return out
 
     def __repr__(self) -> str:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from typing import TypedDict
 
 import torch
 from torch import Tensor
@@ -56,15 +57,23 @@ from torch import Tensor
 from .. import fingerprint
 from ..energy import Batch, Energy, WrappedEnergy
 from ..schedules import check_int
+from .copies import _repeat_chains, _split_chains
 from .history import ChainHistory
 from ..partitions import Partition
 from .masks import MASK_KEYS, BernoulliMask, BetaMask, UniformMask, make_mask  # noqa: F401
+from .optimum import structured_optimum_gaussian
 
-# the mask laws are defined in structmc.structured.masks; their home stays this module, where the
-# fingerprints of runs name them and pickles (checkpoints, process executors) find them
-for _obj in (BernoulliMask, UniformMask, BetaMask, make_mask):
+# the mask laws are defined in structmc.structured.masks, and the Gaussian optimum in .optimum;
+# their home stays this module, where the fingerprints of runs name them and pickles
+# (checkpoints, process executors) find them
+for _obj in (BernoulliMask, UniformMask, BetaMask, make_mask, structured_optimum_gaussian):
     _obj.__module__ = __name__
 del _obj
+
+
+class _State(TypedDict):
+    generator: torch.Generator | None  # θ̃/mask generator (None until start)
+    steps: int  # iterations observed
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,13 +128,13 @@ class StructuredEnergy(WrappedEnergy):
         check_int("seed", seed)
         super().__init__(base)
         self.partition, self.history, self.mask = partition, history, mask
-        self.num_copies = partition.num_groups if mask is None else int(num_copies)
+        self.num_copies = partition.num_groups if num_copies is None else int(num_copies)  # None iff mask is None
         self.max_copies_per_call = self.num_copies if max_copies_per_call is None else int(max_copies_per_call)
         self.seed, self.warmup_steps = int(seed), int(warmup_steps)
         self.split_batch = split_batch
         M = partition.num_groups
         self.scale = 1.0 if mask is None else M / (self.num_copies * mask.mean_sum(M))
-        self._state = {"generator": None, "steps": 0}  # θ̃/mask generator, iterations observed
+        self._state: _State = {"generator": None, "steps": 0}
 
     # -- energy protocol ---------------------------------------------------------------------
     # WrappedEnergy declares the pass-throughs (space, num_data, requires_data, device, dtype,
@@ -224,8 +233,8 @@ class StructuredEnergy(WrappedEnergy):
                              f"copy): n must be divisible by K, and {n} is not (e.g. {sizes})")
 
     def initial_position(self) -> Tensor:
-        """The base energy's initial position."""
-        return self.base.initial_position()
+        """The base energy's initial position (an optional member of a base energy)."""
+        return getattr(self.base, "initial_position")()
 
     def with_base(self, base: Energy) -> "StructuredEnergy":
         """A :meth:`fresh` copy around ``base`` (``with_num_data`` rebuilds it around
@@ -259,12 +268,13 @@ class StructuredEnergy(WrappedEnergy):
         self.history.push(theta, self._state["generator"])
 
     def state_dict(self) -> dict:
-        return {"history": self.history.state_dict(), "generator": self._state["generator"].get_state(),
-                "steps": self._state["steps"]}
+        generator = self._state["generator"]
+        assert generator is not None, "StructuredEnergy.start(theta0) must be called first"
+        return {"history": self.history.state_dict(), "generator": generator.get_state(), "steps": self._state["steps"]}
 
     def load_state_dict(self, state: dict, device=None) -> None:
-        self._state["generator"] = torch.Generator(device=device or "cpu")
-        self._state["generator"].set_state(state["generator"])
+        self._state["generator"] = generator = torch.Generator(device=device or "cpu")
+        generator.set_state(state["generator"])
         self._state["steps"] = state["steps"]
         self.history.load_state_dict(state["history"], device)
 
@@ -313,14 +323,14 @@ class StructuredEnergy(WrappedEnergy):
                 rep = tuple(_split_chains(t, K, k0, k1) for t in batch)
             else:
                 rep = tuple(_repeat_chains(t, k) for t in batch)
-            if grad:
+            if total is not None:  # grad
                 u, g = self.base.value_and_grad(mixed, rep)
                 total += (r * g.view(C, k, P)).sum(1)
             else:
                 u = self.base.value(mixed, rep)
             value += u.view(C, k).sum(1)
         value *= self.scale
-        if grad and self.scale != 1.0:
+        if total is not None and self.scale != 1.0:
             total *= self.scale
         return value, total
 
@@ -383,33 +393,3 @@ def check_copy_memory(num_copies: int, per_call: int, num_groups: int, theta0: T
                          f"chains")
     raise ValueError(f"{what}, but {gib(free)} is free on {theta0.device}: even max_copies_per_call=1 needs "
                      f"{gib(per_copy)}; run fewer chains (num_chains={C}) or a smaller model")
-
-
-def _repeat_chains(t: Tensor, k: int) -> Tensor:
-    """``[C, n, ...]`` -> ``[C·k, n, ...]``, each chain's batch for its k copies; a zero-copy
-    expand for one chain (the batch is read-only)."""
-    if t.shape[0] == 1:
-        return t.expand(k, *t.shape[1:])
-    return t.repeat_interleave(k, dim=0)
-
-
-def _split_chains(t: Tensor, K: int, k0: int, k1: int) -> Tensor:
-    """``[C, n, ...]`` -> ``[C·(k1-k0), n/K, ...]``: slices k0..k1-1 of K contiguous slices of
-    each chain's batch, chain-major like the mixed parameters. A view for all K slices of a
-    contiguous batch (a copy only of a chunk of several chains, or of a stride-0 batch)."""
-    parts = t.unflatten(1, (K, t.shape[1] // K))
-    if k0 or k1 != K:
-        parts = parts[:, k0:k1]
-    return parts.flatten(0, 1)
-
-
-def structured_optimum_gaussian(mean: Tensor, precision: Tensor, partition: Partition) -> tuple[Tensor, Tensor]:
-    """Exact S-SGMCMC target for a Gaussian N(μ, Λ⁻¹): block mean-field optimum with means μ_i
-    and covariance blocks (Λ_ii)⁻¹, zero cross-group covariance (their Theorem 1)."""
-    P = mean.numel()
-    cov = torch.zeros(P, P, dtype=precision.dtype)
-    for g in range(partition.num_groups):
-        idx = partition.members(g)
-        cov[idx.unsqueeze(1), idx.unsqueeze(0)] = torch.linalg.inv(precision[idx][:, idx])
-    return mean.clone(), cov
-

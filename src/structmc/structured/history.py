@@ -57,8 +57,11 @@ class ChainHistory:
         self.capacity, self.mode, self.thin, self.storage_dtype = int(capacity), mode, int(thin), dtype
         self.buffer: Tensor | None = None  # [C, W, P]
         self.count = 0  # filled slots
-        self._order = self._inverse = self._sorted_ids = None  # group-sorted layout
-        self._rows = None  # padded-row layout: (M, L, original j -> padded position, sorted -> padded)
+        self._order: Tensor | None = None  # group-sorted layout: the sort, its inverse, the sorted ids
+        self._inverse: Tensor | None = None
+        self._sorted_ids: Tensor | None = None
+        # padded-row layout: (M, L, original j -> padded position, sorted -> padded)
+        self._rows: tuple[int, int, Tensor, Tensor] | None = None
         self.seen = 0  # positions offered to the store (after thinning)
         self.observed = 0  # positions observed (before thinning)
         self._next = 0  # window: slot to overwrite next
@@ -159,13 +162,15 @@ class ChainHistory:
 
     def _stored(self) -> Tensor:
         """The filled slots in the group-sorted layout (the checkpoint format)."""
+        assert self.buffer is not None  # state_dict asks only a store that has one
         filled = self.buffer[:, : self.count]
         return filled if self._rows is None else filled[:, :, self._rows[3]]
 
     def state_dict(self) -> dict:
         return {"buffer": None if self.buffer is None else self._stored().cpu(), "count": self.count,
                 "seen": self.seen, "observed": self.observed, "next": self._next,
-                "group_ids": None if self._order is None else self._sorted_ids[self._inverse].cpu()}
+                # _order, _inverse and _sorted_ids are set together (_set_layout)
+                "group_ids": None if self._sorted_ids is None else self._sorted_ids[self._inverse].cpu()}
 
     def load_state_dict(self, state: dict, device=None) -> None:
         buf = state["buffer"]

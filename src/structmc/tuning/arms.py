@@ -168,13 +168,13 @@ def batch_rows(batch_size: int | float | None, num_data: int) -> int | None:
     return None if n == num_data else n
 
 
-def _check_structured(s: Mapping[str, Any]) -> dict:
+def _check_structured(settings: Mapping[str, Any]) -> dict:
     """An arm's structured settings, checked and in one form: from that form, from
     ``StructuredEnergy.config()`` (plus ``partition``; see :func:`_from_config`) or from an older
     trace (``alpha``/``beta`` for the Beta mask's ``a``/``b``)."""
-    if not isinstance(s, Mapping):
-        raise ValueError(f"Arm.structured must be a mapping, got {s!r}")
-    s = _plain(dict(s))
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"Arm.structured must be a mapping, got {settings!r}")
+    s: dict[str, Any] = _plain(dict(settings))
     if "kind" in s or isinstance(s.get("mask"), Mapping) or isinstance(s.get("history"), Mapping):
         s = _from_config(s)
     for old, new in _RENAMED.items():
@@ -320,8 +320,9 @@ def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequen
 
     keys = list(hyperparameters)
     axes = [values(hyperparameters[k]) for k in keys]
-    s_keys = list(structured or {})
-    s_axes = [values(structured[k]) for k in s_keys]
+    s_given: Mapping[str, Sequence] = structured or {}
+    s_keys = list(s_given)
+    s_axes = [values(s_given[k]) for k in s_keys]
     arms = []
     for b, g, combo, s_combo in itertools.product(values(batch_size), values(gradient), itertools.product(*axes),
                                                   itertools.product(*s_axes)):

@@ -11,9 +11,11 @@ from __future__ import annotations
 from ..run import Budget
 from ..samplers import SAMPLERS
 from .arms import Arm, as_arms, lr_from_paper
-from .mamba import TuningResult, _as_budget, _run_rounds, check_scorable, warn_unscored
+from .halving import _as_budget, check_scorable, warn_unscored
+from .mamba import _run_rounds
 from .problem import Problem, as_problem
 from .records import TuningSettings
+from .result import TuningResult
 
 
 def heuristic(num_data: int, sampler: str = "sgld", *, batch_size: float | int | None = 0.1,

@@ -19,6 +19,10 @@ re-initialises the sampler state each round, as the reference code does.
 Each round is one task per arm on an executor (:mod:`structmc.executors`: serial, process
 pool, Dask, Ray), the metric included, so scoring runs in parallel too. With an iteration or
 gradient-evaluation budget the choice and the trace are identical on every backend.
+
+Modules: :mod:`.halving` (the round arithmetic and budget checks), :mod:`.result`
+(:class:`TuningResult`, the trace) and this one (the rounds on an executor, progress and resume,
+and :func:`mamba`).
 """
 
 from __future__ import annotations
@@ -28,291 +32,29 @@ import io
 import json
 import math
 import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from .. import fingerprint
 from ..executors import as_executor
 from ..run import Budget
-from ..storage import _atomic_write_bytes
-from .arms import Arm, as_arms, edge_of_grid
+from ..storage.atomic import _atomic_write_bytes
+from .arms import Arm, as_arms
+from .halving import (_as_budget, _check_eta, arm_seed, check_scorable, num_rounds, round_budget, round_sizes,
+                      survivors, warn_unscored)
 from .problem import Problem, as_problem
 from .records import ArmCarry, ArmResult, TuningSettings, budget_dict
+from .result import TuningResult, _unfinite
 from .task import ArmTask, evenly, run_arm
 
-TRACE_FORMAT = 1
+# the trace was defined here (structmc.tuning.mamba.TuningResult) before issue 23's split
+TuningResult.__module__ = __name__
+
 PROGRESS = "progress.pt"  # the one authoritative record of a tuning run in out_dir (see _save_progress)
 PROGRESS_FORMAT = 1
-
-
-# ---------------------------------------------------------------------------------------------
-# round arithmetic (Algorithm 1)
-# ---------------------------------------------------------------------------------------------
-def num_rounds(num_arms: int, eta: int = 3) -> int:
-    """``⌊log_η M⌋`` in integers (no floating-point log: ``log(27)/log(3)`` is not exactly 3),
-    at least 1 so that a single arm or fewer than η arms still get scored once."""
-    _check_eta(eta)
-    if int(num_arms) < 1:
-        raise ValueError("no arms to tune: the grid is empty")
-    r, power = 0, eta
-    while power <= num_arms:
-        r, power = r + 1, power * eta
-    return max(1, r)
-
-
-def survivors(num_arms: int, eta: int = 3) -> int:
-    """``⌊n/η⌋`` arms kept after a round of ``n``, at least one."""
-    return max(1, int(num_arms) // int(eta))
-
-
-def round_sizes(num_arms: int, eta: int = 3) -> list[int]:
-    """``|S_i|`` for every round: 9 arms, η = 3 -> [9, 3]; 27 -> [27, 9, 3]; 10 -> [10, 3]."""
-    sizes, n = [], int(num_arms)
-    for _ in range(num_rounds(num_arms, eta)):
-        sizes.append(n)
-        n = survivors(n, eta)
-    return sizes
-
-
-def round_budget(budget: Budget, arms_in_round: int, rounds: int) -> Budget:
-    """``r_i = T / (|S_i| R)``: seconds as a float, iterations and gradient evaluations rounded
-    down (at least 1)."""
-    kind, total = budget_kind(budget)
-    share = total / (arms_in_round * rounds)
-    if kind == "seconds":
-        return Budget(seconds=share)
-    return Budget(**{kind: max(1, int(math.floor(share)))})
-
-
-def check_scorable(share: Budget, thin: int, min_samples: int, *, arms: int, rounds: int, total: Budget) -> None:
-    """Refuse, before any compute, a budget whose smallest per-arm share cannot give each arm
-    ``min_samples`` draws kept every ``thin`` iterations (callers pass
-    ``min(min_samples, max_samples)``: no more than are scored): such arms would be scored on one or
-    two draws and a winner chosen from noise. Counted in iterations (a gradient evaluation
-    budget needs at least one evaluation per iteration); a ``seconds`` budget is checked after
-    its first round (see :func:`warn_unscored`)."""
-    kind, _ = budget_kind(share)
-    if kind == "seconds" or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                                    for v in (thin, min_samples)):
-        return  # bad thin / min_samples get their own error from the round runner
-    need = int(thin) * int(min_samples)
-    have = int(getattr(share, kind))
-    if have < need and total is share:  # a per-arm budget (grid search)
-        raise ValueError(
-            f"the tuning budget {kind}={have} per arm is too small to score the arms: it keeps fewer than "
-            f"min_samples={min_samples} draws at thin={thin}. Give at least {kind}={need} per arm (= thin x "
-            f"min_samples), or lower thin / min_samples")
-    if have < need:
-        minimum = need * arms * rounds
-        raise ValueError(
-            f"the tuning budget {kind}={getattr(total, kind)} is too small to score the arms: the first round gives "
-            f"each of its {arms} arms {have} {kind.replace('_', ' ')}, which keeps fewer than min_samples="
-            f"{min_samples} draws at thin={thin} ({need} needed). Give at least {kind}={minimum} (= thin x "
-            f"min_samples x {arms} arms x {rounds} round{'s' if rounds > 1 else ''}), or lower thin / min_samples, "
-            f"or tune fewer arms")
-
-
-def warn_unscored(result, min_samples: int) -> None:
-    """After a ``seconds`` budget: warn when an arm that did not fail was scored on fewer than
-    ``min_samples`` draws (the choice between such arms is noise)."""
-    short = [(r["label"], r["scored"]) for rnd in result.rounds for r in rnd["results"]
-             if not r.get("error") and r.get("scored", 0) < min_samples]
-    if short:
-        shown = ", ".join(f"{label}: {n}" for label, n in short[:5])
-        warnings.warn(f"the tuning budget was too small to score every arm on min_samples={min_samples} draws "
-                      f"({len(short)} arm-rounds fell short; {shown}{', ...' if len(short) > 5 else ''}): the choice is "
-                      f"unreliable; give more seconds or use an iterations budget", RuntimeWarning, stacklevel=3)
-
-
-def budget_kind(budget: Budget) -> tuple[str, float]:
-    given = [(k, getattr(budget, k)) for k in ("iterations", "seconds", "grad_evals") if getattr(budget, k) is not None]
-    if len(given) != 1:
-        raise ValueError("a tuning budget has exactly one of iterations, seconds or grad_evals, "
-                         f"got {', '.join(k for k, _ in given)}")
-    kind, total = given[0]
-    if not total > 0:
-        raise ValueError(f"the tuning budget must be positive, got {kind}={total}")
-    return kind, total
-
-
-def _check_eta(eta) -> None:
-    if isinstance(eta, bool) or not isinstance(eta, (int, np.integer)) or eta < 2:
-        raise ValueError(f"eta (the pruning rate) must be an integer >= 2, got {eta!r}")
-
-
-def _as_budget(budget) -> Budget:
-    if isinstance(budget, Budget):
-        budget_kind(budget)
-        return budget
-    raise TypeError("budget must be a structmc.Budget, e.g. Budget(seconds=12.0), Budget(iterations=30_000) "
-                    f"or Budget(grad_evals=...), got {budget!r}")
-
-
-def arm_seed(seed: int, index: int, round_: int = 0) -> int:
-    """A seed per (tuning seed, arm, round), independent of where the task runs."""
-    return int(np.random.SeedSequence([int(seed), int(index), int(round_)]).generate_state(1)[0])
-
-
-# ---------------------------------------------------------------------------------------------
-# result
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class TuningResult:
-    """The outcome of :func:`mamba` or :func:`grid_search`: the chosen arm and the trace of
-    every round, JSON-serialisable (:meth:`to_dict`, :meth:`save`, :meth:`load`).
-
-    ``rounds[i]`` holds ``arms`` (indices), ``budget`` (per arm, given), the per-arm
-    ``results`` (``metric``, ``iterations``, ``grad_evals``, ``seconds`` of sampling,
-    ``scores_s``, ``metric_s``, ``setup_s``, ``kept``/``scored`` samples, ``error``),
-    ``kept`` and ``pruned`` (``{"index", "reason"}``) and ``wall_s``. ``timing`` splits the
-    wall time into sampling, scores, metric, set-up (warm-up included), ``in_task_other``
-    (recording draws, state copies) and the driver's ``overhead`` (wall time not covered by
-    tasks, with ``slots`` tasks running at once). ``target``: the target's fingerprint
-    (:mod:`structmc.fingerprint`) when the run has an ``out_dir``; resuming refuses another.
-    """
-
-    method: str
-    arms: list[Arm]
-    settings: dict
-    rounds: list[dict] = field(default_factory=list)
-    best_index: int | None = None
-    timing: dict = field(default_factory=dict)
-    complete: bool = False
-    target: dict | None = None
-
-    @property
-    def best(self) -> Arm | None:
-        """The chosen arm."""
-        return None if self.best_index is None else self.arms[self.best_index]
-
-    def metric_history(self) -> dict[int, list[tuple[int, float]]]:
-        """``{arm index: [(round, metric), ...]}``, inf for failed arms."""
-        out: dict[int, list] = {}
-        for r in self.rounds:
-            for res in r["results"]:
-                out.setdefault(res["index"], []).append((r["round"], res["metric"]))
-        return out
-
-    def to_dict(self) -> dict:
-        return {"format": TRACE_FORMAT, "method": self.method, "arms": [a.to_dict() for a in self.arms],
-                "settings": self.settings, "rounds": self.rounds, "best_index": self.best_index,
-                "best": None if self.best is None else self.best.to_dict(), "timing": self.timing,
-                "complete": self.complete, **({} if self.target is None else {"target": self.target})}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TuningResult":
-        if d.get("format") != TRACE_FORMAT:
-            raise ValueError(f"unknown tuning trace format {d.get('format')!r}")
-        return cls(d["method"], [Arm.from_dict(a) for a in d["arms"]], d["settings"], d["rounds"], d["best_index"],
-                   d.get("timing", {}), d.get("complete", False), d.get("target"))
-
-    def to_json(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=1)
-
-    def save(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
-        return path
-
-    @classmethod
-    def load(cls, path) -> "TuningResult":
-        return cls.from_dict(_unfinite(json.loads(Path(path).read_text())))
-
-    def summary(self) -> str:
-        """One line per round plus the choice."""
-        lines = [f"{self.method}: {len(self.arms)} arms, {len(self.rounds)} round(s)"]
-        for r in self.rounds:
-            best = min(r["results"], key=lambda x: x["metric"])
-            failed = sum(1 for x in r["results"] if x["error"])
-            lines.append(f"  round {r['round']}: {len(r['arms'])} arms x {_fmt_budget(r['budget'])}, "
-                         f"best {best['metric']:.4g} ({self.arms[best['index']].label}), {failed} failed, "
-                         f"kept {len(r['kept'])}, {r['wall_s']:.2f} s")
-        lines.append(f"  chosen: {self.best.label if self.best else None}")
-        lines.extend(f"  warning: {w}" for w in edge_of_grid(self.arms, self.best))
-        if self.timing:
-            t = self.timing
-            lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if isinstance(v, float)))
-        return "\n".join(lines)
-
-    def plot(self, path=None, ax=None):
-        """Metric against round for every arm (log scale; failed arms marked ×); saves to
-        ``path`` when given. Needs matplotlib (``structmc[plot]``)."""
-        import matplotlib
-
-        if path is not None and ax is None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        fig = None
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(7, 4.2))
-        hist = self.metric_history()
-        ordered = sorted(hist, key=lambda i: (i != self.best_index, i))
-        for i in ordered:
-            pts = hist[i]
-            rs = [r for r, m in pts if math.isfinite(m)]
-            ms = [m for r, m in pts if math.isfinite(m)]
-            chosen = i == self.best_index
-            kw = dict(lw=2.5, color="k", zorder=3, label=f"chosen: {self.arms[i].label}") if chosen else \
-                dict(lw=0.8, alpha=0.6)
-            if ms:
-                ax.plot(rs, ms, marker="o", ms=3, **kw)
-            bad = [r for r, m in pts if not math.isfinite(m)]
-            if bad:
-                ax.plot(bad, [np.nan] * len(bad))
-        finite = [m for pts in hist.values() for _, m in pts if math.isfinite(m) and m > 0]
-        if finite:
-            ax.set_yscale("log")
-        failed = [(r, i) for i, pts in hist.items() for r, m in pts if not math.isfinite(m)]
-        if failed and finite:
-            top = max(finite) * 2
-            ax.scatter([r for r, _ in failed], [top] * len(failed), marker="x", color="r", label="failed / diverged")
-        ax.set_xlabel("round")
-        ax.set_ylabel(self.settings.get("metric", {}).get("name", "metric"))
-        ax.set_xticks(range(len(self.rounds)))
-        ax.set_title(f"{self.method}: metric per round, {len(self.arms)} arms")
-        ax.legend(fontsize=7, loc="best")
-        if fig is not None:
-            fig.tight_layout()
-            if path is not None:
-                fig.savefig(path, dpi=120)
-                plt.close(fig)
-        return ax
-
-
-def _fmt_budget(b: dict) -> str:
-    k, v = next((k, v) for k, v in b.items() if v is not None)
-    return f"{v:.3g} s" if k == "seconds" else f"{v} {k}"
-
-
-def _finite(x):
-    """JSON has no inf/NaN: write them as strings."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
-def _unfinite(x):
-    if x in ("inf", "-inf", "nan") and isinstance(x, str):
-        return float(x)
-    if isinstance(x, dict):
-        return {k: _unfinite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_unfinite(v) for v in x]
-    return x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,6 +122,7 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
     if out_dir is not None:  # what resume checks: the energy and every byte of the data
         result.target = fingerprint.fingerprint(problem.energy, problem.data)
     if settings.resume:
+        assert out_dir is not None  # TuningSettings refuses resume=True without out_dir
         result, carries = _load_progress(out_dir, result)
     problem.prepare(arms)
 
@@ -509,6 +252,7 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
             or [a.to_dict() for a in old.arms] != [a.to_dict() for a in fresh.arms]:
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         raise ValueError(f"cannot resume from {source}: its settings or arms differ ({', '.join(diff) or 'arms'})")
+    assert fresh.target is not None  # _rounds fingerprints the target of every run with an out_dir
     fingerprint.check(old.target, fresh.target, f"the tuning run in {out_dir}")
     old.target = fresh.target  # a run from before fingerprints records this one from now on
     if old.complete:

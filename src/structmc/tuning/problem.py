@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..energy import Energy, as_energy, full_data_value_and_grad
 from ..gradients import ControlVariate, Minibatch
-from ..run import _as_data, _check_int, _initial_positions
+from ..run_inputs import as_data, check_int, initial_positions
 from .arms import Arm, structured_energy
 
 
@@ -43,24 +43,26 @@ class Problem:
         # the arguments a Run takes, normalised by Run's own helpers; the checks of the target
         # against the data and the start (and of batching) are Run.__init__'s, made on every
         # arm's run by check_arm before any compute
-        data = _as_data(data)
-        num_chains = _check_int("num_chains", num_chains, 1)
+        data = as_data(data)
+        num_chains = check_int("num_chains", num_chains, 1)
         energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
         if data is not None and energy.num_data is None:
             energy = energy.with_num_data(int(data[0].shape[0]))
-        theta0 = _initial_positions(energy, init, num_chains)
+        theta0 = initial_positions(energy, init, num_chains)
         self.batching = batching
         self.energy, self.data, self.init, self.num_chains = energy, data, theta0, num_chains
-        self.validation = _as_data(validation)
+        self.validation = as_data(validation)
         self.num_data = None if data is None else int(data[0].shape[0])
         self.score_chunk, self.max_score_examples = int(score_chunk), int(max_score_examples)
+        self.score_points: tuple[Tensor, ...] | None
         if score_data is not None:
             if data is None:
                 raise ValueError("score_data needs data")
-            if not 1 <= int(score_data) <= self.num_data:
-                raise ValueError(f"score_data must lie in [1, {self.num_data}], got {score_data}")
+            num_data = int(data[0].shape[0])
+            if not 1 <= int(score_data) <= num_data:
+                raise ValueError(f"score_data must lie in [1, {num_data}], got {score_data}")
             g = torch.Generator().manual_seed(int(seed))
-            idx = torch.randperm(self.num_data, generator=g)[: int(score_data)].to(theta0.device)
+            idx = torch.randperm(num_data, generator=g)[: int(score_data)].to(theta0.device)
             self.score_points = tuple(t.index_select(0, idx) for t in data)
         else:
             self.score_points = data

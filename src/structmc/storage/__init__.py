@@ -1,0 +1,50 @@
+"""Run folders: kept samples streamed to disk in chunks, checkpoints, and reloading.
+
+Modules: :mod:`.layout` (the folder's names, its errors), :mod:`.atomic` (atomic writes, digests),
+:mod:`.manifest` (:class:`VerifiedFolder`: the writer's lock, the manifest, verified reads),
+:mod:`.folder` (:class:`RunFolder`: chunks, records, checkpoints) and :mod:`.chains`
+(:func:`save_chain`, :func:`load_chain`).
+
+Layout of ``out_dir``::
+
+    run.json              run settings and parameter layout; ``folder_format`` (2 since manifests
+                          are mandatory and name the current checkpoint)
+    samples/chunk_00000.pt  {"samples": [C, k, P], "draw_steps": [k]}, in order
+    info/chunk_00000.pt   {key: [..., s]}: the per-iteration records, streamed in order
+    checkpoint-<iteration>.pt  everything needed to resume exactly (older folders: checkpoint.pt)
+    manifest.json         blake2b digest and size of every chunk and of the checkpoint, and the
+                          name of the current checkpoint
+    diverged.json         present when the run stopped on NaN/Inf (or blew up)
+    .structmc.lock        the writer's lock (``fcntl.flock``): one run writes a folder at a time
+
+Chunks are written when ``chunk_draws`` draws are pending and at every checkpoint, so a
+checkpoint always refers to chunks already on disk; on resume, chunks written after the last
+checkpoint are removed and regenerated. The manifest is the folder's table of contents: every
+file is written atomically (a unique temporary name, then ``os.replace``) and only then listed
+in the manifest (itself replaced atomically); a new checkpoint goes to a new file, the manifest
+then names it as current, and only then is the previous one removed. A kill at any moment thus
+leaves a manifest that names complete files matching their digests; files it does not list are
+leftovers of the interrupted write, ignored by readers and removed by the next writer. Reading
+a chunk or the checkpoint checks the digest and names the file that is missing, truncated or
+altered. A folder written by this version without its manifest is an error (nothing could be
+verified); folders from before manifests load with a warning that they are unverified.
+"""
+
+from __future__ import annotations
+
+from .atomic import _atomic_save, _atomic_write_bytes, _digest
+from .chains import load_chain, save_chain
+from .folder import RunFolder, concat_info
+from .layout import (FOLDER_FORMAT, LEGACY_CHECKPOINT, LOCK, MANIFEST, RUN_FOLDER_ENTRIES, RunFolderBusy, RunFolderError,
+                     _chunk_index, _is_run_folder_entry)
+from .manifest import VerifiedFolder
+
+# issue 23: storage was one module (structmc.storage); its classes and functions keep that module
+# name, so that fingerprints, pickles and documentation naming them still resolve
+for _obj in (RunFolder, VerifiedFolder, RunFolderError, RunFolderBusy, concat_info, save_chain, load_chain, _digest,
+             _atomic_write_bytes, _atomic_save, _chunk_index, _is_run_folder_entry):
+    _obj.__module__ = __name__
+del _obj
+
+__all__ = ["RunFolder", "RunFolderError", "RunFolderBusy", "save_chain", "load_chain", "concat_info", "MANIFEST",
+           "LOCK", "FOLDER_FORMAT", "LEGACY_CHECKPOINT", "RUN_FOLDER_ENTRIES"]
