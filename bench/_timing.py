@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 
 
-def interleaved_seconds_per_step(contenders: dict[str, Callable[[int], None]], steps: int, rounds: int,
-                                 warmup: int = 3, rewarm: int = 1, clock: str = "wall") -> dict[str, float]:
+def interleaved_seconds_per_step(
+    contenders: dict[str, Callable[[int], None]],
+    steps: int,
+    rounds: int,
+    warmup: int = 3,
+    rewarm: int = 1,
+    clock: str = "wall",
+) -> dict[str, float]:
     """Median seconds per step of each ``run(n_steps)``, measured in interleaved rounds so
     that machine noise hits every contender alike; one warm-up call each first, and an
     untimed ``run(rewarm)`` right before every timed block, and the order rotated every round
@@ -29,7 +35,7 @@ def interleaved_seconds_per_step(contenders: dict[str, Callable[[int], None]], s
     for r in range(rounds):
         # rotate the order every round: each contender follows a different one each time, so
         # no contender always inherits the allocator and cache state a heavy one leaves behind
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             run = contenders[name]
             if rewarm:
                 run(rewarm)

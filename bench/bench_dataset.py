@@ -54,12 +54,20 @@ def main(argv=None):
     torch.manual_seed(0)
     energy = sm.ModuleEnergy(resnet20(10, in_channels=3), "categorical", num_data=a.num_data).to(a.device)
     on_device = (images.float().div_(255).to(a.device), labels.to(a.device))
-    runs = {"in-memory tensors": sm.Run(energy, None, sm.SGLD(1e-6), data=on_device, batch_size=a.batch_size, seed=1),
-            "Dataset, prefetch": sm.Run(energy, None, sm.SGLD(1e-6), data=sm.DataSource(Images(images, labels)),
-                                        batch_size=a.batch_size, seed=1),
-            "Dataset, no prefetch": sm.Run(energy, None, sm.SGLD(1e-6),
-                                           data=sm.DataSource(Images(images, labels), prefetch=False),
-                                           batch_size=a.batch_size, seed=1)}
+    runs = {
+        "in-memory tensors": sm.Run(energy, None, sm.SGLD(1e-6), data=on_device, batch_size=a.batch_size, seed=1),
+        "Dataset, prefetch": sm.Run(
+            energy, None, sm.SGLD(1e-6), data=sm.DataSource(Images(images, labels)), batch_size=a.batch_size, seed=1
+        ),
+        "Dataset, no prefetch": sm.Run(
+            energy,
+            None,
+            sm.SGLD(1e-6),
+            data=sm.DataSource(Images(images, labels), prefetch=False),
+            batch_size=a.batch_size,
+            seed=1,
+        ),
+    }
 
     def stepper(run):
         def go(n):
@@ -67,13 +75,16 @@ def main(argv=None):
                 run.step()
             if a.device.startswith("cuda"):
                 torch.cuda.synchronize()
+
         return go
 
     t = interleaved_seconds_per_step({k: stepper(r) for k, r in runs.items()}, a.steps, a.rounds)
     ref = t["in-memory tensors"]
     rows = {k: {"ms_per_step": 1000 * v, "ratio": v / ref} for k, v in t.items()}
-    print(f"device {a.device}, N = {a.num_data}, batch {a.batch_size}, ResNet-20, SGLD; torch threads "
-          f"{torch.get_num_threads()}")
+    print(
+        f"device {a.device}, N = {a.num_data}, batch {a.batch_size}, ResNet-20, SGLD; torch threads "
+        f"{torch.get_num_threads()}"
+    )
     for k, r in rows.items():
         print(f"{k:22s} {r['ms_per_step']:8.2f} ms/step   ratio {r['ratio']:.3f}")
     write_json(a.json, rows)

@@ -51,7 +51,7 @@ def ar1_draws(C: int, D: int, P: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     phi = torch.linspace(0.0, 0.9, P)
     x = torch.empty(C, D, P)
-    x[:, 0] = torch.randn(C, P, generator=g) / torch.sqrt(1 - phi ** 2)
+    x[:, 0] = torch.randn(C, P, generator=g) / torch.sqrt(1 - phi**2)
     for t in range(1, D):
         x[:, t] = phi * x[:, t - 1] + torch.randn(C, P, generator=g)
     return x
@@ -84,8 +84,10 @@ def bench_mixing(C: int, D: int, P: int, subset: int, device: str, repeats: int)
         import emcee
 
         subt = sub.transpose(1, 0, 2).copy()
-        ref["IAC (Sokal)"] = ("emcee.integrated_time",
-                              lambda: emcee.autocorr.integrated_time(subt, c=5, tol=0, quiet=True))
+        ref["IAC (Sokal)"] = (
+            "emcee.integrated_time",
+            lambda: emcee.autocorr.integrated_time(subt, c=5, tol=0, quiet=True),
+        )
     except ImportError:
         print("emcee not installed: no emcee reference")
     scale = P / subset
@@ -125,11 +127,15 @@ def bench_ksd(n: int, d: int, device: str, repeats: int) -> tuple[float, float]:
     ksd(x, s)
     t_ksd = best_time(lambda: ksd(x, s), repeats, device)
     if device.startswith("cuda"):
-        extra = (torch.cuda.max_memory_allocated() - base) / 2 ** 30
-        mem = f"peak GPU memory of ksd() beyond its inputs: {extra:.2f} GiB (inputs {2 * x.numel() * 4 / 2 ** 30:.2f} GiB)"
+        extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+        mem = (
+            f"peak GPU memory of ksd() beyond its inputs: {extra:.2f} GiB (inputs {2 * x.numel() * 4 / 2**30:.2f} GiB)"
+        )
     else:
-        mem = (f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.2f} GiB "
-               f"(inputs {2 * x.numel() * 4 / 2 ** 30:.2f} GiB)")
+        mem = (
+            f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB "
+            f"(inputs {2 * x.numel() * 4 / 2**30:.2f} GiB)"
+        )
     return t_ksd, t_gram, mem
 
 
@@ -148,11 +154,15 @@ def main() -> None:
         C, D, P, subset, n, d, repeats = 4, 5000, 10_000, 100, 2000, 10_000, 1
     subset = min(args.subset or subset, P)
     d = args.ksd_d or d
-    print(f"structmc diagnostics benchmark | torch {torch.__version__} | {platform.processor() or platform.machine()} "
-          f"| {torch.get_num_threads()} threads | device {args.device}")
+    print(
+        f"structmc diagnostics benchmark | torch {torch.__version__} | {platform.processor() or platform.machine()} "
+        f"| {torch.get_num_threads()} threads | device {args.device}"
+    )
     if not args.skip_mixing:
-        print(f"\nMixing diagnostics on {C} chains x {D} draws x {P} parameters (float32). Reference loops run "
-              f"one parameter at a time in float64: timed on {subset} parameters and extrapolated x{P / subset:g}.")
+        print(
+            f"\nMixing diagnostics on {C} chains x {D} draws x {P} parameters (float32). Reference loops run "
+            f"one parameter at a time in float64: timed on {subset} parameters and extrapolated x{P / subset:g}."
+        )
         rows = bench_mixing(C, D, P, subset, args.device, repeats)
         print(f"{'quantity':<20} {'structmc s':>11} {'reference':<22} {'ref s (extrap.)':>16} {'speed-up':>9}")
         for name, t, label, rt, ratio in rows:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 
 import torch
+from _timing import interleaved_seconds_per_step, write_json
 
 import structmc as sm
-from _timing import interleaved_seconds_per_step, write_json
 from structmc.gibbs import MetropolisWithinGibbs
 from structmc.partitions import by_finer_nodes
 from structmc.zoo import energy_for
@@ -29,10 +29,12 @@ def make_run(device: str, evaluator: str, num_chains: int, batch_size: int, num_
     X = torch.randn(num_data, 784, generator=g)
     y = torch.randint(0, 10, (num_data,), generator=g)
     energy = energy_for("mlp_gibbs", seed=0).to(device)
-    sampler = MetropolisWithinGibbs(by_finer_nodes(energy.space, chunk), [1e-2, 1e-4, 1e-4, 1e-5], evaluator=evaluator,
-                                    record="layer")
-    run = sm.Run(energy, None, sampler, data=(X, y), batch_size=batch_size, batching="stratified",
-                 num_chains=num_chains, seed=0)
+    sampler = MetropolisWithinGibbs(
+        by_finer_nodes(energy.space, chunk), [1e-2, 1e-4, 1e-4, 1e-5], evaluator=evaluator, record="layer"
+    )
+    run = sm.Run(
+        energy, None, sampler, data=(X, y), batch_size=batch_size, batching="stratified", num_chains=num_chains, seed=0
+    )
 
     def sweeps(n: int) -> None:
         for _ in run.iterate(n):
@@ -59,24 +61,36 @@ def main(argv=None) -> dict:
     rows = {}
     for device in devices:
         for chains in (1, 10):
-            contenders = {f"{ev} {device} C={chains}": make_run(device, ev, chains, args.batch_size, args.num_data, args.chunk)
-                          for ev in ("generic", "incremental")}
+            contenders = {
+                f"{ev} {device} C={chains}": make_run(device, ev, chains, args.batch_size, args.num_data, args.chunk)
+                for ev in ("generic", "incremental")
+            }
             # the generic path is slow: time it on one sweep per block, the incremental on --sweeps
-            generic = interleaved_seconds_per_step({k: v for k, v in contenders.items() if k.startswith("generic")},
-                                                   1, args.rounds, warmup=1)
-            incremental = interleaved_seconds_per_step({k: v for k, v in contenders.items()
-                                                        if k.startswith("incremental")}, args.sweeps, args.rounds, warmup=1)
+            generic = interleaved_seconds_per_step(
+                {k: v for k, v in contenders.items() if k.startswith("generic")}, 1, args.rounds, warmup=1
+            )
+            incremental = interleaved_seconds_per_step(
+                {k: v for k, v in contenders.items() if k.startswith("incremental")}, args.sweeps, args.rounds, warmup=1
+            )
             g, i = next(iter(generic.values())), next(iter(incremental.values()))
-            rows[f"{device} C={chains}"] = {"generic_ms_per_sweep": 1e3 * g, "incremental_ms_per_sweep": 1e3 * i,
-                                            "speedup": g / i, "chain_sweeps_per_s_incremental": chains / i,
-                                            "chain_sweeps_per_s_generic": chains / g}
+            rows[f"{device} C={chains}"] = {
+                "generic_ms_per_sweep": 1e3 * g,
+                "incremental_ms_per_sweep": 1e3 * i,
+                "speedup": g / i,
+                "chain_sweeps_per_s_incremental": chains / i,
+                "chain_sweeps_per_s_generic": chains / g,
+            }
     blocks = by_finer_nodes(energy_for("mlp_gibbs").space, args.chunk).num_groups
-    print(f"MLP(784,10,10,10,10), {blocks} blocks, batch {args.batch_size}, {torch.get_num_threads()} CPU threads, "
-          f"median of {args.rounds} rounds")
+    print(
+        f"MLP(784,10,10,10,10), {blocks} blocks, batch {args.batch_size}, {torch.get_num_threads()} CPU threads, "
+        f"median of {args.rounds} rounds"
+    )
     print(f"{'':12s} {'generic ms':>11s} {'incr. ms':>9s} {'speed-up':>9s} {'chain-sweeps/s':>15s}")
     for k, r in rows.items():
-        print(f"{k:12s} {r['generic_ms_per_sweep']:11.1f} {r['incremental_ms_per_sweep']:9.1f} {r['speedup']:9.1f} "
-              f"{r['chain_sweeps_per_s_incremental']:15.2f}")
+        print(
+            f"{k:12s} {r['generic_ms_per_sweep']:11.1f} {r['incremental_ms_per_sweep']:9.1f} {r['speedup']:9.1f} "
+            f"{r['chain_sweeps_per_s_incremental']:15.2f}"
+        )
     write_json(args.json, rows)
     return rows
 

@@ -53,10 +53,10 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
+from _timing import interleaved_seconds_per_step, write_json
 from torch import nn
 
 import structmc as sm
-from _timing import interleaved_seconds_per_step, write_json
 
 
 def make_problem(num_data: int, seed: int = 0, model: str = "mlp", device: str = "cpu"):
@@ -112,7 +112,7 @@ class TunedHandLoop:
         for _ in range(steps):
             if self.pos + n > N:
                 self.perm, self.pos = torch.randperm(N, generator=self.g, device=X.device), 0
-            idx = self.perm[self.pos:self.pos + n]
+            idx = self.perm[self.pos : self.pos + n]
             self.pos += n
             xb, yb = X.index_select(0, idx), y.index_select(0, idx)
             loss = scale * F.cross_entropy(self.model(xb), yb, reduction="sum")
@@ -174,13 +174,26 @@ def main(argv=None) -> dict:
     ap.add_argument("--samplers", default="all", help="'all' or a comma list of SGLD,pSGLD,SGHMC,SGNHT,CV")
     ap.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     ap.add_argument("--json", help="also write the results to this file")
-    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
-                    help="wall: perf_counter; thread: CPU time of this thread (CPU, 1 thread)")
-    ap.add_argument("--posteriors", choices=("auto", "off", "imported"), default="auto",
-                    help="auto: a posteriors row when installed; off: none, not imported; imported: imported, no row")
-    ap.add_argument("--posteriors-effect", type=int, default=0, metavar="R",
-                    help="run R fresh processes per posteriors mode (off / imported first / imported first with "
-                         "its row), alternating, and print the median ratios side by side")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="wall: perf_counter; thread: CPU time of this thread (CPU, 1 thread)",
+    )
+    ap.add_argument(
+        "--posteriors",
+        choices=("auto", "off", "imported"),
+        default="auto",
+        help="auto: a posteriors row when installed; off: none, not imported; imported: imported, no row",
+    )
+    ap.add_argument(
+        "--posteriors-effect",
+        type=int,
+        default=0,
+        metavar="R",
+        help="run R fresh processes per posteriors mode (off / imported first / imported first with "
+        "its row), alternating, and print the median ratios side by side",
+    )
     args = ap.parse_args(argv)
     if args.posteriors_effect:
         return posteriors_effect(args.posteriors_effect, [a for a in (sys.argv[1:] if argv is None else argv)])
@@ -203,12 +216,28 @@ def main(argv=None) -> dict:
 
     def ours(sampler, gradient="minibatch", num_chains=1):
         def run(n_steps):
-            sm.sample(energy, None, sampler, n_steps, data=(X, y), batch_size=batch, thin=n_steps,
-                      gradient=gradient, num_chains=num_chains, progress=False, on_blowup="ignore")
+            sm.sample(
+                energy,
+                None,
+                sampler,
+                n_steps,
+                data=(X, y),
+                batch_size=batch,
+                thin=n_steps,
+                gradient=gradient,
+                num_chains=num_chains,
+                progress=False,
+                on_blowup="ignore",
+            )
+
         return synced(run, args.device)
 
-    samplers = {"SGLD": lambda: sm.SGLD(lr), "pSGLD": lambda: sm.PSGLD(lr),
-                "SGHMC": lambda: sm.SGHMC(lr, friction=0.1), "SGNHT": lambda: sm.SGNHT(lr, a=0.1)}
+    samplers = {
+        "SGLD": lambda: sm.SGLD(lr),
+        "pSGLD": lambda: sm.PSGLD(lr),
+        "SGHMC": lambda: sm.SGHMC(lr, friction=0.1),
+        "SGNHT": lambda: sm.SGNHT(lr, a=0.1),
+    }
     contenders = {
         "tuned hand loop (SGLD)": synced(TunedHandLoop(model, X, y, batch, lr, 0), args.device),
         "plain hand loop (SGLD)": synced(lambda n: hand_loop(model, X, y, batch, lr, n, 0), args.device),
@@ -241,18 +270,25 @@ def main(argv=None) -> dict:
     rows = {}
     for k, t in per_step.items():
         C = per_chain.get(k, 1)
-        rows[k] = {"ms_per_step": 1e3 * t, "chains": C, "ms_per_chain_step": 1e3 * t / C,
-                   "ratio_to_tuned_hand_loop": t / C / base}
+        rows[k] = {
+            "ms_per_step": 1e3 * t,
+            "chains": C,
+            "ms_per_chain_step": 1e3 * t / C,
+            "ratio_to_tuned_hand_loop": t / C / base,
+        }
     model_name = "MLP 784-50-50-10" if mlp else "ResNet-20 (BatchNorm)"
-    print(f"{model_name}, batch {batch}, N={num_data}, device {args.device}, {torch.get_num_threads()} threads, "
-          f"{args.rounds} rounds x {steps} steps (median, {args.clock} clock), posteriors "
-          f"{'imported' if sys.modules.get('posteriors') is not None else 'not imported'}")
+    print(
+        f"{model_name}, batch {batch}, N={num_data}, device {args.device}, {torch.get_num_threads()} threads, "
+        f"{args.rounds} rounds x {steps} steps (median, {args.clock} clock), posteriors "
+        f"{'imported' if sys.modules.get('posteriors') is not None else 'not imported'}"
+    )
     print(f"{'contender':32s} {'ms/step':>9s} {'ms/chain-step':>14s} {'ratio':>7s}")
     for k, r in rows.items():
         print(f"{k:32s} {r['ms_per_step']:9.3f} {r['ms_per_chain_step']:14.3f} {r['ratio_to_tuned_hand_loop']:7.3f}")
     print("ratio: per chain-step, to the tuned hand loop. CV variants evaluate two gradients per step.")
-    write_json(args.json, {"model": args.model, "device": args.device, "batch_size": batch, "num_data": num_data,
-                           "rows": rows})
+    write_json(
+        args.json, {"model": args.model, "device": args.device, "batch_size": batch, "num_data": num_data, "rows": rows}
+    )
     return rows
 
 
@@ -269,8 +305,11 @@ sys.path.insert(0, script.rsplit("/", 1)[0])
 sys.argv = [script] + sys.argv[3:]
 runpy.run_path(script, run_name="__main__")
 """
-EFFECT_MODES = {"posteriors off": ("off", "off"), "imported first": ("first", "imported"),
-                "imported first + row": ("first", "auto")}
+EFFECT_MODES = {
+    "posteriors off": ("off", "off"),
+    "imported first": ("first", "imported"),
+    "imported first + row": ("first", "auto"),
+}
 
 
 def posteriors_effect(repeats: int, argv: list[str]) -> dict:
@@ -278,6 +317,7 @@ def posteriors_effect(repeats: int, argv: list[str]) -> dict:
     imported first with its row, from ``repeats`` fresh processes each, alternating."""
     try:
         import importlib.util
+
         if importlib.util.find_spec("posteriors") is None:
             raise ImportError
     except ImportError:
@@ -300,7 +340,20 @@ def posteriors_effect(repeats: int, argv: list[str]) -> dict:
         for r in range(repeats):
             for label, (prelude, mode) in EFFECT_MODES.items():
                 out = os.path.join(tmp, f"{r}-{prelude}-{mode}.json")
-                cmd = [sys.executable, "-W", "ignore::FutureWarning", "-c", _CHILD, prelude, script, *rest, "--posteriors", mode, "--json", out]
+                cmd = [
+                    sys.executable,
+                    "-W",
+                    "ignore::FutureWarning",
+                    "-c",
+                    _CHILD,
+                    prelude,
+                    script,
+                    *rest,
+                    "--posteriors",
+                    mode,
+                    "--json",
+                    out,
+                ]
                 print(f"[{r + 1}/{repeats}] {label}", file=sys.stderr, flush=True)
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(out) as f:
@@ -312,8 +365,10 @@ def posteriors_effect(repeats: int, argv: list[str]) -> dict:
     print(f"{'contender':32s}" + "".join(f" {m:>21s}" for m in EFFECT_MODES))
     print(f"{'tuned hand loop ms/step':32s}" + "".join(f" {statistics.median(hand_ms[m]):21.3f}" for m in EFFECT_MODES))
     for k, by in ratios.items():
-        print(f"{k:32s}" + "".join(f" {statistics.median(by[m]):21.3f}" if by[m] else f" {'-':>21s}"
-                                   for m in EFFECT_MODES))
+        print(
+            f"{k:32s}"
+            + "".join(f" {statistics.median(by[m]):21.3f}" if by[m] else f" {'-':>21s}" for m in EFFECT_MODES)
+        )
     return {k: {m: statistics.median(v) if v else None for m, v in by.items()} for k, by in ratios.items()}
 
 

@@ -19,12 +19,11 @@ import argparse
 import time
 
 import torch
+from _timing import interleaved_seconds_per_step, write_json
+from bench_samplers import make_problem
 
 import structmc as sm
 from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, fully_factorized, round_robin
-
-from _timing import interleaved_seconds_per_step, write_json
-from bench_samplers import make_problem
 
 
 def main(argv=None) -> dict:
@@ -45,35 +44,61 @@ def main(argv=None) -> dict:
     contenders = {"base SGLD": (energy, 1)}
     batch = {}  # batch size per contender (default 500)
     for K in (2, 4, 8):
-        contenders[f"Sd-SGLD K={K}"] = (StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100),
-                                                         mask=BernoulliMask(0.5), num_copies=K), K)
+        contenders[f"Sd-SGLD K={K}"] = (
+            StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K),
+            K,
+        )
     for K in (2, 4, 8):
-        contenders[f"Sd-SGLD K={K} split"] = (StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100),
-                                                               mask=BernoulliMask(0.5), num_copies=K,
-                                                               split_batch=True), K)
+        contenders[f"Sd-SGLD K={K} split"] = (
+            StructuredEnergy(
+                energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K, split_batch=True
+            ),
+            K,
+        )
         batch[f"Sd-SGLD K={K} split"] = 500 if 500 % K == 0 else 504
     for M in (4, 8):
         contenders[f"S-SGLD M={M}"] = (StructuredEnergy(energy, round_robin(P, M), ChainHistory(100)), M)
 
     def run(target, n, batch_size=500):
-        sm.sample(target, None, sm.SGLD(1e-5), n, data=(X, y), batch_size=batch_size, thin=n, progress=False,
-                  on_blowup="ignore")
+        sm.sample(
+            target,
+            None,
+            sm.SGLD(1e-5),
+            n,
+            data=(X, y),
+            batch_size=batch_size,
+            thin=n,
+            progress=False,
+            on_blowup="ignore",
+        )
         if args.device == "cuda":
             torch.cuda.synchronize()
 
-    per_step = interleaved_seconds_per_step({k: (lambda n, t=t, b=batch.get(k, 500): run(t, n, b))
-                                             for k, (t, _) in contenders.items()},
-                                            args.steps, args.rounds, warmup=2)
+    per_step = interleaved_seconds_per_step(
+        {k: (lambda n, t=t, b=batch.get(k, 500): run(t, n, b)) for k, (t, _) in contenders.items()},
+        args.steps,
+        args.rounds,
+        warmup=2,
+    )
     base = per_step["base SGLD"]
     rows = {}
-    print(f"MLP 784-50-50-10, batch 500, device {args.device}, {torch.get_num_threads()} threads, "
-          f"{args.rounds} rounds x {args.steps} steps")
-    print(f"{'step':22s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  "
-          f"target <= 1.15 (split: x base ~ 1)")
-    for name, (target, copies) in contenders.items():
+    print(
+        f"MLP 784-50-50-10, batch 500, device {args.device}, {torch.get_num_threads()} threads, "
+        f"{args.rounds} rounds x {args.steps} steps"
+    )
+    print(
+        f"{'step':22s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  "
+        f"target <= 1.15 (split: x base ~ 1)"
+    )
+    for name, (_target, copies) in contenders.items():
         t = per_step[name]
-        rows[name] = {"ms_per_step": 1e3 * t, "ratio_to_base": t / base, "copies": copies,
-                      "ratio_per_copy": t / base / copies, "batch_size": batch.get(name, 500)}
+        rows[name] = {
+            "ms_per_step": 1e3 * t,
+            "ratio_to_base": t / base,
+            "copies": copies,
+            "ratio_per_copy": t / base / copies,
+            "batch_size": batch.get(name, 500),
+        }
         print(f"{name:22s} {1e3 * t:9.3f} {t / base:7.2f} {copies:6d} {t / base / copies:15.3f}")
 
     # θ̃ draws from a window of past samples: a fully factorized partition (M = P, one
@@ -96,8 +121,10 @@ def main(argv=None) -> dict:
             sync()
             t = (time.perf_counter() - t0) / reps
             rows[f"draw theta~ {label} K={K}"] = {"ms": 1e3 * t, "ratio_to_base_step": t / base}
-            print(f"draw θ̃, {label} (M = {part.num_groups}), window {window}, K={K}: {1e3 * t:.3f} ms "
-                  f"({t / base:.2f} x base step); window memory {hist.memory_bytes() / 2**20:.0f} MiB")
+            print(
+                f"draw θ̃, {label} (M = {part.num_groups}), window {window}, K={K}: {1e3 * t:.3f} ms "
+                f"({t / base:.2f} x base step); window memory {hist.memory_bytes() / 2**20:.0f} MiB"
+            )
     write_json(args.json, rows)
     return rows
 

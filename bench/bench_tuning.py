@@ -19,9 +19,9 @@ import argparse
 import time
 
 import torch
+from _timing import write_json
 
 import structmc as sm
-from _timing import write_json
 from structmc import Budget
 from structmc.data.synthetic import logistic_regression_data
 from structmc.tuning import grid, lr_from_paper, mamba, round_sizes
@@ -53,26 +53,39 @@ def main() -> None:
     torch.set_num_threads(1)
     energy, init, data = log_reg(args.num_data // 4 if args.quick else args.num_data)
     steps = [-7.5 + 0.5 * i for i in range(14)] if not args.quick else [-7.0, -6.0, -5.0, -4.0, -3.0]
-    arms = grid("sgld", lr=[lr_from_paper("sgld", 10 ** h) for h in steps], batch_size=[1.0, 0.1, 0.01, 0.001])
+    arms = grid("sgld", lr=[lr_from_paper("sgld", 10**h) for h in steps], batch_size=[1.0, 0.1, 0.01, 0.001])
     sizes = round_sizes(len(arms))
     R = 0.25 if args.quick else 1.0
     T = R * len(sizes) / sum(1.0 / s for s in sizes)
     print(f"{len(arms)} arms, rounds {sizes}, R = {R} s -> T = {T:.2f} s; N = {len(data[0])}")
     rows = {}
-    for name, kw in (("reference scoring (metric_cost=None), serial", dict(metric_cost=None)),
-                     ("default (metric_cost=0.25), serial", dict()),
-                     ("default, process pool x2", dict(executor="process"))):
+    for name, kw in (
+        ("reference scoring (metric_cost=None), serial", dict(metric_cost=None)),
+        ("default (metric_cost=0.25), serial", dict()),
+        ("default, process pool x2", dict(executor="process")),
+    ):
         t0 = time.perf_counter()
         res = mamba(energy, init, arms, Budget(seconds=T), data=data, centre=init, progress=False, **kw)
         wall = time.perf_counter() - t0
         t = res.timing
-        row = {"T": T, "wall": wall, "wall_over_T": wall / T, "sampling": t["sampling"], "scores": t["scores"],
-               "metric": t["metric"], "setup": t["setup"], "overhead": t["overhead"], "chosen": res.best.label,
-               "scored_per_arm_round0": sum(r["scored"] for r in res.rounds[0]["results"]) / len(arms)}
+        row = {
+            "T": T,
+            "wall": wall,
+            "wall_over_T": wall / T,
+            "sampling": t["sampling"],
+            "scores": t["scores"],
+            "metric": t["metric"],
+            "setup": t["setup"],
+            "overhead": t["overhead"],
+            "chosen": res.best.label,
+            "scored_per_arm_round0": sum(r["scored"] for r in res.rounds[0]["results"]) / len(arms),
+        }
         rows[name] = row
-        print(f"{name:48s} wall {wall:6.2f} s = {wall / T:4.2f} T | sampling {t['sampling']:6.2f}  scores "
-              f"{t['scores']:6.2f}  KSD {t['metric']:5.2f}  set-up {t['setup']:5.2f}  overhead {t['overhead']:5.2f} "
-              f"| chosen {res.best.label}")
+        print(
+            f"{name:48s} wall {wall:6.2f} s = {wall / T:4.2f} T | sampling {t['sampling']:6.2f}  scores "
+            f"{t['scores']:6.2f}  KSD {t['metric']:5.2f}  set-up {t['setup']:5.2f}  overhead {t['overhead']:5.2f} "
+            f"| chosen {res.best.label}"
+        )
     write_json(args.json, rows)
 
 

@@ -40,7 +40,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 MIN_FREE_GB_FOR_CUDA_TORCH = 15
 
 # the check itself, run by the 3.12 interpreter of the environment
-CHECK = r'''
+CHECK = r"""
 import sys, time, tempfile, os
 import numpy as np
 import torch
@@ -98,7 +98,7 @@ for plot in ("plot_trace_dist", "plot_forest"):
     print(f"{plot}: {path} ({size} bytes)")
 print(f"check: {time.perf_counter() - t0:.1f} s")
 print("ARVIZ 1.x CHECK PASSED")
-'''
+"""
 
 
 def find_python(given: str | None) -> str | None:
@@ -110,8 +110,13 @@ def find_python(given: str | None) -> str | None:
         candidates += sorted(glob.glob(str(root / "versions" / "3.1[2-9]*" / "bin" / "python3")))
     for exe in filter(None, candidates):
         try:
-            out = subprocess.run([exe, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-                                 capture_output=True, text=True, timeout=60, check=False)
+            out = subprocess.run(
+                [exe, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         if out.returncode == 0 and out.stdout.strip() == "True":
@@ -137,17 +142,21 @@ def has(py: str, code: str) -> bool:
 def install_torch(py: str, version: str, venv: Path) -> None:
     spec = f"torch=={version}" if version else "torch"
     if has(py, f"import torch; assert torch.__version__.split('+')[0] == {version!r} or not {version!r}"):
-        print(f"[torch] already installed: {subprocess.check_output([py, '-c', 'import torch; print(torch.__version__)'], text=True).strip()}")
+        print(
+            f"[torch] already installed: {subprocess.check_output([py, '-c', 'import torch; print(torch.__version__)'], text=True).strip()}"
+        )
         return
     pip = [py, "-m", "pip", "install"]
     # the CPU build (~200 MB): only the PyTorch index has it
     if run(pip + [spec, "--index-url", CPU_INDEX], "torch (CPU build)", check=False).returncode == 0:
         return
-    free_gb = shutil.disk_usage(venv).free / 2 ** 30
+    free_gb = shutil.disk_usage(venv).free / 2**30
     if free_gb < MIN_FREE_GB_FOR_CUDA_TORCH:
-        raise SystemExit(f"{CPU_INDEX} cannot be reached and the PyPI build of torch is the CUDA one (~5 GB with "
-                         f"its nvidia-* wheels); only {free_gb:.1f} GB are free (< {MIN_FREE_GB_FOR_CUDA_TORCH} GB): "
-                         f"not downloading it. Install torch into {venv} yourself and run this again.")
+        raise SystemExit(
+            f"{CPU_INDEX} cannot be reached and the PyPI build of torch is the CUDA one (~5 GB with "
+            f"its nvidia-* wheels); only {free_gb:.1f} GB are free (< {MIN_FREE_GB_FOR_CUDA_TORCH} GB): "
+            f"not downloading it. Install torch into {venv} yourself and run this again."
+        )
     print(f"[torch] {CPU_INDEX} cannot be reached: the PyPI build (CUDA, ~5 GB; {free_gb:.0f} GB free)")
     run(pip + [spec], "torch (PyPI build)")
 
@@ -155,16 +164,22 @@ def install_torch(py: str, version: str, venv: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", help="a Python >= 3.12 (default: python3.12/3.13 on PATH, else pyenv's)")
-    ap.add_argument("--venv", default=str(Path.home() / ".cache" / "structmc-arviz1"),
-                    help="the environment to create or reuse (default: %(default)s)")
+    ap.add_argument(
+        "--venv",
+        default=str(Path.home() / ".cache" / "structmc-arviz1"),
+        help="the environment to create or reuse (default: %(default)s)",
+    )
     ap.add_argument("--torch", default="2.13.0", help="torch version to install ('' for the newest)")
     ap.add_argument("--recreate", action="store_true", help="delete the environment first")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     base = find_python(args.python)
     if base is None:
-        print("no Python >= 3.12 found (ArviZ 1.x needs it): install one (e.g. `pyenv install 3.12`) or pass "
-              "--python; ArviZ 1.x was not checked", file=sys.stderr)
+        print(
+            "no Python >= 3.12 found (ArviZ 1.x needs it): install one (e.g. `pyenv install 3.12`) or pass "
+            "--python; ArviZ 1.x was not checked",
+            file=sys.stderr,
+        )
         return 2
     venv = Path(args.venv).expanduser()
     if args.recreate and venv.exists():

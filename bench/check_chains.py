@@ -53,17 +53,39 @@ def configurations():
     for name, make in samplers.items():
         for chains in (1, 3):
             for batching in ("epoch", "stratified", "with_replacement"):
+
                 def run(make=make, chains=chains, batching=batching):
                     e, data = _energy(prior_std={"*.bias": 3.0, "*": 1.0})
-                    return sm.sample(e, None, make(), 60, data=data, batch_size=20, batching=batching,
-                                     num_chains=chains, seed=7, progress=False)
+                    return sm.sample(
+                        e,
+                        None,
+                        make(),
+                        60,
+                        data=data,
+                        batch_size=20,
+                        batching=batching,
+                        num_chains=chains,
+                        seed=7,
+                        progress=False,
+                    )
+
                 yield f"{name}-{chains}ch-{batching}", run
 
     def sgld_cv(chains):
         e, data = _energy()
         centre = sm.find_map(e, e.initial_position(), data=data, batch_size=40, num_steps=50, seed=1)
-        return sm.sample(e, centre, sm.SGLD(1e-4), 60, data=data, batch_size=10, num_chains=chains, seed=3,
-                         gradient=ControlVariate(centre), progress=False)
+        return sm.sample(
+            e,
+            centre,
+            sm.SGLD(1e-4),
+            60,
+            data=data,
+            batch_size=10,
+            num_chains=chains,
+            seed=3,
+            gradient=ControlVariate(centre),
+            progress=False,
+        )
 
     for chains in (1, 3):
         yield f"sgld-cv-{chains}ch", lambda chains=chains: sgld_cv(chains)
@@ -75,8 +97,9 @@ def configurations():
             se = StructuredEnergy(e, part, 30, seed=2)
         else:
             se = StructuredEnergy(e, part, 30, mask=BernoulliMask(0.5), num_copies=2, seed=2)
-        return sm.sample(se, None, sm.SGLD(1e-4), 50, data=data, batch_size=20, num_chains=chains, seed=5,
-                         progress=False)
+        return sm.sample(
+            se, None, sm.SGLD(1e-4), 50, data=data, batch_size=20, num_chains=chains, seed=5, progress=False
+        )
 
     for kind in ("S", "Sd"):
         for chains in (1, 3):
@@ -92,8 +115,9 @@ def configurations():
 
     def laplace(chains):
         e, data = _energy(prior=Laplace(0.0, 0.5))
-        return sm.sample(e, None, sm.SGLD(1e-3), 60, data=data, batch_size=20, num_chains=chains, seed=11,
-                         progress=False)
+        return sm.sample(
+            e, None, sm.SGLD(1e-3), 60, data=data, batch_size=20, num_chains=chains, seed=11, progress=False
+        )
 
     for chains in (1, 3):
         yield f"laplace-{chains}ch", lambda chains=chains: laplace(chains)
@@ -102,16 +126,26 @@ def configurations():
         e, data = _energy()
         h = HierarchicalEnergy(e)
         init = h.initial_position().expand(chains, -1).clone() if h.initial_position().dim() == 1 else None
-        return sm.sample(h, init, sm.SGLD(1e-4), 60, data=data, batch_size=20, num_chains=chains, seed=13,
-                         progress=False)
+        return sm.sample(
+            h, init, sm.SGLD(1e-4), 60, data=data, batch_size=20, num_chains=chains, seed=13, progress=False
+        )
 
     for chains in (1, 2):
         yield f"hierarchical-{chains}ch", lambda chains=chains: hierarchical(chains)
 
     def dataset(chains):
         e, (X, y) = _energy()
-        return sm.sample(e, None, sm.PSGLD(1e-4), 60, data=TensorDataset(X, y), batch_size=20,
-                         num_chains=chains, seed=17, progress=False)
+        return sm.sample(
+            e,
+            None,
+            sm.PSGLD(1e-4),
+            60,
+            data=TensorDataset(X, y),
+            batch_size=20,
+            num_chains=chains,
+            seed=17,
+            progress=False,
+        )
 
     for chains in (1, 3):
         yield f"dataset-{chains}ch", lambda chains=chains: dataset(chains)

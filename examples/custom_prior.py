@@ -64,8 +64,9 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     steps = a.steps or (40_000 if a.full else 4_000)
     x, y, w_true = make_data(400)
-    kw = dict(data=(x, y), batch_size=50, num_chains=4, burn_in=steps // 2, thin=max(1, steps // 1000), seed=0,
-              progress=False)
+    kw = dict(
+        data=(x, y), batch_size=50, num_chains=4, burn_in=steps // 2, thin=max(1, steps // 1000), seed=0, progress=False
+    )
     hier = sm.LogDensityEnergy(dim=D + 1, log_likelihood=log_likelihood, log_prior=hierarchical_log_prior)
     init = torch.zeros(D + 1, dtype=torch.float64)
     chain = sm.sample(hier, init, sm.SGLD(5e-4), steps, **kw)
@@ -74,7 +75,10 @@ def main(argv=None) -> dict:
     draws = chain.samples.reshape(-1, D + 1)
     sigma = draws[:, D].exp()
     w_h, w_f = draws[:, :D], fixed.samples.reshape(-1, D)
-    err = {"hierarchical": float((w_h.mean(0) - w_true).norm()), "sigma fixed at 1": float((w_f.mean(0) - w_true).norm())}
+    err = {
+        "hierarchical": float((w_h.mean(0) - w_true).norm()),
+        "sigma fixed at 1": float((w_f.mean(0) - w_true).norm()),
+    }
     null = slice(3, D)
     shrink = {"hierarchical": float(w_h[:, null].abs().mean()), "sigma fixed at 1": float(w_f[:, null].abs().mean())}
     q = torch.quantile(sigma, torch.tensor([0.05, 0.5, 0.95], dtype=sigma.dtype))
@@ -96,12 +100,18 @@ def main(argv=None) -> dict:
     ax2.set_xlabel("σ (posterior)")
     fig.suptitle(f"sparse logistic regression, N = 400, d = {D}: a half-Cauchy hyperprior on σ", fontsize=10)
     path = save_figure(fig, Path(a.out) / "custom_prior.png")
-    result = {"png": str(path), "sigma_quantiles": [float(v) for v in q], "coef_error": err,
-              "null_coef_mean_abs": shrink}
+    result = {
+        "png": str(path),
+        "sigma_quantiles": [float(v) for v in q],
+        "coef_error": err,
+        "null_coef_mean_abs": shrink,
+    }
     print(f"σ posterior: median {float(q[1]):.3f}, 90% interval [{float(q[0]):.3f}, {float(q[2]):.3f}]")
     for name in err:
-        print(f"{name:17s}: |E[w] − w_true| = {err[name]:.3f}, mean |w_j| over the 17 null coefficients "
-              f"{shrink[name]:.3f}")
+        print(
+            f"{name:17s}: |E[w] − w_true| = {err[name]:.3f}, mean |w_j| over the 17 null coefficients "
+            f"{shrink[name]:.3f}"
+        )
     print(f"wrote {path}")
     return result
 

@@ -53,15 +53,33 @@ def main(argv=None) -> dict:
 
     # the last layer only, its prior centred on the trained weights
     last = sm.ModuleEnergy(net, "categorical", sample="4.*", prior=Normal(loc=net.state_dict(), scale=a.prior_scale))
-    chain = sm.sample(last, None, sm.SGLD(2e-6), steps, data=(x, y), batch_size=batch, num_chains=4,
-                      burn_in=steps // 2, thin=max(1, steps // 50), seed=1, progress=False)
+    chain = sm.sample(
+        last,
+        None,
+        sm.SGLD(2e-6),
+        steps,
+        data=(x, y),
+        batch_size=batch,
+        num_chains=4,
+        burn_in=steps // 2,
+        thin=max(1, steps // 50),
+        seed=1,
+        progress=False,
+    )
     bayes = sm.evaluate(last, chain, (xt, yt))
-    fig = plot_calibration([point, bayes], yt, label=["point estimate", f"Bayesian last layer ({last.space.dim} "
-                                                                        "parameters)"])
+    fig = plot_calibration(
+        [point, bayes], yt, label=["point estimate", f"Bayesian last layer ({last.space.dim} parameters)"]
+    )
     fig.suptitle(f"{source}, MLP 784-200-200-10, {N} training images", fontsize=10)
     path = save_figure(fig, Path(a.out) / "last_layer.png")
-    result = {"png": str(path), "data": source, "point": point["pooled"], "last_layer": bayes["pooled"],
-              "sampled_parameters": last.space.dim, "total_parameters": whole.space.dim}
+    result = {
+        "png": str(path),
+        "data": source,
+        "point": point["pooled"],
+        "last_layer": bayes["pooled"],
+        "sampled_parameters": last.space.dim,
+        "total_parameters": whole.space.dim,
+    }
     for name in ("point", "last_layer"):
         r = result[name]
         print(f"{name:10s} accuracy {100 * r['accuracy']:.2f}%, NLL {r['nll']:.4f}, ECE {100 * r['ece']:.2f}%")

@@ -39,23 +39,42 @@ def main(argv=None) -> dict:
     N, batch = len(y), 100
     steps = max(20, int(epochs * N / batch))
     torch.manual_seed(0)
-    energy = sm.ModuleEnergy(nn.Sequential(nn.Linear(784, 100), nn.ReLU(), nn.Linear(100, 10)), "categorical",
-                             prior_std=1.0)
+    energy = sm.ModuleEnergy(
+        nn.Sequential(nn.Linear(784, 100), nn.ReLU(), nn.Linear(100, 10)), "categorical", prior_std=1.0
+    )
     map_theta = sm.find_map(energy, energy.initial_position(), data=(x, y), batch_size=batch, num_steps=steps)
     point = sm.evaluate(energy, map_theta.unsqueeze(0), (xt, yt))
     # pSGLD: ε = 2·(per-datum step 1e-3)/N (the pSGLD paper's convention, docs/conventions.md)
-    chain = sm.sample(energy, map_theta, sm.PSGLD(2 * 1e-3 / N), steps, data=(x, y), batch_size=batch, num_chains=4,
-                      burn_in=steps // 2, thin=max(1, steps // 40), seed=1, progress=False)
+    chain = sm.sample(
+        energy,
+        map_theta,
+        sm.PSGLD(2 * 1e-3 / N),
+        steps,
+        data=(x, y),
+        batch_size=batch,
+        num_chains=4,
+        burn_in=steps // 2,
+        thin=max(1, steps // 40),
+        seed=1,
+        progress=False,
+    )
     bayes = sm.evaluate(energy, chain, (xt, yt))
     fig = plot_calibration([point, bayes], yt, label=["MAP (find_map)", f"pSGLD, {chain.num_draws * 4} draws"])
     fig.suptitle(f"{source}, MLP 784-100-10, {N} training images", fontsize=10)
     path = save_figure(fig, Path(a.out) / "mnist_calibration.png")
-    result = {"png": str(path), "data": source, "map": point["pooled"], "psgld": bayes["pooled"],
-              "psgld_per_chain_accuracy": [c["accuracy"] for c in bayes["per_chain"]]}
+    result = {
+        "png": str(path),
+        "data": source,
+        "map": point["pooled"],
+        "psgld": bayes["pooled"],
+        "psgld_per_chain_accuracy": [c["accuracy"] for c in bayes["per_chain"]],
+    }
     for name in ("map", "psgld"):
         r = result[name]
-        print(f"{name:6s} accuracy {100 * r['accuracy']:.2f}%, NLL {r['nll']:.4f}, Brier {r['brier']:.4f}, "
-              f"ECE {100 * r['ece']:.2f}%, MCE {100 * r['mce']:.1f}%")
+        print(
+            f"{name:6s} accuracy {100 * r['accuracy']:.2f}%, NLL {r['nll']:.4f}, Brier {r['brier']:.4f}, "
+            f"ECE {100 * r['ece']:.2f}%, MCE {100 * r['mce']:.1f}%"
+        )
     print(f"wrote {path}")
     return result
 

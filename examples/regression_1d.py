@@ -23,7 +23,9 @@ from structmc.diagnostics import plot_predictive, save_figure
 
 def make_data(n: int, seed: int):
     g = torch.Generator().manual_seed(seed)
-    x = torch.cat([torch.empty(n // 2).uniform_(-2, -0.6, generator=g), torch.empty(n - n // 2).uniform_(0.6, 2, generator=g)])
+    x = torch.cat(
+        [torch.empty(n // 2).uniform_(-2, -0.6, generator=g), torch.empty(n - n // 2).uniform_(0.6, 2, generator=g)]
+    )
     y = torch.sin(3 * x) * x / 2 + 0.1 * torch.randn(n, generator=g)
     return x.unsqueeze(1), y
 
@@ -43,23 +45,39 @@ def main(argv=None) -> dict:
     # start the chains from a MAP estimate, then sample; pSGLD's lr ε multiplies G∇Û with Û the
     # N-scaled energy, so ε = 2·(a per-datum step)/N (docs/conventions.md): here 2·1e-3/200
     start = sm.find_map(energy, energy.initial_position(), data=(x, y), batch_size=32, num_steps=steps // 2)
-    chain = sm.sample(energy, start, sm.PSGLD(1e-5), steps, data=(x, y), batch_size=32, num_chains=4,
-                      burn_in=steps // 2, thin=max(1, steps // 200), seed=1, progress=False)
+    chain = sm.sample(
+        energy,
+        start,
+        sm.PSGLD(1e-5),
+        steps,
+        data=(x, y),
+        batch_size=32,
+        num_chains=4,
+        burn_in=steps // 2,
+        thin=max(1, steps // 200),
+        seed=1,
+        progress=False,
+    )
     grid = torch.linspace(-3.5, 3.5, 300).unsqueeze(1)
     on_grid = sm.evaluate(energy, chain, (grid, torch.zeros(300)))
     test = sm.evaluate(energy, chain, (x_test, y_test))
     draws = energy.forward_draws(chain.samples.reshape(-1, energy.space.dim)[::40], (grid,)).squeeze(-1)
-    fig = plot_predictive(grid[:, 0], on_grid, x_train=x[:, 0], y_train=y, x_test=x_test[:, 0], y_test=y_test,
-                          draws=draws)
-    fig.axes[0].set_title(f"pSGLD, 4 chains x {chain.num_draws} draws: test RMSE {test['pooled']['rmse']:.3f}, "
-                          f"NLL {test['pooled']['nll']:.2f}, 90% coverage {test['pooled']['coverage']['0.9']:.2f}",
-                          fontsize=9)
+    fig = plot_predictive(
+        grid[:, 0], on_grid, x_train=x[:, 0], y_train=y, x_test=x_test[:, 0], y_test=y_test, draws=draws
+    )
+    fig.axes[0].set_title(
+        f"pSGLD, 4 chains x {chain.num_draws} draws: test RMSE {test['pooled']['rmse']:.3f}, "
+        f"NLL {test['pooled']['nll']:.2f}, 90% coverage {test['pooled']['coverage']['0.9']:.2f}",
+        fontsize=9,
+    )
     out = Path(a.out)
     path = save_figure(fig, out / "regression_1d.png")
     gap = on_grid["std"][(grid[:, 0].abs() < 0.3)].mean() / on_grid["std"][(grid[:, 0].abs() - 1.3).abs() < 0.3].mean()
     result = {"png": str(path), **test["pooled"], "band_ratio_gap_vs_data": float(gap)}
-    print(f"wrote {path}; test RMSE {result['rmse']:.3f}, NLL {result['nll']:.3f}, coverage "
-          f"{result['coverage']}; the band is {result['band_ratio_gap_vs_data']:.1f}x wider in the gap than on the data")
+    print(
+        f"wrote {path}; test RMSE {result['rmse']:.3f}, NLL {result['nll']:.3f}, coverage "
+        f"{result['coverage']}; the band is {result['band_ratio_gap_vs_data']:.1f}x wider in the gap than on the data"
+    )
     return result
 
 

@@ -42,10 +42,12 @@ def _needs(name: str) -> list:
     """A data set's files: a list of alternatives per needed file (any one of them will do)."""
     from structmc.data import checksums
 
-    return {"mnist": [[spec] for spec in checksums.MNIST.values()],
-            "fashion-mnist": [[spec] for spec in checksums.FASHION_MNIST.values()],
-            "boston": [[checksums.UCI["boston.csv"], checksums.UCI["housing.data"]]],
-            "concrete": [[checksums.UCI["concrete.csv"], checksums.UCI["Concrete_Data.xls"]]]}[name]
+    return {
+        "mnist": [[spec] for spec in checksums.MNIST.values()],
+        "fashion-mnist": [[spec] for spec in checksums.FASHION_MNIST.values()],
+        "boston": [[checksums.UCI["boston.csv"], checksums.UCI["housing.data"]]],
+        "concrete": [[checksums.UCI["concrete.csv"], checksums.UCI["Concrete_Data.xls"]]],
+    }[name]
 
 
 def _write_idx(path: Path, array: np.ndarray) -> None:
@@ -62,9 +64,14 @@ def _idx_standin(folder: str, seed: int, num_train: int = 2000, num_test: int = 
 
         x_tr, y_tr, x_te, y_te = synthetic_images(num_train, num_test, seed)
         u8 = lambda x: (x[:, 0] * 255).round().to(torch.uint8).numpy()  # noqa: E731
-        for stem, arr in (("train-images-idx3-ubyte", u8(x_tr)), ("train-labels-idx1-ubyte", y_tr.numpy()),
-                          ("t10k-images-idx3-ubyte", u8(x_te)), ("t10k-labels-idx1-ubyte", y_te.numpy())):
+        for stem, arr in (
+            ("train-images-idx3-ubyte", u8(x_tr)),
+            ("train-labels-idx1-ubyte", y_tr.numpy()),
+            ("t10k-images-idx3-ubyte", u8(x_te)),
+            ("t10k-labels-idx1-ubyte", y_te.numpy()),
+        ):
             _write_idx(root / folder / f"{stem}.gz", arr.astype(np.uint8))
+
     return write
 
 
@@ -78,32 +85,54 @@ def _boston_standin(root: Path) -> None:
     the original), mean ≈ 22.5, sd ≈ 9, linear in a few features (R² ≈ 0.8) so a network can fit."""
     g = np.random.default_rng(506)
     n = 506
-    x = g.normal(size=(n, 13)) * np.array([8, 23, 7, 0.25, 0.1, 0.7, 28, 2, 8.7, 168, 2.2, 91, 7]) \
-        + np.array([3.6, 11, 11, 0.07, 0.55, 6.3, 68, 3.8, 9.5, 408, 18.5, 356, 12.7])
+    x = g.normal(size=(n, 13)) * np.array([8, 23, 7, 0.25, 0.1, 0.7, 28, 2, 8.7, 168, 2.2, 91, 7]) + np.array(
+        [3.6, 11, 11, 0.07, 0.55, 6.3, 68, 3.8, 9.5, 408, 18.5, 356, 12.7]
+    )
     x[:, 3] = (x[:, 3] > 0.3).astype(float)  # chas is 0/1
     z = (x[:, 5] - 6.3) / 0.7 - (x[:, 12] - 12.7) / 7 - 0.4 * (x[:, 10] - 18.5) / 2.2
     medv = 22.5 + 9.0 * (z / z.std() * 0.9 + 0.45 * g.normal(size=n))
     medv = np.clip(medv, 5.0, 50.0)
     medv[np.argsort(z)[-16:]] = 50.0  # the original's 16 censored values
     medv[np.argsort(z)[:2]] = 5.0
-    _write_csv(root / "uci" / "boston.csv", ["crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax",
-                                             "ptratio", "black", "lstat", "medv"], np.column_stack([x, medv]))
+    _write_csv(
+        root / "uci" / "boston.csv",
+        ["crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax", "ptratio", "black", "lstat", "medv"],
+        np.column_stack([x, medv]),
+    )
 
 
 def _concrete_standin(root: Path) -> None:
     """1030 rows with modeldata::concrete's columns (8 mixture features, strength in MPa)."""
     g = np.random.default_rng(1030)
     n = 1030
-    x = np.abs(g.normal(size=(n, 8)) * np.array([104, 86, 64, 21, 6, 78, 80, 63])
-               + np.array([281, 74, 54, 182, 6, 973, 774, 46]))
+    x = np.abs(
+        g.normal(size=(n, 8)) * np.array([104, 86, 64, 21, 6, 78, 80, 63])
+        + np.array([281, 74, 54, 182, 6, 973, 774, 46])
+    )
     y = 0.1 * x[:, 0] + 0.07 * x[:, 1] - 0.2 * x[:, 3] + 0.1 * x[:, 7] + 30 + 5 * g.normal(size=n)
-    _write_csv(root / "uci" / "concrete.csv", ["cement", "blast_furnace_slag", "fly_ash", "water", "superplasticizer",
-                                               "coarse_aggregate", "fine_aggregate", "age", "compressive_strength"],
-               np.column_stack([x, np.clip(y, 2.3, 82.6)]))
+    _write_csv(
+        root / "uci" / "concrete.csv",
+        [
+            "cement",
+            "blast_furnace_slag",
+            "fly_ash",
+            "water",
+            "superplasticizer",
+            "coarse_aggregate",
+            "fine_aggregate",
+            "age",
+            "compressive_strength",
+        ],
+        np.column_stack([x, np.clip(y, 2.3, 82.6)]),
+    )
 
 
-WRITERS = {"mnist": _idx_standin("mnist", 0), "fashion-mnist": _idx_standin("fashion-mnist", 1),
-           "boston": _boston_standin, "concrete": _concrete_standin}
+WRITERS = {
+    "mnist": _idx_standin("mnist", 0),
+    "fashion-mnist": _idx_standin("fashion-mnist", 1),
+    "boston": _boston_standin,
+    "concrete": _concrete_standin,
+}
 
 
 def found_files(name: str, root: Path | None = None) -> list[Path] | None:

@@ -82,7 +82,7 @@ def extract(path: Path) -> list[Block]:
             while j < len(lines) and not lines[j].strip().startswith(fence):
                 j += 1
             if lang == "python":
-                body = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[i + 1:j]]
+                body = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[i + 1 : j]]
                 b = Block(rel, len(blocks) + 1, i + 2, "\n".join(body) + "\n")
                 for kind, value, _ in pending:
                     if kind == "skip":
@@ -91,8 +91,10 @@ def extract(path: Path) -> list[Block]:
                         b.replacements.append(value)
                 blocks.append(b)
             elif pending:
-                raise ValueError(f"{rel}:{pending[0][2]}: a doc-test marker before a {lang or 'plain'} block "
-                                 "(markers apply to the next ```python block only)")
+                raise ValueError(
+                    f"{rel}:{pending[0][2]}: a doc-test marker before a {lang or 'plain'} block "
+                    "(markers apply to the next ```python block only)"
+                )
             pending = []
             i = j + 1
             continue
@@ -108,8 +110,10 @@ def _prepared(block: Block) -> str:
     src = block.source
     for old, new in block.replacements:
         if old not in src:
-            raise AssertionError(f"{block.page}, block {block.number} (line {block.line}): the replace marker's "
-                                 f"text {old!r} does not occur in the block")
+            raise AssertionError(
+                f"{block.page}, block {block.number} (line {block.line}): the replace marker's "
+                f"text {old!r} does not occur in the block"
+            )
         src = src.replace(old, new)
     return src
 
@@ -120,7 +124,7 @@ class Outcome:
     message: str = ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def run_page(rel: str) -> dict[int, Outcome]:
     """The outcome of each block of the page, the page run once per session."""
     return execute_page(rel)
@@ -139,6 +143,7 @@ def execute_page(rel: str) -> dict[int, Outcome]:
         torch.manual_seed(0)
         try:
             import matplotlib
+
             matplotlib.use("Agg")
         except ImportError:
             pass
@@ -217,9 +222,12 @@ def _page(tmp_path, text: str) -> str:
 
 def test_harness_reports_page_block_and_line(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    rel = _page(tmp_path, "# t\n\n```python\nx = 1\n```\n\ntext\n\n<!-- doc-test: replace x + 2 -> x + 5 -->\n"
-                          "```python\ny = x + 2\nassert y == 3, y\n```\n\n<!-- doc-test: skip (needs CUDA) -->\n"
-                          "```python\nraise SystemExit\n```\n")
+    rel = _page(
+        tmp_path,
+        "# t\n\n```python\nx = 1\n```\n\ntext\n\n<!-- doc-test: replace x + 2 -> x + 5 -->\n"
+        "```python\ny = x + 2\nassert y == 3, y\n```\n\n<!-- doc-test: skip (needs CUDA) -->\n"
+        "```python\nraise SystemExit\n```\n",
+    )
     out = execute_page(rel)
     assert out[1].status == "passed"
     assert out[2].status == "failed" and "page.md, block 2, line 12 of page.md: assert y == 3, y" in out[2].message

@@ -17,8 +17,13 @@ pytest.importorskip("mkdocstrings", reason="the docs extra is not installed (pip
 
 
 def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, timeout=300, cwd=config.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=config.parent,
+    )
 
 
 def test_the_site_builds_strictly(tmp_path):

@@ -4,36 +4,93 @@ Conventions (docs/conventions.md): ``lr`` = ε, energy Û(θ) = -(N/n)Σ_batch l
 SGLD θ ← θ - (ε/2)∇Û + N(0, εT).
 """
 
+from . import gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: blocks, S/Sd energies, models as energies)
+from .batching import DataSource
 from .chain import Chain
-from .energy import (Energy, EnergyBase, HessianDiagEnergy, LogDensityEnergy, ModuleEnergy, NoisyGradientEnergy,
-                     StatefulEnergy, WrappedEnergy, full_data_value_and_grad, make_likelihood)
+from .energy import (
+    Energy,
+    EnergyBase,
+    HessianDiagEnergy,
+    LogDensityEnergy,
+    ModuleEnergy,
+    NoisyGradientEnergy,
+    StatefulEnergy,
+    WrappedEnergy,
+    full_data_value_and_grad,
+    make_likelihood,
+)
+from .evaluation import evaluate
+from .executors import run_chains
 from .gradients import ControlVariate, Minibatch
 from .optimize import find_map
 from .oracle import Oracle
 from .predictive import predictive
-from .evaluation import evaluate
-from .batching import DataSource
 from .run import Budget, DivergenceError, Run, iterate, sample
-from .executors import run_chains
-from .storage import load_chain, save_chain
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSGHMC
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
-from . import gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: blocks, S/Sd energies, models as energies)
+from .storage import load_chain, save_chain
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Chain", "Energy", "EnergyBase", "WrappedEnergy", "HessianDiagEnergy", "StatefulEnergy", "LogDensityEnergy", "ModuleEnergy", "NoisyGradientEnergy",
-    "full_data_value_and_grad", "make_likelihood", "ControlVariate", "Minibatch", "Oracle", "find_map", "predictive", "evaluate",
-    "Budget", "DivergenceError", "DataSource", "Run", "iterate", "sample", "run_chains", "load_chain", "save_chain",
-    "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "Kernel", "Sampler", "Constant", "Cyclical", "Polynomial", "StepDecay",
-    "steps_per_epoch", "ParamSpace",
+    "Chain",
+    "Energy",
+    "EnergyBase",
+    "WrappedEnergy",
+    "HessianDiagEnergy",
+    "StatefulEnergy",
+    "LogDensityEnergy",
+    "ModuleEnergy",
+    "NoisyGradientEnergy",
+    "full_data_value_and_grad",
+    "make_likelihood",
+    "ControlVariate",
+    "Minibatch",
+    "Oracle",
+    "find_map",
+    "predictive",
+    "evaluate",
+    "Budget",
+    "DivergenceError",
+    "DataSource",
+    "Run",
+    "iterate",
+    "sample",
+    "run_chains",
+    "load_chain",
+    "save_chain",
+    "SGLD",
+    "PSGLD",
+    "SGHMC",
+    "SGNHT",
+    "ScaleAdaptedSGHMC",
+    "Kernel",
+    "Sampler",
+    "Constant",
+    "Cyclical",
+    "Polynomial",
+    "StepDecay",
+    "steps_per_epoch",
+    "ParamSpace",
 ]
 
 
-_LAZY_SUBMODULES = ("data", "priors", "tuning", "experiments", "diagnostics", "models", "evaluation", "storage",
-                    "schedules", "batching", "optimize", "predictive", "recording")
+_LAZY_SUBMODULES = (
+    "data",
+    "priors",
+    "tuning",
+    "experiments",
+    "diagnostics",
+    "models",
+    "evaluation",
+    "storage",
+    "schedules",
+    "batching",
+    "optimize",
+    "predictive",
+    "recording",
+)
 
 
 def __getattr__(name: str):

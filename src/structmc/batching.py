@@ -23,7 +23,8 @@ batch is valid until the next call to ``next``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -35,8 +36,14 @@ MODES = ("epoch", "with_replacement", "without_replacement", "stratified")
 
 
 class MinibatchStream:
-    def __init__(self, data: Sequence[Tensor], batch_size: int | None, num_chains: int,
-                 generator: torch.Generator, mode: str = "epoch"):
+    def __init__(
+        self,
+        data: Sequence[Tensor],
+        batch_size: int | None,
+        num_chains: int,
+        generator: torch.Generator,
+        mode: str = "epoch",
+    ):
         self.data = tuple(data)
         self._init_law(int(self.data[0].shape[0]), batch_size, num_chains, generator, mode, self.data[0].device)
         self._buffers = tuple(t.new_empty((num_chains * self.batch_size, *t.shape[1:])) for t in self.data)
@@ -46,8 +53,9 @@ class MinibatchStream:
         if mode == "stratified":
             self._strata = _strata(self.data[-1], self.batch_size)
 
-    def _init_law(self, num_data: int, batch_size: int | None, num_chains: int, generator: torch.Generator,
-                  mode: str, device) -> None:
+    def _init_law(
+        self, num_data: int, batch_size: int | None, num_chains: int, generator: torch.Generator, mode: str, device
+    ) -> None:
         """What the index draws need (shared with :class:`DatasetStream`)."""
         if mode not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {mode!r}")
@@ -89,8 +97,14 @@ class MinibatchStream:
         if self.mode == "without_replacement":
             return torch.rand(C, N, generator=self.generator, device=self.device).argsort(dim=1)[:, :n]
         if self.mode == "stratified":
-            parts = [members[torch.rand(C, members.numel(), generator=self.generator, device=self.device)
-                             .argsort(dim=1)[:, :count]] for members, count in self._strata]
+            parts = [
+                members[
+                    torch.rand(C, members.numel(), generator=self.generator, device=self.device).argsort(dim=1)[
+                        :, :count
+                    ]
+                ]
+                for members, count in self._strata
+            ]
             return torch.cat(parts, 1)
         if self._perm is None or self._pos + n > N:
             self._new_epoch()
@@ -104,7 +118,7 @@ class MinibatchStream:
         draw (epoch mode inside an epoch), else ``None``: what a prefetch may fetch early."""
         if self.mode != "epoch" or self._perm is None or self._pos + self.batch_size > self.num_data:
             return None
-        return self._perm[:, self._pos: self._pos + self.batch_size]
+        return self._perm[:, self._pos : self._pos + self.batch_size]
 
     # -- checkpointing ---------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -174,8 +188,9 @@ class DataSource:
         """One class label per item: a shorter vector would silently confine stratified batches
         to its first rows."""
         if labels.dim() != 1 or labels.shape[0] != len(self):
-            raise ValueError(f"{which} must hold one class label per item, shape [{len(self)}], got shape "
-                             f"{list(labels.shape)}")
+            raise ValueError(
+                f"{which} must hold one class label per item, shape [{len(self)}], got shape {list(labels.shape)}"
+            )
         return labels
 
     def __len__(self) -> int:
@@ -194,10 +209,15 @@ class DataSource:
         batch = (self.collate_fn or default_collate)(items)
         if isinstance(batch, Tensor):
             batch = (batch,)
-        if isinstance(batch, dict) or not isinstance(batch, (tuple, list)) or not all(
-                isinstance(t, Tensor) for t in batch):
-            raise ValueError("the dataset's items must collate into a tuple of tensors (inputs..., targets); give a "
-                             "collate_fn that returns one")
+        if (
+            isinstance(batch, dict)
+            or not isinstance(batch, (tuple, list))
+            or not all(isinstance(t, Tensor) for t in batch)
+        ):
+            raise ValueError(
+                "the dataset's items must collate into a tuple of tensors (inputs..., targets); give a "
+                "collate_fn that returns one"
+            )
         return tuple(batch)
 
     def probe(self, rows: int = 8) -> tuple[Tensor, ...]:
@@ -205,8 +225,10 @@ class DataSource:
         if self.tensors is not None:
             return tuple(t[:rows] for t in self.tensors)
         if len(self) < 1:
-            raise ValueError(f"the Dataset ({type(self.dataset).__name__}) is empty (len 0): sampling needs at least one "
-                             "item; check the dataset's path, split or filter")
+            raise ValueError(
+                f"the Dataset ({type(self.dataset).__name__}) is empty (len 0): sampling needs at least one "
+                "item; check the dataset's path, split or filter"
+            )
         return self.collate(list(range(min(rows, len(self)))))
 
 
@@ -215,8 +237,15 @@ class DatasetStream(MinibatchStream):
     draws, items gathered on the CPU and moved to ``device`` (pinned, non-blocking), the next
     batch prefetched in a background thread when its indices are already fixed."""
 
-    def __init__(self, source: DataSource, batch_size: int | None, num_chains: int, generator: torch.Generator,
-                 mode: str = "epoch", device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        source: DataSource,
+        batch_size: int | None,
+        num_chains: int,
+        generator: torch.Generator,
+        mode: str = "epoch",
+        device: torch.device | str = "cpu",
+    ):
         self.source = source
         self._init_law(len(source), batch_size, num_chains, generator, mode, device)
         self._pin = self.device.type == "cuda"
@@ -228,8 +257,10 @@ class DatasetStream(MinibatchStream):
         if mode == "stratified":
             labels = source.labels if source.labels is not None else getattr(source.dataset, "targets", None)
             if labels is None:
-                raise ValueError("stratified batching over a Dataset needs its class labels: DataSource(dataset, "
-                                 "labels=...) or a dataset with a 'targets' attribute")
+                raise ValueError(
+                    "stratified batching over a Dataset needs its class labels: DataSource(dataset, "
+                    "labels=...) or a dataset with a 'targets' attribute"
+                )
             which = "DataSource(labels=...)" if source.labels is not None else "the dataset's 'targets'"
             labels = source._check_labels(torch.as_tensor(labels), which)
             self._strata = _strata(labels.to(self.device), self.batch_size)

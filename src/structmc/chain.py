@@ -64,8 +64,10 @@ class Chain:
         return self.samples.reshape(-1, self.dim)
 
     def __repr__(self) -> str:
-        return (f"Chain(chains={self.num_chains}, draws={self.num_draws}, dim={self.dim}, "
-                f"sampler={self.config.get('sampler', {}).get('sampler')})")
+        return (
+            f"Chain(chains={self.num_chains}, draws={self.num_draws}, dim={self.dim}, "
+            f"sampler={self.config.get('sampler', {}).get('sampler')})"
+        )
 
     def to_arviz(self, var_names=None):
         """The draws as ArviZ data with dims ``(chain, draw, ...)``: an ``arviz.InferenceData``

@@ -33,18 +33,30 @@ def _upgrade_checkpoint(ckpt: dict) -> dict:
     if fmt == CHECKPOINT_FORMAT:
         return ckpt
     if fmt == 1 and "carry" in ckpt:  # the experiments' own format before the recorder seam
-        return {"format": CHECKPOINT_FORMAT, "settings": ckpt["settings"], "run": ckpt["run"],
-                "recorders": {"carry": ckpt["carry"]}}
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "settings": ckpt["settings"],
+            "run": ckpt["run"],
+            "recorders": {"carry": ckpt["carry"]},
+        }
     if fmt != 1:
         raise ValueError(f"checkpoint format {fmt} is newer than this structmc understands ({CHECKPOINT_FORMAT})")
     info = dict(ckpt["info"])
     steps = int(ckpt["step"])
     return {
-        "format": CHECKPOINT_FORMAT, "settings": ckpt["settings"],
-        "run": {"iteration": steps, "elapsed": float(info["time"][-1]) if steps else 0.0,
-                "grad_evals": 0, "value_evals": 0, "sampler_state": ckpt["sampler_state"],
-                "generator": ckpt["generator"], "stream": ckpt["stream"], "estimator": ckpt.get("estimator") or {},
-                "energy": ckpt.get("energy_state")},
+        "format": CHECKPOINT_FORMAT,
+        "settings": ckpt["settings"],
+        "run": {
+            "iteration": steps,
+            "elapsed": float(info["time"][-1]) if steps else 0.0,
+            "grad_evals": 0,
+            "value_evals": 0,
+            "sampler_state": ckpt["sampler_state"],
+            "generator": ckpt["generator"],
+            "stream": ckpt["stream"],
+            "estimator": ckpt.get("estimator") or {},
+            "energy": ckpt.get("energy_state"),
+        },
         "draws": {"kept": ckpt["kept"], "written": ckpt["written"], "chunks": ckpt["chunks"]},
         "info": info,
     }
@@ -59,9 +71,11 @@ def check_folder_replaceable(folder: RunFolder, settings: dict) -> None:
     try:
         check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
     except ValueError as err:
-        raise ValueError(f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
-                         "resume=True would delete them; resume with that run's settings and target, or pass "
-                         "overwrite=True (without resume) to replace it") from None
+        raise ValueError(
+            f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
+            "resume=True would delete them; resume with that run's settings and target, or pass "
+            "overwrite=True (without resume) to replace it"
+        ) from None
 
 
 def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint") -> None:
@@ -77,9 +91,11 @@ def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint
     # the chain's dtype (checkpoints written before it was recorded are not compared): the
     # sampler state would be loaded in the checkpoint's dtype and the run go on in it silently
     if "dtype" in old and "dtype" in new and old["dtype"] != new["dtype"]:
-        raise ValueError(f"cannot resume: the chain in {against} is {old['dtype']} but this run's is {new['dtype']} "
-                         f"(init's dtype, or the module's for a ModuleEnergy): give init, the module and the data in "
-                         f"{old['dtype']} as before (e.g. init.to(torch.{old['dtype']})), or start a new run")
+        raise ValueError(
+            f"cannot resume: the chain in {against} is {old['dtype']} but this run's is {new['dtype']} "
+            f"(init's dtype, or the module's for a ModuleEnergy): give init, the module and the data in "
+            f"{old['dtype']} as before (e.g. init.to(torch.{old['dtype']})), or start a new run"
+        )
     # the target (structmc.fingerprint): a changed part is refused, naming it; what could not be
     # fingerprinted, or was recorded by an older structmc's weaker fingerprint, is a warning
     fingerprint.check(old.get("target"), new["target"], against)
@@ -100,8 +116,15 @@ class Checkpointer:
     ``info``, the layout checkpoints had before recorders, so old checkpoints still resume.
     ``every``: :meth:`step` writes every ``every`` iterations (``None``: only when asked)."""
 
-    def __init__(self, folder: RunFolder, settings: dict, *, every: int | None = None, records=None,
-                 recorders: dict | None = None):
+    def __init__(
+        self,
+        folder: RunFolder,
+        settings: dict,
+        *,
+        every: int | None = None,
+        records=None,
+        recorders: dict | None = None,
+    ):
         self.folder, self.settings, self.every = folder, settings, every
         self.records, self.recorders = records, dict(recorders or {})
         self.written_at: int | None = None
@@ -161,12 +184,15 @@ class InterruptGuard:
         self._previous: Any = None
         self._installed = False
 
-    def __enter__(self) -> "InterruptGuard":
+    def __enter__(self) -> InterruptGuard:
         import signal
         import threading
 
-        if (self.active and threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+        if (
+            self.active
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
             chained = signal.getsignal(signal.SIGINT)
 
             def on_sigint(signum, frame):

@@ -9,7 +9,7 @@ The functions taking ``energy`` read a module energy's ``module``, ``space``, ``
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -37,18 +37,30 @@ def _check_batch_layout(chains: int, batch) -> None:
     chain dimension would be read as C = its number of rows; refuse it with the layout."""
     if batch is None:
         raise ValueError("a module energy needs data: pass data=(inputs..., targets)")
-    if isinstance(batch, Tensor) or not isinstance(batch, (tuple, list)) or len(batch) < 2 or not all(
-            isinstance(t, Tensor) for t in batch):
-        raise ValueError(f"a module energy's batch is a tuple (inputs..., targets) of tensors [C, n, ...] (C chains, "
-                         f"n rows), got {type(batch).__name__}")
+    if (
+        isinstance(batch, Tensor)
+        or not isinstance(batch, (tuple, list))
+        or len(batch) < 2
+        or not all(isinstance(t, Tensor) for t in batch)
+    ):
+        raise ValueError(
+            f"a module energy's batch is a tuple (inputs..., targets) of tensors [C, n, ...] (C chains, "
+            f"n rows), got {type(batch).__name__}"
+        )
     n = batch[-1].shape[1] if batch[-1].dim() >= 2 else None
     if n is None or any(t.dim() < 2 or t.shape[0] != chains or t.shape[1] != n for t in batch):
         shapes = ", ".join(str(list(t.shape)) for t in batch)
         chained = all(t.dim() >= 2 and t.shape[0] == chains for t in batch)
-        fix = ("every tensor needs the same n rows" if chained else f"add the chain dimension, e.g. "
-               f"tuple(t.unsqueeze(0).expand({chains}, *t.shape) for t in batch) to give every chain the same rows")
-        raise ValueError(f"batch tensors must be [C, n, ...]: C = {chains} chains (theta is [{chains}, P]), n rows, "
-                         f"got shapes {shapes}: {fix}")
+        fix = (
+            "every tensor needs the same n rows"
+            if chained
+            else f"add the chain dimension, e.g. "
+            f"tuple(t.unsqueeze(0).expand({chains}, *t.shape) for t in batch) to give every chain the same rows"
+        )
+        raise ValueError(
+            f"batch tensors must be [C, n, ...]: C = {chains} chains (theta is [{chains}, P]), n rows, "
+            f"got shapes {shapes}: {fix}"
+        )
 
 
 def _refuse_dropout(module: nn.Module) -> None:
@@ -61,7 +73,8 @@ def _refuse_dropout(module: nn.Module) -> None:
                 f"ModuleEnergy: {where} is {type(sub).__name__}(p={sub.p}) in training mode. Its masks would come from "
                 f"torch's global RNG, not the run's generator, so the draws would not follow `seed` (and several chains "
                 f"cannot be vmapped). Call module.eval() before ModuleEnergy(module, ...) to sample without dropout "
-                f"(or set p=0).")
+                f"(or set p=0)."
+            )
 
 
 def _refuse_meta(module: nn.Module) -> None:
@@ -71,10 +84,12 @@ def _refuse_meta(module: nn.Module) -> None:
         return
     meta = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
     if meta:
-        raise ValueError(f"ModuleEnergy: the module's {meta[0]!r}{f' and {len(meta) - 1} more' if len(meta) > 1 else ''} "
-                         f"are on the meta device (shapes without values): materialise the module first, e.g. "
-                         f"module.to_empty(device='cpu') then load_state_dict(...), or build it outside "
-                         f"torch.device('meta')")
+        raise ValueError(
+            f"ModuleEnergy: the module's {meta[0]!r}{f' and {len(meta) - 1} more' if len(meta) > 1 else ''} "
+            f"are on the meta device (shapes without values): materialise the module first, e.g. "
+            f"module.to_empty(device='cpu') then load_state_dict(...), or build it outside "
+            f"torch.device('meta')"
+        )
 
 
 def _first_layer(module: nn.Module) -> str:
@@ -122,12 +137,17 @@ def check_deterministic(energy, inputs: Sequence[Tensor]) -> None:
         same = True
     if not same:
         what = "in training mode" if energy.module.training else "even in eval mode"
-        fix = ("call module.eval() before wrapping it (dropout off)" if energy.module.training
-               else "remove the random op from forward()")
-        raise ValueError(f"ModuleEnergy: {type(energy.module).__name__}'s forward draws random numbers {what} "
-                         f"(two forwards on the same rows under different global seeds differ). Its "
-                         f"randomness would come from torch's global RNG, not the run's generator, so the draws "
-                         f"would not follow `seed` (and several chains cannot be vmapped): {fix}.")
+        fix = (
+            "call module.eval() before wrapping it (dropout off)"
+            if energy.module.training
+            else "remove the random op from forward()"
+        )
+        raise ValueError(
+            f"ModuleEnergy: {type(energy.module).__name__}'s forward draws random numbers {what} "
+            f"(two forwards on the same rows under different global seeds differ). Its "
+            f"randomness would come from torch's global RNG, not the run's generator, so the draws "
+            f"would not follow `seed` (and several chains cannot be vmapped): {fix}."
+        )
     energy._randomness_checked = True
 
 
@@ -153,8 +173,9 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
         if not isinstance(x, Tensor):
             raise TypeError(f"data must be tensors (inputs..., targets), got a {type(x).__name__} at position {i}")
         if x.is_meta:
-            raise ValueError(f"data tensor {i} is on the meta device (a shape without values): pass tensors that "
-                             f"hold the data")
+            raise ValueError(
+                f"data tensor {i} is on the meta device (a shape without values): pass tensors that hold the data"
+            )
     for i, x in enumerate(data):
         if x.is_floating_point() and not _all_finite(x):
             bad = int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).sum()) if x.dim() else 1
@@ -162,8 +183,10 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
             raise ValueError(f"{name} has NaN or Inf values in {bad} row(s)")
     for i, x in enumerate(inputs):
         if x.is_floating_point() and x.dtype != dtype:
-            raise ValueError(f"input {i} has dtype {x.dtype} but the module's parameters are {dtype}: convert the "
-                             f"features with x.to({dtype}) (or the module with energy.to(dtype={x.dtype}))")
+            raise ValueError(
+                f"input {i} has dtype {x.dtype} but the module's parameters are {dtype}: convert the "
+                f"features with x.to({dtype}) (or the module with energy.to(dtype={x.dtype}))"
+            )
     rows = min(4, int(target.shape[0]) if target.dim() else 1)
     try:
         out = probe(energy, inputs, rows)
@@ -171,11 +194,14 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
         shapes = ", ".join(f"input {i}: {list(x.shape)} {x.dtype}" for i, x in enumerate(inputs))
         ints = [i for i, x in enumerate(inputs) if not x.is_floating_point()]
         if ints:
-            raise ValueError(f"input {ints[0]} has integer dtype {inputs[ints[0]].dtype}; the module could not run "
-                             f"on it ({err}). Convert the features with x.to({dtype}).") from err
+            raise ValueError(
+                f"input {ints[0]} has integer dtype {inputs[ints[0]].dtype}; the module could not run "
+                f"on it ({err}). Convert the features with x.to({dtype})."
+            ) from err
         first = _first_layer(energy.module)
-        raise ValueError(f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: "
-                         f"{err}){first}") from err
+        raise ValueError(
+            f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: {err}){first}"
+        ) from err
     energy.likelihood.check_output(out, rows)  # one tensor [rows, ...] for a named likelihood
     if not isinstance(out, Tensor):  # a custom likelihood may take what the module returns
         return

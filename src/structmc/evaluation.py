@@ -19,7 +19,7 @@ equally). What it returns depends on the energy's likelihood:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -33,9 +33,17 @@ __all__ = ["evaluate"]
 
 
 @torch.no_grad()
-def evaluate(energy, draws: Chain | Tensor, data, *, batch_size: int = 1024,
-             draws_per_call: int = 64, num_bins: int = 10, levels: Sequence[float] = (0.5, 0.9, 0.95),
-             per_chain: bool = True) -> dict:
+def evaluate(
+    energy,
+    draws: Chain | Tensor,
+    data,
+    *,
+    batch_size: int = 1024,
+    draws_per_call: int = 64,
+    num_bins: int = 10,
+    levels: Sequence[float] = (0.5, 0.9, 0.95),
+    per_chain: bool = True,
+) -> dict:
     """Predictive metrics of ``draws`` (a :class:`~structmc.chain.Chain`, ``[C, D, P]`` or
     ``[S, P]``) of ``energy`` (a :class:`~structmc.energy.ModuleEnergy`, a
     :class:`~structmc.priors.HierarchicalEnergy` or a
@@ -61,8 +69,11 @@ def evaluate(energy, draws: Chain | Tensor, data, *, batch_size: int = 1024,
     n, batches = _batches(data, batch_size)
     samples = draws.samples if isinstance(draws, Chain) else draws
     chains = samples.shape[0] if (per_chain and samples.dim() == 3) else None
-    groups = ([_draw_groups(energy, draws, c) for c in range(chains)] if chains is not None
-              else [_draw_groups(energy, draws, None)])
+    groups = (
+        [_draw_groups(energy, draws, c) for c in range(chains)]
+        if chains is not None
+        else [_draw_groups(energy, draws, None)]
+    )
     if sum(s.shape[0] for g in groups for s, _ in g) == 0:
         raise ValueError("no draws to evaluate")
     task = "regression" if lik.name == "gaussian" else "classification"
@@ -83,7 +94,7 @@ def evaluate(energy, draws: Chain | Tensor, data, *, batch_size: int = 1024,
         out["pooled"] = _regression(pooled, y, sigma, levels)
         mean = pooled["f_sum"] / pooled["S"]
         out["mean"] = mean
-        out["std"] = (pooled["f2_sum"] / pooled["S"] - mean.square()).clamp_min(0).add(sigma ** 2).sqrt()
+        out["std"] = (pooled["f2_sum"] / pooled["S"] - mean.square()).clamp_min(0).add(sigma**2).sqrt()
         if chains is not None:
             out["per_chain"] = [_regression(a, y, sigma, levels) for a in accs]
     return out
@@ -99,12 +110,15 @@ def _batches(data, batch_size: int):
         source = data
     elif isinstance(data, (tuple, list)) or hasattr(data, "tensors"):  # tensors, a TensorDataset
         source = DataSource(tuple(data.tensors) if hasattr(data, "tensors") else tuple(data))
-    elif isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")
-                                       and not isinstance(data, (Tensor, str, bytes))):
+    elif isinstance(data, Dataset) or (
+        hasattr(data, "__getitem__") and hasattr(data, "__len__") and not isinstance(data, (Tensor, str, bytes))
+    ):
         source = DataSource(data)
     else:
-        raise ValueError(f"data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style "
-                         f"Dataset or a DataSource, got {type(data).__name__}")
+        raise ValueError(
+            f"data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style "
+            f"Dataset or a DataSource, got {type(data).__name__}"
+        )
     if source.tensors is not None:
         tensors = source.tensors
         if len(tensors) < 2:
@@ -116,14 +130,18 @@ def _batches(data, batch_size: int):
             raise ValueError("inputs and targets must have the same first dimension")
         if n == 0:
             raise ValueError("data has no rows (n = 0): evaluate needs at least one (input, target) pair")
-        return n, lambda: (tuple(t[lo: lo + batch_size] for t in tensors) for lo in range(0, n, batch_size))
+        return n, lambda: (tuple(t[lo : lo + batch_size] for t in tensors) for lo in range(0, n, batch_size))
     n = len(source)
     if n == 0:
-        raise ValueError(f"data: the Dataset ({type(source.dataset).__name__}) is empty (len 0): evaluate needs at "
-                         "least one (input, target) pair")
+        raise ValueError(
+            f"data: the Dataset ({type(source.dataset).__name__}) is empty (len 0): evaluate needs at "
+            "least one (input, target) pair"
+        )
     if len(source.probe(1)) < 2:
-        raise ValueError("data must be (inputs..., targets): the dataset's items collate into one tensor; give a "
-                         "DataSource(dataset, collate_fn=...) that returns (inputs..., targets)")
+        raise ValueError(
+            "data must be (inputs..., targets): the dataset's items collate into one tensor; give a "
+            "DataSource(dataset, collate_fn=...) that returns (inputs..., targets)"
+        )
     return n, lambda: (source.collate(list(range(lo, min(lo + batch_size, n)))) for lo in range(0, n, batch_size))
 
 
@@ -141,11 +159,12 @@ def _accumulate(energy, groups_list, batches, draws_per_call) -> tuple[list[dict
             acc: dict[str, Tensor] = {}
             for samples, buffers in groups:
                 for s0 in range(0, samples.shape[0], draws_per_call):
-                    chunk = samples[s0: s0 + draws_per_call]
+                    chunk = samples[s0 : s0 + draws_per_call]
                     out = energy.forward_draws(chunk, xb, draws_per_call=draws_per_call, buffers=buffers)
                     for k, v in _chunk_sums(lik, out, yb).items():
-                        acc[k] = v if k not in acc else (
-                            torch.logaddexp(acc[k], v) if k == "log_lik_lse" else acc[k] + v)
+                        acc[k] = (
+                            v if k not in acc else (torch.logaddexp(acc[k], v) if k == "log_lik_lse" else acc[k] + v)
+                        )
             for k, v in acc.items():
                 part.setdefault(k, []).append(v)
     results = []
@@ -164,8 +183,12 @@ def _chunk_sums(lik, out: Tensor, y: Tensor) -> dict[str, Tensor]:
         sigma = float(lik.noise_std)
         z = (y.to(f) - f) / sigma
         log_n = -0.5 * z.square() - math.log(sigma) - 0.5 * math.log(2 * math.pi)
-        return {"f_sum": f.sum(0), "f2_sum": f.square().sum(0), "log_lik_lse": torch.logsumexp(log_n, 0),
-                "cdf_sum": torch.special.ndtr(z).sum(0)}
+        return {
+            "f_sum": f.sum(0),
+            "f2_sum": f.square().sum(0),
+            "log_lik_lse": torch.logsumexp(log_n, 0),
+            "cdf_sum": torch.special.ndtr(z).sum(0),
+        }
     if lik.name == "bernoulli":
         p1 = torch.sigmoid(out.squeeze(-1).to(torch.float64))
         probs = torch.stack([1 - p1, p1], -1)  # [s, b, 2]

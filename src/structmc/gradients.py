@@ -7,7 +7,7 @@ with :class:`ControlVariate`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -64,8 +64,9 @@ class ControlVariate:
     #: energy gradient evaluations per estimate: at θ and at the centre, on the same batch
     evaluations = 2
 
-    def __init__(self, centre: Tensor, *, centre_grad: Tensor | None = None, chunk_size: int = 4096,
-                 stacked: bool = False):
+    def __init__(
+        self, centre: Tensor, *, centre_grad: Tensor | None = None, chunk_size: int = 4096, stacked: bool = False
+    ):
         if not isinstance(stacked, bool):
             raise TypeError(f"stacked must be True or False, got {stacked!r}")
         self.stacked = stacked
@@ -99,8 +100,10 @@ class ControlVariate:
         energy = energy.cv_base  # structured energies: centre terms of the base
         if self.centre_grad is not None:
             if self.centre_grad.shape[-1:] != (P,) or self.centre_grad.numel() not in (P, centre.numel()):
-                raise ValueError(f"centre_grad must have the centre's shape {tuple(self.centre.shape)}, "
-                                 f"got {tuple(self.centre_grad.shape)}")
+                raise ValueError(
+                    f"centre_grad must have the centre's shape {tuple(self.centre.shape)}, "
+                    f"got {tuple(self.centre_grad.shape)}"
+                )
             full = self.centre_grad.to(centre).reshape(-1, P)
         elif data is None:
             full = energy.value_and_grad(centre, None)[1]

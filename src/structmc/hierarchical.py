@@ -59,7 +59,7 @@ class HierarchicalEnergy(WrappedEnergy):
                 names, ids = [], torch.empty(space.dim, dtype=torch.long)
                 for g, layer in enumerate(space.layers):
                     names.append(layer.name or str(g))  # a bare module's layer has no name
-                    for pname in ([layer.weight, layer.bias] if layer.kind != "other" else list(layer.other)):
+                    for pname in [layer.weight, layer.bias] if layer.kind != "other" else list(layer.other):
                         if pname is not None:
                             ids[space[pname].slice] = g
                 return names, ids
@@ -82,15 +82,22 @@ class HierarchicalEnergy(WrappedEnergy):
 
     def check(self, data=None, init=None, batch_size=None, batching=None, *, num_points=None) -> None:
         """The base's checks, on the network part of ``init`` (log σ_g ranges over the reals)."""
-        self.base.check(data, None if init is None else init[..., : self.net_dim], batch_size, batching,
-                        num_points=num_points)
+        self.base.check(
+            data, None if init is None else init[..., : self.net_dim], batch_size, batching, num_points=num_points
+        )
 
     def describe(self) -> dict:
         """Kind, ``num_data``, the groups, hyperprior and network size hashed as ``hierarchical``,
         and the base's description."""
         part, unchecked = fingerprint.value_fingerprint(
-            {"config": self.config(), "hyperprior": self.hyperprior, "group_ids": self.group_ids,
-             "net_dim": self.net_dim}, "the hierarchical prior")
+            {
+                "config": self.config(),
+                "hyperprior": self.hyperprior,
+                "group_ids": self.group_ids,
+                "net_dim": self.net_dim,
+            },
+            "the hierarchical prior",
+        )
         out: dict = {"kind": type(self).__name__, "num_data": self.num_data, "hierarchical": part}
         if unchecked:
             out["unfingerprintable"] = unchecked
@@ -108,7 +115,7 @@ class HierarchicalEnergy(WrappedEnergy):
         return out if num_chains is None else out.expand(num_chains, -1).clone()
 
     def _hier(self, theta: Tensor, grad: bool):
-        w, s = theta[:, : self.net_dim], theta[:, self.net_dim:]
+        w, s = theta[:, : self.net_dim], theta[:, self.net_dim :]
         sq = torch.zeros(theta.shape[0], self.num_groups, dtype=theta.dtype, device=theta.device)
         sq.index_add_(1, self.group_ids, w * w)
         inv_var = torch.exp(-2 * s)  # [C, G]
@@ -151,15 +158,17 @@ class HierarchicalEnergy(WrappedEnergy):
 
     def scales(self, draws: Tensor) -> Tensor:
         """σ_g of draws ``[..., P]`` -> ``[..., G]``."""
-        return draws[..., self.net_dim:].exp()
+        return draws[..., self.net_dim :].exp()
 
     def config(self) -> dict:
         return {"groups": self.group_names, "hyperprior": self.hyperprior.describe()}
 
     def describe_v1(self) -> dict:
         """Version 1: :meth:`config` and the likelihood's name and noise."""
-        return {"hierarchical": fingerprint.json_text(self.config()),
-                "likelihood": {"name": self.likelihood.name, "noise_std": self.likelihood.noise_std}}
+        return {
+            "hierarchical": fingerprint.json_text(self.config()),
+            "likelihood": {"name": self.likelihood.name, "noise_std": self.likelihood.noise_std},
+        }
 
 
 # its home when runs were first written (structmc.priors resolves it): the fingerprint names

@@ -43,17 +43,30 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import AbstractSet, Mapping, Sequence
 
 from torch import Tensor, nn
 
 KINDS = ("linear", "conv", "norm", "other")
 
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-_NORM = tuple(t for t in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.InstanceNorm1d,
-                          nn.InstanceNorm2d, nn.InstanceNorm3d, nn.LayerNorm, getattr(nn, "RMSNorm", None))
-              if t is not None)
+_NORM = tuple(
+    t
+    for t in (
+        nn.BatchNorm1d,
+        nn.BatchNorm2d,
+        nn.BatchNorm3d,
+        nn.GroupNorm,
+        nn.InstanceNorm1d,
+        nn.InstanceNorm2d,
+        nn.InstanceNorm3d,
+        nn.LayerNorm,
+        getattr(nn, "RMSNorm", None),
+    )
+    if t is not None
+)
 
 
 @dataclass(frozen=True)
@@ -114,13 +127,27 @@ class LayerInfo:
 
     def to_config(self) -> dict:
         """A JSON-able dict (inverse: :meth:`from_config`)."""
-        return {"name": self.name, "kind": self.kind, "weight": self.weight, "bias": self.bias,
-                "num_units": self.num_units, "fan_in": self.fan_in, "other": list(self.other)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "weight": self.weight,
+            "bias": self.bias,
+            "num_units": self.num_units,
+            "fan_in": self.fan_in,
+            "other": list(self.other),
+        }
 
     @classmethod
-    def from_config(cls, d: Mapping) -> "LayerInfo":
-        return cls(str(d["name"]), str(d["kind"]), d.get("weight"), d.get("bias"), int(d["num_units"]),
-                   int(d["fan_in"]), tuple(d.get("other", ())))
+    def from_config(cls, d: Mapping) -> LayerInfo:
+        return cls(
+            str(d["name"]),
+            str(d["kind"]),
+            d.get("weight"),
+            d.get("bias"),
+            int(d["num_units"]),
+            int(d["fan_in"]),
+            tuple(d.get("other", ())),
+        )
 
 
 def _other(name: str, infos: Sequence[ParamInfo]) -> LayerInfo:
@@ -182,7 +209,7 @@ def read_layers(module: nn.Module, params: Sequence[ParamInfo]) -> tuple[LayerIn
 
 def layers_from_names(params: Sequence[ParamInfo]) -> tuple[LayerInfo, ...]:
     """Layer records from parameter names and shapes alone (see the module docstring)."""
-    groups: "OrderedDict[str, list]" = OrderedDict()
+    groups: OrderedDict[str, list] = OrderedDict()
     for info in params:
         prefix, _, leaf = info.name.rpartition(".")
         key = prefix if leaf in ("weight", "bias") and prefix else info.name
@@ -191,8 +218,12 @@ def layers_from_names(params: Sequence[ParamInfo]) -> tuple[LayerInfo, ...]:
     for key, infos in groups.items():
         by_leaf = {i.name.rpartition(".")[2]: i for i in infos}
         w, b = by_leaf.get("weight"), by_leaf.get("bias")
-        if (w is None or len(w.shape) == 0 or (b is not None and b.shape != (w.shape[0],))
-                or len(infos) != 1 + (b is not None)):
+        if (
+            w is None
+            or len(w.shape) == 0
+            or (b is not None and b.shape != (w.shape[0],))
+            or len(infos) != 1 + (b is not None)
+        ):
             out.append(_other(key, infos))
             continue
         kind = {1: "norm", 2: "linear"}.get(len(w.shape), "conv")

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -63,14 +64,18 @@ class Likelihood:
         if kind is None:
             return
         if not isinstance(out, Tensor):
-            raise ValueError(f"the module returns a {type(out).__name__}, but the {self.name} likelihood "
-                             f"needs one tensor: {kind.output}. Make forward() return that tensor (e.g. wrap the module "
-                             f"so that it returns out[0] or out['logits']), or give a callable likelihood "
-                             f"(output, target) -> summed log-likelihood")
+            raise ValueError(
+                f"the module returns a {type(out).__name__}, but the {self.name} likelihood "
+                f"needs one tensor: {kind.output}. Make forward() return that tensor (e.g. wrap the module "
+                f"so that it returns out[0] or out['logits']), or give a callable likelihood "
+                f"(output, target) -> summed log-likelihood"
+            )
         if out.dim() == 0 or out.shape[0] != rows:
-            raise ValueError(f"the module's output on {rows} row(s) has shape {list(out.shape)}: its first dimension "
-                             f"must be the {rows} data rows (outputs [n, ...], one row per input row); check forward() "
-                             f"(e.g. a transpose or a reduction over the rows)")
+            raise ValueError(
+                f"the module's output on {rows} row(s) has shape {list(out.shape)}: its first dimension "
+                f"must be the {rows} data rows (outputs [n, ...], one row per input row); check forward() "
+                f"(e.g. a transpose or a reduction over the rows)"
+            )
 
     def check_target(self, out: Tensor, target: Tensor, rows: int) -> None:
         """``ValueError`` when ``target`` (all rows, no chain dimension) does not fit this
@@ -116,13 +121,18 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
     if likelihood == "gaussian":
         if noise_std is None:
             raise ValueError("the gaussian likelihood needs noise_std > 0 (the known observation noise σ)")
-        if isinstance(noise_std, bool) or not isinstance(noise_std, numbers.Real) and not (
-                isinstance(noise_std, Tensor) and noise_std.numel() == 1):
+        if (
+            isinstance(noise_std, bool)
+            or not isinstance(noise_std, numbers.Real)
+            and not (isinstance(noise_std, Tensor) and noise_std.numel() == 1)
+        ):
             raise TypeError(f"noise_std must be a number (the observation noise σ > 0), got {noise_std!r}")
         noise_std = float(noise_std)
         if not (noise_std > 0 and math.isfinite(noise_std)):
-            raise ValueError(f"the gaussian likelihood needs a finite noise_std > 0, got {noise_std!r}: σ = inf makes "
-                             "the likelihood flat (the data would be ignored) and σ <= 0 or NaN is no distribution")
+            raise ValueError(
+                f"the gaussian likelihood needs a finite noise_std > 0, got {noise_std!r}: σ = inf makes "
+                "the likelihood flat (the data would be ignored) and σ <= 0 or NaN is no distribution"
+            )
         inv_var = 1.0 / noise_std**2
 
         def _gaussian(out: Tensor, y: Tensor) -> Tensor:
@@ -136,8 +146,6 @@ def make_likelihood(likelihood: str | Likelihood | Callable, noise_std: float | 
     raise ValueError(f"unknown likelihood {likelihood!r}; use categorical, bernoulli, gaussian or a callable")
 
 
-
-
 def _check_soft_labels(target: Tensor, K: int) -> None:
     """Soft labels ``[n, K, ...]`` are class probabilities (``cross_entropy``'s probability
     targets): every entry >= 0 and each row summing to 1 over the K classes (dim 1). Anything
@@ -146,17 +154,21 @@ def _check_soft_labels(target: Tensor, K: int) -> None:
     lo = float(target.min())
     if lo < 0:
         bad = int((target < 0).reshape(target.shape[0], -1).any(1).sum())
-        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities and must be >= 0, "
-                         f"got values down to {lo:.4g} in {bad} row(s): pass probabilities (e.g. y.softmax(1)), or "
-                         f"integer class indices with y.long()")
+        raise ValueError(
+            f"soft labels (float targets shaped like the logits) are class probabilities and must be >= 0, "
+            f"got values down to {lo:.4g} in {bad} row(s): pass probabilities (e.g. y.softmax(1)), or "
+            f"integer class indices with y.long()"
+        )
     sums = target.sum(1, dtype=torch.float64)
     tol = max(1e-4, 16 * K * torch.finfo(target.dtype).eps)
     err = (sums - 1).abs()
     if float(err.max()) > tol:
         bad = int((err > tol).reshape(target.shape[0], -1).any(1).sum())
-        raise ValueError(f"soft labels (float targets shaped like the logits) are class probabilities: each row must sum "
-                         f"to 1 over the {K} classes (dim 1), but {bad} row(s) do not (sums from {float(sums.min()):.4g} "
-                         f"to {float(sums.max()):.4g}): normalise them, y / y.sum(1, keepdim=True)")
+        raise ValueError(
+            f"soft labels (float targets shaped like the logits) are class probabilities: each row must sum "
+            f"to 1 over the {K} classes (dim 1), but {bad} row(s) do not (sums from {float(sums.min()):.4g} "
+            f"to {float(sums.max()):.4g}): normalise them, y / y.sum(1, keepdim=True)"
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -179,11 +191,13 @@ def _predict_bernoulli(lik: Likelihood, outputs: Tensor, per_draw: bool) -> dict
 def _predict_gaussian(lik: Likelihood, outputs: Tensor, per_draw: bool) -> dict[str, Tensor]:
     sigma = lik.noise_std
     if sigma is None:
-        raise ValueError("the gaussian likelihood's predictive needs its noise_std (the observation noise σ): build it "
-                         "with make_likelihood('gaussian', noise_std=σ)")
+        raise ValueError(
+            "the gaussian likelihood's predictive needs its noise_std (the observation noise σ): build it "
+            "with make_likelihood('gaussian', noise_std=σ)"
+        )
     f = _squeezed(outputs)
     if per_draw:
-        return {"mean": f, "var": torch.full_like(f, sigma ** 2)}
+        return {"mean": f, "var": torch.full_like(f, sigma**2)}
     var = f.var(0, unbiased=False) + sigma**2
     return {"mean": f.mean(0), "var": var}
 
@@ -197,22 +211,29 @@ def _check_categorical(out: Tensor, target: Tensor, rows: int) -> None:
         _check_soft_labels(target, K)  # class probabilities (soft labels) along dim 1
         return
     if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
-        raise ValueError(f"categorical labels must be integer class indices in [0, {K}), got dtype "
-                         f"{target.dtype}: convert with y.long()")
+        raise ValueError(
+            f"categorical labels must be integer class indices in [0, {K}), got dtype "
+            f"{target.dtype}: convert with y.long()"
+        )
     if tuple(y.shape[1:]) != tuple(out.shape[2:]):
-        raise ValueError(f"categorical labels of shape {list(target.shape)} do not fit the module's logits "
-                         f"{list(out.shape)} on {rows} rows (expected labels [n{''.join(f', {d}' for d in out.shape[2:])}])")
+        raise ValueError(
+            f"categorical labels of shape {list(target.shape)} do not fit the module's logits "
+            f"{list(out.shape)} on {rows} rows (expected labels [n{''.join(f', {d}' for d in out.shape[2:])}])"
+        )
     lo, hi = int(target.min()), int(target.max())
     if lo < 0 or hi >= K:
-        raise ValueError(f"categorical labels must be in [0, {K}) (the module outputs {K} logits), got labels "
-                         f"in [{lo}, {hi}]")
+        raise ValueError(
+            f"categorical labels must be in [0, {K}) (the module outputs {K} logits), got labels in [{lo}, {hi}]"
+        )
 
 
 def _check_bernoulli(out: Tensor, target: Tensor, rows: int) -> None:
     y = target[:rows]
     if out.numel() != y.numel():
-        raise ValueError(f"the bernoulli likelihood needs one logit per label: the module outputs "
-                         f"{list(out.shape)} for labels {list(y.shape)} ({rows} rows)")
+        raise ValueError(
+            f"the bernoulli likelihood needs one logit per label: the module outputs "
+            f"{list(out.shape)} for labels {list(y.shape)} ({rows} rows)"
+        )
     if not bool(((target == 0) | (target == 1)).all()):
         vals = torch.unique(target)[:5].tolist()
         raise ValueError(f"bernoulli labels must be 0 or 1, got values such as {vals}")
@@ -221,8 +242,10 @@ def _check_bernoulli(out: Tensor, target: Tensor, rows: int) -> None:
 def _check_gaussian(out: Tensor, target: Tensor, rows: int) -> None:
     y = target[:rows]
     if out.numel() != y.numel():
-        raise ValueError(f"gaussian targets of shape {list(target.shape)} do not match the module's output "
-                         f"{list(out.shape)} on {rows} rows (one output per target value)")
+        raise ValueError(
+            f"gaussian targets of shape {list(target.shape)} do not match the module's output "
+            f"{list(out.shape)} on {rows} rows (one output per target value)"
+        )
 
 
 class _Kind(NamedTuple):
@@ -237,7 +260,14 @@ _KINDS = {
     "gaussian": _Kind("the predicted mean, one value per target value", _check_gaussian, _predict_gaussian),
 }
 
-for _obj in (Likelihood, _categorical, _bernoulli, _categorical_chains, make_likelihood, _check_soft_labels,
-             _class_indices):
+for _obj in (
+    Likelihood,
+    _categorical,
+    _bernoulli,
+    _categorical_chains,
+    make_likelihood,
+    _check_soft_labels,
+    _class_indices,
+):
     _obj.__module__ = _HOME
 del _obj

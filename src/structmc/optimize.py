@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -12,9 +12,18 @@ from .batching import MinibatchStream
 from .energy import Energy, as_energy
 
 
-def find_map(target: Energy, init: Tensor, *, data: Sequence[Tensor] | None = None, batch_size: int | None = None,
-             num_steps: int = 1000, lr: float = 1e-2, seed: int = 0, max_seconds: float | None = None,
-             info: dict | None = None) -> Tensor:
+def find_map(
+    target: Energy,
+    init: Tensor,
+    *,
+    data: Sequence[Tensor] | None = None,
+    batch_size: int | None = None,
+    num_steps: int = 1000,
+    lr: float = 1e-2,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    info: dict | None = None,
+) -> Tensor:
     """Minimise the energy with Adam on minibatches (MAMBA: lr 1e-2, batch 1%); returns ``[P]``.
 
     The energy is the N/n-scaled minibatch energy, divided by N so the step size does not
@@ -38,7 +47,7 @@ def find_map(target: Energy, init: Tensor, *, data: Sequence[Tensor] | None = No
     opt = torch.optim.Adam([theta], lr=lr)
     t0 = time.perf_counter()
     steps = 0
-    for steps in range(1, int(num_steps) + 1):
+    for steps in range(1, int(num_steps) + 1):  # noqa: B007  (read after the loop: the steps taken)
         _, grad = energy.value_and_grad(theta.detach(), stream.next() if stream is not None else None)
         theta.grad = grad * scale
         opt.step()

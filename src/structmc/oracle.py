@@ -24,8 +24,13 @@ from .gradients import ControlVariate, Minibatch
 
 
 class Oracle:
-    def __init__(self, energy: Energy, estimator: Minibatch | ControlVariate | None = None,
-                 stream: MinibatchStream | None = None, generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        energy: Energy,
+        estimator: Minibatch | ControlVariate | None = None,
+        stream: MinibatchStream | None = None,
+        generator: torch.Generator | None = None,
+    ):
         self.energy = energy
         self.estimator = estimator if estimator is not None else Minibatch()
         self.stream = stream

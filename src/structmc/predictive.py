@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -37,8 +38,14 @@ class Predictor(Protocol):
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]: ...
 
-    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64,
-                      buffers: Mapping[str, Tensor] | None = None) -> Tensor: ...
+    def forward_draws(
+        self,
+        samples: Tensor,
+        inputs: Sequence[Tensor],
+        *,
+        draws_per_call: int = 64,
+        buffers: Mapping[str, Tensor] | None = None,
+    ) -> Tensor: ...
 
 
 def _check_draws_fit(energy: Predictor, draws: Chain | Tensor) -> None:
@@ -52,20 +59,27 @@ def _check_draws_fit(energy: Predictor, draws: Chain | Tensor) -> None:
         want = [(i.name, tuple(i.shape)) for i in energy.space.params]
         if have != want:
             diff = next(((a, b) for a, b in zip(have, want) if a != b), None)
-            where = (f"the chain's {diff[0][0]!r} {list(diff[0][1])} vs the energy's {diff[1][0]!r} {list(diff[1][1])}"
-                     if diff is not None else f"the chain has {len(have)} parameter tensors, the energy {len(want)}")
-            raise ValueError(f"draws: the chain was drawn for another model ({draws.space.dim} parameters in "
-                             f"{len(have)} tensors) than the energy's ({P} in {len(want)}); first difference: {where}. "
-                             "Pass the energy of the model that made the chain (same architecture, same sample= "
-                             "selection), e.g. Run.energy")
+            where = (
+                f"the chain's {diff[0][0]!r} {list(diff[0][1])} vs the energy's {diff[1][0]!r} {list(diff[1][1])}"
+                if diff is not None
+                else f"the chain has {len(have)} parameter tensors, the energy {len(want)}"
+            )
+            raise ValueError(
+                f"draws: the chain was drawn for another model ({draws.space.dim} parameters in "
+                f"{len(have)} tensors) than the energy's ({P} in {len(want)}); first difference: {where}. "
+                "Pass the energy of the model that made the chain (same architecture, same sample= "
+                "selection), e.g. Run.energy"
+            )
         samples = draws.samples
     elif isinstance(draws, Tensor):
         samples = draws
     else:
         raise TypeError(f"draws must be a Chain or a tensor [S, P] / [C, D, P], got {type(draws).__name__}")
     if samples.dim() == 0 or samples.shape[-1] != P:  # [S, P'] with S·P' a multiple of P would reshape silently
-        raise ValueError(f"draws must be [S, {P}] or [C, D, {P}] (the energy's model has P = {P} parameters), got "
-                         f"{list(samples.shape)}: pass draws of this model")
+        raise ValueError(
+            f"draws must be [S, {P}] or [C, D, {P}] (the energy's model has P = {P} parameters), got "
+            f"{list(samples.shape)}: pass draws of this model"
+        )
 
 
 def predictive_energy(energy, who: str = "predictive") -> Predictor:
@@ -76,8 +90,10 @@ def predictive_energy(energy, who: str = "predictive") -> Predictor:
     without one (a log density) is a ``TypeError`` naming ``who``."""
     found = getattr(energy, "predictive_energy", None)
     if found is None:
-        raise TypeError(f"{who} needs a ModuleEnergy (or a HierarchicalEnergy, or a StructuredEnergy over one): "
-                        f"{type(energy).__name__} has no model that predicts (its predictive_energy is not set)")
+        raise TypeError(
+            f"{who} needs a ModuleEnergy (or a HierarchicalEnergy, or a StructuredEnergy over one): "
+            f"{type(energy).__name__} has no model that predicts (its predictive_energy is not set)"
+        )
     return found
 
 
@@ -104,27 +120,40 @@ def _draw_groups(energy: Predictor, draws: Chain | Tensor, chain: int | None):
         return [(samples, energy.chain_buffers(chain) if energy.has_buffers else None)]
     if not energy.has_buffers or not per_chain:
         if energy.has_buffers and (energy.buffer_chains or 1) > 1:
-            warnings.warn(f"draws [S, P] from {energy.buffer_chains} chains are evaluated with the module's own "
-                          "buffers; pass a Chain (or [C, D, P] draws, or chain=c) to use each chain's statistics")
+            warnings.warn(
+                f"draws [S, P] from {energy.buffer_chains} chains are evaluated with the module's own "
+                "buffers; pass a Chain (or [C, D, P] draws, or chain=c) to use each chain's statistics"
+            )
         return [(samples.reshape(-1, P), None)]
     C = samples.shape[0]
     kept = energy.buffer_chains
     if kept is None:
         if C > 1:
-            warnings.warn(f"the energy keeps no per-chain buffers (it never evaluated several chains) but the draws "
-                          f"come from {C} chains: every chain is evaluated with the module's own buffers. Pass the "
-                          "run's energy (Run.energy) to use each chain's running statistics")
+            warnings.warn(
+                f"the energy keeps no per-chain buffers (it never evaluated several chains) but the draws "
+                f"come from {C} chains: every chain is evaluated with the module's own buffers. Pass the "
+                "run's energy (Run.energy) to use each chain's running statistics"
+            )
         return [(samples.reshape(-1, P), None)]
     if kept != C:
-        raise ValueError(f"the energy keeps buffers for {kept} chains but the draws come from {C} chains: pass the "
-                         "energy of the run that made these draws (Run.energy)")
+        raise ValueError(
+            f"the energy keeps buffers for {kept} chains but the draws come from {C} chains: pass the "
+            "energy of the run that made these draws (Run.energy)"
+        )
     return [(samples[c], energy.chain_buffers(c)) for c in range(C)]
 
 
 @torch.no_grad()
-def predictive(energy: Energy, draws: Chain | Tensor, inputs: Tensor | Sequence[Tensor], *,
-               batch_size: int = 1024, draws_per_call: int = 64, chain: int | None = None,
-               per_draw: bool = False) -> dict[str, Tensor]:
+def predictive(
+    energy: Energy,
+    draws: Chain | Tensor,
+    inputs: Tensor | Sequence[Tensor],
+    *,
+    batch_size: int = 1024,
+    draws_per_call: int = 64,
+    chain: int | None = None,
+    per_draw: bool = False,
+) -> dict[str, Tensor]:
     """Average the module's predictions over draws (all chains pooled, or only ``chain``).
 
     Classification (categorical / bernoulli likelihood): ``{"probs": ...}``, the posterior
@@ -155,18 +184,24 @@ def predictive(energy: Energy, draws: Chain | Tensor, inputs: Tensor | Sequence[
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     if not inputs or not all(isinstance(t, Tensor) for t in inputs):
         raise TypeError("inputs must be a tensor or a sequence of tensors [n, ...]")
-    if inputs[0].dim() == 0 or inputs[0].shape[0] == 0 or any(t.dim() == 0 or t.shape[0] != inputs[0].shape[0]
-                                                              for t in inputs):
-        raise ValueError(f"inputs must hold at least one row, with the same first dimension n, got shapes "
-                         f"{[list(t.shape) for t in inputs]}")
+    if (
+        inputs[0].dim() == 0
+        or inputs[0].shape[0] == 0
+        or any(t.dim() == 0 or t.shape[0] != inputs[0].shape[0] for t in inputs)
+    ):
+        raise ValueError(
+            f"inputs must hold at least one row, with the same first dimension n, got shapes "
+            f"{[list(t.shape) for t in inputs]}"
+        )
     groups = _draw_groups(model, draws, chain)
     if sum(s.shape[0] for s, _ in groups) == 0:
         raise ValueError("no draws to average over")
     parts: list[dict[str, Tensor]] = []
     for lo in range(0, inputs[0].shape[0], batch_size):
         xb = tuple(t[lo : lo + batch_size].to(model.device) for t in inputs)
-        outputs = torch.cat([model.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b)
-                             for s, b in groups if s.shape[0] > 0])
+        outputs = torch.cat(
+            [model.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b) for s, b in groups if s.shape[0] > 0]
+        )
         lik = model.likelihood
         parts.append(lik.predict(outputs, per_draw=True) if per_draw else lik.predict(outputs))
     if not per_draw:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -63,12 +63,32 @@ class RunRecords(Recorder):
     ``folder``'s chunks. Its checkpoint entries are ``draws`` and ``info`` (the layout of
     checkpoint format 2, so checkpoints written before the recorder seam resume)."""
 
-    def __init__(self, num_chains: int, dim: int, num_draws: int, *, burn_in: int, thin: int, dtype, device,
-                 keep_in_memory: bool = True, folder=None, chunk_draws: int = 1000,
-                 before_write: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        num_chains: int,
+        dim: int,
+        num_draws: int,
+        *,
+        burn_in: int,
+        thin: int,
+        dtype,
+        device,
+        keep_in_memory: bool = True,
+        folder=None,
+        chunk_draws: int = 1000,
+        before_write: Callable[[], None] | None = None,
+    ):
         self.burn_in, self.thin = int(burn_in), int(thin)
-        self.draws = DrawRecorder(num_chains, dim, num_draws, dtype=dtype, device=device,
-                                  keep_in_memory=keep_in_memory, folder=folder, chunk_draws=chunk_draws)
+        self.draws = DrawRecorder(
+            num_chains,
+            dim,
+            num_draws,
+            dtype=dtype,
+            device=device,
+            keep_in_memory=keep_in_memory,
+            folder=folder,
+            chunk_draws=chunk_draws,
+        )
         self.log = InfoLog(folder, keep=keep_in_memory)
         self.draws.before_write = self.log.before_write = before_write  # nothing non-finite reaches the disk
 
@@ -153,8 +173,13 @@ class ThinningKeeper(Recorder):
         return torch.stack(self.draws, 1).reshape(-1, dim)
 
     def state_dict(self) -> dict:
-        return {"thin": self.thin, "count": self.count, "draws": [d.cpu() for d in self.draws],
-                "steps": list(self.steps), "times": list(self.times)}
+        return {
+            "thin": self.thin,
+            "count": self.count,
+            "draws": [d.cpu() for d in self.draws],
+            "steps": list(self.steps),
+            "times": list(self.times),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.thin, self.count = int(state["thin"]), int(state["count"])
@@ -210,8 +235,10 @@ class Carry(Recorder):
         pass
 
     def state_dict(self) -> dict:
-        return {k: ([t.cpu() if isinstance(t, Tensor) else t for t in v] if isinstance(v, list) else v)
-                for k, v in self.data.items()}
+        return {
+            k: ([t.cpu() if isinstance(t, Tensor) else t for t in v] if isinstance(v, list) else v)
+            for k, v in self.data.items()
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for key, value in state.items():
@@ -253,7 +280,9 @@ class BlowupWatch(Recorder):
         e = run.energy
         base = e if isinstance(e, ModuleEnergy) else e.cv_base
         # a structured energy's cv_base is its ModuleEnergy; a hierarchical one is not a ModuleEnergy
-        self.prior_of: Callable[[Tensor], Tensor] | None = base.prior_energy if isinstance(base, ModuleEnergy) and base.space.dim == e.space.dim else None
+        self.prior_of: Callable[[Tensor], Tensor] | None = (
+            base.prior_energy if isinstance(base, ModuleEnergy) and base.space.dim == e.space.dim else None
+        )
         # at the start θ_0 (the first check sees θ_1, which one bad step has already thrown out)
         self.prior_first = None if self.prior_of is None else self._prior_per_param(run.theta).clamp(min=0.5)
 
@@ -287,24 +316,33 @@ class BlowupWatch(Recorder):
         growth = float(ratio[worst])
         chain = lambda c: f", chain {c}" if ratio.numel() > 1 else ""  # noqa: E731
         lr = info.get("lr")
-        advice = ((f"The step size lr={lr:.3g} may be too large: " if isinstance(lr, float) else
-                   "The step size may be too large: ")
-                  + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
-                    "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it.")
+        advice = (
+            (
+                f"The step size lr={lr:.3g} may be too large: "
+                if isinstance(lr, float)
+                else "The step size may be too large: "
+            )
+            + "lr is ε of each sampler's own parameterisation, against the energy of all N data points "
+            "(docs/conventions.md), e.g. SGLD's drift is (ε/2)∇Û with Û scaled by N/n; reduce it."
+        )
         msg = None
         if growth > self.FACTOR and math.isfinite(growth):
             now, first = float(energy[worst]), float(self.first[worst])
-            msg = (f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
-                   f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1{chain(worst)}). ")
+            msg = (
+                f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
+                f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1{chain(worst)}). "
+            )
         elif prior is not None:
             assert self.prior_first is not None
             far = (prior > self.PRIOR_FACTOR) & (prior_ratio > 10.0)
             if bool(far.any()):
                 c = int(torch.where(far, prior, torch.zeros_like(prior)).argmax())
-                msg = (f"{self.run.sampler.name}: the chain has left the prior's mass: at iteration {t} the prior "
-                       f"energy per parameter −log p(θ)/P is {float(prior[c]):.3g}{chain(c)} (about 0.5 for a draw "
-                       f"from the prior; {float(prior[c]) / float(self.prior_first[c]):.3g} times its start; for a "
-                       f"Normal prior, RMS θ/σ = {math.sqrt(2 * float(prior[c])):.3g}): the chain is blowing up. ")
+                msg = (
+                    f"{self.run.sampler.name}: the chain has left the prior's mass: at iteration {t} the prior "
+                    f"energy per parameter −log p(θ)/P is {float(prior[c]):.3g}{chain(c)} (about 0.5 for a draw "
+                    f"from the prior; {float(prior[c]) / float(self.prior_first[c]):.3g} times its start; for a "
+                    f"Normal prior, RMS θ/σ = {math.sqrt(2 * float(prior[c])):.3g}): the chain is blowing up. "
+                )
         if msg is None:
             return
         self.fired = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable
+from collections.abc import Callable
 from numbers import Number
 
 import torch
@@ -50,7 +50,9 @@ class InfoLog:
         self._base = 0  # first iteration held in memory (records before it are only on disk)
         self._written = 0  # iterations written to the folder
         self._chunks = 0  # info chunks written
-        self.before_write: Callable[[], None] | None = None  # called before records go to disk (the run loop's NaN/Inf check)
+        self.before_write: Callable[[], None] | None = (
+            None  # called before records go to disk (the run loop's NaN/Inf check)
+        )
 
     def __len__(self) -> int:
         return self._count
@@ -130,7 +132,9 @@ class InfoLog:
         held = {k: torch.cat(blocks, -1) for k, blocks in self._done.items() if blocks}
         if self._base:
             assert self.folder is not None  # records leave memory only once on disk (keep is False)
-            held = concat_info([self.folder.read_info(self._chunks), held] if held else [self.folder.read_info(self._chunks)])
+            held = concat_info(
+                [self.folder.read_info(self._chunks), held] if held else [self.folder.read_info(self._chunks)]
+            )
         # torch.cat and concat_info return fresh tensors: copy only a cut
         return {k: v if steps == v.shape[-1] else v[..., :steps].clone() for k, v in held.items()}
 
@@ -172,7 +176,7 @@ def _last(blocks: list[Tensor], n: int) -> Tensor:
         if got >= n:
             break
         take = min(n - got, b.shape[-1])
-        out.append(b[..., b.shape[-1] - take:])
+        out.append(b[..., b.shape[-1] - take :])
         got += take
     return torch.cat(out[::-1], -1)
 
@@ -192,17 +196,28 @@ class DrawRecorder:
     folder in chunks of ``chunk_draws``. A checkpoint always refers to chunks on disk. Without
     ``keep_in_memory`` nothing sized by the number of draws is held (only the pending chunk)."""
 
-    def __init__(self, num_chains: int, dim: int, num_draws: int, *, dtype, device, keep_in_memory: bool = True,
-                 folder: RunFolder | None = None, chunk_draws: int = 1000):
+    def __init__(
+        self,
+        num_chains: int,
+        dim: int,
+        num_draws: int,
+        *,
+        dtype,
+        device,
+        keep_in_memory: bool = True,
+        folder: RunFolder | None = None,
+        chunk_draws: int = 1000,
+    ):
         self.C, self.P = num_chains, dim
-        self.samples = (torch.empty(num_chains, num_draws, dim, dtype=dtype, device=device)
-                        if keep_in_memory else None)
+        self.samples = torch.empty(num_chains, num_draws, dim, dtype=dtype, device=device) if keep_in_memory else None
         self.draw_steps = torch.empty(num_draws, dtype=torch.long) if keep_in_memory else None
         self.folder, self.chunk_draws = folder, chunk_draws
         self.kept = self.written = self.chunks = 0
         self._pending: list[Tensor] = []  # draws not yet on disk, when not kept in memory
         self._pending_steps: list[int] = []
-        self.before_write: Callable[[], None] | None = None  # called before draws go to disk (the run loop's NaN/Inf check)
+        self.before_write: Callable[[], None] | None = (
+            None  # called before draws go to disk (the run loop's NaN/Inf check)
+        )
 
     def add(self, theta: Tensor, iteration: int) -> None:
         if self.samples is not None:
@@ -224,7 +239,7 @@ class DrawRecorder:
             self.before_write()
         if self.samples is not None:
             assert self.draw_steps is not None  # both kept in memory, or neither
-            chunk, steps = self.samples[:, self.written:self.kept], self.draw_steps[self.written:self.kept]
+            chunk, steps = self.samples[:, self.written : self.kept], self.draw_steps[self.written : self.kept]
         else:
             chunk, steps = torch.stack(self._pending, 1), torch.tensor(self._pending_steps, dtype=torch.long)
         self.folder.write_chunk(self.chunks, chunk, steps)
@@ -237,7 +252,7 @@ class DrawRecorder:
         divergence found late: those draws are not finite)."""
         if self.samples is not None:
             assert self.draw_steps is not None  # both kept in memory, or neither
-            steps = self.draw_steps[self.written:self.kept]
+            steps = self.draw_steps[self.written : self.kept]
             self.kept = self.written + int((steps < before_iteration).sum())
         else:
             keep = sum(1 for s in self._pending_steps if s < before_iteration)
@@ -261,13 +276,13 @@ class DrawRecorder:
         if got is not None:
             samples, steps = got
             assert samples is not None  # read with samples=True
-            self.draw_steps[:self.kept] = steps
-            self.samples[:, :self.kept] = samples.to(self.samples)
+            self.draw_steps[: self.kept] = steps
+            self.samples[:, : self.kept] = samples.to(self.samples)
 
     def chain(self, space: ParamSpace, info: dict, config: dict) -> Chain:
         if self.samples is not None:
             assert self.draw_steps is not None  # both kept in memory, or neither
-            samples, steps = self.samples[:, :self.kept], self.draw_steps[:self.kept].clone()
+            samples, steps = self.samples[:, : self.kept], self.draw_steps[: self.kept].clone()
         elif self.written:
             assert self.folder is not None  # draws are written only to a run folder
             got = self.folder.read_chunks()
@@ -283,7 +298,7 @@ class Progress:
 
     def __init__(self, show: bool | None, total: int, initial: int, desc: str):
         self.bar = None
-        if (sys.stderr.isatty() if show is None else bool(show)):
+        if sys.stderr.isatty() if show is None else bool(show):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=desc, mininterval=0.5, smoothing=0.05)

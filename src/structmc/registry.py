@@ -26,8 +26,8 @@ find it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -49,9 +49,15 @@ class Registry(Mapping, Generic[T]):
     convert) every entry on registration and returns the entry to store.
     """
 
-    def __init__(self, kind: str, entries: Mapping[str, T] | Iterable[tuple[str, T]] = (), *,
-                 aliases: Mapping[str, str] | None = None, normalize: Callable[[str], str] | None = None,
-                 validate: Callable[[str, Any], T] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        entries: Mapping[str, T] | Iterable[tuple[str, T]] = (),
+        *,
+        aliases: Mapping[str, str] | None = None,
+        normalize: Callable[[str], str] | None = None,
+        validate: Callable[[str, Any], T] | None = None,
+    ):
         self.kind = kind
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
@@ -124,6 +130,7 @@ class Registry(Mapping, Generic[T]):
         """Add ``entry`` under ``name`` (and ``aliases``). Without ``entry``, a decorator:
         ``@registry.register("name")``. An existing name is an error unless ``overwrite``."""
         if entry is _MISSING:
+
             def decorator(obj):
                 self.register(name, obj, overwrite=overwrite, aliases=aliases)
                 return obj

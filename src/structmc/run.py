@@ -6,20 +6,26 @@ watch, a callback) and, with a run folder, one :class:`~structmc.checkpointing.C
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from torch import Tensor
 
 from .chain import Chain
-from .checkpointing import (CHECKPOINT_FORMAT, Checkpointer, InterruptGuard, _check_resume_compatible,  # noqa: F401
-                            check_folder_replaceable, check_resume_compatible, json_like)
+from .checkpointing import (  # noqa: F401  (their old home)
+    CHECKPOINT_FORMAT,
+    Checkpointer,
+    InterruptGuard,
+    _check_resume_compatible,
+    check_folder_replaceable,
+    check_resume_compatible,
+    json_like,
+)
 from .energy import Energy
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
 from .recording import Progress
-from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions  # noqa: F401  (their old home)
-from .run_inputs import check_draws, check_int
+from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions, check_draws, check_int  # noqa: F401  (their old home)
 from .runner import Budget, DivergenceError, Run, _as_budget, iterate  # noqa: F401
 from .samplers.kernel import Kernel
 from .storage import RunFolder
@@ -115,8 +121,11 @@ def sample(
     the iteration and sampler when the energy or the parameters become NaN/Inf (its ``.chain``
     holds the draws kept so far, also written to ``out_dir``).
     """
-    num_steps, burn_in, thin = (check_int("num_steps", num_steps, 1), check_int("burn_in", burn_in, 0),
-                                check_int("thin", thin, 1))
+    num_steps, burn_in, thin = (
+        check_int("num_steps", num_steps, 1),
+        check_int("burn_in", burn_in, 0),
+        check_int("thin", thin, 1),
+    )
     chunk_draws = check_int("chunk_draws", chunk_draws, 1)
     num_draws = check_draws(num_steps, burn_in, thin)
     if checkpoint_every is not None:
@@ -125,23 +134,51 @@ def sample(
         raise ValueError(f"on_blowup must be 'warn', 'raise' or 'ignore', got {on_blowup!r}")
     if resume and overwrite:
         raise ValueError("resume=True and overwrite=True contradict each other: choose one")
-    for flag, needs in ((checkpoint_every is not None, "checkpoint_every needs out_dir"),
-                        (resume, "resume=True needs out_dir"), (overwrite, "overwrite=True needs out_dir"),
-                        (not keep_in_memory, "keep_in_memory=False needs out_dir (draws would be lost)")):
+    for flag, needs in (
+        (checkpoint_every is not None, "checkpoint_every needs out_dir"),
+        (resume, "resume=True needs out_dir"),
+        (overwrite, "overwrite=True needs out_dir"),
+        (not keep_in_memory, "keep_in_memory=False needs out_dir (draws would be lost)"),
+    ):
         if flag and out_dir is None:
             raise ValueError(needs)
     user = dict(recorders or {})
     for name, recorder in user.items():
         if not isinstance(name, str) or not isinstance(recorder, Recorder):
-            raise TypeError(f"recorders must map names to structmc.recorders.Recorder objects, got {name!r}: "
-                            f"{type(recorder).__name__}")
-    run = Run(target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
-              num_chains=num_chains, gradient=gradient, check_every=check_every)
+            raise TypeError(
+                f"recorders must map names to structmc.recorders.Recorder objects, got {name!r}: "
+                f"{type(recorder).__name__}"
+            )
+    run = Run(
+        target,
+        init,
+        sampler,
+        data=data,
+        batch_size=batch_size,
+        batching=batching,
+        seed=seed,
+        num_chains=num_chains,
+        gradient=gradient,
+        check_every=check_every,
+    )
     folder = RunFolder(out_dir) if out_dir is not None else None
     if folder is None:
-        return _sample_into(run, num_steps, None, None, burn_in=burn_in, thin=thin, num_draws=num_draws,
-                            keep_in_memory=keep_in_memory, chunk_draws=chunk_draws, progress=progress,
-                            callback=callback, on_blowup=on_blowup, checkpoint_every=checkpoint_every, user=user)
+        return _sample_into(
+            run,
+            num_steps,
+            None,
+            None,
+            burn_in=burn_in,
+            thin=thin,
+            num_draws=num_draws,
+            keep_in_memory=keep_in_memory,
+            chunk_draws=chunk_draws,
+            progress=progress,
+            callback=callback,
+            on_blowup=on_blowup,
+            checkpoint_every=checkpoint_every,
+            user=user,
+        )
     # the settings carry the target's fingerprint (every data byte hashed: 0.2 s for MNIST, ~1 s
     # for a 60k-item Dataset): only a run folder needs them
     settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
@@ -151,20 +188,49 @@ def sample(
             if overwrite:
                 folder.clear()
             elif not folder.is_empty():
-                raise ValueError(f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
-                                 "continue that run, or overwrite=True to replace it")
-        return _sample_into(run, num_steps, folder, settings, burn_in=burn_in, thin=thin, num_draws=num_draws,
-                            keep_in_memory=keep_in_memory, chunk_draws=chunk_draws, progress=progress,
-                            callback=callback, on_blowup=on_blowup, checkpoint_every=checkpoint_every, resume=resume,
-                            user=user)
+                raise ValueError(
+                    f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
+                    "continue that run, or overwrite=True to replace it"
+                )
+        return _sample_into(
+            run,
+            num_steps,
+            folder,
+            settings,
+            burn_in=burn_in,
+            thin=thin,
+            num_draws=num_draws,
+            keep_in_memory=keep_in_memory,
+            chunk_draws=chunk_draws,
+            progress=progress,
+            callback=callback,
+            on_blowup=on_blowup,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            user=user,
+        )
     finally:
         folder.unlock()
 
 
-def _sample_into(run: Run, num_steps: int, folder: RunFolder | None, settings: dict | None, *, burn_in: int,
-                 thin: int, num_draws: int, keep_in_memory: bool, chunk_draws: int, progress, callback,
-                 on_blowup: str, checkpoint_every: int | None, resume: bool = False,
-                 user: dict[str, Recorder] | None = None) -> Chain:
+def _sample_into(
+    run: Run,
+    num_steps: int,
+    folder: RunFolder | None,
+    settings: dict | None,
+    *,
+    burn_in: int,
+    thin: int,
+    num_draws: int,
+    keep_in_memory: bool,
+    chunk_draws: int,
+    progress,
+    callback,
+    on_blowup: str,
+    checkpoint_every: int | None,
+    resume: bool = False,
+    user: dict[str, Recorder] | None = None,
+) -> Chain:
     """:func:`sample`'s loop: the run, its recorders (records, blow-up watch, callback,
     progress) and, with a folder, one :class:`~structmc.checkpointing.Checkpointer`."""
     checkpointer, ckpt = None, None
@@ -177,9 +243,19 @@ def _sample_into(run: Run, num_steps: int, folder: RunFolder | None, settings: d
         if resume:
             folder.clear_diverged()
         folder.create(settings)
-    records = RunRecords(run.num_chains, run.energy.space.dim, num_draws, burn_in=burn_in, thin=thin,
-                         dtype=run.theta.dtype, device=run.theta.device, keep_in_memory=keep_in_memory, folder=folder,
-                         chunk_draws=chunk_draws, before_write=run.check_finite)
+    records = RunRecords(
+        run.num_chains,
+        run.energy.space.dim,
+        num_draws,
+        burn_in=burn_in,
+        thin=thin,
+        dtype=run.theta.dtype,
+        device=run.theta.device,
+        keep_in_memory=keep_in_memory,
+        folder=folder,
+        chunk_draws=chunk_draws,
+        before_write=run.check_finite,
+    )
     if folder is not None and checkpointer is not None:
         checkpointer.records = records
         if ckpt is not None:

@@ -34,8 +34,10 @@ def check_draws(num_steps: int, burn_in: int, thin: int) -> int:
         raise ValueError(f"burn_in ({burn_in}) must be smaller than num_steps ({num_steps})")
     num_draws = (num_steps - burn_in) // thin
     if num_draws < 1:
-        raise ValueError(f"no draw would be kept: (num_steps - burn_in) // thin = 0 "
-                         f"(num_steps={num_steps}, burn_in={burn_in}, thin={thin})")
+        raise ValueError(
+            f"no draw would be kept: (num_steps - burn_in) // thin = 0 "
+            f"(num_steps={num_steps}, burn_in={burn_in}, thin={thin})"
+        )
     return num_draws
 
 
@@ -64,11 +66,14 @@ def as_data(data) -> tuple[Tensor, ...] | None:
         raise ValueError("data must be a tensor, a TensorDataset or a sequence of tensors")
     meta = [i for i, t in enumerate(data) if t.is_meta]
     if meta:
-        raise ValueError(f"data tensor {meta[0]} is on the meta device (a shape without values): pass tensors that hold "
-                         "the data")
+        raise ValueError(
+            f"data tensor {meta[0]} is on the meta device (a shape without values): pass tensors that hold the data"
+        )
     n = data[0].shape[0] if data[0].dim() > 0 else 0
     if n < 1 or any(t.dim() == 0 or t.shape[0] != n for t in data):
-        raise ValueError(f"all data tensors need the same non-zero first dimension, got {[tuple(t.shape) for t in data]}")
+        raise ValueError(
+            f"all data tensors need the same non-zero first dimension, got {[tuple(t.shape) for t in data]}"
+        )
     return data
 
 
@@ -80,8 +85,10 @@ def initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
     if not isinstance(init, Tensor):
         init = torch.as_tensor(init)
     if init.is_meta:
-        raise ValueError("init is on the meta device (a shape without values): pass positions that hold values, e.g. "
-                         "energy.initial_position() or torch.zeros(P)")
+        raise ValueError(
+            "init is on the meta device (a shape without values): pass positions that hold values, e.g. "
+            "energy.initial_position() or torch.zeros(P)"
+        )
     if not init.is_floating_point():
         init = init.to(torch.get_default_dtype())
     init = init.to(device=energy.device or init.device, dtype=energy.dtype or init.dtype)
@@ -90,11 +97,18 @@ def initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
         return init.detach().unsqueeze(0).expand(num_chains, P).clone()
     if init.dim() == 2 and init.shape == (num_chains, P):
         return init.detach().clone()
-    raise ValueError(f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}")
+    raise ValueError(
+        f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}"
+    )
 
 
 # the names the run loop and the tuners used when these lived in structmc.run
-_check_int, _check_draws, _as_source, _as_data, _initial_positions = (check_int, check_draws, as_source, as_data,
-                                                                      initial_positions)
+_check_int, _check_draws, _as_source, _as_data, _initial_positions = (
+    check_int,
+    check_draws,
+    as_source,
+    as_data,
+    initial_positions,
+)
 
 __all__ = ["check_int", "check_draws", "as_source", "as_data", "initial_positions"]

@@ -14,14 +14,15 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from .batching import MODES, DatasetStream, MinibatchStream, TransformedStream
 from . import fingerprint
+from .batching import MODES, DatasetStream, MinibatchStream, TransformedStream
 from .chain import Chain
 from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
@@ -29,6 +30,7 @@ from .oracle import Oracle
 from .recording import InfoLog, Progress
 from .run_inputs import as_source, check_int, initial_positions
 from .samplers.kernel import Kernel
+
 
 class DivergenceError(FloatingPointError):
     """The chain produced NaN/Inf. ``.chain`` holds the draws kept before it happened."""
@@ -86,25 +88,38 @@ class Run:
     (iterations done), ``run.elapsed`` (seconds in steps), ``run.grad_evals`` describe it.
     """
 
-    def __init__(self, target: Energy | Callable, init: Tensor | None, sampler: Kernel, *,
-                 data: Sequence[Tensor] | None = None, batch_size: int | None = None, batching: str = "epoch",
-                 seed: int = 0, num_chains: int = 1, gradient: str | Minibatch | ControlVariate = "minibatch",
-                 check_every: int = 32):
+    def __init__(
+        self,
+        target: Energy | Callable,
+        init: Tensor | None,
+        sampler: Kernel,
+        *,
+        data: Sequence[Tensor] | None = None,
+        batch_size: int | None = None,
+        batching: str = "epoch",
+        seed: int = 0,
+        num_chains: int = 1,
+        gradient: str | Minibatch | ControlVariate = "minibatch",
+        check_every: int = 32,
+    ):
         if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
-            raise TypeError(f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
-                            f"structmc.samplers.Kernel), got {type(sampler).__name__}")
+            raise TypeError(
+                f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
+                f"structmc.samplers.Kernel), got {type(sampler).__name__}"
+            )
         num_chains = check_int("num_chains", num_chains, 1)
         self.check_every = check_int("check_every", check_every, 1)
         seed = check_int("seed", seed, 0)
-        if seed >= 2 ** 64:
+        if seed >= 2**64:
             raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
         if batching not in MODES:
             raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
         source, data = as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
         probe = source.probe() if source is not None and source.dataset is not None else None
         given_data = data
-        num_points = None if data is None and source is None else (len(source) if source is not None
-                                                                   else int(data[0].shape[0]))
+        num_points = (
+            None if data is None and source is None else (len(source) if source is not None else int(data[0].shape[0]))
+        )
         if batch_size is not None:
             batch_size = check_int("batch_size", batch_size, 1)
             if num_points is None:
@@ -136,8 +151,9 @@ class Run:
         sampler = sampler.prepare(energy)
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
         if on_dataset and not isinstance(estimator, Minibatch):
-            raise ValueError("a control variate needs the full-data gradient: give the data as in-memory tensors, "
-                             "not a Dataset")
+            raise ValueError(
+                "a control variate needs the full-data gradient: give the data as in-memory tensors, not a Dataset"
+            )
 
         # set-up, in the order that fixes the random stream (generator, stream, init draws)
         device = theta0.device
@@ -152,8 +168,9 @@ class Run:
         elif data is not None and source is not None and source.transform is not None:
             self.stream = TransformedStream(data, batch_size, num_chains, self.generator, batching, source.transform)
         else:
-            self.stream = MinibatchStream(data, batch_size, num_chains, self.generator, batching) \
-                if data is not None else None
+            self.stream = (
+                MinibatchStream(data, batch_size, num_chains, self.generator, batching) if data is not None else None
+            )
         # isinstance on a runtime Protocol costs ~13 µs: decide once, not per iteration
         self._observe = energy.observe if isinstance(energy, StatefulEnergy) else None
         if self._observe is not None:
@@ -165,8 +182,13 @@ class Run:
         self.elapsed = 0.0
         self._unchecked: list[tuple[Tensor, object, float | None]] = []  # (total, energy, lr) per iteration
         self._settings = {
-            "seed": seed, "num_chains": num_chains, "batch_size": batch_size, "batching": batching,
-            "num_data": energy.num_data, "dim": energy.space.dim, "dtype": str(theta0.dtype).replace("torch.", ""),
+            "seed": seed,
+            "num_chains": num_chains,
+            "batch_size": batch_size,
+            "batching": batching,
+            "num_data": energy.num_data,
+            "dim": energy.space.dim,
+            "dtype": str(theta0.dtype).replace("torch.", ""),
             "space": [(i.name, list(i.shape)) for i in energy.space.params],
             "layers": energy.space.to_config()["layers"],
             "config": {"sampler": sampler.config(), "gradient": estimator.config()},
@@ -175,8 +197,13 @@ class Run:
         # the target's fingerprint (resume refuses another target): the energy's parts now, the
         # data's at the first settings() (every byte is hashed, ~0.2 s per 188 MB; a tuner's runs
         # never ask for it)
-        self._pending_target: tuple | None = (fingerprint.energy_fingerprint(energy), fingerprint.legacy_energy_fingerprint(energy),
-                                given_data, source, probe)
+        self._pending_target: tuple | None = (
+            fingerprint.energy_fingerprint(energy),
+            fingerprint.legacy_energy_fingerprint(energy),
+            given_data,
+            source,
+            probe,
+        )
 
     # -- advancing ---------------------------------------------------------------------------
     @property
@@ -236,8 +263,11 @@ class Run:
         pending.clear()
         name = self.sampler.name
         if iteration == 1 and self._non_finite_at_start():
-            raise DivergenceError(f"{name}: the energy or its gradient is NaN/Inf at the initial point, before any "
-                                  "step: check init, the data and the prior (the step size is not the cause)", 1)
+            raise DivergenceError(
+                f"{name}: the energy or its gradient is NaN/Inf at the initial point, before any "
+                "step: check init, the data and the prior (the step size is not the cause)",
+                1,
+            )
         if isinstance(energy, Tensor) and not bool(torch.isfinite(energy).all()):
             what = f"non-finite energy at iteration {iteration}"
         else:
@@ -259,8 +289,9 @@ class Run:
             return False
         return not (bool(torch.isfinite(value).all()) and bool(torch.isfinite(grad).all()))
 
-    def iterate(self, budget: Budget | int | None = None, *,
-                until: Callable[[int, object, dict], bool] | None = None) -> Iterator[tuple[int, Any, dict]]:
+    def iterate(
+        self, budget: Budget | int | None = None, *, until: Callable[[int, object, dict], bool] | None = None
+    ) -> Iterator[tuple[int, Any, dict]]:
         """Yield ``(iteration, state, info)`` after each iteration (``iteration`` counts from 1
         over the whole run) until ``budget`` (a :class:`Budget` or a number of iterations,
         counted from this call) is used up or ``until(iteration, state, info)`` is true. With
@@ -276,18 +307,26 @@ class Run:
             return
         while True:
             info = self.step()
-            if (budget is not None and budget.grad_evals is not None and budget.iterations is None
-                    and budget.seconds is None and self.oracle.grad_evals == ev0):
-                raise ValueError(f"{self.sampler.name} computes no gradients, so a Budget of grad_evals alone never "
-                                 "ends: give iterations or seconds")
+            if (
+                budget is not None
+                and budget.grad_evals is not None
+                and budget.iterations is None
+                and budget.seconds is None
+                and self.oracle.grad_evals == ev0
+            ):
+                raise ValueError(
+                    f"{self.sampler.name} computes no gradients, so a Budget of grad_evals alone never "
+                    "ends: give iterations or seconds"
+                )
             yield self.iteration, self.state, info
             if until is not None and until(self.iteration, self.state, info):
                 self.check_finite()
                 return
             if budget is not None and (
-                    (budget.iterations is not None and self.iteration - it0 >= budget.iterations)
-                    or (budget.seconds is not None and self.elapsed - sec0 >= budget.seconds)
-                    or (budget.grad_evals is not None and self.oracle.grad_evals - ev0 >= budget.grad_evals)):
+                (budget.iterations is not None and self.iteration - it0 >= budget.iterations)
+                or (budget.seconds is not None and self.elapsed - sec0 >= budget.seconds)
+                or (budget.grad_evals is not None and self.oracle.grad_evals - ev0 >= budget.grad_evals)
+            ):
                 self.check_finite()
                 return
 
@@ -313,7 +352,9 @@ class Run:
                 bar.update(t, info)
         finally:
             bar.close()
-        samples = torch.stack(draws, 1) if draws else self.state.theta.new_empty(self.num_chains, 0, self.energy.space.dim)
+        samples = (
+            torch.stack(draws, 1) if draws else self.state.theta.new_empty(self.num_chains, 0, self.energy.space.dim)
+        )
         return Chain(samples, self.energy.space, torch.tensor(steps, dtype=torch.long), log.upto(), self.config())
 
     # -- description and checkpoints -----------------------------------------------------------
@@ -327,8 +368,10 @@ class Run:
             assert self._pending_target is not None  # cleared only once the target is filled in
             energy_fp, legacy_energy, data, source, probe = self._pending_target
             self._settings["target"] = fingerprint.target_fingerprint(
-                energy_fp, fingerprint.data_fingerprint(data, source),
-                {**fingerprint.legacy_data_fingerprint(data, source, probe), **legacy_energy})
+                energy_fp,
+                fingerprint.data_fingerprint(data, source),
+                {**fingerprint.legacy_data_fingerprint(data, source, probe), **legacy_energy},
+            )
             self._pending_target = None
         return copy.deepcopy(self._settings)
 
@@ -337,10 +380,13 @@ class Run:
         own ``state_dict`` (sampler state, generator, minibatch stream, gradient estimator,
         stateful energy)."""
         return {
-            "iteration": self.iteration, "elapsed": self.elapsed,
-            "grad_evals": self.oracle.grad_evals, "value_evals": self.oracle.value_evals,
-            "sampler_state": {k: (v.cpu() if isinstance(v, Tensor) else v)
-                              for k, v in self.sampler.state_dict(self.state).items()},
+            "iteration": self.iteration,
+            "elapsed": self.elapsed,
+            "grad_evals": self.oracle.grad_evals,
+            "value_evals": self.oracle.value_evals,
+            "sampler_state": {
+                k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in self.sampler.state_dict(self.state).items()
+            },
             "generator": self.generator.get_state(),
             "stream": self.stream.state_dict() if self.stream is not None else None,
             "estimator": self.estimator.state_dict(),
@@ -351,8 +397,9 @@ class Run:
         device = self.state.theta.device
         self.iteration, self.elapsed = int(d["iteration"]), float(d["elapsed"])
         self.oracle.grad_evals, self.oracle.value_evals = int(d["grad_evals"]), int(d["value_evals"])
-        self.state = self.sampler.load_state({k: (v.to(device) if isinstance(v, Tensor) else v)
-                                              for k, v in d["sampler_state"].items()})
+        self.state = self.sampler.load_state(
+            {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in d["sampler_state"].items()}
+        )
         self.generator.set_state(d["generator"])
         if self.stream is not None:
             self.stream.load_state_dict(d["stream"])
@@ -361,8 +408,15 @@ class Run:
             self.energy.load_state_dict(d["energy"], device)
 
 
-def iterate(target: Energy | Callable, init: Tensor | None, sampler: Kernel, budget: Budget | int | None = None,
-            *, until=None, **run_options) -> Iterator[tuple[int, Any, dict]]:
+def iterate(
+    target: Energy | Callable,
+    init: Tensor | None,
+    sampler: Kernel,
+    budget: Budget | int | None = None,
+    *,
+    until=None,
+    **run_options,
+) -> Iterator[tuple[int, Any, dict]]:
     """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
     return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 

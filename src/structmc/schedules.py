@@ -136,8 +136,9 @@ def as_schedule(lr: float | Schedule) -> Schedule:
     if callable(lr):
         raise TypeError("pass a structmc.schedules.Schedule (or a float), not a bare function")
     if lr is None or isinstance(lr, (bool, str, bytes)):
-        raise TypeError(f"lr must be a positive number or a structmc.schedules.Schedule, got {lr!r} "
-                        f"({type(lr).__name__})")
+        raise TypeError(
+            f"lr must be a positive number or a structmc.schedules.Schedule, got {lr!r} ({type(lr).__name__})"
+        )
     return Constant(check_number("lr", lr))
 
 
@@ -166,8 +167,11 @@ def schedule_from_config(cfg: float | dict | Schedule) -> Schedule:
     unknown = sorted(set(cfg) - set(fields))
     if unknown:
         raise ValueError(f"schedule {kind!r}: unknown key(s) {unknown}; it accepts {', '.join(fields)}")
-    missing = [f.name for f in dataclasses.fields(cls) if f.name not in cfg
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in cfg and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise ValueError(f"schedule {kind!r} needs {', '.join(missing)}")
     return cls(**cfg)

@@ -14,7 +14,8 @@ its layers as plain JSON-able data (the older ``[(name, shape), ...]`` list is s
 from __future__ import annotations
 
 import fnmatch
-from typing import Iterable, Mapping, Sequence, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -50,7 +51,7 @@ class ParamSpace:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_module(cls, module: nn.Module) -> "ParamSpace":
+    def from_module(cls, module: nn.Module) -> ParamSpace:
         """Parameters of ``module`` that require grad, in ``named_parameters`` order; layers
         read from the module types (:func:`~structmc.layers.read_layers`)."""
         space = cls((n, tuple(p.shape)) for n, p in module.named_parameters() if p.requires_grad)
@@ -58,18 +59,20 @@ class ParamSpace:
         return space
 
     @classmethod
-    def flat(cls, dim: int, name: str = "theta") -> "ParamSpace":
+    def flat(cls, dim: int, name: str = "theta") -> ParamSpace:
         """A space of one unnamed vector (user log densities)."""
         return cls([(name, (int(dim),))])
 
     @classmethod
-    def from_config(cls, config: Mapping | Sequence) -> "ParamSpace":
+    def from_config(cls, config: Mapping | Sequence) -> ParamSpace:
         """Inverse of :meth:`to_config`; also reads a bare ``[(name, shape), ...]`` list (the
         older format; layers then come from the names)."""
         if isinstance(config, Mapping):
             layers = config.get("layers")
-            return cls([(n, tuple(s)) for n, s in config["params"]],
-                       None if layers is None else [LayerInfo.from_config(d) for d in layers])
+            return cls(
+                [(n, tuple(s)) for n, s in config["params"]],
+                None if layers is None else [LayerInfo.from_config(d) for d in layers],
+            )
         return cls([(n, tuple(s)) for n, s in config])
 
     def to_config(self, *, layers: bool = True) -> dict:
@@ -106,8 +109,9 @@ class ParamSpace:
         incoming weights (row-major) then its bias; one element per row for ``"other"``."""
         rec = self.layers[layer] if isinstance(layer, int) else layer
         if not rec.structured:
-            return torch.cat([torch.arange(self[p].offset, self[p].offset + self[p].numel) for p in rec.other]
-                             ).view(rec.num_units, 1)
+            return torch.cat([torch.arange(self[p].offset, self[p].offset + self[p].numel) for p in rec.other]).view(
+                rec.num_units, 1
+            )
         cols = []
         if rec.weight is not None:
             w = self[rec.weight]
@@ -168,8 +172,9 @@ class ParamSpace:
         must match some parameter name (a typo next to ``"*"`` is an error, not a silent
         fallback to the default).
         """
-        out = torch.empty(self.dim, dtype=None if like is None else like.dtype,
-                          device=None if like is None else like.device)
+        out = torch.empty(
+            self.dim, dtype=None if like is None else like.dtype, device=None if like is None else like.device
+        )
         if not isinstance(values, Mapping):
             return out.fill_(float(values))
         self.check_patterns(values)
@@ -186,8 +191,10 @@ class ParamSpace:
             names = self.names
             shown = ", ".join(names[:40]) + (f", ... ({len(names) - 40} more)" if len(names) > 40 else "")
             which = "pattern " + repr(unused[0]) if len(unused) == 1 else "patterns " + ", ".join(map(repr, unused))
-            raise ValueError(f"{which} in {list(patterns)} match{'es' if len(unused) == 1 else ''} no parameter; "
-                             f"the parameters are: {shown}")
+            raise ValueError(
+                f"{which} in {list(patterns)} match{'es' if len(unused) == 1 else ''} no parameter; "
+                f"the parameters are: {shown}"
+            )
 
     def check_not_shadowed(self, patterns: Mapping[str, object] | Iterable[str], what: str = "pattern") -> None:
         """Raise ``ValueError`` for a pattern that matches only parameters an earlier pattern
@@ -200,10 +207,12 @@ class ParamSpace:
             if hits and all(n in taken for n in hits):
                 earlier = [p for p in patterns[:k] if any(fnmatch.fnmatchcase(n, p) for n in hits)]
                 fixed = [pattern] + [p for p in patterns if p != pattern]
-                raise ValueError(f"{what} {pattern!r} in {patterns} matches only parameters that earlier "
-                                 f"pattern{'s' if len(earlier) > 1 else ''} {', '.join(map(repr, earlier))} "
-                                 f"already took (the first matching pattern wins), so it would be ignored: put "
-                                 f"the more specific pattern first, e.g. in the order {fixed}")
+                raise ValueError(
+                    f"{what} {pattern!r} in {patterns} matches only parameters that earlier "
+                    f"pattern{'s' if len(earlier) > 1 else ''} {', '.join(map(repr, earlier))} "
+                    f"already took (the first matching pattern wins), so it would be ignored: put "
+                    f"the more specific pattern first, e.g. in the order {fixed}"
+                )
             taken.update(hits)
 
     def first_match(self, patterns: Mapping[str, _V], hint: str = "") -> list[tuple[ParamInfo, _V]]:
@@ -237,7 +246,7 @@ class ParamSpace:
         parts = []
         for info in self.params:
             t = tensors[info.name]
-            if tuple(t.shape[-len(info.shape):] if info.shape else ()) != info.shape:
+            if tuple(t.shape[-len(info.shape) :] if info.shape else ()) != info.shape:
                 raise ValueError(f"{info.name}: expected shape {info.shape}, got {tuple(t.shape)}")
             lead = t.shape[: t.dim() - len(info.shape)]
             parts.append(t.detach().reshape(*lead, info.numel))

@@ -10,12 +10,21 @@ log-likelihood and log prior, with the N/n scaling in the energy (``energy.model
 from __future__ import annotations
 
 from .energy import LogDensityEnergy, ModuleEnergy
-from .models.pmf import PMF
 from .models.catalogue import MODELS, build_model, likelihood_for_task
+from .models.pmf import PMF
 
 
-def energy_for(name: str, *, num_data: int | None = None, prior_std=None, noise_std: float | None = None,
-               likelihood=None, seed: int = 0, data=None, **model_kwargs):
+def energy_for(
+    name: str,
+    *,
+    num_data: int | None = None,
+    prior_std=None,
+    noise_std: float | None = None,
+    likelihood=None,
+    seed: int = 0,
+    data=None,
+    **model_kwargs,
+):
     """A :class:`~structmc.energy.ModuleEnergy` of model ``name`` (any entry of
     :data:`structmc.models.MODELS`) with its paper's likelihood and prior (overridable), or
     for ``"pmf"`` the PMF log density (keyword arguments go to :class:`~structmc.models.PMF`;
@@ -32,13 +41,19 @@ def energy_for(name: str, *, num_data: int | None = None, prior_std=None, noise_
     spec = MODELS.get(name)
     if name == "pmf":
         pmf = PMF(**model_kwargs)
-        return LogDensityEnergy(dim=pmf.dim, log_likelihood=pmf.log_likelihood, log_prior=pmf.log_prior,
-                                num_data=num_data, model=pmf)
+        return LogDensityEnergy(
+            dim=pmf.dim, log_likelihood=pmf.log_likelihood, log_prior=pmf.log_prior, num_data=num_data, model=pmf
+        )
     module = build_model(name, seed=seed, data=data, **model_kwargs)
     lik = likelihood or spec.likelihood
     if lik is None:
         if data is None:
             raise ValueError(f"model {name!r} takes its likelihood from the data set's task: pass data= or likelihood=")
         lik = likelihood_for_task(data.task)
-    return ModuleEnergy(module, lik, prior_std=spec.prior_std if prior_std is None else prior_std,
-                        num_data=num_data, noise_std=noise_std if noise_std is not None else spec.noise_std)
+    return ModuleEnergy(
+        module,
+        lik,
+        prior_std=spec.prior_std if prior_std is None else prior_std,
+        num_data=num_data,
+        noise_std=noise_std if noise_std is not None else spec.noise_std,
+    )

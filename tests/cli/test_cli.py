@@ -8,10 +8,10 @@ import sys
 
 import pytest
 import torch
+from support.paths import REPO_ROOT, SHARED_DATA
 
 from structmc.cli import main
 from structmc.storage import RunFolder
-from support.paths import REPO_ROOT, SHARED_DATA
 
 ROOT = REPO_ROOT
 
@@ -31,8 +31,9 @@ def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
     the data set's exact MAP is the paper's within 0.1 per coordinate, whatever the sampling."""
     from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
 
-    assert main(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet",
-                 "--seed", "4"]) == 0
+    assert (
+        main(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet", "--seed", "4"]) == 0
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(REPORT_FIELDS) <= set(report) and report["seed"] == 4 and report["experiment"] == "ssgmcmc-linreg"
     assert all(set(COMPARISON_FIELDS) <= set(c) for c in report["comparisons"])
@@ -43,8 +44,7 @@ def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
     assert len(scen) == 5 and scen["S-SGLD {w1},{w2},{w3},{b}"]["exact_structured_optimum"]["corr"][0][1] == 0.0
     assert report["numbers"]["exact_posterior"]["corr"][0][1] < -0.9  # the w1-w2 dependence of the figure
     assert report["reduced"] and (tmp_path / "pairs.png").exists()
-    assert main(["experiment", "structured_linreg", "--preset", "tiny", "--out", str(tmp_path / "old"),
-                 "--quiet"]) == 0
+    assert main(["experiment", "structured_linreg", "--preset", "tiny", "--out", str(tmp_path / "old"), "--quiet"]) == 0
 
 
 def test_expected_map_of_the_fitted_covariate_law_is_the_papers():
@@ -60,7 +60,7 @@ def test_expected_map_of_the_fitted_covariate_law_is_the_papers():
 def test_sample_from_config_file(tmp_path, suffix):
     body = {
         ".toml": 'dataset = "iris"\nmodel = "mlp"\nhidden = [8]\nsampler = "sgnht"\nlr = 1e-4\nnum_steps = 60\n'
-                 'burn_in = 20\n[schedule]\nkind = "cyclical"\nnum_steps = 60\n',
+        'burn_in = 20\n[schedule]\nkind = "cyclical"\nnum_steps = 60\n',
         ".yaml": "dataset: iris\nsampler: psgld\nlr: 1.0e-5\nnum_steps: 60\nburn_in: 20\ngradient: cv\n",
         ".json": json.dumps({"dataset": "diabetes", "sampler": "sghmc", "lr": 1e-6, "num_steps": 60, "burn_in": 20}),
     }[suffix]
@@ -85,8 +85,20 @@ def test_sample_rejects_bad_config(tmp_path, capsys):
 def test_console_script_and_benchmark_quick(tmp_path):
     out = subprocess.run([sys.executable, "-m", "structmc.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "demo" in out.stdout
-    bench = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_samplers.py"), "--quick", "--num-data", "1000",
-                            "--json", str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300)
+    bench = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_samplers.py"),
+            "--quick",
+            "--num-data",
+            "1000",
+            "--json",
+            str(tmp_path / "b.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bench.returncode == 0, bench.stderr
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert rows["tuned hand loop (SGLD)"]["ratio_to_tuned_hand_loop"] == 1.0
@@ -95,8 +107,13 @@ def test_console_script_and_benchmark_quick(tmp_path):
 
 
 def test_structured_benchmark_quick(tmp_path):
-    bench = subprocess.run([sys.executable, "bench_structured.py", "--quick", "--json", str(tmp_path / "s.json")],
-                           capture_output=True, text=True, timeout=300, cwd=ROOT / "bench")
+    bench = subprocess.run(
+        [sys.executable, "bench_structured.py", "--quick", "--json", str(tmp_path / "s.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT / "bench",
+    )
     assert bench.returncode == 0, bench.stderr
     rows = json.loads((tmp_path / "s.json").read_text())
     assert rows["Sd-SGLD K=4"]["copies"] == 4 and rows["S-SGLD M=8"]["ratio_to_base"] > 0
@@ -108,17 +125,68 @@ SHARED = SHARED_DATA
 @pytest.mark.skipif(not (SHARED / "SHA256SUMS").exists(), reason="reference data folder ../shared/data not found")
 def test_sample_on_a_paper_data_set(tmp_path):
     out = tmp_path / "mnist"
-    assert main(["sample", "--dataset", "mnist", "--data-dir", str(SHARED), "--model", "mlp", "--hidden", "50,50",
-                 "--sampler", "psgld", "--lr", "3e-8", "--steps", "300", "--burn-in", "150", "--thin", "10",
-                 "--batch-size", "100", "--chains", "1", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--dataset",
+                "mnist",
+                "--data-dir",
+                str(SHARED),
+                "--model",
+                "mlp",
+                "--hidden",
+                "50,50",
+                "--sampler",
+                "psgld",
+                "--lr",
+                "3e-8",
+                "--steps",
+                "300",
+                "--burn-in",
+                "150",
+                "--thin",
+                "10",
+                "--batch-size",
+                "100",
+                "--chains",
+                "1",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "report.json").read_text())["metrics"]
     assert metrics["test_accuracy"] > 0.8  # 10 classes: chance is 0.1
 
 
 def test_diagnose_a_saved_run(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["sample", "--dataset", "iris", "--sampler", "sgld", "--lr", "1e-3", "--steps", "200", "--burn-in",
-                 "50", "--chains", "2", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--dataset",
+                "iris",
+                "--sampler",
+                "sgld",
+                "--lr",
+                "1e-3",
+                "--steps",
+                "200",
+                "--burn-in",
+                "50",
+                "--chains",
+                "2",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["diagnose", str(out / "run"), "--out", str(tmp_path / "diag")]) == 0
     text = capsys.readouterr().out
@@ -138,8 +206,15 @@ def test_sample_overwrite_replaces_a_run_killed_before_its_first_checkpoint(tmp_
 
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="killed"):
-        sm.sample(lambda theta, batch: -0.5 * (theta * theta).sum(), torch.zeros(2), sm.SGLD(0.1), 50,
-                  out_dir=out / "run", callback=killed, progress=False)
+        sm.sample(
+            lambda theta, batch: -0.5 * (theta * theta).sum(),
+            torch.zeros(2),
+            sm.SGLD(0.1),
+            50,
+            out_dir=out / "run",
+            callback=killed,
+            progress=False,
+        )
     argv = ["sample", "--quiet", "--steps", "20", "--burn-in", "5", "--chains", "1", "--out", str(out)]
     for extra in (["--resume"], []):
         with pytest.raises(SystemExit) as exit_info:

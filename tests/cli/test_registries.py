@@ -28,10 +28,20 @@ def _settings(**kw):
 
 # -- samplers ---------------------------------------------------------------------------------
 def test_unknown_sampler_and_unknown_keys_are_clear_errors():
-    assert isinstance(SAMPLERS, Registry) and SAMPLERS.names() == ["sgld", "psgld", "sghmc", "sgnht", "scale_adapted_sghmc"]
-    with pytest.raises(ValueError, match="unknown sampler 'hmc'; choose from psgld, scale_adapted_sghmc, sghmc, sgld, sgnht"):
+    assert isinstance(SAMPLERS, Registry) and SAMPLERS.names() == [
+        "sgld",
+        "psgld",
+        "sghmc",
+        "sgnht",
+        "scale_adapted_sghmc",
+    ]
+    with pytest.raises(
+        ValueError, match="unknown sampler 'hmc'; choose from psgld, scale_adapted_sghmc, sghmc, sgld, sgnht"
+    ):
         sampler_from_config({"name": "hmc", "lr": 1e-3})
-    with pytest.raises(ValueError, match=r"sampler 'sgld': unknown key\(s\) \['friction'\]; it accepts lr, temperature"):
+    with pytest.raises(
+        ValueError, match=r"sampler 'sgld': unknown key\(s\) \['friction'\]; it accepts lr, temperature"
+    ):
         sampler_from_config({"name": "sgld", "lr": 1e-3, "friction": 0.1})
     with pytest.raises(ValueError, match=r"num_leapfrog=2 \(fixed at 1\)"):
         sampler_from_config({"name": "psgld", "lr": 1e-3, "num_leapfrog": 2})
@@ -44,38 +54,68 @@ def test_unknown_sampler_and_unknown_keys_are_clear_errors():
     assert sampler_keys("sgnht") == ["lr", "a", "num_leapfrog", "temperature"]
 
 
-@pytest.mark.parametrize("sampler", [
-    SGLD(1e-3, temperature=0.5),
-    SGLD(StepDecay(1e-3, every=100, factor=0.7)),
-    PSGLD(Polynomial(0.1, b=2.0, gamma=0.6), alpha=0.9, eps=1e-4, num_data=50, v_init="first", include_gamma=True,
-          gamma_probes=2, temperature=0.3),
-    SGHMC(Cyclical(2e-4, num_steps=100, num_cycles=5), friction=0.2, beta_hat=0.05, num_leapfrog=3,
-          resample_momentum=True, temperature=0.9),
-    SGNHT(Constant(3e-5), a=0.2, num_leapfrog=2, temperature=1.5),
-], ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        SGLD(1e-3, temperature=0.5),
+        SGLD(StepDecay(1e-3, every=100, factor=0.7)),
+        PSGLD(
+            Polynomial(0.1, b=2.0, gamma=0.6),
+            alpha=0.9,
+            eps=1e-4,
+            num_data=50,
+            v_init="first",
+            include_gamma=True,
+            gamma_probes=2,
+            temperature=0.3,
+        ),
+        SGHMC(
+            Cyclical(2e-4, num_steps=100, num_cycles=5),
+            friction=0.2,
+            beta_hat=0.05,
+            num_leapfrog=3,
+            resample_momentum=True,
+            temperature=0.9,
+        ),
+        SGNHT(Constant(3e-5), a=0.2, num_leapfrog=2, temperature=1.5),
+    ],
+    ids=lambda s: type(s).__name__,
+)
 def test_sampler_config_round_trips(sampler):
     for cfg in (sampler.config(), json.loads(json.dumps(sampler.config()))):  # also through a run folder's JSON
         again = sampler_from_config(cfg)
         assert type(again) is type(sampler) and again.config() == sampler.config() and repr(again) == repr(sampler)
 
 
-@pytest.mark.parametrize("name, flags, expected", [
-    ("sgld", {}, SGLD(2e-4, temperature=0.7)),
-    ("psgld", {}, PSGLD(2e-4, alpha=0.9, temperature=0.7)),
-    ("sghmc", {}, SGHMC(2e-4, friction=0.3, num_leapfrog=2, temperature=0.7)),
-    ("sgnht", {}, SGNHT(2e-4, a=0.4, num_leapfrog=2, temperature=0.7)),
-    ("sgld", {"schedule": {"kind": "step_decay", "every": 50}}, SGLD(StepDecay(2e-4, every=50), temperature=0.7)),
-    ("sghmc", {"schedule": {"kind": "polynomial", "a": 0.1}},
-     SGHMC(Polynomial(0.1), friction=0.3, num_leapfrog=2, temperature=0.7)),
-])
+@pytest.mark.parametrize(
+    "name, flags, expected",
+    [
+        ("sgld", {}, SGLD(2e-4, temperature=0.7)),
+        ("psgld", {}, PSGLD(2e-4, alpha=0.9, temperature=0.7)),
+        ("sghmc", {}, SGHMC(2e-4, friction=0.3, num_leapfrog=2, temperature=0.7)),
+        ("sgnht", {}, SGNHT(2e-4, a=0.4, num_leapfrog=2, temperature=0.7)),
+        ("sgld", {"schedule": {"kind": "step_decay", "every": 50}}, SGLD(StepDecay(2e-4, every=50), temperature=0.7)),
+        (
+            "sghmc",
+            {"schedule": {"kind": "polynomial", "a": 0.1}},
+            SGHMC(Polynomial(0.1), friction=0.3, num_leapfrog=2, temperature=0.7),
+        ),
+    ],
+)
 def test_cli_flags_give_the_same_sampler_as_before(name, flags, expected):
     """The hand-built samplers are what ``cli.build_sampler`` returned before the registry:
     each sampler gets only its own hyperparameters among the flags."""
     s = _settings(sampler=name, lr=2e-4, temperature=0.7, friction=0.3, a=0.4, alpha=0.9, num_leapfrog=2, **flags)
     cfg = cli.sampler_config(s)
-    assert set(cfg) - {"name", "lr"} == {"sgld": {"temperature"}, "psgld": {"alpha", "temperature"},
-                                         "sghmc": {"friction", "num_leapfrog", "temperature"},
-                                         "sgnht": {"a", "num_leapfrog", "temperature"}}[name]
+    assert (
+        set(cfg) - {"name", "lr"}
+        == {
+            "sgld": {"temperature"},
+            "psgld": {"alpha", "temperature"},
+            "sghmc": {"friction", "num_leapfrog", "temperature"},
+            "sgnht": {"a", "num_leapfrog", "temperature"},
+        }[name]
+    )
     got = sampler_from_config(cfg)
     assert type(got) is type(expected) and got.config() == expected.config()
 
@@ -105,8 +145,14 @@ def test_one_data_set_registry_knows_paper_sklearn_and_synthetic_sets(capsys):
     assert reg.get("mnist").source == "files" and reg.get("mnist").task == "multiclass"
     assert reg.get("iris").source == "scikit-learn" and reg.get("diabetes").task == "regression"
     assert reg.get("movielens-100k").task == "ratings" and reg.get("linear-regression").source == "synthetic"
-    for alias, name in [("FMNIST", "fashion-mnist"), ("ml_100k", "movielens-100k"), ("housing", "boston"),
-                        ("breast-cancer", "breast_cancer"), ("Fashion_MNIST", "fashion-mnist"), ("wine", "wine")]:
+    for alias, name in [
+        ("FMNIST", "fashion-mnist"),
+        ("ml_100k", "movielens-100k"),
+        ("housing", "boston"),
+        ("breast-cancer", "breast_cancer"),
+        ("Fashion_MNIST", "fashion-mnist"),
+        ("wine", "wine"),
+    ]:
         assert reg.resolve(alias) == name
     with pytest.raises(ValueError, match=r"unknown data set 'imagenet'; choose from adult, .*iris.*yacht"):
         D.load("imagenet")
@@ -127,13 +173,44 @@ def test_user_sampler_and_data_set_run_through_the_cli(tmp_path):
 
     x = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
     y = (x[:, 0] > 0).float()
-    D.DATASETS.register("test_toy", D.DatasetSpec(
-        lambda seed=0: D.Dataset("test_toy", "binary", x[:30], y[:30], x[30:], y[30:], num_classes=2),
-        "binary", "synthetic", "a toy set for the tests"))
+    D.DATASETS.register(
+        "test_toy",
+        D.DatasetSpec(
+            lambda seed=0: D.Dataset("test_toy", "binary", x[:30], y[:30], x[30:], y[30:], num_classes=2),
+            "binary",
+            "synthetic",
+            "a toy set for the tests",
+        ),
+    )
     try:
         out = tmp_path / "run"
-        assert main(["sample", "--dataset", "test_toy", "--sampler", "test_cold_sgld", "--lr", "1e-2", "--steps", "30",
-                     "--burn-in", "10", "--chains", "1", "--temperature", "0", "--batch-size", "10", "--out", str(out), "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "sample",
+                    "--dataset",
+                    "test_toy",
+                    "--sampler",
+                    "test_cold_sgld",
+                    "--lr",
+                    "1e-2",
+                    "--steps",
+                    "30",
+                    "--burn-in",
+                    "10",
+                    "--chains",
+                    "1",
+                    "--temperature",
+                    "0",
+                    "--batch-size",
+                    "10",
+                    "--out",
+                    str(out),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         report = json.loads((out / "report.json").read_text())
         assert report["sampler"]["sampler"] == "test_cold_sgld" and report["sampler"]["temperature"] == 0.0
         assert isinstance(sampler_from_config(report["sampler"]), ColdSGLD)
@@ -145,8 +222,28 @@ def test_user_sampler_and_data_set_run_through_the_cli(tmp_path):
 
 
 def test_cli_runs_with_the_same_seed_are_identical(tmp_path):
-    args = ["sample", "--dataset", "iris", "--model", "mlp", "--hidden", "4", "--sampler", "sghmc", "--lr", "1e-4",
-            "--steps", "30", "--burn-in", "10", "--chains", "1", "--seed", "4", "--quiet"]
+    args = [
+        "sample",
+        "--dataset",
+        "iris",
+        "--model",
+        "mlp",
+        "--hidden",
+        "4",
+        "--sampler",
+        "sghmc",
+        "--lr",
+        "1e-4",
+        "--steps",
+        "30",
+        "--burn-in",
+        "10",
+        "--chains",
+        "1",
+        "--seed",
+        "4",
+        "--quiet",
+    ]
     for k in range(2):
         torch.manual_seed(100 + k)  # the global random state does not matter
         assert main(args + ["--out", str(tmp_path / f"r{k}")]) == 0
@@ -169,7 +266,9 @@ def test_experiment_records():
     assert fig2.published["map"] == [0.52, 0.31, 0.47, 0.84] and fig2.datasets == ("linear-regression",)
     assert E.REGISTRY.get("demo").paper is None and E.REGISTRY.get("demo").datasets == ("diabetes",)
     assert fig2.paper.citation == "Alexos, Boyd & Mandt (2022)"
-    assert E.PAPERS["psgld"].citation == "Li et al. (2016)" and E.PAPERS["blocked-gibbs"].citation == "Papamarkou (2023)"
+    assert (
+        E.PAPERS["psgld"].citation == "Li et al. (2016)" and E.PAPERS["blocked-gibbs"].citation == "Papamarkou (2023)"
+    )
     with pytest.raises(ValueError, match="unknown experiment 'fig9'; choose from demo, gibbs-augment"):
         E.get("fig9")
 
@@ -199,8 +298,10 @@ def test_user_experiment_runs_through_the_cli(tmp_path, capsys):
     E.REGISTRY.register("test_user", E.Experiment("test_user", module, figure="Table 0", published={"x": 1.0}))
     try:
         assert main(["experiment", "--list"]) == 0
-        assert any(line.startswith("test_user") and "Table 0" in line and "one" in line
-                   for line in capsys.readouterr().out.splitlines())
+        assert any(
+            line.startswith("test_user") and "Table 0" in line and "one" in line
+            for line in capsys.readouterr().out.splitlines()
+        )
         assert main(["experiment", "test_user", "--preset", "one", "--out", str(tmp_path), "--quiet"]) == 0
         assert "preset one" in capsys.readouterr().out
         with pytest.raises(SystemExit, match="unknown preset 'quick'"):
@@ -215,27 +316,36 @@ def test_reproduce_list_and_option_errors(capsys, tmp_path):
     assert lines[0].split()[:3] == ["name", "paper", "figure"] and "what quick cuts" in lines[0]
     row = next(line for line in lines if line.startswith("psgld-gaussian-2d"))
     assert "Li et al. (2016)" in row and "Fig. 1" in row and " s " in row  # measured quick time
+
     def usage_error(argv, message):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
-    usage_error(["reproduce", "demo", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)], "does not take --seed")
+    usage_error(
+        ["reproduce", "demo", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)], "does not take --seed"
+    )
     if not torch.cuda.is_available():
-        usage_error(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--device", "cuda", "--out", str(tmp_path)],
-                    "no CUDA device")
-    usage_error(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--seed", "-1", "--out", str(tmp_path)],
-                "--seed must be >= 0")
+        usage_error(
+            ["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--device", "cuda", "--out", str(tmp_path)],
+            "no CUDA device",
+        )
+    usage_error(
+        ["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--seed", "-1", "--out", str(tmp_path)],
+        "--seed must be >= 0",
+    )
 
 
 def test_submodules_are_attributes_of_the_package():
     import subprocess
     import sys
 
-    code = ("import structmc; "
-            "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
-            "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.experiments, structmc.evaluation]; "
-            "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')")
+    code = (
+        "import structmc; "
+        "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
+        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.experiments, structmc.evaluation]; "
+        "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     import structmc

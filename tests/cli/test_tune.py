@@ -10,8 +10,27 @@ from structmc.cli import _budget, _log10_range, main
 
 def test_tune_mamba_writes_trace_plot_and_report(tmp_path, capsys):
     out = tmp_path / "tune"
-    rc = main(["tune", "--dataset", "breast_cancer", "--model", "linear", "--sampler", "sgld", "--log10-h=-6:-3:1",
-               "--batch-size", "1.0,0.1,32", "--budget", "2400it", "--map-steps", "200", "--out", str(out), "--quiet"])
+    rc = main(
+        [
+            "tune",
+            "--dataset",
+            "breast_cancer",
+            "--model",
+            "linear",
+            "--sampler",
+            "sgld",
+            "--log10-h=-6:-3:1",
+            "--batch-size",
+            "1.0,0.1,32",
+            "--budget",
+            "2400it",
+            "--map-steps",
+            "200",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     trace = json.loads((out / "trace.json").read_text())
     assert trace["method"] == "mamba" and len(trace["arms"]) == 12 and trace["complete"]
@@ -22,14 +41,49 @@ def test_tune_mamba_writes_trace_plot_and_report(tmp_path, capsys):
 
 
 def test_tune_grid_and_heuristic(tmp_path):
-    rc = main(["tune", "--method", "grid", "--dataset", "breast_cancer", "--model", "linear", "--sampler", "sghmc",
-               "--lr", "1e-6,1e-5", "--num-leapfrog", "2", "--budget", "100it", "--no-map", "--out",
-               str(tmp_path / "g"), "--quiet"])
+    rc = main(
+        [
+            "tune",
+            "--method",
+            "grid",
+            "--dataset",
+            "breast_cancer",
+            "--model",
+            "linear",
+            "--sampler",
+            "sghmc",
+            "--lr",
+            "1e-6,1e-5",
+            "--num-leapfrog",
+            "2",
+            "--budget",
+            "100it",
+            "--no-map",
+            "--out",
+            str(tmp_path / "g"),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     trace = json.loads((tmp_path / "g" / "trace.json").read_text())
     assert trace["method"] == "grid_search" and all(a["batch_size"] == 0.1 for a in trace["arms"])
-    rc = main(["tune", "--method", "heuristic", "--dataset", "breast_cancer", "--model", "linear", "--budget", "100it",
-               "--no-map", "--out", str(tmp_path / "h"), "--quiet"])
+    rc = main(
+        [
+            "tune",
+            "--method",
+            "heuristic",
+            "--dataset",
+            "breast_cancer",
+            "--model",
+            "linear",
+            "--budget",
+            "100it",
+            "--no-map",
+            "--out",
+            str(tmp_path / "h"),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     arm = json.loads((tmp_path / "h" / "trace.json").read_text())["best"]
     assert arm["sampler"]["lr"] == pytest.approx(2 / 455) and arm["batch_size"] == 0.1  # h = 1/N, N = 455
@@ -70,8 +124,25 @@ def test_tune_map_fit_is_bounded_by_its_share_and_reported(tmp_path, capsys):
     the fit is announced on stderr before and after with its time (not a terminal here), and
     its time is in report.md (issue 22 §6.8: `--budget 30s` took 109 s, silently)."""
     out = tmp_path / "t"
-    rc = main(["tune", "--dataset", "breast_cancer", "--model", "linear", "--lr", "1e-5,1e-4", "--batch-size", "0.1",
-               "--budget", "3s", "--map-steps", "100000", "--out", str(out)])
+    rc = main(
+        [
+            "tune",
+            "--dataset",
+            "breast_cancer",
+            "--model",
+            "linear",
+            "--lr",
+            "1e-5,1e-4",
+            "--batch-size",
+            "0.1",
+            "--budget",
+            "3s",
+            "--map-steps",
+            "100000",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     err = capsys.readouterr().err
     assert "MAP fit: up to 100000 Adam steps on batches of 4 rows, at most 0.6 s" in err
@@ -107,7 +178,9 @@ def test_a_choice_at_the_edge_of_the_lr_grid_is_flagged():
     arms = grid("sgld", lr=[1e-5, 1e-4, 1e-3], batch_size=[0.1, 0.5])
     for index, end in ((0, "smallest"), (5, "largest")):
         result = TuningResult("mamba", arms, {}, best_index=index)
-        assert f"warning: the chosen arm's lr={arms[index].sampler['lr']:.3g} is the {end} step size tried" in \
-            result.summary()
+        assert (
+            f"warning: the chosen arm's lr={arms[index].sampler['lr']:.3g} is the {end} step size tried"
+            in result.summary()
+        )
     assert "warning" not in TuningResult("mamba", arms, {}, best_index=1).summary()  # lr=1e-4: inside
     assert edge_of_grid(grid("sgld", lr=[1e-4]), grid("sgld", lr=[1e-4])[0]) == []  # nothing to compare

@@ -131,15 +131,22 @@ def test_local_copy_wins_and_download_false(server, tmp_path):
     local.mkdir(parents=True)
     (local / "file.txt").write_bytes(PAYLOAD)
     n = len(_Handler.hits)
-    assert files.fetch(spec(server + "/file.txt"), data_dir=tmp_path / "local", cache_dir=tmp_path / "c") == local / "file.txt"
+    assert (
+        files.fetch(spec(server + "/file.txt"), data_dir=tmp_path / "local", cache_dir=tmp_path / "c")
+        == local / "file.txt"
+    )
     assert len(_Handler.hits) == n
     with pytest.raises(D.DataNotFoundError):
         files.fetch(spec(server + "/file.txt"), cache_dir=tmp_path / "c", download_missing=False)
 
 
 def test_a_loader_downloads_into_the_cache(server, tmp_path, monkeypatch):
-    yacht = FileSpec("uci", "yacht_hydrodynamics.data", urls=(server + "/yacht",),
-                     digests=(Digest("sha256", hashlib.sha256(YACHT).hexdigest()),))
+    yacht = FileSpec(
+        "uci",
+        "yacht_hydrodynamics.data",
+        urls=(server + "/yacht",),
+        digests=(Digest("sha256", hashlib.sha256(YACHT).hexdigest()),),
+    )
     monkeypatch.setitem(checksums.UCI, "yacht_hydrodynamics.data", yacht)
     ds = D.load_yacht(cache_dir=tmp_path, data_dir=tmp_path / "nothing-here")
     assert (tmp_path / "uci" / "yacht_hydrodynamics.data").read_bytes() == YACHT
@@ -163,10 +170,14 @@ def test_a_missing_file_says_which_files_would_do_and_how_to_get_them(tmp_path):
         D.load_boston(**kw)
     msg = str(err.value)
     assert msg.startswith("uci/boston.csv or uci/housing.data not found")
-    assert str(tmp_path / "data" / "uci" / "boston.csv") in msg and str(tmp_path / "cache" / "uci" / "housing.data") in msg
+    assert (
+        str(tmp_path / "data" / "uci" / "boston.csv") in msg and str(tmp_path / "cache" / "uci" / "housing.data") in msg
+    )
     assert f"pass download=True to fetch uci/housing.data from {checksums.UCI['housing.data'].urls[0]}" in msg
     assert "checksum" in msg and "data_dir=<dir> or set $STRUCTMC_DATA=<dir>" in msg
-    with pytest.raises(D.DataNotFoundError, match="has no download address: put the file at <dir>/uci/ENB2012_data.csv"):
+    with pytest.raises(
+        D.DataNotFoundError, match="has no download address: put the file at <dir>/uci/ENB2012_data.csv"
+    ):
         files.Source(**kw).fetch_first([checksums.UCI["ENB2012_data.csv"]])
     # one file (MNIST's): the same form
     with pytest.raises(D.DataNotFoundError, match="download=False; pass download=True to fetch mnist/"):

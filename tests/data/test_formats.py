@@ -56,7 +56,9 @@ def test_mnist_layout_from_written_idx_files(tmp_path):
         (folder / f"{part}-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_bytes(imgs)))
         (folder / f"{part}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))  # uncompressed alias
     ds = D.load_mnist(**opts(tmp_path), normalize="pixel", val_size=2)
-    assert ds.x_train.shape == (10, 1, 28, 28) and ds.x_val.shape == (2, 1, 28, 28) and ds.x_test.shape == (5, 1, 28, 28)
+    assert (
+        ds.x_train.shape == (10, 1, 28, 28) and ds.x_val.shape == (2, 1, 28, 28) and ds.x_test.shape == (5, 1, 28, 28)
+    )
     assert torch.allclose(ds.x_train.mean(0), torch.zeros(1, 28, 28), atol=1e-5)
 
 
@@ -163,9 +165,23 @@ def write_uci(root: Path, n: int = 40) -> dict[str, np.ndarray]:
     uci.mkdir(parents=True)
     out = {}
     wine = _rows(n, 12, 0)
-    header = ";".join(f'"{c}"' for c in ["fixed acidity", "volatile acidity", "citric acid", "residual sugar",
-                                         "chlorides", "free sulfur dioxide", "total sulfur dioxide", "density", "pH",
-                                         "sulphates", "alcohol", "quality"])
+    header = ";".join(
+        f'"{c}"'
+        for c in [
+            "fixed acidity",
+            "volatile acidity",
+            "citric acid",
+            "residual sugar",
+            "chlorides",
+            "free sulfur dioxide",
+            "total sulfur dioxide",
+            "density",
+            "pH",
+            "sulphates",
+            "alcohol",
+            "quality",
+        ]
+    )
     for color in ("red", "white"):
         body = "\n".join(";".join(f"{v:g}" for v in r) for r in wine)
         (uci / f"winequality-{color}.csv").write_text(header + "\n" + body + "\n")
@@ -197,9 +213,14 @@ def write_xlsx(path: Path, rows: list[list]) -> None:
                 cells.append(f'<c r="{ref}"><v>{v!r}</v></c>')
         cells_xml.append(f'<row r="{i}">{"".join(cells)}</row>')
     ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
-    sheet = f'<?xml version="1.0" encoding="UTF-8"?><worksheet {ns}><sheetData>{"".join(cells_xml)}</sheetData></worksheet>'
-    sst = (f'<?xml version="1.0" encoding="UTF-8"?><sst {ns} count="{len(strings)}">'
-           + "".join(f"<si><t>{s}</t></si>" for s in strings) + "</sst>")
+    sheet = (
+        f'<?xml version="1.0" encoding="UTF-8"?><worksheet {ns}><sheetData>{"".join(cells_xml)}</sheetData></worksheet>'
+    )
+    sst = (
+        f'<?xml version="1.0" encoding="UTF-8"?><sst {ns} count="{len(strings)}">'
+        + "".join(f"<si><t>{s}</t></si>" for s in strings)
+        + "</sst>"
+    )
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("[Content_Types].xml", "<Types/>")
         z.writestr("xl/workbook.xml", f"<workbook {ns}/>")
@@ -207,8 +228,16 @@ def write_xlsx(path: Path, rows: list[list]) -> None:
         z.writestr("xl/sharedStrings.xml", sst)
 
 
-@pytest.mark.parametrize("name, key, p", [("wine-red", "wine", 11), ("wine-white", "wine", 11),
-                                          ("airfoil", "airfoil", 5), ("yacht", "yacht", 6), ("boston", "housing", 13)])
+@pytest.mark.parametrize(
+    "name, key, p",
+    [
+        ("wine-red", "wine", 11),
+        ("wine-white", "wine", 11),
+        ("airfoil", "airfoil", 5),
+        ("yacht", "yacht", 6),
+        ("boston", "housing", 13),
+    ],
+)
 def test_uci_numeric_formats(tmp_path, name, key, p):
     truth = write_uci(tmp_path)[key]
     ds = D.load_uci(name, **opts(tmp_path), standardize_x=False, standardize_y=False)
@@ -231,7 +260,9 @@ def test_energy_xlsx_and_csv(tmp_path):
     assert ds.x_val is None and ds.x_train.shape == (16, 8) and ds.meta["target"] == "heating_load"
     assert sorted(torch.cat([ds.y_train, ds.y_test]).tolist()) == pytest.approx(sorted(vals[:, 8]), abs=1e-3)
     cool = D.load_energy(**opts(tmp_path), target="cooling_load", standardize_y=False)
-    assert sorted(torch.cat([cool.y_train, cool.y_val, cool.y_test]).tolist()) == pytest.approx(sorted(vals[:, 9]), abs=1e-3)
+    assert sorted(torch.cat([cool.y_train, cool.y_val, cool.y_test]).tolist()) == pytest.approx(
+        sorted(vals[:, 9]), abs=1e-3
+    )
     assert "heating_load" not in cool.feature_names
     # a damaged spreadsheet is reported
     (tmp_path / "uci" / "ENB2012_data.xlsx").write_bytes(b"PK\x03\x04 broken")
@@ -241,20 +272,28 @@ def test_energy_xlsx_and_csv(tmp_path):
 
 def test_seoul_bike_latin1_and_categoricals(tmp_path):
     (tmp_path / "uci").mkdir()
-    head = ("Date,Rented Bike Count,Hour,Temperature(\xb0C),Humidity(%),Wind speed (m/s),Visibility (10m),"
-            "Dew point temperature(\xb0C),Solar Radiation (MJ/m2),Rainfall(mm),Snowfall (cm),Seasons,Holiday,"
-            "Functioning Day")
+    head = (
+        "Date,Rented Bike Count,Hour,Temperature(\xb0C),Humidity(%),Wind speed (m/s),Visibility (10m),"
+        "Dew point temperature(\xb0C),Solar Radiation (MJ/m2),Rainfall(mm),Snowfall (cm),Seasons,Holiday,"
+        "Functioning Day"
+    )
     seasons = ["Winter", "Spring", "Summer", "Autumn"]
     lines = [head]
     for i in range(24):
-        lines.append(f"01/12/2017,{100 + i},{i},{-5.2 + i},{37},{2.2},{2000},{-17.6},{0.0},{0},{0},"
-                     f"{seasons[i % 4]},{'Holiday' if i % 5 == 0 else 'No Holiday'},{'Yes' if i % 7 else 'No'}")
+        lines.append(
+            f"01/12/2017,{100 + i},{i},{-5.2 + i},{37},{2.2},{2000},{-17.6},{0.0},{0},{0},"
+            f"{seasons[i % 4]},{'Holiday' if i % 5 == 0 else 'No Holiday'},{'Yes' if i % 7 else 'No'}"
+        )
     (tmp_path / "uci" / "SeoulBikeData.csv").write_bytes(("\r\n".join(lines) + "\r\n").encode("latin-1"))
     ds = D.load_seoul_bike(**opts(tmp_path), standardize_x=False, standardize_y=False)
     names = ds.feature_names
     assert "Date" not in names and "Temperature(\xb0C)" in names
-    assert [n for n in names if n.startswith("Seasons=")] == ["Seasons=Autumn", "Seasons=Spring", "Seasons=Summer",
-                                                              "Seasons=Winter"]
+    assert [n for n in names if n.startswith("Seasons=")] == [
+        "Seasons=Autumn",
+        "Seasons=Spring",
+        "Seasons=Summer",
+        "Seasons=Winter",
+    ]
     assert "Holiday=No Holiday" in names and "Functioning Day=Yes" in names
     x = torch.cat([ds.x_train, ds.x_val, ds.x_test])
     assert x.shape == (24, 9 + 4 + 1 + 1)
@@ -265,13 +304,17 @@ def test_seoul_bike_latin1_and_categoricals(tmp_path):
 def test_obesity_zip_and_ordinal_target(tmp_path):
     (tmp_path / "uci").mkdir()
     levels = D.uci.OBESITY_LEVELS
-    head = ("Gender,Age,Height,Weight,family_history_with_overweight,FAVC,FCVC,NCP,CAEC,SMOKE,CH2O,SCC,FAF,TUE,"
-            "CALC,MTRANS,NObeyesdad")
+    head = (
+        "Gender,Age,Height,Weight,family_history_with_overweight,FAVC,FCVC,NCP,CAEC,SMOKE,CH2O,SCC,FAF,TUE,"
+        "CALC,MTRANS,NObeyesdad"
+    )
     rows = [head]
     for i in range(21):
-        rows.append(f"{'Female' if i % 2 else 'Male'},{20 + i},{1.6 + i / 100:.2f},{60 + i},yes,no,2,3,"
-                    f"{['Sometimes', 'Frequently', 'no'][i % 3]},no,2,no,0,1,no,"
-                    f"{['Public_Transportation', 'Walking'][i % 2]},{levels[i % 7]}")
+        rows.append(
+            f"{'Female' if i % 2 else 'Male'},{20 + i},{1.6 + i / 100:.2f},{60 + i},yes,no,2,3,"
+            f"{['Sometimes', 'Frequently', 'no'][i % 3]},no,2,no,0,1,no,"
+            f"{['Public_Transportation', 'Walking'][i % 2]},{levels[i % 7]}"
+        )
     with zipfile.ZipFile(tmp_path / "uci" / "ObesityDataSet_raw_and_data_sinthetic.zip", "w") as z:
         z.writestr("ObesityDataSet_raw_and_data_sinthetic.csv", "\r\n".join(rows) + "\r\n")
     ds = D.load_obesity(**opts(tmp_path), standardize_y=False)
@@ -309,8 +352,10 @@ def test_uci_split_without_training_rows(tmp_path):
 
 def test_xlsx_shared_string_cell_without_value(tmp_path):
     ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
-    sheet = (f'<worksheet {ns}><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"/></row>'
-             f'</sheetData></worksheet>')
+    sheet = (
+        f'<worksheet {ns}><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"/></row>'
+        f"</sheetData></worksheet>"
+    )
     path = tmp_path / "t.xlsx"
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("xl/worksheets/sheet1.xml", sheet)
@@ -354,8 +399,10 @@ def test_movielens_archive_and_folds(tmp_path):
     g = np.random.default_rng(5)
     n = 200
     data = np.stack([g.integers(1, 11, n), g.integers(1, 21, n), g.integers(1, 6, n), g.integers(8e8, 9e8, n)], 1)
+
     def text(a):
         return "".join("\t".join(str(v) for v in r) + "\n" for r in a)
+
     (tmp_path / "movielens-100k").mkdir()
     with zipfile.ZipFile(tmp_path / "movielens-100k" / "ml-100k.zip", "w") as z:
         z.writestr("ml-100k/u.data", text(data))

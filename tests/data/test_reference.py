@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.paths import SHARED_DATA
 
 import structmc.data as D
 from structmc.data import checksums, files
 from structmc.experiments._shared import ENV_NO_SHARED
-from support.paths import SHARED_DATA
 
 
 def _shared_data() -> Path | None:
@@ -31,9 +31,12 @@ def _shared_data() -> Path | None:
 
 
 SHARED = _shared_data()
-pytestmark = pytest.mark.skipif(SHARED is None, reason="reference data folder ../shared/data not found or "
-                                                       f"${ENV_NO_SHARED} set (set STRUCTMC_DATA to a folder holding "
-                                                       "SHA256SUMS and the files it lists)")
+pytestmark = pytest.mark.skipif(
+    SHARED is None,
+    reason="reference data folder ../shared/data not found or "
+    f"${ENV_NO_SHARED} set (set STRUCTMC_DATA to a folder holding "
+    "SHA256SUMS and the files it lists)",
+)
 
 
 @pytest.fixture
@@ -67,13 +70,31 @@ def test_mnist_shapes_labels_and_range(mnist):
     assert float(mnist.x_train.min()) == 0.0 and float(mnist.x_train.max()) == 1.0
     counts = torch.bincount(mnist.y_train, minlength=10).tolist()
     assert counts == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
-    assert torch.bincount(mnist.y_test, minlength=10).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    assert torch.bincount(mnist.y_test, minlength=10).tolist() == [
+        980,
+        1135,
+        1032,
+        1010,
+        982,
+        892,
+        958,
+        1028,
+        974,
+        1009,
+    ]
     assert abs(float(mnist.x_train.mean()) - 0.1307) < 1e-3  # the well-known MNIST pixel mean
 
 
 def test_mnist_normalisation_and_validation_split():
-    ds = D.load_mnist(data_dir=SHARED, cache_dir="/nonexistent", download=False, normalize="global", val_size=0.1,
-                      seed=3, flatten=True)
+    ds = D.load_mnist(
+        data_dir=SHARED,
+        cache_dir="/nonexistent",
+        download=False,
+        normalize="global",
+        val_size=0.1,
+        seed=3,
+        flatten=True,
+    )
     assert ds.x_train.shape == (54000, 784) and ds.x_val.shape == (6000, 784) and ds.x_test.shape == (10000, 784)
     assert abs(float(ds.x_train.mean())) < 1e-4 and abs(float(ds.x_train.std()) - 1) < 1e-3
     # fitted on the training part only: the test set is only approximately standardised
@@ -141,8 +162,9 @@ def test_environment_variable_points_at_the_data(monkeypatch, tmp_path):
     assert ds.meta["source"].startswith(str(SHARED))
 
 
-@pytest.mark.parametrize("name, rows, features, target", [("boston", 506, 13, "medv"),
-                                                         ("concrete", 1030, 8, "compressive_strength")])
+@pytest.mark.parametrize(
+    "name, rows, features, target", [("boston", 506, 13, "medv"), ("concrete", 1030, 8, "compressive_strength")]
+)
 def test_uci_reference_sets_split_and_standardisation(kw, name, rows, features, target):
     ds = D.load(name, **kw)
     n_tr, n_va, n_te = len(ds.y_train), len(ds.y_val), len(ds.y_test)
@@ -198,10 +220,10 @@ def test_noisy_xor(kw):
     # the published points follow the simulator's geometry, corner by corner
     for x, y, n in ((ds.x_train, ds.y_train, 1250), (ds.x_test, ds.y_test, 300)):
         for k, (corner, label) in enumerate(zip(D.xor.CORNERS, D.xor.LABELS)):
-            block = x[k * n:(k + 1) * n]
+            block = x[k * n : (k + 1) * n]
             lo = torch.tensor(corner, dtype=torch.float32) + torch.tensor([-0.55 if c == 0 else -0.45 for c in corner])
             assert bool((block >= lo - 1e-6).all() and (block <= lo + 1 + 1e-6).all())
-            assert bool((y[k * n:(k + 1) * n] == label).all())
+            assert bool((y[k * n : (k + 1) * n] == label).all())
 
 
 def test_a_changed_reference_copy_is_rejected(tmp_path):

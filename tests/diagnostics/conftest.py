@@ -23,7 +23,7 @@ def ar1(C: int, D: int, P: int, phi: float | torch.Tensor, seed: int, dtype=torc
     phi = torch.as_tensor(phi, dtype=dtype)
     e = torch.randn(C, D, P, generator=g, dtype=dtype)
     x = torch.empty_like(e)
-    x[:, 0] = e[:, 0] / torch.sqrt(1 - phi ** 2)
+    x[:, 0] = e[:, 0] / torch.sqrt(1 - phi**2)
     for t in range(1, D):
         x[:, t] = phi * x[:, t - 1] + e[:, t]
     return x
@@ -44,11 +44,11 @@ def mixed_bag():
     x = ar1(C, D, len(phis), phis, seed=7)
     g = torch.Generator().manual_seed(8)
     extra = torch.empty(C, D, 5, dtype=torch.float64)
-    extra[..., 0] = torch.round(2 * x[..., 1])                       # many ties
+    extra[..., 0] = torch.round(2 * x[..., 1])  # many ties
     extra[..., 1] = torch.tan(math.pi * (torch.rand(C, D, generator=g, dtype=torch.float64) - 0.5))  # Cauchy
     extra[..., 2] = x[..., 2] + torch.tensor([0.0, 0.0, 0.0, 1.5]).view(C, 1)  # one shifted chain
     extra[..., 3] = x[..., 0] * torch.tensor([1.0, 1.0, 1.0, 4.0]).view(C, 1)  # one wide chain
-    extra[..., 4] = 2.5                                                # constant
+    extra[..., 4] = 2.5  # constant
     return torch.cat([x, extra], dim=-1)
 
 

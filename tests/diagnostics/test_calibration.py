@@ -8,21 +8,35 @@ import numpy as np
 import pytest
 import torch
 
-from structmc.diagnostics import (accuracy, brier, calibration_bins, classification_metrics, ece, gaussian_nll, mce,
-                                  mse, nll, regression_metrics, rmse)
+from structmc.diagnostics import (
+    accuracy,
+    brier,
+    calibration_bins,
+    classification_metrics,
+    ece,
+    gaussian_nll,
+    mce,
+    mse,
+    nll,
+    regression_metrics,
+    rmse,
+)
 
 # confidences 0.72, 0.63, 0.55, 0.91 fall in bins 7, 6, 5, 9 (away from edges); predictions
 # 0, 1, 2, 0 against labels 0, 0, 2, 1: correct, wrong, correct, wrong
-P = torch.tensor([[0.72, 0.18, 0.10], [0.27, 0.63, 0.10], [0.20, 0.25, 0.55], [0.91, 0.05, 0.04]],
-                 dtype=torch.float64)
+P = torch.tensor([[0.72, 0.18, 0.10], [0.27, 0.63, 0.10], [0.20, 0.25, 0.55], [0.91, 0.05, 0.04]], dtype=torch.float64)
 Y = torch.tensor([0, 0, 2, 1])
 
 
 def test_hand_computed_multiclass():
     assert float(accuracy(P, Y)) == 0.5
     assert float(nll(P, Y)) == pytest.approx(-(math.log(0.72) + math.log(0.27) + math.log(0.55) + math.log(0.05)) / 4)
-    rows = [0.28 ** 2 + 0.18 ** 2 + 0.10 ** 2, 0.73 ** 2 + 0.63 ** 2 + 0.10 ** 2,
-            0.20 ** 2 + 0.25 ** 2 + 0.45 ** 2, 0.91 ** 2 + 0.95 ** 2 + 0.04 ** 2]
+    rows = [
+        0.28**2 + 0.18**2 + 0.10**2,
+        0.73**2 + 0.63**2 + 0.10**2,
+        0.20**2 + 0.25**2 + 0.45**2,
+        0.91**2 + 0.95**2 + 0.04**2,
+    ]
     assert float(brier(P, Y)) == pytest.approx(sum(rows) / 4)
     # one sample per bin: ECE = mean |correct − conf|, MCE = max of the same
     gaps = [1 - 0.72, 0.63, 1 - 0.55, 0.91]
@@ -40,7 +54,7 @@ def test_hand_computed_binary_shared_bin():
     assert float(ece(p, y)) == pytest.approx(abs(1 / 3 - 0.65))
     assert float(mce(p, y)) == pytest.approx(abs(1 / 3 - 0.65))
     assert float(accuracy(p, y)) == pytest.approx(1 / 3)
-    assert float(brier(p, y)) == pytest.approx((0.38 ** 2 + 0.65 ** 2 + 0.68 ** 2) / 3)  # binary convention
+    assert float(brier(p, y)) == pytest.approx((0.38**2 + 0.65**2 + 0.68**2) / 3)  # binary convention
     assert float(brier(torch.stack([1 - p, p], 1), y)) == pytest.approx(2 * float(brier(p, y)))
     assert float(nll(p, y)) == pytest.approx(-(math.log(0.62) + math.log(0.35) + math.log(0.32)) / 3)
 

@@ -18,8 +18,20 @@ import numpy as np
 import pytest
 import torch
 
-from structmc.diagnostics import (autocorrelation, autocovariance, ess, ess_bulk, ess_equicorrelation,
-                                  ess_from_correlation, ess_mean, ess_tail, ess_tfp, integrated_time, mixing, rhat)
+from structmc.diagnostics import (
+    autocorrelation,
+    autocovariance,
+    ess,
+    ess_bulk,
+    ess_equicorrelation,
+    ess_from_correlation,
+    ess_mean,
+    ess_tail,
+    ess_tfp,
+    integrated_time,
+    mixing,
+    rhat,
+)
 
 from .conftest import ar1
 
@@ -41,14 +53,16 @@ def _check_mean(values, target, bias, label):
 
 # --------------------------------------------------------------------------- references ------
 
+
 def test_autocorrelation_matches_emcee_function_1d():
     emcee = pytest.importorskip("emcee", reason="emcee not installable")
     x = ar1(3, 700, 4, torch.tensor([0.0, 0.5, 0.9, -0.3]), seed=1)
     rho = autocorrelation(x)
     for c in range(3):
         for j in range(4):
-            np.testing.assert_allclose(rho[c, :, j].numpy(), emcee.autocorr.function_1d(x[c, :, j].numpy()),
-                                       rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(
+                rho[c, :, j].numpy(), emcee.autocorr.function_1d(x[c, :, j].numpy()), rtol=1e-9, atol=1e-12
+            )
     acov = autocovariance(x, max_lag=10)
     assert acov.shape == (3, 11, 4)
     xc = x - x.mean(1, keepdim=True)
@@ -73,10 +87,15 @@ def test_ess_and_rhat_match_arviz(mixed_bag):
         ref = az.ess(ds, method=method)["x"].values
         np.testing.assert_allclose(ours(mixed_bag).numpy(), ref, rtol=1e-10, err_msg=method)
     np.testing.assert_allclose(rhat(mixed_bag).numpy(), az.rhat(ds)["x"].values, rtol=1e-10, equal_nan=True)
-    np.testing.assert_allclose(rhat(mixed_bag, method="split").numpy(), az.rhat(ds, method="split")["x"].values,
-                               rtol=1e-10, equal_nan=True)
-    np.testing.assert_allclose(rhat(mixed_bag, method="classic").numpy(),
-                               az.rhat(ds, method="identity")["x"].values, rtol=1e-10, equal_nan=True)
+    np.testing.assert_allclose(
+        rhat(mixed_bag, method="split").numpy(), az.rhat(ds, method="split")["x"].values, rtol=1e-10, equal_nan=True
+    )
+    np.testing.assert_allclose(
+        rhat(mixed_bag, method="classic").numpy(),
+        az.rhat(ds, method="identity")["x"].values,
+        rtol=1e-10,
+        equal_nan=True,
+    )
     # tail ESS with other quantiles, and a single chain (ArviZ allows it for ESS)
     ref = az.ess(ds, method="tail", prob=(0.1, 0.8))["x"].values
     np.testing.assert_allclose(ess_tail(mixed_bag, prob=(0.1, 0.8)).numpy(), ref, rtol=1e-10)
@@ -109,21 +128,25 @@ def test_rank_rhat_catches_what_each_part_is_for(mixed_bag):
 
 
 def test_tfp_style_matches_tensorflow_probability(mixed_bag):
-    tfp = pytest.importorskip("tensorflow_probability.substrates.numpy",
-                              reason="tensorflow-probability (numpy substrate) not installable")
+    tfp = pytest.importorskip(
+        "tensorflow_probability.substrates.numpy", reason="tensorflow-probability (numpy substrate) not installable"
+    )
     x = mixed_bag[..., :10]
     xt = x.numpy().transpose(1, 0, 2)  # TFP wants draws first
-    cases = [({"cross_chain_dims": 1}, {}),
-             ({"cross_chain_dims": 1, "filter_beyond_positive_pairs": True}, {"filter": "pairs"}),
-             ({"cross_chain_dims": 1, "filter_beyond_lag": 25}, {"max_lag": 25}),
-             ({}, {"cross_chain": False}),
-             ({"filter_beyond_positive_pairs": True}, {"cross_chain": False, "filter": "pairs"})]
+    cases = [
+        ({"cross_chain_dims": 1}, {}),
+        ({"cross_chain_dims": 1, "filter_beyond_positive_pairs": True}, {"filter": "pairs"}),
+        ({"cross_chain_dims": 1, "filter_beyond_lag": 25}, {"max_lag": 25}),
+        ({}, {"cross_chain": False}),
+        ({"filter_beyond_positive_pairs": True}, {"cross_chain": False, "filter": "pairs"}),
+    ]
     for ref_kw, our_kw in cases:
         ref = tfp.mcmc.effective_sample_size(xt, **ref_kw)
         np.testing.assert_allclose(ess_tfp(x, **our_kw).numpy(), ref, rtol=1e-9, err_msg=str(ref_kw))
 
 
 # ---------------------------------------------------------------------- closed forms -------
+
 
 def test_sokal_iat_ar1_closed_form(ar1_long):
     N, n = 4 * 5000, 5000
@@ -159,7 +182,7 @@ def test_tail_ess_ar1_closed_form(ar1_long):
     p = 0.05
     q = stats.norm.ppf(p)
     dens = lambda r: math.exp(-q * q / (1 + r)) / (2 * math.pi * math.sqrt(1 - r * r))  # noqa: E731
-    rho_i = [integrate.quad(dens, 0, 0.5 ** k)[0] / (p * (1 - p)) for k in range(1, 40)]
+    rho_i = [integrate.quad(dens, 0, 0.5**k)[0] / (p * (1 - p)) for k in range(1, 40)]
     tau_i = 1 + 2 * sum(rho_i)
     sum_k = sum(k * r for k, r in enumerate(rho_i, start=1))
     N = 4 * 5000
@@ -193,6 +216,7 @@ def test_equicorrelation_formula_and_bda2_identity():
 
 
 # ------------------------------------------------------------------ layout and dtypes -------
+
 
 def test_shapes_chunks_and_dispatch(mixed_bag):
     x = mixed_bag[..., :6].reshape(4, 301, 2, 3)

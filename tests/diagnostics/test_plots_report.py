@@ -16,10 +16,12 @@ def _chain(C=2, D=120, thin=5, seed=0):
     S = D * thin
     steps = torch.arange(1, D + 1) * thin
     g = torch.Generator().manual_seed(seed)
-    info = {"lr": torch.full((S,), 1e-3, dtype=torch.float64),
-            "energy": 100 + torch.randn(C, S, generator=g, dtype=torch.float64),
-            "time": torch.linspace(0.01, 2.0, S, dtype=torch.float64),
-            "accept": (torch.rand(C, S, generator=g) < 0.7).double()}
+    info = {
+        "lr": torch.full((S,), 1e-3, dtype=torch.float64),
+        "energy": 100 + torch.randn(C, S, generator=g, dtype=torch.float64),
+        "time": torch.linspace(0.01, 2.0, S, dtype=torch.float64),
+        "accept": (torch.rand(C, S, generator=g) < 0.7).double(),
+    }
     config = {"sampler": {"sampler": "sgld", "lr": 1e-3}, "gradient": {"estimator": "minibatch"}}
     return Chain(x, space, steps, info, config)
 
@@ -28,8 +30,16 @@ def test_plots_write_files(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib not installable")
     from matplotlib.figure import Figure
 
-    from structmc.diagnostics import (plot_acceptance, plot_autocorr, plot_ksd_curve, plot_metric_vs_steps,
-                                      plot_metric_vs_time, plot_pair, plot_trace, save_figure)
+    from structmc.diagnostics import (
+        plot_acceptance,
+        plot_autocorr,
+        plot_ksd_curve,
+        plot_metric_vs_steps,
+        plot_metric_vs_time,
+        plot_pair,
+        plot_trace,
+        save_figure,
+    )
 
     chain = _chain()
     g = torch.Generator().manual_seed(1)
@@ -61,11 +71,18 @@ def test_calibration_and_predictive_plots(tmp_path):
     probs = torch.softmax(2 * torch.randn(400, 3, generator=g), -1)
     y = torch.randint(0, 3, (400,), generator=g)
     x = torch.linspace(-2, 2, 50)
-    figs = {"one": plot_calibration(probs, y), "two": plot_calibration([probs, {"probs": probs.sqrt()}], y,
-                                                                       label=["map", "bayes"]),
-            "binary": plot_calibration(probs[:, 0], (y == 1).long()),
-            "band": plot_predictive(x, {"mean": x.sin(), "std": 0.1 + x.abs() / 10}, x_train=x[::5],
-                                    y_train=x[::5].sin(), draws=torch.randn(5, 50, generator=g))}
+    figs = {
+        "one": plot_calibration(probs, y),
+        "two": plot_calibration([probs, {"probs": probs.sqrt()}], y, label=["map", "bayes"]),
+        "binary": plot_calibration(probs[:, 0], (y == 1).long()),
+        "band": plot_predictive(
+            x,
+            {"mean": x.sin(), "std": 0.1 + x.abs() / 10},
+            x_train=x[::5],
+            y_train=x[::5].sin(),
+            draws=torch.randn(5, 50, generator=g),
+        ),
+    }
     for name, fig in figs.items():
         assert save_figure(fig, tmp_path / f"{name}.png").stat().st_size > 5000, name
     assert "ECE" in figs["two"].axes[0].get_legend().get_texts()[1].get_text()
@@ -87,7 +104,9 @@ def test_to_arviz():
     np.testing.assert_array_equal(post["draw"].values, chain.draw_steps.numpy())
     np.testing.assert_allclose(az.ess(idata, var_names=["b"])["b"].values, ess_bulk(chain["b"]).numpy(), rtol=1e-10)
     assert idata.sample_stats["minibatch_energy"].shape == (2, 120)
-    np.testing.assert_array_equal(idata.sample_stats["minibatch_energy"].values[:, 0], chain.info["energy"][:, 4].numpy())
+    np.testing.assert_array_equal(
+        idata.sample_stats["minibatch_energy"].values[:, 0], chain.info["energy"][:, 4].numpy()
+    )
     only = to_arviz(chain, var_names=["w*"])
     assert set(only.posterior.data_vars) == {"w"}
     with pytest.raises(KeyError):
@@ -137,10 +156,13 @@ def test_to_arviz_uses_the_1x_group_mapping(monkeypatch):
     monkeypatch.setitem(sys.modules, "arviz", fake)
     chain = _chain()
     assert to_arviz(chain, ["w"]) == "tree"
-    (args, kw), = calls
+    ((args, kw),) = calls
     groups = args[0]
     assert set(groups) == {"posterior", "sample_stats"} and set(groups["posterior"]) == {"w"}
-    assert groups["posterior"]["w"].shape == (2, 120, 3, 2) and groups["sample_stats"]["minibatch_energy"].shape == (2, 120)
+    assert groups["posterior"]["w"].shape == (2, 120, 3, 2) and groups["sample_stats"]["minibatch_energy"].shape == (
+        2,
+        120,
+    )
     assert list(kw["coords"]["draw"]) == list(range(5, 601, 5))
 
 

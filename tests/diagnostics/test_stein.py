@@ -12,8 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from structmc.diagnostics import (fssd, fssd_optimize, fssd_test_locations, imq_stein_kernel, ksd, ksd_curve,
-                                  median_bandwidth)
+from structmc.diagnostics import (
+    fssd,
+    fssd_optimize,
+    fssd_test_locations,
+    imq_stein_kernel,
+    ksd,
+    ksd_curve,
+    median_bandwidth,
+)
 
 R = 40  # replicates for the expectation tests
 
@@ -33,6 +40,7 @@ def _within(values, target, label):
 
 # --------------------------------------------------------------------------- KSD ------------
 
+
 def test_ksd_single_point_closed_form():
     # n = 1: KSD² = k0(x, x) = s² c^{2β} − 2β d c^{2(β−1)}; with c = 1, β = −1/2: s² + 1
     x, s = torch.tensor([[0.3]], dtype=torch.float64), torch.tensor([[-0.7]], dtype=torch.float64)
@@ -47,7 +55,7 @@ def test_ksd_two_points_closed_form():
     # −4β(β−1)‖r‖² q^{β−2} = −3·2^{−5/2} term remains
     x = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     s = torch.tensor([[0.0], [-1.0]], dtype=torch.float64)
-    k01 = -3 * 2 ** -2.5
+    k01 = -3 * 2**-2.5
     assert float(imq_stein_kernel(x[0], x[1], s[0], s[1])) == pytest.approx(k01, rel=1e-12)
     assert float(ksd(x, s, squared=True)) == pytest.approx((1 + 2 + 2 * k01) / 4, rel=1e-12)
     assert float(ksd(x, s, statistic="u", squared=True)) == pytest.approx(k01, rel=1e-12)
@@ -63,14 +71,17 @@ def test_ksd_matches_stein_thinning():
     s = -x / 1.5  # a different target, N(0, 1.5 I): the scores need not match the samples
     xn, sn = x.numpy(), s.numpy()
     for c, ell in [(1.0, 1.0), (2.0, 1.0), (1.0, 1.7)]:
-        linv = np.eye(d) / ell ** 2  # their preconditioned kernel (c + rᵀ Γ⁻¹ r)^β, c not squared
+        linv = np.eye(d) / ell**2  # their preconditioned kernel (c + rᵀ Γ⁻¹ r)^β, c not squared
+
         def integrand(i, j, c=c, linv=linv):
             return kernel.vfk0_imq(xn[i], xn[j], sn[i], sn[j], linv, c=c * c)
+
         ref_curve = stein.ksd(integrand, n)
         np.testing.assert_allclose(ksd_curve(x, s, c=c, lengthscale=ell, block_size=7).numpy(), ref_curve, rtol=1e-10)
         K = stein.kmat(integrand, n)
-        assert float(ksd(x, s, c=c, lengthscale=ell, statistic="u", squared=True)) == \
-            pytest.approx((K.sum() - np.trace(K)) / (n * (n - 1)), rel=1e-10)
+        assert float(ksd(x, s, c=c, lengthscale=ell, statistic="u", squared=True)) == pytest.approx(
+            (K.sum() - np.trace(K)) / (n * (n - 1)), rel=1e-10
+        )
         # and the direct pairwise formula
         Kd = imq_stein_kernel(x[:, None], x[None], s[:, None], s[None], c=c, lengthscale=ell)
         np.testing.assert_allclose(Kd.numpy(), K, rtol=1e-10, atol=1e-12)
@@ -80,10 +91,14 @@ def _mamba_k0(x1, x2, g1, g2, c=1.0, beta=-0.5):
     """Transcription of the MAMBA reference ``k_0_fun`` (tuning/ksd.py), pair by pair."""
     diff = x1 - x2
     dim = x1.shape[0]
-    base = c ** 2 + diff @ diff
-    return (g1 @ g2 * base ** beta - 2 * beta * (g1 @ diff) * base ** (beta - 1)
-            + 2 * beta * (g2 @ diff) * base ** (beta - 1) - 2 * dim * beta * base ** (beta - 1)
-            - 4 * beta * (beta - 1) * base ** (beta - 2) * (diff @ diff))
+    base = c**2 + diff @ diff
+    return (
+        g1 @ g2 * base**beta
+        - 2 * beta * (g1 @ diff) * base ** (beta - 1)
+        + 2 * beta * (g2 @ diff) * base ** (beta - 1)
+        - 2 * dim * beta * base ** (beta - 1)
+        - 4 * beta * (beta - 1) * base ** (beta - 2) * (diff @ diff)
+    )
 
 
 def test_ksd_reference_compat_reproduces_mamba_formula():
@@ -126,8 +141,9 @@ def test_ksd_blocks_centering_dtype_and_scale():
     s = -(x - 50.0)
     ref = ksd(x, s, block_size=90, center=False)
     torch.testing.assert_close(ksd(x, s, block_size=8), ref)
-    torch.testing.assert_close(ksd(x, s, statistic="u", squared=True, block_size=5),
-                               ksd(x, s, statistic="u", squared=True))
+    torch.testing.assert_close(
+        ksd(x, s, statistic="u", squared=True, block_size=5), ksd(x, s, statistic="u", squared=True)
+    )
     torch.testing.assert_close(ksd_curve(x, s, block_size=4), ksd_curve(x, s))
     # float32 with centring stays close to float64 even with large ‖x‖
     torch.testing.assert_close(ksd(x.float(), s.float()).double(), ref, rtol=1e-4, atol=0)
@@ -142,6 +158,7 @@ def test_ksd_blocks_centering_dtype_and_scale():
 
 
 # -------------------------------------------------------------------------- FSSD ------------
+
 
 def test_fssd_two_points_closed_form():
     # Gaussian kernel σ = 1, v = 0.5: ξ(x, v) = k(x, v)(s(x) − (x − v)/σ²), k = exp(−(x−v)²/2)
@@ -172,13 +189,13 @@ def test_fssd_matches_brute_force(kernel):
     V = torch.randn(J, d, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     bw, c, beta = 1.3, 1.5, -0.5
     if kernel == "gauss":
-        kfun = lambda a, b: torch.exp(-((a - b) ** 2).sum(-1) / (2 * bw ** 2))  # noqa: E731
+        kfun = lambda a, b: torch.exp(-((a - b) ** 2).sum(-1) / (2 * bw**2))  # noqa: E731
     else:
-        kfun = lambda a, b: (c * c + ((a - b) ** 2).sum(-1) / bw ** 2) ** beta  # noqa: E731
+        kfun = lambda a, b: (c * c + ((a - b) ** 2).sum(-1) / bw**2) ** beta  # noqa: E731
     xi = _xi_autograd(x, s, V, kfun)
     G = xi.sum(0)
-    u = ((G ** 2).sum() - (xi ** 2).sum()) / (d * J * n * (n - 1))
-    v = (G ** 2).sum() / (d * J * n * n)
+    u = ((G**2).sum() - (xi**2).sum()) / (d * J * n * (n - 1))
+    v = (G**2).sum() / (d * J * n * n)
     kw = dict(kernel=kernel, bandwidth=bw, c=c, beta=beta)
     assert float(fssd(x, s, V, **kw)) == pytest.approx(float(u), rel=1e-10)
     assert float(fssd(x, s, V, statistic="v", **kw)) == pytest.approx(float(v), rel=1e-10)
@@ -193,7 +210,9 @@ def test_fssd_reference_compat_reproduces_mamba_formula():
     for c in (1.0, 2.0):
         imq = lambda a, b, c=c: (c + ((a - b) ** 2).sum(-1)) ** -0.5  # noqa: E731
         xi = _xi_autograd(x, s, V, imq)
-        ref = sum(float((xi[:, j].sum(0) ** 2 - (xi[:, j] ** 2).sum(0)).sum()) for j in range(J)) / (d * J * n * (n - 1))
+        ref = sum(float((xi[:, j].sum(0) ** 2 - (xi[:, j] ** 2).sum(0)).sum()) for j in range(J)) / (
+            d * J * n * (n - 1)
+        )
         assert float(fssd(x, s, V, reference_compat=True, c=c)) == pytest.approx(ref, rel=1e-10)
         ours = float(fssd(x, s, V, kernel="imq", bandwidth=1.0, c=c))
         if c == 1.0:
@@ -227,7 +246,7 @@ def test_test_locations():
     # covariance entry √((Σ_ii Σ_jj + Σ_ij²)/J))
     se_m = torch.sqrt(torch.diag(S) / J)
     assert torch.all((V.mean(0) - m).abs() < 4 * se_m)
-    se_S = torch.sqrt((torch.diag(S)[:, None] * torch.diag(S)[None, :] + S ** 2) / J)
+    se_S = torch.sqrt((torch.diag(S)[:, None] * torch.diag(S)[None, :] + S**2) / J)
     assert torch.all((torch.cov(V.T) - S).abs() < 4 * se_S)
     Vd = fssd_test_locations(x, J, generator=torch.Generator().manual_seed(22), covariance="diag")
     assert abs(float(torch.corrcoef(Vd.T)[0, 1])) < 4 / math.sqrt(J)  # independent coordinates

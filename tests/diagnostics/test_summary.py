@@ -5,8 +5,16 @@ import pytest
 import torch
 
 from structmc import Chain, ParamSpace
-from structmc.diagnostics import (ess_bulk, ess_tail, integrated_time, param_labels, rhat, select_random,
-                                  select_top_variance, summary)
+from structmc.diagnostics import (
+    ess_bulk,
+    ess_tail,
+    integrated_time,
+    param_labels,
+    rhat,
+    select_random,
+    select_top_variance,
+    summary,
+)
 
 from .conftest import ar1
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from support.items import Items
 from torch import nn
 
 import structmc as sm
@@ -17,7 +18,6 @@ from structmc.energy import Energy, EnergyBase, WrappedEnergy
 from structmc.partitions import round_robin
 from structmc.priors import HierarchicalEnergy, Laplace
 from structmc.structured import BernoulliMask, StructuredEnergy
-from support.items import Items
 
 
 class Tempered(WrappedEnergy):
@@ -60,7 +60,12 @@ def test_a_wrapper_forwards_num_data_checks_and_buffers_by_declaration():
     wrapped = Tempered(energy, 2.0)
     assert isinstance(wrapped, Energy)
     assert (wrapped.space, wrapped.device, wrapped.dtype, wrapped.requires_data, wrapped.has_buffers) == (
-        energy.space, energy.device, energy.dtype, True, False)
+        energy.space,
+        energy.device,
+        energy.dtype,
+        True,
+        False,
+    )
     # sample() fills num_data by rebuilding the wrapper around base.with_num_data(N)
     init = energy.initial_position()
     run = sm.Run(wrapped, init, sm.SGLD(1e-3), data=(X, y), batch_size=20)
@@ -89,8 +94,9 @@ def test_a_new_wrapper_resumes_and_a_changed_one_is_refused(tmp_path):
         sm.sample(Tempered(energy, 4.0), init, sm.SGLD(1e-3), 30, out_dir=tmp_path, resume=True, **kw)
     other, _ = _problem()
     with pytest.raises(ValueError, match=r"the target changed since the checkpoint: the prior"):
-        sm.sample(Tempered(other.with_prior(Laplace(1.0)), 2.0), init, sm.SGLD(1e-3), 30, out_dir=tmp_path,
-                  resume=True, **kw)
+        sm.sample(
+            Tempered(other.with_prior(Laplace(1.0)), 2.0), init, sm.SGLD(1e-3), 30, out_dir=tmp_path, resume=True, **kw
+        )
 
 
 def test_describe_is_json_and_nests_the_base():
@@ -104,10 +110,14 @@ def test_describe_is_json_and_nests_the_base():
         "noisy": sm.NoisyGradientEnergy(energy, 0.1),
         "tempered": Tempered(HierarchicalEnergy(energy), 2.0),
     }
-    kinds = {"module": ["ModuleEnergy"], "density": ["LogDensityEnergy"],
-             "structured": ["StructuredEnergy", "ModuleEnergy"], "hierarchical": ["HierarchicalEnergy", "ModuleEnergy"],
-             "noisy": ["NoisyGradientEnergy", "ModuleEnergy"],
-             "tempered": ["Tempered", "HierarchicalEnergy", "ModuleEnergy"]}
+    kinds = {
+        "module": ["ModuleEnergy"],
+        "density": ["LogDensityEnergy"],
+        "structured": ["StructuredEnergy", "ModuleEnergy"],
+        "hierarchical": ["HierarchicalEnergy", "ModuleEnergy"],
+        "noisy": ["NoisyGradientEnergy", "ModuleEnergy"],
+        "tempered": ["Tempered", "HierarchicalEnergy", "ModuleEnergy"],
+    }
     for name, e in cases.items():
         d = e.describe()
         assert json.loads(json.dumps(d)) == d, name
@@ -121,8 +131,10 @@ def test_describe_is_json_and_nests_the_base():
     assert cases["structured"].describe()["structured"] == cases["structured"].config()
     assert "energy_object" in cases["tempered"].describe()
     # the wrapper's own attributes define it, not its base (described apart)
-    assert cases["tempered"].describe()["energy_object"] != Tempered(HierarchicalEnergy(energy), 3.0).describe()[
-        "energy_object"]
+    assert (
+        cases["tempered"].describe()["energy_object"]
+        != Tempered(HierarchicalEnergy(energy), 3.0).describe()["energy_object"]
+    )
     assert Tempered(energy, 2.0).describe()["energy_object"] == Tempered(_problem()[0], 2.0).describe()["energy_object"]
 
 
@@ -136,8 +148,9 @@ def test_per_chain_buffers_are_declared_through_a_wrapper():
     base = sm.ModuleEnergy(nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)))
     noisy = sm.NoisyGradientEnergy(base, 0.01)
     assert noisy.has_buffers and not sm.LogDensityEnergy(lambda t, b: -(t * t).sum(), 3).has_buffers
-    chain = sm.sample(noisy, base.initial_position(), sm.SGLD(1e-4), 5, data=(X, y), batch_size=20, num_chains=2,
-                      progress=False)
+    chain = sm.sample(
+        noisy, base.initial_position(), sm.SGLD(1e-4), 5, data=(X, y), batch_size=20, num_chains=2, progress=False
+    )
     assert chain.buffers is not None and len(chain.buffers) == 2
     assert not torch.equal(chain.buffers[0]["1.running_mean"], chain.buffers[1]["1.running_mean"])
 

@@ -8,11 +8,11 @@ import math
 
 import pytest
 import torch
+from support.items import Items
 from torch import nn
 
 import structmc as sm
 from structmc.diagnostics.calibration import classification_metrics
-from support.items import Items
 
 F64 = torch.float64
 
@@ -38,7 +38,9 @@ def test_classification_metrics_equal_the_direct_computation(likelihood):
     for k in res["pooled"]:
         assert res["pooled"][k] == pytest.approx(big["pooled"][k], rel=1e-12, abs=1e-14)
     outs = e.forward_draws(draws.reshape(15, -1), (x,))
-    per_draw = outs.softmax(-1) if out == 3 else torch.stack([1 - outs.squeeze(-1).sigmoid(), outs.squeeze(-1).sigmoid()], -1)
+    per_draw = (
+        outs.softmax(-1) if out == 3 else torch.stack([1 - outs.squeeze(-1).sigmoid(), outs.squeeze(-1).sigmoid()], -1)
+    )
     probs = per_draw.mean(0)
     torch.testing.assert_close(res["probs"], probs, rtol=1e-12, atol=1e-14)
     expected = classification_metrics(probs, y.long(), 10)
@@ -62,7 +64,7 @@ def test_regression_nll_is_the_exact_mixture_and_intervals_are_calibrated():
     e = sm.ModuleEnergy(nn.Linear(2, 1).double(), "gaussian", noise_std=noise, prior_std=prior_sd)
     g = torch.Generator().manual_seed(0)
     covers, first = [], None
-    for rep in range(150):
+    for _rep in range(150):
         w_true = prior_sd * torch.randn(3, generator=g, dtype=F64)  # θ from the prior: the predictive is calibrated
         x, y = _blr(15, g, w_true, noise)
         xt, yt = _blr(40, g, w_true, noise)

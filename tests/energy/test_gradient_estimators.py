@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.gradients import (
+    DTYPE,
+    N,
+    _tol,
+    all_subset_batch,
+    all_tuple_batch,
+    classification_data,
+    full_batch,
+    independent_mlp_energy,
+    mlp,
+    mlp_energy,
+    regression_data,
+    regression_full_grad,
+    regression_log_prob,
+)
 
 import structmc
 from structmc.energy import full_data_value_and_grad
-from support.gradients import (DTYPE, N, _tol, all_subset_batch, all_tuple_batch, classification_data, full_batch,
-                               independent_mlp_energy, mlp, mlp_energy, regression_data, regression_full_grad,
-                               regression_log_prob)
 
 
 # ---------------------------------------------------------------------------------------
@@ -27,7 +39,6 @@ def _energies():
         "log_prob": (structmc.LogDensityEnergy(regression_log_prob, 3, num_data=N), (X, y)),
         "module": (mlp_energy(), (Xc, yc)),
     }
-
 
 
 @pytest.mark.parametrize("kind", ["log_prob", "module"])
@@ -56,7 +67,6 @@ def test_control_variate_at_centre_equals_full_gradient(kind, chunk_size):
     cv2.prepare(energy, data, centre[None])
     _, grad_full = cv2(energy, centre[None], full_batch(data))
     torch.testing.assert_close(grad_full, full_grad, **_tol())
-
 
 
 def test_control_variate_off_centre_is_unbiased_and_per_chain_centres():
@@ -95,7 +105,6 @@ def test_minibatch_gradient_unbiased_log_prob(n):
         torch.testing.assert_close(grad.mean(0), full, rtol=1e-11, atol=1e-11)
         full_value = -regression_log_prob(theta, (X, y))
         torch.testing.assert_close(value.mean(), full_value, rtol=1e-11, atol=1e-11)
-
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -138,7 +147,6 @@ def test_full_data_chunked_equals_single_pass(kind, chunk_size):
     torch.testing.assert_close(g1, g, **_tol())
 
 
-
 def test_full_data_chunked_needs_num_data():
     X, y = classification_data()
     energy = structmc.ModuleEnergy(mlp(), "categorical")  # num_data None: no N/n scaling
@@ -167,9 +175,20 @@ def test_stacked_control_variate_equals_two_passes(kind, num_chains):
     torch.testing.assert_close(estimates[1][0], estimates[0][0], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(estimates[1][1], estimates[0][1], rtol=1e-12, atol=1e-12)
     assert (estimates[0][1] - cv._full_grad_c).abs().max() > 1e-3  # the batch terms do not vanish here
-    chains = [structmc.sample(energy, theta, structmc.SGLD(1e-3), 20, data=data, batch_size=4, num_chains=num_chains,
-                              gradient=structmc.ControlVariate(centre, stacked=stacked), progress=False).samples
-              for stacked in (False, True)]
+    chains = [
+        structmc.sample(
+            energy,
+            theta,
+            structmc.SGLD(1e-3),
+            20,
+            data=data,
+            batch_size=4,
+            num_chains=num_chains,
+            gradient=structmc.ControlVariate(centre, stacked=stacked),
+            progress=False,
+        ).samples
+        for stacked in (False, True)
+    ]
     torch.testing.assert_close(chains[1], chains[0], rtol=1e-10, atol=1e-10)
 
 

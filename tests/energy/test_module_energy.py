@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.gradients import (
+    DTYPE,
+    PRIOR_STD,
+    N,
+    _tol,
+    classification_data,
+    full_batch,
+    independent_mlp_energy,
+    mlp,
+    mlp_energy,
+    regression_data,
+)
 from torch import nn
 
 import structmc
-from support.gradients import (DTYPE, N, PRIOR_STD, _tol, classification_data, full_batch, independent_mlp_energy,
-                               mlp, mlp_energy, regression_data)
-
 
 
 def test_module_energy_per_group_prior():
@@ -23,7 +32,9 @@ def test_module_energy_per_group_prior():
     theta = torch.randn(1, energy.space.dim, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
     X, y = classification_data()
     u_all, g_all = energy.value_and_grad(theta, full_batch((X, y)))
-    nll = structmc.ModuleEnergy(mlp(), "categorical", prior_std=1e12, num_data=N).value_and_grad(theta, full_batch((X, y)))
+    nll = structmc.ModuleEnergy(mlp(), "categorical", prior_std=1e12, num_data=N).value_and_grad(
+        theta, full_batch((X, y))
+    )
     torch.testing.assert_close(g_all - nll[1], theta / stds**2, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(u_all - nll[0], 0.5 * (theta.square() / stds**2).sum(-1), rtol=1e-9, atol=1e-12)
 
@@ -37,16 +48,29 @@ def _module_cases():
     yb = (Xr[:, 0] > 0).to(DTYPE)
     torch.manual_seed(0)
     return {
-        "linear_gaussian": (structmc.ModuleEnergy(nn.Linear(3, 1, bias=False).to(DTYPE), "gaussian", noise_std=0.7,
-                                                  prior_std=2.0, num_data=N), (Xr, yr)),
+        "linear_gaussian": (
+            structmc.ModuleEnergy(
+                nn.Linear(3, 1, bias=False).to(DTYPE), "gaussian", noise_std=0.7, prior_std=2.0, num_data=N
+            ),
+            (Xr, yr),
+        ),
         "mlp_categorical": (mlp_energy(), (Xc, yc)),
-        "mlp_bernoulli": (structmc.ModuleEnergy(nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1)).to(DTYPE),
-                                                "bernoulli", prior_std={"*.bias": 3.0, "*": 1.5}, num_data=N), (Xr, yb)),
+        "mlp_bernoulli": (
+            structmc.ModuleEnergy(
+                nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1)).to(DTYPE),
+                "bernoulli",
+                prior_std={"*.bias": 3.0, "*": 1.5},
+                num_data=N,
+            ),
+            (Xr, yb),
+        ),
         # buffers: several chains go one after another with their own buffers (the looped path)
         "bn_categorical": (structmc.ModuleEnergy(_batchnorm_mlp(), "categorical", num_data=N), (Xc, yc)),
         # a prior object (not prior_std's Normal): its energy and grad in the fast paths
-        "mlp_laplace": (structmc.ModuleEnergy(mlp(), "categorical", prior=structmc.priors.Laplace(0.8), num_data=N),
-                        (Xc, yc)),
+        "mlp_laplace": (
+            structmc.ModuleEnergy(mlp(), "categorical", prior=structmc.priors.Laplace(0.8), num_data=N),
+            (Xc, yc),
+        ),
     }
 
 
@@ -59,9 +83,9 @@ def _batchnorm_mlp() -> nn.Module:
     return net.eval()
 
 
-
-@pytest.mark.parametrize("case", ["linear_gaussian", "mlp_categorical", "mlp_bernoulli", "bn_categorical",
-                                  "mlp_laplace"])
+@pytest.mark.parametrize(
+    "case", ["linear_gaussian", "mlp_categorical", "mlp_bernoulli", "bn_categorical", "mlp_laplace"]
+)
 def test_module_energy_paths_agree(case):
     """Each fast path (one chain through the bound module; several chains vmapped, or looped
     with per-chain buffers) equals the reference path (functional_call + autograd) to 1e-12."""
@@ -108,13 +132,13 @@ def test_hessian_diag_exact_for_diagonal_hessian():
     X = torch.zeros(N, 3, dtype=DTYPE)
     X[torch.arange(N), torch.arange(N) % 3] = torch.arange(1.0, N + 1, dtype=DTYPE)
     y = torch.randn(N, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
-    energy = structmc.ModuleEnergy(nn.Linear(3, 1, bias=False).to(DTYPE), "gaussian", noise_std=0.7,
-                                   prior_std={"*": 2.0}, num_data=N)
+    energy = structmc.ModuleEnergy(
+        nn.Linear(3, 1, bias=False).to(DTYPE), "gaussian", noise_std=0.7, prior_std={"*": 2.0}, num_data=N
+    )
     batch = tuple(t[:5].unsqueeze(0).expand(2, *t[:5].shape) for t in (X, y))
     est = energy.hessian_diag(theta, batch, torch.Generator().manual_seed(2))
     exact = (N / 5) * X[:5].square().sum(0) / 0.49 + 1 / 4.0
     torch.testing.assert_close(est, exact.expand(2, 3), **_tol())
-
 
 
 def test_hessian_diag_module_energy_is_unbiased():

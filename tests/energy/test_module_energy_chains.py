@@ -4,11 +4,10 @@ BatchNorm buffers are per chain and not sampled."""
 from __future__ import annotations
 
 import torch
+from support.runs import mlp_energy
 from torch import nn
 
 import structmc as sm
-from support.runs import mlp_energy
-
 
 
 def test_module_paths_agree_float64():
@@ -16,8 +15,9 @@ def test_module_paths_agree_float64():
     energy.to(dtype=torch.float64)
     energy = energy.with_num_data(90)
     g = torch.Generator().manual_seed(0)
-    theta = energy.initial_position().expand(3, -1) + 0.1 * torch.randn(3, energy.space.dim, generator=g,
-                                                                         dtype=torch.float64)
+    theta = energy.initial_position().expand(3, -1) + 0.1 * torch.randn(
+        3, energy.space.dim, generator=g, dtype=torch.float64
+    )
     batch = (X.double()[:30].expand(3, 30, 4), y[:30].expand(3, 30))
     v_ref, g_ref = energy.reference_value_and_grad(theta, batch)
     v_vm, g_vm = energy.value_and_grad(theta, batch)
@@ -35,8 +35,9 @@ def test_loop_chain_evaluation_equals_vmap_and_samples_the_same_structured_chain
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(40, 1, 6, 6, generator=g, dtype=torch.float64), torch.randint(0, 3, (40,), generator=g)
     energies = {mode: sm.ModuleEnergy(net.double(), num_data=40, chain_evaluation=mode) for mode in ("vmap", "loop")}
-    theta = energies["vmap"].initial_position() + 0.1 * torch.randn(3, energies["vmap"].space.dim, generator=g,
-                                                                     dtype=torch.float64)
+    theta = energies["vmap"].initial_position() + 0.1 * torch.randn(
+        3, energies["vmap"].space.dim, generator=g, dtype=torch.float64
+    )
     batch = (X[:10].expand(3, 10, 1, 6, 6), y[:10].expand(3, 10))
     (v_vm, g_vm), (v_lp, g_lp) = (energies[m].value_and_grad(theta, batch) for m in ("vmap", "loop"))
     torch.testing.assert_close(v_lp, v_vm, rtol=0, atol=1e-10)
@@ -45,8 +46,9 @@ def test_loop_chain_evaluation_equals_vmap_and_samples_the_same_structured_chain
 
     chains = {}
     for mode, e in energies.items():
-        sd = StructuredEnergy(e, round_robin(e.space.dim, e.space.dim), 20, mask=BernoulliMask(0.5), num_copies=2,
-                              seed=1)
+        sd = StructuredEnergy(
+            e, round_robin(e.space.dim, e.space.dim), 20, mask=BernoulliMask(0.5), num_copies=2, seed=1
+        )
         chains[mode] = sm.sample(sd, None, sm.SGLD(1e-4), 30, data=(X, y), batch_size=10, seed=3, progress=False)
     torch.testing.assert_close(chains["loop"].samples, chains["vmap"].samples, rtol=0, atol=1e-9)
 
@@ -62,14 +64,12 @@ def test_chain_evaluation_is_checked_and_survives_pickling():
     assert e.chain_evaluation == "loop"
 
 
-
 def test_module_energy_does_not_touch_the_users_module():
     net = nn.Linear(3, 2)
     before = [p.detach().clone() for p in net.parameters()]
     energy = sm.ModuleEnergy(net)
     sm.sample(energy, None, sm.SGLD(0.1), 5, data=(torch.randn(10, 3), torch.randint(0, 2, (10,))), progress=False)
     assert all(torch.equal(a, p) for a, p in zip(before, net.parameters()))
-
 
 
 def test_batchnorm_buffers_are_per_chain_and_not_sampled():
@@ -95,13 +95,15 @@ def test_batched_likelihoods_equal_vmapped_ones_bit_for_bit():
     from structmc.energy import make_likelihood
 
     g = torch.Generator().manual_seed(0)
-    cases = [("categorical", (8, 500, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
-             ("categorical", (3, 5000, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
-             ("gaussian", (3, 5000, 1), lambda s: torch.randn(s[:2], generator=g)),
-             ("categorical", (3, 7, 4, 5), lambda s: torch.randint(0, 4, (3, 7, 5), generator=g)),  # [n, K, L]
-             ("categorical", (2, 9, 6), lambda s: torch.softmax(torch.randn(s, generator=g), -1)),  # soft labels
-             ("gaussian", (5, 21, 1), lambda s: torch.randn(s[:2], generator=g)),
-             ("gaussian", (2, 10, 3), lambda s: torch.randn(s, generator=g))]
+    cases = [
+        ("categorical", (8, 500, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
+        ("categorical", (3, 5000, 10), lambda s: torch.randint(0, 10, s[:2], generator=g)),
+        ("gaussian", (3, 5000, 1), lambda s: torch.randn(s[:2], generator=g)),
+        ("categorical", (3, 7, 4, 5), lambda s: torch.randint(0, 4, (3, 7, 5), generator=g)),  # [n, K, L]
+        ("categorical", (2, 9, 6), lambda s: torch.softmax(torch.randn(s, generator=g), -1)),  # soft labels
+        ("gaussian", (5, 21, 1), lambda s: torch.randn(s[:2], generator=g)),
+        ("gaussian", (2, 10, 3), lambda s: torch.randn(s, generator=g)),
+    ]
     for name, shape, target in cases:
         lik = make_likelihood(name, noise_std=0.7 if name == "gaussian" else None)
         assert lik.log_lik_chains is not None

@@ -44,7 +44,7 @@ def _gauss_log_lik(theta, batch):  # top level: picklable
 
 
 def _gauss_log_prior(theta):
-    return -0.5 * (theta ** 2).sum()
+    return -0.5 * (theta**2).sum()
 
 
 def module_energy():
@@ -89,9 +89,18 @@ def sd_structured_energy():
     return StructuredEnergy(e, by_layer(e.space), 50, mask=BernoulliMask(0.5), num_copies=3, seed=3)
 
 
-ENERGIES = [module_energy, module_energy_subset, module_energy_batchnorm, module_energy_laplace,
-            module_energy_prior_map, hierarchical_energy, noisy_energy, log_density_energy, structured_energy,
-            sd_structured_energy]
+ENERGIES = [
+    module_energy,
+    module_energy_subset,
+    module_energy_batchnorm,
+    module_energy_laplace,
+    module_energy_prior_map,
+    hierarchical_energy,
+    noisy_energy,
+    log_density_energy,
+    structured_energy,
+    sd_structured_energy,
+]
 
 
 def _copies():
@@ -103,7 +112,7 @@ def _prepare(energy, C: int):
     g = torch.Generator().manual_seed(11)
     theta = torch.randn(C, energy.space.dim, generator=g)
     if isinstance(energy, HierarchicalEnergy):
-        theta[:, energy.net_dim:] = 0.0  # log-scales: σ = 1
+        theta[:, energy.net_dim :] = 0.0  # log-scales: σ = 1
     if isinstance(energy, LogDensityEnergy):
         g = torch.Generator().manual_seed(2)
         x = torch.randn(C, 40, 6, generator=g)
@@ -169,8 +178,9 @@ def test_an_energy_pickled_before_the_prior_split_keeps_its_rounding(prior_std):
     ``fuse``). An energy pickled before that (its bound Normal without ``_fused``) is fused again
     when loaded: a resumed chain rounds as the run that wrote it, bit for bit."""
     torch.manual_seed(0)
-    energy = sm.ModuleEnergy(nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2)), prior_std=prior_std,
-                             num_data=40)
+    energy = sm.ModuleEnergy(
+        nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2)), prior_std=prior_std, num_data=40
+    )
     old = copy.copy(energy)  # the state an older version pickled
     old.prior = copy.copy(energy.prior)
     del old.prior.__dict__["_fused"]

@@ -69,7 +69,9 @@ def test_log_density_from_parts_validates():
         sm.LogDensityEnergy(dim=3, log_likelihood=lambda t, b: t.sum())
     with pytest.raises(ValueError, match="dim must be a positive integer"):
         sm.LogDensityEnergy(lambda t, b: t.sum(), 0)
-    e = sm.LogDensityEnergy(dim=2, log_likelihood=lambda t, b: -(b[0] - t[0]).square().sum(), log_prior=lambda t: -t @ t)
+    e = sm.LogDensityEnergy(
+        dim=2, log_likelihood=lambda t, b: -(b[0] - t[0]).square().sum(), log_prior=lambda t: -t @ t
+    )
     assert e.requires_data
     with pytest.raises(ValueError, match="needs data"):
         sm.sample(e, torch.zeros(2), sm.SGLD(0.1), 5, progress=False)
@@ -93,8 +95,9 @@ def test_structured_energy_passes_through_only_what_belongs_to_it():
     X, y = torch.randn(20, 3), torch.randint(0, 2, (20,))
     with pytest.raises(ValueError, match="include_gamma=True needs an energy with hessian_diag"):
         sm.sample(s, None, sm.PSGLD(1e-3, include_gamma=True), 5, data=(X, y), progress=False)
-    sm.sample(base, None, sm.PSGLD(1e-3, include_gamma=True), 2, data=(X, y), progress=False,
-              on_blowup="ignore")  # the base has it (lr is far too large for this net: only wiring is tested)
+    sm.sample(
+        base, None, sm.PSGLD(1e-3, include_gamma=True), 2, data=(X, y), progress=False, on_blowup="ignore"
+    )  # the base has it (lr is far too large for this net: only wiring is tested)
 
 
 def test_init_follows_the_energy_dtype_through_a_wrapper():
@@ -104,8 +107,14 @@ def test_init_follows_the_energy_dtype_through_a_wrapper():
     torch.manual_seed(0)
     base = sm.ModuleEnergy(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double())
     X, y = torch.randn(20, 3, dtype=F64), torch.randint(0, 2, (20,))
-    chain = sm.sample(structured(base), torch.zeros(base.space.dim, dtype=torch.float32), sm.SGLD(1e-3), 3,
-                      data=(X, y), progress=False)
+    chain = sm.sample(
+        structured(base),
+        torch.zeros(base.space.dim, dtype=torch.float32),
+        sm.SGLD(1e-3),
+        3,
+        data=(X, y),
+        progress=False,
+    )
     assert chain.samples.dtype == F64
 
 

@@ -70,8 +70,19 @@ def test_eval_mode_dropout_samples_and_follows_seed(num_chains):
     draws = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
-        draws.append(sm.sample(ModuleEnergy(net), None, sm.SGLD(1e-3), 5, data=(X, y), batch_size=10,
-                               num_chains=num_chains, seed=3, progress=False).samples)
+        draws.append(
+            sm.sample(
+                ModuleEnergy(net),
+                None,
+                sm.SGLD(1e-3),
+                5,
+                data=(X, y),
+                batch_size=10,
+                num_chains=num_chains,
+                seed=3,
+                progress=False,
+            ).samples
+        )
     assert torch.equal(draws[0], draws[1])
 
 
@@ -267,8 +278,11 @@ def test_sample_returns_each_chains_buffers_for_predictive_with_the_users_energy
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         probs = sm.predictive(user, chain, X)["probs"]
-    pooled = (_manual_probs(user, chain.samples[0], chain.buffers[0], X)
-              + _manual_probs(user, chain.samples[1], chain.buffers[1], X)) / 2
+    pooled = (
+        _manual_probs(user, chain.samples[0], chain.buffers[0], X)
+        + _manual_probs(user, chain.samples[1], chain.buffers[1], X)
+    ) / 2
     torch.testing.assert_close(probs, pooled)
-    torch.testing.assert_close(sm.predictive(user, chain, X, chain=1)["probs"],
-                               _manual_probs(user, chain.samples[1], chain.buffers[1], X))
+    torch.testing.assert_close(
+        sm.predictive(user, chain, X, chain=1)["probs"], _manual_probs(user, chain.samples[1], chain.buffers[1], X)
+    )

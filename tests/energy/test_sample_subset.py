@@ -25,8 +25,11 @@ def _data(n=40):
     return torch.randn(n, 3, generator=g, dtype=F64), torch.randint(0, 2, (n,), generator=g)
 
 
-@pytest.mark.parametrize("sample", ["4.*", ["4.weight", "4.bias"], lambda name, p: name.startswith("4.")],
-                         ids=["pattern", "list", "predicate"])
+@pytest.mark.parametrize(
+    "sample",
+    ["4.*", ["4.weight", "4.bias"], lambda name, p: name.startswith("4.")],
+    ids=["pattern", "list", "predicate"],
+)
 def test_last_layer_chain_equals_the_hand_written_one(sample):
     net, (x, y) = _net(), _data()
     e = sm.ModuleEnergy(net, "categorical", sample=sample, prior_std=2.0)
@@ -61,16 +64,20 @@ def test_partitions_and_gibbs_blocks_follow_the_subset():
     e = sm.ModuleEnergy(net, "categorical", sample=["2.*", "4.*"])
     assert [layer.name for layer in e.space.layers] == ["2", "4"]
     assert by_layer(e.space).num_groups == 2 and by_neuron(e.space).num_groups == 4 + 2
-    chain = sm.sample(e, None, MetropolisWithinGibbs(by_neuron(e.space), 0.01), 5, data=(x, y), batch_size=10,
-                      progress=False)
+    chain = sm.sample(
+        e, None, MetropolisWithinGibbs(by_neuron(e.space), 0.01), 5, data=(x, y), batch_size=10, progress=False
+    )
     assert chain.samples.shape == (1, 5, 4 * 5 + 4 + 2 * 4 + 2)
     assert chain.space.names == ["2.weight", "2.bias", "4.weight", "4.bias"]
 
 
 def test_a_selection_of_nothing_is_a_clear_error():
     net = _net()
-    with pytest.raises(ValueError, match=r"sample pattern\(s\) \['fc.\*'\] select no parameter; the parameters are: "
-                                         r"0.weight, 0.bias"):
+    with pytest.raises(
+        ValueError,
+        match=r"sample pattern\(s\) \['fc.\*'\] select no parameter; the parameters are: "
+        r"0.weight, 0.bias",
+    ):
         sm.ModuleEnergy(net, "categorical", sample="fc.*")
     with pytest.raises(ValueError, match="the predicate selects no parameter"):
         sm.ModuleEnergy(net, "categorical", sample=lambda n, p: False)

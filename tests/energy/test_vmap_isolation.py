@@ -48,8 +48,7 @@ def _energies():
     X = torch.randn(C, n, 5, generator=g)
     y = torch.randint(0, 3, (C, n), generator=g)
     torch.manual_seed(0)
-    module = sm.ModuleEnergy(nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)), "categorical",
-                             num_data=100)
+    module = sm.ModuleEnergy(nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)), "categorical", num_data=100)
     soft = torch.softmax(torch.randn(C, n, 3, generator=g), -1)  # soft labels: vmap(log_lik) too
     density = LogDensityEnergy(lambda th, b: -0.5 * (th * th).sum() + (th[0] * b[0]).sum(), dim=4)
     return [

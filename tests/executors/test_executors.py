@@ -13,11 +13,20 @@ import sys
 
 import pytest
 import torch
+from support.runs import gaussian_log_prob, mlp_energy
 
 import structmc as sm
-from structmc.executors import (DaskExecutor, FuturesExecutor, ProcessPoolExecutor, SerialExecutor, as_executor,
-                                chain_seeds, merge_chains, resolve, run_chains)
-from support.runs import gaussian_log_prob, mlp_energy
+from structmc.executors import (
+    DaskExecutor,
+    FuturesExecutor,
+    ProcessPoolExecutor,
+    SerialExecutor,
+    as_executor,
+    chain_seeds,
+    merge_chains,
+    resolve,
+    run_chains,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -199,8 +208,10 @@ def test_as_executor_refuses_unknown_specs(spec):
         as_executor(spec)
 
 
-@pytest.mark.parametrize("spec, module, extra", [
-    ("dask", "distributed", "dask"), ("tcp://127.0.0.1:1", "distributed", "dask"), ("ray", "ray", "ray")])
+@pytest.mark.parametrize(
+    "spec, module, extra",
+    [("dask", "distributed", "dask"), ("tcp://127.0.0.1:1", "distributed", "dask"), ("ray", "ray", "ray")],
+)
 def test_a_missing_engine_names_the_extra(monkeypatch, spec, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
     with pytest.raises(ImportError, match=rf'pip install "structmc\[{extra}\]"'):
@@ -224,8 +235,9 @@ def mlp_chains(executor, num_chains=3, **kwargs):
     # N given: sample() uses the energy as shipped (no rebinding copy), and each task runs
     # one chain through the bound module, the path a pickled ModuleEnergy used to break
     energy, data = mlp_energy(num_data=90)
-    return run_chains(energy, None, sm.SGLD(1e-3), num_chains=num_chains, data=data, seed=5, executor=executor,
-                      **STEPS, **kwargs)
+    return run_chains(
+        energy, None, sm.SGLD(1e-3), num_chains=num_chains, data=data, seed=5, executor=executor, **STEPS, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")

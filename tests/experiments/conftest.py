@@ -16,8 +16,13 @@ def no_files(tmp_path, monkeypatch):
     return empty
 
 
-VERDICT_PREFIXES = ("reproduced", "same ordering, smaller margin", "not reproduced", "not comparable",
-                    "no published value")
+VERDICT_PREFIXES = (
+    "reproduced",
+    "same ordering, smaller margin",
+    "not reproduced",
+    "not comparable",
+    "no published value",
+)
 
 
 def _check_common_report(report: dict, preset: str | None = None) -> dict:
@@ -47,4 +52,3 @@ def _check_common_report(report: dict, preset: str | None = None) -> dict:
 def common_report():
     """The checker of the common report format (see :func:`_check_common_report`)."""
     return _check_common_report
-

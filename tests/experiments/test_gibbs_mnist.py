@@ -7,8 +7,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from structmc.data.augment import (TRANSFORMS, apply_transform, blur_with, gaussian_blur, gaussian_kernel1d, invert,
-                                   rotate, rotate_by)
+from structmc.data.augment import (
+    TRANSFORMS,
+    apply_transform,
+    blur_with,
+    gaussian_blur,
+    gaussian_kernel1d,
+    invert,
+    rotate,
+    rotate_by,
+)
 from structmc.experiments import REGISTRY
 from structmc.experiments import gibbs_augment as ga
 from structmc.experiments import gibbs_mnist as gm
@@ -204,8 +212,16 @@ def test_registry_lists_both():
 
 
 def test_gibbs_mnist_resumes_from_checkpoints(tmp_path):
-    cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=8, windows=(2, 4), predict_window=4,
-                  checkpoint_every=4, resume=True)
+    cfg = replace(
+        gm.PRESETS["tiny"],
+        data="synthetic",
+        blocks="paper",
+        num_steps=8,
+        windows=(2, 4),
+        predict_window=4,
+        checkpoint_every=4,
+        resume=True,
+    )
     first = gm.run(cfg, tmp_path, progress=False)["numbers"]
     assert (tmp_path / "chains" / "mnist-b50").is_dir()
     again = gm.run(cfg, tmp_path, progress=False)["numbers"]  # everything is read back from the checkpoint
@@ -216,8 +232,15 @@ def test_gibbs_mnist_resumes_from_checkpoints(tmp_path):
 
 
 def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeypatch):
-    cfg = replace(gm.PRESETS["tiny"], data="synthetic", blocks="paper", num_steps=12, windows=(2, 4), predict_window=4,
-                  checkpoint_every=4)
+    cfg = replace(
+        gm.PRESETS["tiny"],
+        data="synthetic",
+        blocks="paper",
+        num_steps=12,
+        windows=(2, 4),
+        predict_window=4,
+        checkpoint_every=4,
+    )
     whole = gm.run(cfg, tmp_path / "whole", progress=False)["numbers"]["runs"]
     from structmc.experiments import _common  # run_chain, shared with gibbs-augment, calls sample there
 
@@ -229,6 +252,7 @@ def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeyp
                 callback(t, state)
             if t == 6:  # Ctrl-C at sweep 6: sample() checkpoints there, the traces' recorder with it
                 raise KeyboardInterrupt
+
         return real(*args, callback=cb, **kw)
 
     monkeypatch.setattr(_common, "sample", interrupted)

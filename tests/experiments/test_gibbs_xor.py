@@ -9,14 +9,31 @@ import structmc.data as D
 import structmc.experiments as E
 from structmc.experiments import gibbs_xor as G
 
-PAPER_ROWS = {"exact_node1": 0.6383, "exact_node13": 0.2072, "approx_layer1": 0.5631, "approx_layer2": 0.3618,
-              "approx_layer3": 0.2656, "acc_approx_deep": 0.9888, "acc_approx_shallow": 0.8675,
-              "acc_exact_deep": 0.8692, "acc_exact_deep_5": 0.9538, "acc_exact_deep_20": 1.0,
-              "chains_3": 1.1, "chains_4": 2.3}
-ORDERINGS = {"approx_above_exact", "approx_less_volatile", "depth_layers", "depth_exact", "deep_above_shallow",
-             "approx_above_exact_acc", "acc_iqr_exact", "acc_iqr_depth", "runtime"}
-
-
+PAPER_ROWS = {
+    "exact_node1": 0.6383,
+    "exact_node13": 0.2072,
+    "approx_layer1": 0.5631,
+    "approx_layer2": 0.3618,
+    "approx_layer3": 0.2656,
+    "acc_approx_deep": 0.9888,
+    "acc_approx_shallow": 0.8675,
+    "acc_exact_deep": 0.8692,
+    "acc_exact_deep_5": 0.9538,
+    "acc_exact_deep_20": 1.0,
+    "chains_3": 1.1,
+    "chains_4": 2.3,
+}
+ORDERINGS = {
+    "approx_above_exact",
+    "approx_less_volatile",
+    "depth_layers",
+    "depth_exact",
+    "deep_above_shallow",
+    "approx_above_exact_acc",
+    "acc_iqr_exact",
+    "acc_iqr_depth",
+    "runtime",
+}
 
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_report):
@@ -53,8 +70,12 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
         nodes = 13 if s["model"] == "mlp_xor_deep" else 3
         chains = G.PRESETS["tiny"].exact_pool_chains if name == "exact-deep" else G.PRESETS["tiny"].num_chains
         assert len(s["node_acceptance"]) == chains and all(len(c) == nodes for c in s["node_acceptance"])
-        for rate in (*sum(s["node_acceptance"], []), *sum(s["layer_acceptance"], []), *s["chain_acceptance"],
-                     *s["chain_min_block_acceptance"]):
+        for rate in (
+            *sum(s["node_acceptance"], []),
+            *sum(s["layer_acceptance"], []),
+            *s["chain_acceptance"],
+            *s["chain_min_block_acceptance"],
+        ):
             assert 0.0 <= rate <= 1.0
         assert all(0.0 <= a <= 1.0 for a in s["accuracy"])
     assert settings["exact-deep"]["proposal_var"] == 0.001 and settings["approx-deep"]["batch_size"] == 100
@@ -68,8 +89,15 @@ def test_files_required_but_missing_raises(no_files):
 
 
 def test_resume_reads_finished_chains_back(tmp_path, no_files):
-    cfg = G.Config(num_steps=60, burn_in=10, predict_last=10, num_chains=2, exact_pool_chains=2,
-                   exact_shallow=False, checkpoint_every=20)
+    cfg = G.Config(
+        num_steps=60,
+        burn_in=10,
+        predict_last=10,
+        num_chains=2,
+        exact_pool_chains=2,
+        exact_shallow=False,
+        checkpoint_every=20,
+    )
     first = G.run(cfg, tmp_path, progress=False)["numbers"]
     again = G.run(cfg, tmp_path, progress=False, resume=True)["numbers"]
     for name, s in first["settings"].items():

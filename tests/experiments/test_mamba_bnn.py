@@ -18,8 +18,6 @@ from structmc.tuning import Arm, Problem
 VERDICTS = ("reproduced", "not reproduced", "not comparable")
 
 
-
-
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
     out = tmp_path / "run"
     M.run("tiny", out, progress=False)
@@ -59,17 +57,25 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
             for q in ("ece", "mce", "accuracy"):
                 assert 0.0 <= ev["metrics"][q] <= 1.0
         assert f"batch_mamba_{s.lower()}" in rows and f"order_mamba_grid_{s.lower()}" in rows
-    for key in ("mamba_batch_1pct", "mamba_best_or_close", "mamba_le_grid", "mamba_more_samples", "sgnht_unstable",
-                "heuristic_worst_sghmc", "heuristic_worst_sghmc-cv"):
+    for key in (
+        "mamba_batch_1pct",
+        "mamba_best_or_close",
+        "mamba_le_grid",
+        "mamba_more_samples",
+        "sgnht_unstable",
+        "heuristic_worst_sghmc",
+        "heuristic_worst_sghmc-cv",
+    ):
         assert key in rows
     assert "Reduced from the paper" in md and "Paper vs ours" in md and "Table 3" in md and "softmax" in md
 
     # the chosen arms come from the grids of App. C.3 (tiny: two step sizes)
-    for s, rec in saved["results"].items():
+    for rec in saved["results"].values():
         assert rec["MAMBA"]["tuning"]["chosen"]["log10_h"] in M.PRESETS["tiny"].log10_h
         assert rec["Grid"]["tuning"]["chosen"]["batch_pct"] == 10.0
-        assert rec["Heuristic"]["tuning"]["chosen"]["log10_h"] == pytest.approx(-math.log10(saved["num_train"]),
-                                                                                abs=1e-3)
+        assert rec["Heuristic"]["tuning"]["chosen"]["log10_h"] == pytest.approx(
+            -math.log10(saved["num_train"]), abs=1e-3
+        )
 
 
 def test_synthetic_fallback_and_determinism(tmp_path, no_files):
@@ -101,12 +107,14 @@ def test_arms_budget_and_step_size_conversion():
     assert all(a.gradient == "control_variate" and a.sampler["friction"] == 0.01 for a in sghmc)
     assert {a.batch_count(60_000) for a in sghmc} == {None, 6000, 600}
     sgld = M.tuning_arms("SGLD", cfg, (-5.5,), (0.01,))[0]
-    assert sgld.sampler["lr"] == pytest.approx(2 * 10 ** -5.5) and M.log10_h(sgld) == -5.5  # lr = 2h
+    assert sgld.sampler["lr"] == pytest.approx(2 * 10**-5.5) and M.log10_h(sgld) == -5.5  # lr = 2h
     sgnht = M.tuning_arms("SGNHT", cfg, (-5.0,), (0.01,))[0]
     assert sgnht.sampler["lr"] == pytest.approx(1e-5) and sgnht.sampler["a"] == 0.01 and M.log10_h(sgnht) == -5.0
     h = M.heuristic_arm("SGHMC", cfg, 60_000)
     assert h.sampler["lr"] == pytest.approx(1 / 60_000) and h.sampler["num_leapfrog"] == 10
-    assert h.batch_count(60_000) == 6000 and M.heuristic_arm("SGLD", cfg, 60_000).sampler["lr"] == pytest.approx(2 / 60_000)
+    assert h.batch_count(60_000) == 6000 and M.heuristic_arm("SGLD", cfg, 60_000).sampler["lr"] == pytest.approx(
+        2 / 60_000
+    )
     # the surviving arm samples for R: 36 arms, eta 3 -> rounds of 36, 12, 4
     T = M.mamba_budget(cfg, 36).seconds
     assert T == pytest.approx(10 * 3 / (1 / 36 + 1 / 12 + 1 / 4))
@@ -121,11 +129,30 @@ def test_evaluation_records_divergence_instead_of_raising():
     cfg = replace(M.PRESETS["tiny"], hidden=4)
     energy = M.make_energy(cfg, 40)
     problem = Problem(energy, energy.initial_position(), data=(x, y))
-    out = M.evaluate_arm(problem, Arm({"name": "sgld", "lr": 1e6}, 10), Budget(iterations=50), thin=1, max_draws=10,
-                         burn_in=0.0, x_test=x, y_test=y, seed=0)
+    out = M.evaluate_arm(
+        problem,
+        Arm({"name": "sgld", "lr": 1e6}, 10),
+        Budget(iterations=50),
+        thin=1,
+        max_draws=10,
+        burn_in=0.0,
+        x_test=x,
+        y_test=y,
+        seed=0,
+    )
     assert out["diverged"] and out["iterations"] < 50
-    ok = M.evaluate_arm(problem, Arm({"name": "sgld", "lr": 1e-6}, 10), Budget(iterations=20), thin=2, max_draws=4,
-                        burn_in=0.5, x_test=x, y_test=y, seed=0, curve_points=2)
+    ok = M.evaluate_arm(
+        problem,
+        Arm({"name": "sgld", "lr": 1e-6}, 10),
+        Budget(iterations=20),
+        thin=2,
+        max_draws=4,
+        burn_in=0.5,
+        x_test=x,
+        y_test=y,
+        seed=0,
+        curve_points=2,
+    )
     # every 2nd iteration, at most 2 x 4 kept (the thinning doubles when full): 4, 8, ..., 20; burn-in drops <= 10
     assert ok["diverged"] is None and ok["draw_iterations"] == [12, 16, 20] and len(ok["curve"]) == 2
 

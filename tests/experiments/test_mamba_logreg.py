@@ -34,8 +34,17 @@ def test_step_grids_are_the_papers():
     assert list(M.SAMPLERS) == SAMPLERS == list(M.SAMPLER_LABELS)
 
 
-@pytest.mark.parametrize("sampler, mamba, grid", [("SGLD", 56, 14), ("SGLD-CV", 56, 14), ("SGHMC", 112, 28),
-                                                   ("SGHMC-CV", 112, 28), ("SGNHT", 56, 14), ("SGNHT-CV", 56, 14)])
+@pytest.mark.parametrize(
+    "sampler, mamba, grid",
+    [
+        ("SGLD", 56, 14),
+        ("SGLD-CV", 56, 14),
+        ("SGHMC", 112, 28),
+        ("SGHMC-CV", 112, 28),
+        ("SGNHT", 56, 14),
+        ("SGNHT-CV", 56, 14),
+    ],
+)
 def test_arm_counts_match_the_papers_grids(sampler, mamba, grid):
     arms = M.mamba_arms(sampler, M.LOGREG_LOG10_H, M.LOGREG_BATCHES)
     assert len(arms) == mamba == len({json.dumps(a.to_dict(), sort_keys=True) for a in arms})
@@ -59,10 +68,12 @@ def test_sampler_hyperparameters_and_step_conversion():
         assert a.sampler["friction"] == 0.01 and a.sampler["beta_hat"] == 0.0 and a.sampler["resample_momentum"]
         assert a.sampler["lr"] == pytest.approx(1e-6) and a.batch_size == 0.01
     sgnht = M.mamba_arms("SGNHT-CV", (-5.0,), (0.1,))[0]
-    assert sgnht.sampler == {"name": "sgnht", "lr": pytest.approx(1e-5), "a": 0.01} and sgnht.gradient == "control_variate"
+    assert (
+        sgnht.sampler == {"name": "sgnht", "lr": pytest.approx(1e-5), "a": 0.01} and sgnht.gradient == "control_variate"
+    )
     sgld = M.mamba_arms("sgld", (-5.5,), (1.0,))[0]
-    assert sgld.sampler["lr"] == pytest.approx(2 * 10 ** -5.5) and sgld.batch_size is None  # lr = 2h (conventions)
-    assert M.paper_h(sgld) == pytest.approx(10 ** -5.5) and M.paper_h(sghmc[0]) == pytest.approx(1e-6)
+    assert sgld.sampler["lr"] == pytest.approx(2 * 10**-5.5) and sgld.batch_size is None  # lr = 2h (conventions)
+    assert M.paper_h(sgld) == pytest.approx(10**-5.5) and M.paper_h(sghmc[0]) == pytest.approx(1e-6)
     assert M.arm_summary(sgld, 800_000)["log10_h"] == -5.5 and M.arm_summary(sgld, 800_000)["batch_pct"] == 100
     # heuristic: h = 1/N, batch 10 %, L = 10 for SGHMC (Table 4)
     h = M.heuristic_arm("SGLD", 800_000)
@@ -109,12 +120,21 @@ def test_evaluate_arm_measures_a_run(cache):
     energy = LR.make_energy(cfg, len(ds.y_train))
     problem = Problem(energy, torch.zeros(10), data=ds.train)
     arm = M.mamba_arms("SGLD", (-4.0,), (0.1,))[0]
-    ev = M.evaluate_arm(problem, arm, Budget(iterations=80),
-                        thin=2, max_ksd_samples=16, burn_in=0.25, reference_sd=torch.ones(10),
-                        extra=lambda x: {"n": x.shape[0]})
+    ev = M.evaluate_arm(
+        problem,
+        arm,
+        Budget(iterations=80),
+        thin=2,
+        max_ksd_samples=16,
+        burn_in=0.25,
+        reference_sd=torch.ones(10),
+        extra=lambda x: {"n": x.shape[0]},
+    )
     assert ev["error"] is None and ev["burn_in_iterations"] == 20 and ev["iterations"] == 60
     assert ev["kept"] <= 32 and ev["ksd_samples"] == ev["n"] == 16 and ev["ksd"] > 0
-    assert len(ev["sd"]) == 10 and ev["xi"] == pytest.approx(M.relative_sd_error(torch.tensor(ev["sd"]), torch.ones(10)))
+    assert len(ev["sd"]) == 10 and ev["xi"] == pytest.approx(
+        M.relative_sd_error(torch.tensor(ev["sd"]), torch.ones(10))
+    )
     assert ev["curve"]["samples"][-1] == 16 and len(ev["curve"]["ksd"]) == len(ev["curve"]["seconds"])
 
 
@@ -144,8 +164,16 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
         assert rows[f"{m}:ksd"]["paper"] == pub["ksd"][m]
         assert rows[f"{m}:xi"]["paper"] == pub["sd_rel_error_x100"][m]
         assert len(rows[f"{m}:ksd"]["ours"]) == 6
-    claims = {"claim_mamba_lowest", "claim_mamba_beats_grid", "claim_small_batch", "claim_cv_helps",
-              "claim_heuristic_sghmc", "claim_more_samples", "claim_accuracy", "tuning_wall"}
+    claims = {
+        "claim_mamba_lowest",
+        "claim_mamba_beats_grid",
+        "claim_small_batch",
+        "claim_cv_helps",
+        "claim_heuristic_sghmc",
+        "claim_more_samples",
+        "claim_accuracy",
+        "tuning_wall",
+    }
     assert claims <= set(rows)
     md = (out / "report.md").read_text()
     assert len(saved["comparisons"]) == len(rows)  # one Comparison per old row
@@ -160,7 +188,9 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
             assert c["verdict"].startswith("reproduced") == (abs(r["ours_count"] - r["paper_count"]) <= 1)
     assert "not comparable at this scale" in md and "Reduced from the paper" in md and "Reference posterior" in md
     assert "Paper vs ours" in md and "Chosen hyperparameters" in md
-    assert rows["claim_more_samples"]["verdict"].startswith("not comparable")  # iteration budgets: equal by construction
+    assert rows["claim_more_samples"]["verdict"].startswith(
+        "not comparable"
+    )  # iteration budgets: equal by construction
     # tuning records: the chosen arm comes from the preset's grid, the timing split is there
     for s in SAMPLERS:
         for m in ("M-KSD", "M-FSSD", "Grid"):
@@ -183,8 +213,9 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
 def test_reference_posterior_matches_laplace_for_a_large_sample(cache):
     """The MALA reference on a well-identified posterior is close to its Laplace approximation
     at the exact mode (which Newton's method finds from a rough Adam MAP)."""
-    cfg = replace(LR.PRESETS["tiny"], num_data=20_000, reference_samples=1500, reference_warmup=300,
-                  reference_cache=None)
+    cfg = replace(
+        LR.PRESETS["tiny"], num_data=20_000, reference_samples=1500, reference_warmup=300, reference_cache=None
+    )
     ds = D.logistic_regression_data(cfg.num_data, cfg.dim, seed=cfg.data_seed, prior_var=cfg.prior_var)
     from structmc import find_map
 
@@ -192,7 +223,9 @@ def test_reference_posterior_matches_laplace_for_a_large_sample(cache):
     m = find_map(energy, torch.zeros(10), data=ds.train, batch_size=1600, num_steps=300, lr=1e-2)
     mode = LR.posterior_mode(cfg, m, ds.x_train, ds.y_train)
     _, grad = energy.value_and_grad(mode.float()[None], (ds.x_train[None], ds.y_train[None]))
-    assert float(grad.norm()) < 1e-2 * float(energy.value_and_grad(m[None], (ds.x_train[None], ds.y_train[None]))[1].norm())
+    assert float(grad.norm()) < 1e-2 * float(
+        energy.value_and_grad(m[None], (ds.x_train[None], ds.y_train[None]))[1].norm()
+    )
     ref = LR.reference_posterior(cfg, m, ds.x_train, ds.y_train)
     assert ref["cached"] is False and ref["path"] is None and 0.3 < ref["acceptance"] < 0.9
     assert torch.allclose(torch.tensor(ref["mode"], dtype=torch.float64), mode)

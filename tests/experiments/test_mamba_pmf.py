@@ -16,8 +16,6 @@ from structmc.experiments import mamba_pmf as P
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
 
-
-
 def test_simulated_ratings_look_like_movielens():
     ds = P.simulated_ratings(50, 70, 900, rank=3, seed=2)
     assert ds.task == "ratings" and ds.x_train.shape == (720, 2) and ds.x_test.shape == (180, 2)
@@ -77,8 +75,13 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
         assert rows[f"{m}:ksd"]["paper"] == pub["ksd"][m]
         assert rows[f"{m}:xi"]["paper"] == pub["sd_rel_error_x100"][m]
         assert rows[f"{m}:rmse"]["paper"] == P.PAPER_RMSE[m]
-    assert {"claim_mamba_lowest", "claim_heuristic_sd", "claim_heuristic_sghmc", "claim_rmse_vs_grid",
-            "tuning_wall"} <= set(rows)
+    assert {
+        "claim_mamba_lowest",
+        "claim_heuristic_sd",
+        "claim_heuristic_sghmc",
+        "claim_rmse_vs_grid",
+        "tuning_wall",
+    } <= set(rows)
     md = (out / "report.md").read_text()
     assert len(comps) == len(rows)  # one Comparison per old row
     for r in rows.values():

@@ -25,8 +25,10 @@ def _adult_dir():
     root = default_data_dir()
     missing = [spec.label for spec in checksums.ADULT.values() if files.find(spec, data_dir=root) is None]
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not found in {root} (set STRUCTMC_DATA to a folder holding them, or "
-                    f"structmc.data.load_adult(download=True) fetches them, checksummed, into the cache)")
+        pytest.skip(
+            f"{' and '.join(missing)} not found in {root} (set STRUCTMC_DATA to a folder holding them, or "
+            f"structmc.data.load_adult(download=True) fetches them, checksummed, into the cache)"
+        )
     return root
 
 
@@ -74,7 +76,13 @@ def test_a9a_like_encoding_of_the_adult_files():
     assert x.shape == (32_561, 121) and xt.shape == (16_281, 121) and data["source"]["source"] == "files"
     assert set(torch.unique(x).tolist()) == {0.0, 1.0}  # binary, like a9a
     assert {k: len(v) + 1 for k, v in data["edges"].items()} == {
-        "age": 5, "fnlwgt": 5, "education-num": 4, "capital-gain": 2, "capital-loss": 2, "hours-per-week": 4}
+        "age": 5,
+        "fnlwgt": 5,
+        "education-num": 4,
+        "capital-gain": 2,
+        "capital-loss": 2,
+        "hours-per-week": 4,
+    }
     assert float(x[:, :22].sum(1).min()) == 6 == float(x[:, :22].sum(1).max())  # one bin per numeric attribute
     assert x.sum(1).max() <= 14 and len(data["names"]) == 121
     std = B.load_data(replace(cfg, encoding="standardized"), root)
@@ -114,8 +122,10 @@ def test_tiny_preset_on_adult_end_to_end(tmp_path):
         assert len(s["curve"]["posterior_predictive"]) == len(rep["numbers"]["curve_iterations"]) == 150
     rows = {c["quantity"].split(" (")[0]: c for c in rep["comparisons"]}
     assert rows["pSGLD test error"]["paper"] == 14.85 and rows["SGLD test error"]["paper"] == 14.85
-    assert all(c["verdict"].split(":")[0] in ("reproduced", "not reproduced", "same ordering, smaller margin")
-               for c in rep["comparisons"])
+    assert all(
+        c["verdict"].split(":")[0] in ("reproduced", "not reproduced", "same ordering, smaller margin")
+        for c in rep["comparisons"]
+    )
 
     # the posterior predictive is that of the thinned draws on disk (iterations 100 + 10 k)
     chain = load_chain(out / "runs" / "psgld-seed0")

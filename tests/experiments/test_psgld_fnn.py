@@ -34,9 +34,12 @@ def test_tiny_end_to_end(tmp_path):
     assert (tmp_path / "learning_curves.png").stat().st_size > 5_000
     assert report["reduced"] and any("epochs" in r for r in report["reductions"])
     again = fnn.run("tiny", tmp_path / "again", progress=False)
+
     def numbers(rep):
-        return {m: {w: {k: v for k, v in r.items() if k != "seconds"} for w, r in d.items()}
-                for m, d in rep["numbers"]["results"].items()}
+        return {
+            m: {w: {k: v for k, v in r.items() if k != "seconds"} for w, r in d.items()}
+            for m, d in rep["numbers"]["results"].items()
+        }
 
     assert numbers(again) == numbers(report)  # same seed, same numbers
 
@@ -58,8 +61,10 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_numbers(tmp_path):
     resumed = fnn.run(cfg2, tmp_path / "split", progress=False, resume=True)
 
     def numbers(rep):
-        return {m: {w: {k: v for k, v in r.items() if k != "seconds"} for w, r in d.items()}
-                for m, d in rep["numbers"]["results"].items()}
+        return {
+            m: {w: {k: v for k, v in r.items() if k != "seconds"} for w, r in d.items()}
+            for m, d in rep["numbers"]["results"].items()
+        }
 
     assert numbers(resumed) == numbers(whole)
     assert len(next(iter(numbers(whole).values()))["50"]["curve_pct"]) == 2

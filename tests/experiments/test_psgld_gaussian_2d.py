@@ -22,7 +22,7 @@ def _auctime_loop(x: np.ndarray, dvar: float = 1.0) -> float:
     xcorr(x, L, 'biased') indexing: acorr(L + j) is lag j - 1, acorr(L - j) is lag -(j + 1))."""
     L = len(x)
     lags = np.arange(-L, L + 1)
-    acorr = np.array([np.dot(x[max(0, -k):L - max(0, k)], x[max(0, k):L - max(0, -k)]) / L for k in lags]) / dvar
+    acorr = np.array([np.dot(x[max(0, -k) : L - max(0, k)], x[max(0, k) : L - max(0, -k)]) / L for k in lags]) / dvar
     res = 1.0
     for j in range(1, L + 1):
         rpho = 0.5 * (acorr[L + j - 1] + acorr[L - j - 1])  # 0-based positions of Matlab's acorr(L+j), acorr(L-j)
@@ -80,7 +80,7 @@ def test_paper_act_on_ar1_gives_the_formulas_value():
     x = _ar1_long(0.7, L, seed=5)
     assert float(P.paper_act(x)[0, 0]) == pytest.approx(13 - 42 / L, abs=1e-9)
     # the rho-weighted variant: rho_j = 0.7^j >= 0.1 up to j = 6
-    expected = 1 + 2 * sum((1 - j / L) * 0.7 ** j for j in range(1, 7))
+    expected = 1 + 2 * sum((1 - j / L) * 0.7**j for j in range(1, 7))
     assert float(P.act_rho_weighted(x)[0, 0]) == pytest.approx(expected, abs=0.05)
     # an oscillating AR(1) (SGLD's stiff coordinate at eta = 0.3): r_2 < 0, so K = 2 and tau = 3 - 2/L
     y = _ar1_long(-0.875, L, seed=6)
@@ -147,8 +147,10 @@ def test_tiny_preset_writes_a_complete_report(tmp_path):
     pub = E.REGISTRY.get("psgld-gaussian-2d").published
     rows = {c["quantity"]: c for c in report["comparisons"]}
     n_tol = 0
-    for q, label in (("autocorrelation_time", "autocorrelation time"),
-                     ("covariance_error", "covariance error mean|Ĉ − C|")):
+    for q, label in (
+        ("autocorrelation_time", "autocorrelation time"),
+        ("covariance_error", "covariance error mean|Ĉ − C|"),
+    ):
         for s in P.SAMPLERS:
             for i, eps in enumerate(pub["step_sizes"]):
                 row = rows[f"{label}, {s}, ε = {eps:g}"]
@@ -164,8 +166,14 @@ def test_tiny_preset_writes_a_complete_report(tmp_path):
     nums = report["numbers"]
     assert nums["lr"] == pytest.approx([2 * e for e in pub["step_sizes"]]) and nums["replicas"] == 4
     assert len(nums["trace"]["draws"]["pSGLD"]) == 600 and nums["trace"]["step_size"] == 0.3
-    for key in ("act_rho_weighted", "iac_sokal", "mean_field_variance", "mean_field_error_bias",
-                "autocorrelation_time_per_coordinate", "sample_covariance_mean"):
+    for key in (
+        "act_rho_weighted",
+        "iac_sokal",
+        "mean_field_variance",
+        "mean_field_error_bias",
+        "autocorrelation_time_per_coordinate",
+        "sample_covariance_mean",
+    ):
         assert set(nums[key]) == set(P.SAMPLERS)
     # even 2,000 steps show SGLD's discretisation blow-up at eps = 0.3 (error ~0.64) and its fall with the step
     sgld = nums["covariance_error"]["SGLD"]["mean"]
@@ -194,7 +202,7 @@ def test_registry_and_presets():
         assert cfg.num_steps == 20_000 and list(cfg.step_sizes) == pytest.approx(exp.published["step_sizes"])
         assert (cfg.alpha, cfg.eps, cfg.grad_noise, cfg.v_init) == (0.9999, 1e-4, 0.1, "first")
         assert P.REDUCTIONS[name] == []
-    assert list(P.PAPER_STEPS) == pytest.approx([0.3 * 0.8 ** i for i in range(5)])
+    assert list(P.PAPER_STEPS) == pytest.approx([0.3 * 0.8**i for i in range(5)])
     with pytest.raises(ValueError, match="unknown preset"):
         P.run("huge", "/nonexistent")
     with pytest.raises(ValueError, match="num_chains"):

@@ -8,8 +8,17 @@ import math
 import pytest
 
 from structmc.experiments import REGISTRY
-from structmc.experiments._report import (COMPARISON_FIELDS, NOT_REPRODUCED, REPORT_FIELDS, REPRODUCED,
-                                          SMALLER_MARGIN, Comparison, Ordering, Tolerance, write_report)
+from structmc.experiments._report import (
+    COMPARISON_FIELDS,
+    NOT_REPRODUCED,
+    REPORT_FIELDS,
+    REPRODUCED,
+    SMALLER_MARGIN,
+    Comparison,
+    Ordering,
+    Tolerance,
+    write_report,
+)
 
 
 def test_tolerance_reproduced_and_failed_rows():
@@ -38,12 +47,24 @@ def test_ordering_reproduced_smaller_margin_and_reversed():
 
 def test_write_report_has_every_field_and_a_table(tmp_path):
     exp = REGISTRY.get("ssgmcmc-linreg")
-    rows = [Comparison("test error, pSGLD", 1.3, 1.26, Tolerance(abs=0.2), unit="%"),
-            Comparison("ranking", [1.3, 1.5], [1.26, 1.41], Ordering(("pSGLD", "SGLD"))),
-            Comparison("ESS, not published", 120.0, None)]
-    report = write_report(tmp_path, experiment=exp, preset="tiny", config={"epochs": 1}, seed=3, comparisons=rows,
-                          numbers={"curve": [1.0, math.inf]}, wall_time_s=1.5, step_sizes=["ε = 5e-4 -> lr = 2ε/N"],
-                          reductions=["1 epoch instead of 100: accuracy lower"], figures=["fig.png"])
+    rows = [
+        Comparison("test error, pSGLD", 1.3, 1.26, Tolerance(abs=0.2), unit="%"),
+        Comparison("ranking", [1.3, 1.5], [1.26, 1.41], Ordering(("pSGLD", "SGLD"))),
+        Comparison("ESS, not published", 120.0, None),
+    ]
+    report = write_report(
+        tmp_path,
+        experiment=exp,
+        preset="tiny",
+        config={"epochs": 1},
+        seed=3,
+        comparisons=rows,
+        numbers={"curve": [1.0, math.inf]},
+        wall_time_s=1.5,
+        step_sizes=["ε = 5e-4 -> lr = 2ε/N"],
+        reductions=["1 epoch instead of 100: accuracy lower"],
+        figures=["fig.png"],
+    )
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk == report and set(REPORT_FIELDS) <= set(on_disk)
     assert all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])

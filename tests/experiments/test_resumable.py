@@ -16,13 +16,14 @@ Y = 0.7 * X[:, 0] + 0.1 * torch.sin(7 * X[:, 0])
 
 def log_prob(theta, batch):
     x, y = batch
-    return -0.5 * ((y - x[:, 0] * theta[0]) ** 2).sum() - 0.5 * (theta ** 2).sum()
+    return -0.5 * ((y - x[:, 0] * theta[0]) ** 2).sum() - 0.5 * (theta**2).sum()
 
 
 def make_run(seed=3):
     sampler = structmc.ScaleAdaptedSGHMC(1e-3, 0.2, adapt_steps=4)
-    return structmc.Run(log_prob, torch.zeros(2, dtype=torch.float64), sampler, data=(X, Y), batch_size=8, seed=seed,
-                        num_chains=2)
+    return structmc.Run(
+        log_prob, torch.zeros(2, dtype=torch.float64), sampler, data=(X, Y), batch_size=8, seed=seed, num_chains=2
+    )
 
 
 def loop(run, folder, resume, stop_at=None):
@@ -66,8 +67,10 @@ def test_a_checkpoint_in_the_experiments_former_format_still_resumes(tmp_path):
     trace = []
     for _, state, _ in run.iterate(6):
         trace.append(state.theta.clone())
-    torch.save({"settings": run.settings(), "run": run.state_dict(), "carry": {"trace": trace, "count": 6}},
-               tmp_path / "checkpoint.pt")
+    torch.save(
+        {"settings": run.settings(), "run": run.state_dict(), "carry": {"trace": trace, "count": 6}},
+        tmp_path / "checkpoint.pt",
+    )
     resumed = loop(make_run(), tmp_path, True)
     assert resumed["count"] == 20
     torch.testing.assert_close(torch.stack(resumed["trace"]), torch.stack(whole["trace"]), rtol=0, atol=0)

@@ -87,10 +87,16 @@ def test_every_experiment_restores_globals():
 
 
 def _snapshot():
-    return {"rng": torch.get_rng_state(), "threads": torch.get_num_threads(), "dtype": torch.get_default_dtype(),
-            "deterministic": torch.are_deterministic_algorithms_enabled(), "sigint": signal.getsignal(signal.SIGINT),
-            "sigterm": signal.getsignal(signal.SIGTERM), "filters": list(warnings.filters),
-            "showwarning": warnings.showwarning}
+    return {
+        "rng": torch.get_rng_state(),
+        "threads": torch.get_num_threads(),
+        "dtype": torch.get_default_dtype(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "sigint": signal.getsignal(signal.SIGINT),
+        "sigterm": signal.getsignal(signal.SIGTERM),
+        "filters": list(warnings.filters),
+        "showwarning": warnings.showwarning,
+    }
 
 
 def _assert_same(before, after):
@@ -115,6 +121,7 @@ def _leave_everything_changed(*args, **kwargs):
 def test_an_experiment_failing_midway_restores_every_global(tmp_path, monkeypatch, error):
     """demo seeds torch's global RNG (to build its network), fits a MAP, then samples: the
     sampler fails (or Ctrl-C) after changing what ``sample`` and friends may change."""
+
     def failing_sample(*args, **kwargs):
         _leave_everything_changed()
         raise error
@@ -133,11 +140,13 @@ def test_a_finished_run_leaves_the_callers_globals(tmp_path, monkeypatch):
     inside), and the draws of the run are those of the bare code (same seed, same numbers)."""
     torch.manual_seed(99)
     before = _snapshot()
-    first = demo.run(replace(demo.PRESETS["tiny"], samplers=("SGLD",), num_steps=200, burn_in=50), tmp_path / "a",
-                     progress=False)
+    first = demo.run(
+        replace(demo.PRESETS["tiny"], samplers=("SGLD",), num_steps=200, burn_in=50), tmp_path / "a", progress=False
+    )
     _assert_same(before, _snapshot())
-    bare = demo.run.__wrapped__(replace(demo.PRESETS["tiny"], samplers=("SGLD",), num_steps=200, burn_in=50),
-                                tmp_path / "b", progress=False)
+    bare = demo.run.__wrapped__(
+        replace(demo.PRESETS["tiny"], samplers=("SGLD",), num_steps=200, burn_in=50), tmp_path / "b", progress=False
+    )
     # the same draws; the exact posterior they are scored against comes from LAPACK (lstsq,
     # inv), whose last bits may vary with memory alignment: equal to 1e-9, where another
     # random stream would differ in the first digit

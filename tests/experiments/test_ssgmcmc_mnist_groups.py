@@ -12,6 +12,7 @@ import structmc.experiments as E
 from structmc.experiments import ssgmcmc_mnist_groups as mg
 from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
 
+
 @pytest.fixture
 def registered():
     record = E.REGISTRY.get("ssgmcmc-mnist-groups")
@@ -55,8 +56,10 @@ def test_tiny_end_to_end(tmp_path, registered, mnist_data):
     again = mg.run("tiny", tmp_path / "again", progress=False)
 
     def numbers(rep):
-        return {k: {f: v for f, v in r.items() if f not in ("seconds", "ms_per_step")}
-                for k, r in rep["numbers"]["results"].items()}
+        return {
+            k: {f: v for f, v in r.items() if f not in ("seconds", "ms_per_step")}
+            for k, r in rep["numbers"]["results"].items()
+        }
 
     assert numbers(again) == numbers(report)  # same seed, same numbers
     # --resume after a finished run reads every chain back from its folder

@@ -12,8 +12,8 @@ import structmc
 from structmc.data import Dataset
 from structmc.experiments import get
 from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
-from structmc.structured import StructuredEnergy
 from structmc.storage import RunFolder
+from structmc.structured import StructuredEnergy
 
 rn = get("ssgmcmc-resnet")
 
@@ -50,14 +50,22 @@ def test_tiny_end_to_end(tmp_path, fashion_mnist_data):
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert set(REPORT_FIELDS) <= set(on_disk) and all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
     res = report["numbers"]["results"]["fashion-mnist"]
-    assert set(res) == {"pSGLD, lr 1e-05", "S-pSGLD_2, lr 0.001", "Sd-pSGLD rho=0.5, lr 0.001", "SGHMC, lr 0.01",
-                        "Sd-SGHMC rho=0.5, lr 0.01"}
+    assert set(res) == {
+        "pSGLD, lr 1e-05",
+        "S-pSGLD_2, lr 0.001",
+        "Sd-pSGLD rho=0.5, lr 0.001",
+        "SGHMC, lr 0.01",
+        "Sd-SGHMC rho=0.5, lr 0.01",
+    }
     assert res["S-pSGLD_2, lr 0.001"]["evaluations_per_step"] == 2
     assert res["Sd-SGHMC rho=0.5, lr 0.01"]["evaluations_per_step"] == 2
     assert all(r["num_draws"] >= 1 and 0 <= r["accuracy"] <= 1 for r in res.values())
     assert report["reduced"] and (tmp_path / "resnet20_fashion-mnist.png").exists()
-    mixing = [c for c in report["comparisons"] if " IAC" in c["quantity"] or " ESS" in c["quantity"]
-              or c["quantity"].startswith("Table 2")]
+    mixing = [
+        c
+        for c in report["comparisons"]
+        if " IAC" in c["quantity"] or " ESS" in c["quantity"] or c["quantity"].startswith("Table 2")
+    ]
     assert mixing and all(c["verdict"].startswith("not comparable") for c in mixing)  # a 6-iteration trace
     # Table 6 rows are judged for the SGHMC runs (the files, or their stand-in, are there)
     assert "synthetic" not in " ".join(report["notes"])
@@ -67,13 +75,28 @@ def test_tiny_end_to_end(tmp_path, fashion_mnist_data):
 
 def _fake_colour_set(name, n_train=256, n_test=40):
     g = torch.Generator().manual_seed(0)
-    return Dataset(name, "multiclass", torch.rand(n_train, 3, 32, 32, generator=g), torch.arange(n_train) % 10,
-                   torch.rand(n_test, 3, 32, 32, generator=g), torch.arange(n_test) % 10, num_classes=10)
+    return Dataset(
+        name,
+        "multiclass",
+        torch.rand(n_train, 3, 32, 32, generator=g),
+        torch.arange(n_train) % 10,
+        torch.rand(n_test, 3, 32, 32, generator=g),
+        torch.arange(n_test) % 10,
+        num_classes=10,
+    )
 
 
 def test_colour_sets_run_when_present_and_say_why_when_absent(tmp_path, monkeypatch):
-    cfg = rn.Config(runs=(("pSGLD", None, 1e-5), ("SGHMC", None, 1e-3)), datasets=("cifar10", "svhn"), epochs=1,
-                    num_draws=2, trace_length=4, trace_params=10, data_dir=str(tmp_path / "empty"), download=False)
+    cfg = rn.Config(
+        runs=(("pSGLD", None, 1e-5), ("SGHMC", None, 1e-3)),
+        datasets=("cifar10", "svhn"),
+        epochs=1,
+        num_draws=2,
+        trace_length=4,
+        trace_params=10,
+        data_dir=str(tmp_path / "empty"),
+        download=False,
+    )
     report = rn.run(cfg, tmp_path / "absent", progress=False)
     rows = {c["quantity"]: c for c in report["comparisons"]}
     assert rows["CIFAR-10 (Tables 7, 8)"]["verdict"].startswith("not comparable: cifar10: not in")
@@ -94,8 +117,18 @@ def test_colour_sets_run_when_present_and_say_why_when_absent(tmp_path, monkeypa
 
 
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
-    cfg = rn.Config(runs=(("Sd-SGHMC", 0.5, 1e-2),), datasets=("fashion-mnist",), epochs=2, batch_size=50,
-                    num_train=200, num_test=100, trace_length=6, trace_params=20, num_draws=3, data="synthetic")
+    cfg = rn.Config(
+        runs=(("Sd-SGHMC", 0.5, 1e-2),),
+        datasets=("fashion-mnist",),
+        epochs=2,
+        batch_size=50,
+        num_train=200,
+        num_test=100,
+        trace_length=6,
+        trace_params=20,
+        num_draws=3,
+        data="synthetic",
+    )
     whole = rn.run(cfg, tmp_path / "whole", progress=False)["numbers"]["results"]
 
     real = rn.resumable_iterate
@@ -123,9 +156,19 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkey
 
 
 def test_a_diverging_run_is_reported_not_fatal(tmp_path):
-    cfg = rn.Config(runs=(("pSGLD", None, 1e-5), ("SGHMC", None, 30.0)), datasets=("fashion-mnist",), epochs=2,
-                    batch_size=50, num_train=200, num_test=100, trace_length=6, trace_params=20, num_draws=3,
-                    adapt_steps=4, data="synthetic")
+    cfg = rn.Config(
+        runs=(("pSGLD", None, 1e-5), ("SGHMC", None, 30.0)),
+        datasets=("fashion-mnist",),
+        epochs=2,
+        batch_size=50,
+        num_train=200,
+        num_test=100,
+        trace_length=6,
+        trace_params=20,
+        num_draws=3,
+        adapt_steps=4,
+        data="synthetic",
+    )
     report = rn.run(cfg, tmp_path, progress=False)
     res = report["numbers"]["results"]["fashion-mnist"]
     assert "diverged_at" in res["SGHMC, lr 30"] and res["pSGLD, lr 1e-05"]["num_draws"] >= 1

@@ -53,7 +53,7 @@ def test_tiny_preset_writes_the_common_report(tiny_report):
     tc = on_disk["numbers"]["temperature_check"]["housing"]
     assert tc["temperature"] == 0.5 and len(tc["test_mse"]) == 2 and tc["at_run_temperature"]["test_mean"] is None
     trend = [c for q, c in rows.items() if "no systematic trend" in q]
-    assert len(trend) == 1 and trend[0]["paper"] == pytest.approx(0.0003 / math.sqrt((3 * 0.003 ** 2 + 0.002 ** 2) / 4))
+    assert len(trend) == 1 and trend[0]["paper"] == pytest.approx(0.0003 / math.sqrt((3 * 0.003**2 + 0.002**2) / 4))
     # the step-size mapping states the convention: SGLD(lr = 2η)
     assert any("SGLD(lr = 2η = 0.0002, temperature = 1)" in s for s in on_disk["step_size_mapping"])
     # the scaling evidence: the mean predictor scores ≈ 0.03-0.05 in min-max units, ≈ 1 standardised
@@ -64,14 +64,22 @@ def test_tiny_preset_writes_the_common_report(tiny_report):
 
 def test_partitions_cover_the_parameters_with_the_expected_groups(tiny_report):
     _, report = tiny_report
-    assert report["numbers"]["num_groups"]["housing"] == {"Random (M = 3)": 3, "By Layer": 3, "By Neurons": 101,
-                                                          "Fully-Factorized": 3301}
+    assert report["numbers"]["num_groups"]["housing"] == {
+        "Random (M = 3)": 3,
+        "By Layer": 3,
+        "By Neurons": 101,
+        "Fully-Factorized": 3301,
+    }
     cfg = U.Config()
     base = U.make_energy(cfg, 13, seed=0)
     P = base.space.dim
     assert P == 13 * 50 + 50 + 50 * 50 + 50 + 50 + 1 == 3301
-    expected = {"random": [1101, 1100, 1100], "layer": [14 * 50, 51 * 50, 51],
-                "neuron": [14] * 50 + [51] * 50 + [51], "factorized": [1] * P}
+    expected = {
+        "random": [1101, 1100, 1100],
+        "layer": [14 * 50, 51 * 50, 51],
+        "neuron": [14] * 50 + [51] * 50 + [51],
+        "factorized": [1] * P,
+    }
     for kind, sizes in expected.items():
         part = U.make_partition(cfg, kind, base, seed=3)
         ids = part.group_ids
@@ -88,12 +96,14 @@ def test_partitions_cover_the_parameters_with_the_expected_groups(tiny_report):
     unit0 = neuron.members(0).tolist()
     assert unit0[:13] == list(range(w0.offset, w0.offset + 13)) and len(unit0) == 14
     # the random partition changes with the seed; the fully factorised one runs Sd-SGLD with the paper's rho, K
-    assert not torch.equal(U.make_partition(cfg, "random", base, 0).group_ids,
-                           U.make_partition(cfg, "random", base, 1).group_ids)
+    assert not torch.equal(
+        U.make_partition(cfg, "random", base, 0).group_ids, U.make_partition(cfg, "random", base, 1).group_ids
+    )
     fact = U.structured_energy(cfg, "factorized", base, U.make_partition(cfg, "factorized", base, 0), 0, 11)
     assert fact.config()["kind"] == "Sd-SGMCMC" and fact.num_copies == 16 and fact.mask.rho == 0.1
-    exact = U.structured_energy(U.Config(factorized="s"), "factorized", base,
-                                U.make_partition(cfg, "factorized", base, 0), 0, 11)
+    exact = U.structured_energy(
+        U.Config(factorized="s"), "factorized", base, U.make_partition(cfg, "factorized", base, 0), 0, 11
+    )
     assert exact.config()["kind"] == "S-SGMCMC" and exact.num_copies == P
     assert U.structured_energy(cfg, "neuron", base, neuron, 0, 11).num_copies == 101
 
@@ -101,9 +111,13 @@ def test_partitions_cover_the_parameters_with_the_expected_groups(tiny_report):
 def test_same_seed_same_numbers_and_another_seed_differs(tiny_report, tmp_path):
     _, report = tiny_report
     again = U.run("tiny", tmp_path / "again", progress=False)
+
     def mses(rep):  # every MSE of every run (timings excluded)
-        return {(p, lr): (v["val_mse"], v["test_mse"], v["diverged"])
-                for p, by_lr in rep["numbers"]["mse_by_lr"]["housing"].items() for lr, v in by_lr.items()}
+        return {
+            (p, lr): (v["val_mse"], v["test_mse"], v["diverged"])
+            for p, by_lr in rep["numbers"]["mse_by_lr"]["housing"].items()
+            for lr, v in by_lr.items()
+        }
 
     assert mses(again) == mses(report) and len(mses(report)) == 4
     assert again["numbers"]["mse"] == report["numbers"]["mse"]
@@ -115,9 +129,21 @@ def test_same_seed_same_numbers_and_another_seed_differs(tiny_report, tmp_path):
     done[0].write_text("{not json")
     with pytest.raises(ValueError):
         U.run("tiny", tmp_path / "again", progress=False, resume=True)
-    other = U.run(U.Config(datasets=("boston",), partitions=("random",), lrs=(1e-4,), seeds=1, num_steps=40,
-                           num_draws=10, noise_check=None, download=False), tmp_path / "other", progress=False,
-                  seed=7)
+    other = U.run(
+        U.Config(
+            datasets=("boston",),
+            partitions=("random",),
+            lrs=(1e-4,),
+            seeds=1,
+            num_steps=40,
+            num_draws=10,
+            noise_check=None,
+            download=False,
+        ),
+        tmp_path / "other",
+        progress=False,
+        seed=7,
+    )
     assert other["seed"] == 7
     ours = other["numbers"]["mse_by_lr"]["housing"]["Random (M = 3)"]["0.0001"]["test_mse"][0]
     assert ours != report["numbers"]["mse_by_lr"]["housing"]["Random (M = 3)"]["0.0001"]["test_mse"][0]

@@ -7,10 +7,10 @@ import math
 
 import pytest
 import torch
+from support.runs import Interrupt, interrupt_at
 from torch import nn
 
 import structmc as sm
-from support.runs import Interrupt, interrupt_at
 from structmc.gibbs import Adapt, MetropolisWithinGibbs, acceptance, why_not_incremental
 from structmc.models import MLP
 from structmc.partitions import by_finer_nodes, by_layer, by_neuron, fully_factorized, round_robin
@@ -40,12 +40,16 @@ def test_full_batch_mwg_leaves_a_correlated_gaussian_invariant(mala):
     """A 4-d Gaussian with all correlations 0.6, one block per coordinate (a sampler that keeps
     rejected values in its proposal vector, as the reference code does, fails this test)."""
     cov = torch.full((4, 4), 0.6, dtype=F64) + 0.4 * torch.eye(4, dtype=F64)
-    cov = cov * torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt().outer(torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt())
+    cov = cov * torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt().outer(
+        torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt()
+    )
     mean = torch.tensor([1.0, -0.5, 0.3, 2.0], dtype=F64)
     prec = torch.linalg.inv(cov)
     energy = sm.LogDensityEnergy(lambda t, b: -0.5 * (t - mean) @ prec @ (t - mean), 4)
     sampler = MetropolisWithinGibbs(fully_factorized(4), 1.0, mala=mala)
-    init = mean + torch.randn(400, 4, generator=torch.Generator().manual_seed(0), dtype=F64) @ torch.linalg.cholesky(cov).T
+    init = (
+        mean + torch.randn(400, 4, generator=torch.Generator().manual_seed(0), dtype=F64) @ torch.linalg.cholesky(cov).T
+    )
     chain = sm.sample(energy, init, sampler, 300, num_chains=400, seed=1, progress=False)
     moments_within_mc_error(chain.samples, mean, cov)
     rate = float(chain.info["accept"].double().mean())
@@ -71,25 +75,35 @@ def test_bayesian_linear_regression_as_an_mlp_matches_the_conjugate_posterior():
     moments_within_mc_error(chain.samples, mean, cov)
 
 
-@pytest.mark.parametrize("likelihood, act", [("categorical", "sigmoid"), ("bernoulli", "tanh"),
-                                              ("gaussian", "relu"), ("categorical", "softmax")])
+@pytest.mark.parametrize(
+    "likelihood, act",
+    [("categorical", "sigmoid"), ("bernoulli", "tanh"), ("gaussian", "relu"), ("categorical", "softmax")],
+)
 def test_incremental_path_gives_the_generic_chain(likelihood, act):
     """Same seed: same states and the same acceptance for every block, several sweeps, float64."""
     torch.manual_seed(0)
     out = 3 if likelihood == "categorical" else 1
     g = torch.Generator().manual_seed(1)
     X = torch.randn(60, 4, generator=g, dtype=F64)
-    y = {"categorical": torch.randint(0, 3, (60,), generator=g), "bernoulli": torch.randint(0, 2, (60,), generator=g).to(F64),
-         "gaussian": torch.randn(60, generator=g, dtype=F64)}[likelihood]
-    energy = sm.ModuleEnergy(MLP((4, 3, 3, out), act).double(), likelihood, prior_std={"*.bias": 2.0, "*": 3.0},
-                             noise_std=0.5 if likelihood == "gaussian" else None)
+    y = {
+        "categorical": torch.randint(0, 3, (60,), generator=g),
+        "bernoulli": torch.randint(0, 2, (60,), generator=g).to(F64),
+        "gaussian": torch.randn(60, generator=g, dtype=F64),
+    }[likelihood]
+    energy = sm.ModuleEnergy(
+        MLP((4, 3, 3, out), act).double(),
+        likelihood,
+        prior_std={"*.bias": 2.0, "*": 3.0},
+        noise_std=0.5 if likelihood == "gaussian" else None,
+    )
     for part in (by_neuron(energy.space), by_finer_nodes(energy.space, 2), by_layer(energy.space)):
         for C in (1, 3):
             chains = {}
             for ev in ("generic", "incremental"):
                 sampler = MetropolisWithinGibbs(part, 0.05, evaluator=ev)
-                chains[ev] = sm.sample(energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=C, seed=1,
-                                       progress=False)
+                chains[ev] = sm.sample(
+                    energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=C, seed=1, progress=False
+                )
             a, b = chains["generic"], chains["incremental"]
             assert torch.equal(a.samples, b.samples) and torch.equal(a.info["accept"], b.info["accept"])
             torch.testing.assert_close(a.info["energy"], b.info["energy"], rtol=1e-12, atol=1e-10)
@@ -109,8 +123,9 @@ def test_incremental_path_gives_the_generic_chain_under_other_priors():
         chains = {}
         for ev in ("generic", "incremental"):
             sampler = MetropolisWithinGibbs(by_neuron(energy.space), 0.05, evaluator=ev)
-            chains[ev] = sm.sample(energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=3, seed=1,
-                                   progress=False)
+            chains[ev] = sm.sample(
+                energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=3, seed=1, progress=False
+            )
         a, b = chains["generic"], chains["incremental"]
         assert torch.equal(a.samples, b.samples) and torch.equal(a.info["accept"], b.info["accept"])
         torch.testing.assert_close(a.info["energy"], b.info["energy"], rtol=1e-12, atol=1e-10)
@@ -160,8 +175,9 @@ def test_acceptance_per_block_node_and_layer_over_a_window():
     g = torch.Generator().manual_seed(0)
     X, y = torch.rand(80, 2, generator=g), torch.randint(0, 2, (80,), generator=g).float()
     part = by_finer_nodes(energy.space, 2)  # 2 sub-blocks for the 2-input nodes: node ≠ block
-    chain = sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04), 30, data=(X, y), batch_size=20, num_chains=2,
-                      progress=False)
+    chain = sm.sample(
+        energy, None, MetropolisWithinGibbs(part, 0.04), 30, data=(X, y), batch_size=20, num_chains=2, progress=False
+    )
     acc = chain.info["accept"].double()  # [C, M, S]
     assert acc.shape == (2, part.num_groups, 30)
     torch.testing.assert_close(acceptance(chain, part, window=(11, 30)), acc[..., 10:].mean(-1))
@@ -174,8 +190,16 @@ def test_acceptance_per_block_node_and_layer_over_a_window():
     with pytest.raises(ValueError, match="window must satisfy"):
         acceptance(chain, part, window=(0, 5))
     # per-layer recording for long chains: the same rates, [C, L] per sweep
-    layer_chain = sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04, record="layer"), 30, data=(X, y),
-                            batch_size=20, num_chains=2, progress=False)
+    layer_chain = sm.sample(
+        energy,
+        None,
+        MetropolisWithinGibbs(part, 0.04, record="layer"),
+        30,
+        data=(X, y),
+        batch_size=20,
+        num_chains=2,
+        progress=False,
+    )
     assert layer_chain.info["accept"].shape == (2, 7, 30)
     torch.testing.assert_close(acceptance(layer_chain, part, by="layer"), by_layer_)
 
@@ -200,13 +224,18 @@ def test_adaptation_reaches_the_target_and_freezes():
 
 
 def test_scaling_none_is_the_batch_target_and_n_over_n_the_scaled_one():
-    energy, data = sm.ModuleEnergy(MLP((2, 2, 1), "sigmoid"), "bernoulli"), (torch.rand(40, 2), torch.randint(0, 2, (40,)).float())
+    energy, data = (
+        sm.ModuleEnergy(MLP((2, 2, 1), "sigmoid"), "bernoulli"),
+        (torch.rand(40, 2), torch.randint(0, 2, (40,)).float()),
+    )
     kw = dict(data=data, batch_size=10, progress=False, seed=0)
     none = sm.sample(energy, None, MetropolisWithinGibbs(by_neuron(energy.space), 1e-12), 1, **kw)
     scaled = sm.sample(energy, None, MetropolisWithinGibbs(by_neuron(energy.space), 1e-12, scaling="N/n"), 1, **kw)
     prior = float(energy.prior_energy(energy.initial_position().unsqueeze(0)))
     # same first batch: the likelihood part differs by N/n = 4
-    assert (float(scaled.info["energy"][0, 0]) - prior) == pytest.approx(4 * (float(none.info["energy"][0, 0]) - prior), rel=1e-5)
+    assert (float(scaled.info["energy"][0, 0]) - prior) == pytest.approx(
+        4 * (float(none.info["energy"][0, 0]) - prior), rel=1e-5
+    )
 
 
 def test_mwg_checkpoints_and_resumes_exactly(tmp_path):
@@ -259,11 +288,23 @@ def test_bad_input_is_refused_before_compute():
     conv = sm.ModuleEnergy(nn.Sequential(nn.Conv1d(1, 2, 3), nn.Flatten(), nn.Linear(8, 1)), "bernoulli")
     assert "unsupported layer Conv1d" in why_not_incremental(conv, by_neuron(conv.space))
     with pytest.raises(ValueError, match="the incremental evaluator cannot run here: unsupported layer Conv1d"):
-        sm.sample(conv, None, MetropolisWithinGibbs(by_neuron(conv.space), 0.1, evaluator="incremental"), 2,
-                  data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()), progress=False)
+        sm.sample(
+            conv,
+            None,
+            MetropolisWithinGibbs(by_neuron(conv.space), 0.1, evaluator="incremental"),
+            2,
+            data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()),
+            progress=False,
+        )
     # the generic path runs any ModuleEnergy with any partition
-    chain = sm.sample(conv, None, MetropolisWithinGibbs(round_robin(conv.space.dim, 3), 0.01), 3,
-                      data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()), progress=False)
+    chain = sm.sample(
+        conv,
+        None,
+        MetropolisWithinGibbs(round_robin(conv.space.dim, 3), 0.01),
+        3,
+        data=(torch.randn(10, 1, 6), torch.randint(0, 2, (10,)).float()),
+        progress=False,
+    )
     assert chain.info["accept"].shape == (1, 3, 3)
     with pytest.raises(ValueError, match="scaling must be one of"):
         MetropolisWithinGibbs(part, 0.1, scaling="N")
@@ -276,8 +317,14 @@ def test_adaptation_per_layer_shares_one_scale_per_layer():
     g = torch.Generator().manual_seed(0)
     X, y = torch.rand(80, 2, generator=g), torch.randint(0, 2, (80,), generator=g).float()
     part = by_finer_nodes(energy.space, 2)
-    run = sm.Run(energy, None, MetropolisWithinGibbs(part, 0.04, adapt=Adapt(steps=20, by="layer")), data=(X, y),
-                 batch_size=20, num_chains=2)
+    run = sm.Run(
+        energy,
+        None,
+        MetropolisWithinGibbs(part, 0.04, adapt=Adapt(steps=20, by="layer")),
+        data=(X, y),
+        batch_size=20,
+        num_chains=2,
+    )
     chain = run.sample(25)
     assert chain.info["proposal_sd"].shape == (2, 7, 25)
     log_sd = run.state.log_sd

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runs import Interrupt, interrupt_at
 from torch import nn
 
 import structmc as sm
-from support.runs import Interrupt, interrupt_at
 from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, by_neuron
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
@@ -35,13 +35,21 @@ def test_module_energy_on_cuda_matches_cpu():
     assert torch.allclose(g1.cpu(), g[:1], atol=1e-9)
 
 
-@pytest.mark.parametrize("make", [lambda: sm.SGLD(1e-3), lambda: sm.PSGLD(1e-4), lambda: sm.SGHMC(1e-4, friction=0.1),
-                                  lambda: sm.SGNHT(1e-4, a=0.1)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: sm.SGLD(1e-3),
+        lambda: sm.PSGLD(1e-4),
+        lambda: sm.SGHMC(1e-4, friction=0.1),
+        lambda: sm.SGNHT(1e-4, a=0.1),
+    ],
+)
 @pytest.mark.parametrize("num_chains", [1, 4])
 def test_samplers_run_and_reproduce_on_cuda(make, num_chains):
     energy, data = problem("cuda")
-    run = lambda: sm.sample(energy, None, make(), 50, data=data, batch_size=32, num_chains=num_chains, seed=3,
-                            progress=False)
+    run = lambda: sm.sample(
+        energy, None, make(), 50, data=data, batch_size=32, num_chains=num_chains, seed=3, progress=False
+    )
     a, b = run(), run()
     assert a.samples.is_cuda and torch.equal(a.samples, b.samples)
     assert bool(torch.isfinite(a.samples).all())
@@ -50,16 +58,26 @@ def test_samplers_run_and_reproduce_on_cuda(make, num_chains):
 def test_cv_structured_checkpoint_and_predictive_on_cuda(tmp_path):
     energy, data = problem("cuda")
     centre = sm.find_map(energy, energy.initial_position(), data=data, batch_size=50, num_steps=100)
-    make = lambda: StructuredEnergy(energy, by_neuron(energy.space), ChainHistory(30), mask=BernoulliMask(0.5),
-                                    num_copies=4, seed=1)
+    make = lambda: StructuredEnergy(
+        energy, by_neuron(energy.space), ChainHistory(30), mask=BernoulliMask(0.5), num_copies=4, seed=1
+    )
     kw = dict(data=data, batch_size=32, num_chains=2, seed=0, progress=False, gradient=sm.ControlVariate(centre))
     full = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, **kw)
 
     with pytest.raises(Interrupt):
-        sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
-                  callback=interrupt_at(23), **kw)
-    resumed = sm.sample(make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10,
-                        resume=True, **kw)
+        sm.sample(
+            make(),
+            centre,
+            sm.SGHMC(1e-4, friction=0.1),
+            40,
+            out_dir=tmp_path,
+            checkpoint_every=10,
+            callback=interrupt_at(23),
+            **kw,
+        )
+    resumed = sm.sample(
+        make(), centre, sm.SGHMC(1e-4, friction=0.1), 40, out_dir=tmp_path, checkpoint_every=10, resume=True, **kw
+    )
     assert torch.equal(resumed.samples, full.samples)
     probs = sm.predictive(energy, full, data[0][:20])["probs"]
     assert probs.is_cuda and torch.allclose(probs.sum(-1), torch.ones(20, device="cuda"), atol=1e-5)
@@ -85,8 +103,20 @@ def test_blocked_gibbs_on_cuda_incremental_equals_generic(num_chains):
     energy = sm.ModuleEnergy(MLP((6, 4, 3), "sigmoid").to("cuda", torch.float64), "categorical", prior_std=3.0)
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(200, 6, generator=g, dtype=torch.float64), torch.randint(0, 3, (200,), generator=g)
-    chains = [sm.sample(energy, None, MetropolisWithinGibbs(by_finer_nodes(energy.space, 3), 0.05, evaluator=ev), 6,
-                        data=(X, y), batch_size=50, batching="stratified", num_chains=num_chains, seed=1,
-                        progress=False) for ev in ("generic", "incremental")]
+    chains = [
+        sm.sample(
+            energy,
+            None,
+            MetropolisWithinGibbs(by_finer_nodes(energy.space, 3), 0.05, evaluator=ev),
+            6,
+            data=(X, y),
+            batch_size=50,
+            batching="stratified",
+            num_chains=num_chains,
+            seed=1,
+            progress=False,
+        )
+        for ev in ("generic", "incremental")
+    ]
     assert chains[0].samples.is_cuda and torch.equal(chains[0].samples, chains[1].samples)
     assert torch.equal(chains[0].info["accept"], chains[1].info["accept"])

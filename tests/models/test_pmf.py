@@ -24,7 +24,9 @@ def reference_log_prob(pmf: M.PMF, theta, users, items, ratings, N):
     for w, mu, lam in (("U", "mu_U", "log_lambda_U"), ("V", "mu_V", "log_lambda_V")):
         sd = torch.exp(-0.5 * p[lam])
         prior = prior + normal(p[mu], sd).log_prob(p[w]).sum() + normal(pmf.mu0, sd).log_prob(p[mu]).sum()
-        gamma = torch.distributions.Gamma(torch.tensor(pmf.a0, dtype=torch.float64), torch.tensor(pmf.b0, dtype=torch.float64))
+        gamma = torch.distributions.Gamma(
+            torch.tensor(pmf.a0, dtype=torch.float64), torch.tensor(pmf.b0, dtype=torch.float64)
+        )
         prior = prior + (gamma.log_prob(p[lam].exp()) + p[lam]).sum()  # log-scale: + log Jacobian
     return scale * lik + prior
 
@@ -59,8 +61,9 @@ def test_log_prob_matches_the_model_up_to_a_constant(problem):
 
 
 def pmf_energy(pmf, N):
-    return energy_for("pmf", num_users=pmf.num_users, num_items=pmf.num_items, dim=pmf.d,
-                      mean_rating=pmf.mean_rating, num_data=N)
+    return energy_for(
+        "pmf", num_users=pmf.num_users, num_items=pmf.num_items, dim=pmf.d, mean_rating=pmf.mean_rating, num_data=N
+    )
 
 
 def test_minibatch_scaling_is_unbiased(problem):

@@ -74,12 +74,15 @@ def _hand_built(widths, act, flatten, seed):
     return nn.Sequential(*layers)
 
 
-@pytest.mark.parametrize("name, kwargs, task, x_shape, widths, act", [
-    ("linear", {}, "regression", (10, 4), [4, 1], nn.ReLU),
-    ("mlp", {"hidden": [8, 5], "activation": "tanh"}, "multiclass", (10, 4), [4, 8, 5, 3], nn.Tanh),
-    ("mlp", {"hidden": [6]}, "multiclass", (10, 1, 3, 2), [6, 6, 3], nn.ReLU),
-    ("mlp", {"hidden": [7], "activation": "sigmoid"}, "binary", (10, 5), [5, 7, 1], nn.Sigmoid),
-])
+@pytest.mark.parametrize(
+    "name, kwargs, task, x_shape, widths, act",
+    [
+        ("linear", {}, "regression", (10, 4), [4, 1], nn.ReLU),
+        ("mlp", {"hidden": [8, 5], "activation": "tanh"}, "multiclass", (10, 4), [4, 8, 5, 3], nn.Tanh),
+        ("mlp", {"hidden": [6]}, "multiclass", (10, 1, 3, 2), [6, 6, 3], nn.ReLU),
+        ("mlp", {"hidden": [7], "activation": "sigmoid"}, "binary", (10, 5), [5, 7, 1], nn.Sigmoid),
+    ],
+)
 def test_generic_models_are_sized_from_data_and_match_the_old_cli_builder(name, kwargs, task, x_shape, widths, act):
     data = _split(torch.randn(x_shape), task, 2 if task == "binary" else 3)
     model = M.build_model(name, seed=5, data=data, **kwargs)
@@ -126,8 +129,9 @@ def test_pmf_is_registered_and_energy_for_keeps_its_log_density():
 
 
 def test_user_model_registration_reaches_build_model_and_energy_for():
-    spec = M.ModelSpec(lambda in_features=2, **kw: nn.Linear(in_features, 1, **kw), "bernoulli", 2.0,
-                       description="test model")
+    spec = M.ModelSpec(
+        lambda in_features=2, **kw: nn.Linear(in_features, 1, **kw), "bernoulli", 2.0, description="test model"
+    )
     M.MODELS.register("test_user_linear", spec)
     try:
         assert isinstance(M.build_model("test_user_linear", in_features=4), nn.Linear)

@@ -46,8 +46,17 @@ def test_short_sgld_run(name, kwargs, shape, chains, lr):
     classes = kwargs.get("num_classes", 10)
     n = 8 if name.startswith(("resnet", "cnn")) else 16
     x, y = tiny_data(energy.likelihood.name, shape, n=n, classes=classes)
-    chain = sm.sample(energy, None, sm.SGLD(lr), 3, data=(x, y), batch_size=n // 4 if chains == 1 else n // 2,
-                      num_chains=chains, seed=1, progress=False)
+    chain = sm.sample(
+        energy,
+        None,
+        sm.SGLD(lr),
+        3,
+        data=(x, y),
+        batch_size=n // 4 if chains == 1 else n // 2,
+        num_chains=chains,
+        seed=1,
+        progress=False,
+    )
     assert chain.samples.shape == (chains, 3, energy.space.dim)
     assert torch.isfinite(chain.samples).all()
     assert not torch.equal(chain.samples[:, -1], energy.initial_position().expand(chains, -1))
@@ -56,8 +65,7 @@ def test_short_sgld_run(name, kwargs, shape, chains, lr):
 def test_batchnorm_resnet_runs_several_chains_with_their_own_statistics():
     energy = energy_for("resnet20", seed=0)
     x, y = tiny_data("categorical", (3, 16, 16), n=8)  # the architecture accepts any size; small is fast
-    chain = sm.sample(energy, None, sm.SGLD(1e-6), 2, data=(x, y), batch_size=4, num_chains=2, seed=0,
-                      progress=False)
+    chain = sm.sample(energy, None, sm.SGLD(1e-6), 2, data=(x, y), batch_size=4, num_chains=2, seed=0, progress=False)
     assert torch.isfinite(chain.samples).all()
     assert chain.samples.shape == (2, 2, 269722)
 
@@ -70,8 +78,17 @@ def test_pmf_short_run_with_minibatches():
     energy = energy_for("pmf", num_users=30, num_items=40, dim=5, num_data=n, mean_rating=float(ratings.mean()))
     pmf = energy.model
     assert isinstance(pmf, M.PMF) and energy.space.dim == pmf.dim and energy.num_data == n
-    chain = sm.sample(energy, pmf.init(seed=0), sm.SGLD(1e-4), 20, data=(users, items, ratings), batch_size=30,
-                      num_chains=2, seed=0, progress=False)
+    chain = sm.sample(
+        energy,
+        pmf.init(seed=0),
+        sm.SGLD(1e-4),
+        20,
+        data=(users, items, ratings),
+        batch_size=30,
+        num_chains=2,
+        seed=0,
+        progress=False,
+    )
     assert torch.isfinite(chain.samples).all()
     rmse = pmf.rmse(chain.samples[0, -5:], users, items, ratings)
     assert 0.0 < rmse < 3.0

@@ -15,22 +15,25 @@ def count(m: nn.Module) -> int:
     return sum(p.numel() for p in m.parameters())
 
 
-@pytest.mark.parametrize("name, kwargs, params, x_shape, out_shape", [
-    ("mlp_gibbs", {}, 8180, (3, 1, 28, 28), (3, 10)),
-    ("mlp_mnist", {}, 42310, (3, 784), (3, 10)),
-    ("mlp_psgld", {}, 478410, (3, 1, 28, 28), (3, 10)),
-    ("mlp_mamba", {}, 79510, (3, 784), (3, 10)),
-    ("mlp_xor", {}, 9, (5, 2), (5, 1)),
-    ("mlp_xor_deep", {}, 39, (5, 2), (5, 1)),
-    ("mlp_uci", {"in_features": 8}, 3051, (4, 8), (4, 1)),
-    ("linear_regression", {}, 4, (6, 3), (6, 1)),
-    ("logistic_regression", {}, 10, (6, 10), (6, 1)),
-    ("blr_adult", {}, 106, (6, 105), (6, 1)),
-    ("softmax_regression", {}, 7850, (2, 1, 28, 28), (2, 10)),
-    ("cnn_psgld", {}, 299306, (2, 1, 28, 28), (2, 10)),
-    ("resnet20", {}, 269722, (2, 3, 32, 32), (2, 10)),
-    ("resnet20_fmnist", {}, 269434, (2, 1, 28, 28), (2, 10)),
-])
+@pytest.mark.parametrize(
+    "name, kwargs, params, x_shape, out_shape",
+    [
+        ("mlp_gibbs", {}, 8180, (3, 1, 28, 28), (3, 10)),
+        ("mlp_mnist", {}, 42310, (3, 784), (3, 10)),
+        ("mlp_psgld", {}, 478410, (3, 1, 28, 28), (3, 10)),
+        ("mlp_mamba", {}, 79510, (3, 784), (3, 10)),
+        ("mlp_xor", {}, 9, (5, 2), (5, 1)),
+        ("mlp_xor_deep", {}, 39, (5, 2), (5, 1)),
+        ("mlp_uci", {"in_features": 8}, 3051, (4, 8), (4, 1)),
+        ("linear_regression", {}, 4, (6, 3), (6, 1)),
+        ("logistic_regression", {}, 10, (6, 10), (6, 1)),
+        ("blr_adult", {}, 106, (6, 105), (6, 1)),
+        ("softmax_regression", {}, 7850, (2, 1, 28, 28), (2, 10)),
+        ("cnn_psgld", {}, 299306, (2, 1, 28, 28), (2, 10)),
+        ("resnet20", {}, 269722, (2, 3, 32, 32), (2, 10)),
+        ("resnet20_fmnist", {}, 269434, (2, 1, 28, 28), (2, 10)),
+    ],
+)
 def test_forward_shape_and_parameter_count(name, kwargs, params, x_shape, out_shape):
     model = M.build_model(name, seed=0, **kwargs)
     assert count(model) == params
@@ -127,7 +130,7 @@ def test_layer_structure_cnn_and_resnet():
 def test_energy_for_defaults_and_seed():
     e = energy_for("mlp_gibbs", num_data=100, seed=1)
     assert isinstance(e, sm.ModuleEnergy) and e.space.dim == 8180 and e.num_data == 100
-    assert abs(e.prior_std - 10 ** 0.5) < 1e-12 and e.likelihood.name == "categorical"
+    assert abs(e.prior_std - 10**0.5) < 1e-12 and e.likelihood.name == "categorical"
     e2 = energy_for("mlp_gibbs", seed=1)
     assert torch.equal(e.initial_position(), e2.initial_position())
     assert not torch.equal(e.initial_position(), energy_for("mlp_gibbs", seed=2).initial_position())

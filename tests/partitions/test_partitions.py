@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import structmc as sm
-from structmc.structured import (StructuredEnergy, by_finer_nodes, by_layer, by_neuron, custom, fully_factorized,
-                                 fully_joint, node_blocks, random_partition, round_robin)
-from structmc.partitions import Partition
 from support.nets import mlp
 
+import structmc as sm
+from structmc.partitions import Partition
+from structmc.structured import (
+    StructuredEnergy,
+    by_finer_nodes,
+    by_layer,
+    by_neuron,
+    custom,
+    fully_factorized,
+    fully_joint,
+    node_blocks,
+    random_partition,
+    round_robin,
+)
 
 
 def test_partitions_of_the_blocked_gibbs_mlp():
@@ -32,18 +41,25 @@ def test_partitions_of_the_blocked_gibbs_mlp():
     assert torch.equal(torch.cat(first), node_blocks(space)[0])
 
 
-
 def test_partition_builders_cover_every_parameter_once():
     space = sm.ParamSpace.from_module(mlp([5, 4, 3]))
     P = space.dim
-    for part in [fully_joint(P), fully_factorized(P), round_robin(P, 7), random_partition(P, 7, seed=1), by_layer(space),
-                 by_neuron(space), by_finer_nodes(space, 2), custom(space, [["0.*"], ["*"]]),
-                 custom(space, {"*.bias": 0, "*": 1}), custom(P, torch.arange(P) % 3)]:
+    for part in [
+        fully_joint(P),
+        fully_factorized(P),
+        round_robin(P, 7),
+        random_partition(P, 7, seed=1),
+        by_layer(space),
+        by_neuron(space),
+        by_finer_nodes(space, 2),
+        custom(space, [["0.*"], ["*"]]),
+        custom(space, {"*.bias": 0, "*": 1}),
+        custom(P, torch.arange(P) % 3),
+    ]:
         assert int(part.sizes().sum()) == P
     assert round_robin(P, 7).group_ids[:9].tolist() == [0, 1, 2, 3, 4, 5, 6, 0, 1]
     assert random_partition(P, 7, seed=1).sizes().max() - random_partition(P, 7, seed=1).sizes().min() <= 1
     assert not torch.equal(random_partition(P, 7, seed=1).group_ids, random_partition(P, 7, seed=2).group_ids)
-
 
 
 def test_invalid_partitions_are_rejected():

@@ -33,13 +33,15 @@ def test_gradient_and_names(hyper, groups):
     assert h.space.names[-G:] == [f"log_scale.{n}" for n in h.group_names]
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(3, 10, 3, generator=g, dtype=F64), torch.randint(0, 2, (3, 10), generator=g)
-    theta = torch.cat([0.5 * torch.randn(3, base.space.dim, generator=g, dtype=F64),
-                       0.3 * torch.randn(3, G, generator=g, dtype=F64)], 1)
+    theta = torch.cat(
+        [0.5 * torch.randn(3, base.space.dim, generator=g, dtype=F64), 0.3 * torch.randn(3, G, generator=g, dtype=F64)],
+        1,
+    )
     value, grad = h.value_and_grad(theta, (x, y))
     lik_only = base.with_prior(sm.priors.Flat())
 
     def written_out(t):
-        w, s = t[:, : base.space.dim], t[:, base.space.dim:]
+        w, s = t[:, : base.space.dim], t[:, base.space.dim :]
         total = lik_only.reference_value_and_grad(w.detach(), (x, y))[0]  # value only (no graph needed)
         prior = 0.0
         for gi in range(G):
@@ -68,8 +70,9 @@ def test_hyperprior_densities():
     torch.testing.assert_close(hc.log_prob_sigma(sigma), ref, rtol=1e-12, atol=1e-12)
     gp = GammaPrecision(2.0, 0.5)
     tau = torch.exp(-2 * s)
-    logp = torch.distributions.Gamma(torch.tensor(2.0, dtype=F64), torch.tensor(0.5, dtype=F64)).log_prob(tau) \
-        + torch.log(2 * tau)  # |dτ/ds| = 2τ
+    logp = torch.distributions.Gamma(torch.tensor(2.0, dtype=F64), torch.tensor(0.5, dtype=F64)).log_prob(
+        tau
+    ) + torch.log(2 * tau)  # |dτ/ds| = 2τ
     diff = gp.energy(s) + logp
     torch.testing.assert_close(diff, diff[:1].expand_as(diff), rtol=0, atol=1e-10)
     for hp in (hc, gp):
@@ -110,8 +113,16 @@ def test_gibbs_recovers_the_exact_joint_posterior_of_weights_and_scale(hyper):
     from priors.test_priors import moments_within_mc_error
 
     init = mean + torch.randn(400, 3, generator=g, dtype=F64) @ torch.linalg.cholesky(cov).T
-    chain = sm.sample(h, init, MetropolisWithinGibbs(fully_factorized(3), 0.3), 600, data=(x, y), num_chains=400,
-                      seed=3, progress=False)
+    chain = sm.sample(
+        h,
+        init,
+        MetropolisWithinGibbs(fully_factorized(3), 0.3),
+        600,
+        data=(x, y),
+        num_chains=400,
+        seed=3,
+        progress=False,
+    )
     moments_within_mc_error(chain.samples[:, 100:], mean, cov)
     # predictions and evaluation use the network part of each draw
     res = sm.evaluate(h, chain, (x, y))

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 from scipy import stats
-from torch import distributions as D, nn
+from torch import distributions as D
+from torch import nn
 
 import structmc as sm
 from structmc.gibbs import MetropolisWithinGibbs
@@ -24,19 +25,32 @@ SPACE = ParamSpace([("w", (3, 2)), ("b", (3,))])
 LIKE = torch.zeros((), dtype=F64)
 
 CASES = {
-    "normal": (Normal(loc=0.4, scale={"w": 2.0, "b": 0.5}),
-               lambda: D.Normal(torch.tensor([0.4] * 9, dtype=F64), torch.tensor([2.0] * 6 + [0.5] * 3, dtype=F64)),
-               lambda loc, scale: stats.norm(loc, scale)),
-    "laplace": (Laplace(loc=-0.3, scale=1.5), lambda: D.Laplace(torch.full((9,), -0.3, dtype=F64),
-                                                                  torch.full((9,), 1.5, dtype=F64)), None),
-    "student": (StudentT(df=3.0, loc=0.2, scale=0.7), lambda: D.StudentT(torch.full((9,), 3.0, dtype=F64),
-                                                                         torch.full((9,), 0.2, dtype=F64),
-                                                                         torch.full((9,), 0.7, dtype=F64)), None),
+    "normal": (
+        Normal(loc=0.4, scale={"w": 2.0, "b": 0.5}),
+        lambda: D.Normal(torch.tensor([0.4] * 9, dtype=F64), torch.tensor([2.0] * 6 + [0.5] * 3, dtype=F64)),
+        lambda loc, scale: stats.norm(loc, scale),
+    ),
+    "laplace": (
+        Laplace(loc=-0.3, scale=1.5),
+        lambda: D.Laplace(torch.full((9,), -0.3, dtype=F64), torch.full((9,), 1.5, dtype=F64)),
+        None,
+    ),
+    "student": (
+        StudentT(df=3.0, loc=0.2, scale=0.7),
+        lambda: D.StudentT(
+            torch.full((9,), 3.0, dtype=F64), torch.full((9,), 0.2, dtype=F64), torch.full((9,), 0.7, dtype=F64)
+        ),
+        None,
+    ),
     "cauchy": (StudentT(df=1.0), lambda: D.Cauchy(torch.zeros(9, dtype=F64), torch.ones(9, dtype=F64)), None),
-    "mixture": (ScaleMixtureNormal(weight=0.3, scale1=2.0, scale2=0.1, loc=0.5),
-                lambda: D.MixtureSameFamily(D.Categorical(torch.tensor([0.3, 0.7], dtype=F64).expand(9, 2)),
-                                            D.Normal(torch.full((9, 2), 0.5, dtype=F64),
-                                                     torch.tensor([2.0, 0.1], dtype=F64).expand(9, 2))), None),
+    "mixture": (
+        ScaleMixtureNormal(weight=0.3, scale1=2.0, scale2=0.1, loc=0.5),
+        lambda: D.MixtureSameFamily(
+            D.Categorical(torch.tensor([0.3, 0.7], dtype=F64).expand(9, 2)),
+            D.Normal(torch.full((9, 2), 0.5, dtype=F64), torch.tensor([2.0, 0.1], dtype=F64).expand(9, 2)),
+        ),
+        None,
+    ),
 }
 
 
@@ -71,8 +85,11 @@ def test_draws_follow_the_prior(name):
     draws = prior.sample(torch.Generator().manual_seed(0), (20_000,))
     assert draws.shape == (20_000, 9) and draws.dtype == F64
     d = dist()
-    exact = {"student": lambda j: stats.t(3.0, 0.2, 0.7).cdf, "cauchy": lambda j: stats.cauchy().cdf,
-             "mixture": lambda j: (lambda v: 0.3 * stats.norm(0.5, 2.0).cdf(v) + 0.7 * stats.norm(0.5, 0.1).cdf(v))}
+    exact = {
+        "student": lambda j: stats.t(3.0, 0.2, 0.7).cdf,
+        "cauchy": lambda j: stats.cauchy().cdf,
+        "mixture": lambda j: lambda v: 0.3 * stats.norm(0.5, 2.0).cdf(v) + 0.7 * stats.norm(0.5, 0.1).cdf(v),
+    }
     for j in (0, 7):  # a weight and a bias
         x = draws[:, j].numpy()
         if name in exact:
@@ -81,8 +98,11 @@ def test_draws_follow_the_prior(name):
             cdf = lambda v, j=j: d.cdf(torch.as_tensor(v, dtype=F64).unsqueeze(-1).expand(-1, 9))[:, j].numpy()  # noqa: E731
         assert stats.kstest(x, cdf).pvalue > 1e-3, (name, j)
         # and the test has power: a wrong law is rejected (the normal case: one shifted by 0.3 σ)
-        wrong = stats.norm(0.4 + 0.3 * (2.0 if j < 6 else 0.5), 2.0 if j < 6 else 0.5).cdf if name == "normal" \
+        wrong = (
+            stats.norm(0.4 + 0.3 * (2.0 if j < 6 else 0.5), 2.0 if j < 6 else 0.5).cdf
+            if name == "normal"
             else stats.norm().cdf
+        )
         assert stats.kstest(x, wrong).pvalue < 1e-6, (name, j)
     again = prior.sample(torch.Generator().manual_seed(0), (20_000,))
     assert torch.equal(draws, again)  # every random number from the generator
@@ -99,11 +119,13 @@ def test_patterns_state_dicts_and_errors():
     # {pattern: prior}: first match wins, each part its own law
     mixed = sm.ModuleEnergy(net, "categorical", prior={"*.bias": Laplace(0.0, 2.0), "*": StudentT(4.0)}, num_data=10)
     theta = torch.randn(3, e.space.dim, dtype=F64)
-    bias = torch.tensor(["bias" in e.space.params[i].name for i in range(len(e.space.params))
-                         for _ in range(e.space.params[i].numel)])
+    bias = torch.tensor(
+        ["bias" in e.space.params[i].name for i in range(len(e.space.params)) for _ in range(e.space.params[i].numel)]
+    )
     t64 = lambda v: torch.tensor(v, dtype=F64)  # noqa: E731
-    expected = (D.Laplace(t64(0.0), t64(2.0)).log_prob(theta[:, bias]).sum(-1)
-                + D.StudentT(t64(4.0)).log_prob(theta[:, ~bias]).sum(-1))
+    expected = D.Laplace(t64(0.0), t64(2.0)).log_prob(theta[:, bias]).sum(-1) + D.StudentT(t64(4.0)).log_prob(
+        theta[:, ~bias]
+    ).sum(-1)
     torch.testing.assert_close(mixed.prior.log_prob(theta), expected, rtol=1e-10, atol=1e-10)
     draws = mixed.initial_position("prior", generator=torch.Generator().manual_seed(0), num_chains=4000)
     assert draws.shape == (4000, e.space.dim)
@@ -124,7 +146,7 @@ def test_patterns_state_dicts_and_errors():
     with pytest.raises(ValueError, match="weight must lie in \\(0, 1\\)"):
         sm.ModuleEnergy(net, "categorical", prior=ScaleMixtureNormal(weight=1.0))
     with pytest.raises(ValueError, match="defined for a Normal prior; this energy's prior is Laplace"):
-        sm.ModuleEnergy(net, "categorical", prior=Laplace()).prior_precision
+        _ = sm.ModuleEnergy(net, "categorical", prior=Laplace()).prior_precision
     with pytest.raises(ValueError, match="LogDensity prior covers the whole vector"):
         sm.ModuleEnergy(net, "categorical", prior={"*.bias": LogDensity(lambda t: -t.square().sum()), "*": Normal()})
     with pytest.raises(TypeError, match="must be a structmc.priors.Prior"):
@@ -151,11 +173,18 @@ def _data(n=30, seed=1):
     return torch.randn(n, 3, generator=g, dtype=F64), torch.randint(0, 2, (n,), generator=g)
 
 
-@pytest.mark.parametrize("prior", [Laplace(0.1, 0.5), StudentT(2.5, scale=0.8), ScaleMixtureNormal(0.5, 1.0, 0.05),
-                                   {"*.bias": Laplace(), "*": Normal(0.2, 3.0)},
-                                   LogDensity(lambda t: -(t.abs() ** 1.5).sum()),
-                                   LogDensity(lambda p: -sum((v ** 4).sum() for v in p.values()), on="dict")],
-                         ids=["laplace", "student", "mixture", "map", "flat-fn", "dict-fn"])
+@pytest.mark.parametrize(
+    "prior",
+    [
+        Laplace(0.1, 0.5),
+        StudentT(2.5, scale=0.8),
+        ScaleMixtureNormal(0.5, 1.0, 0.05),
+        {"*.bias": Laplace(), "*": Normal(0.2, 3.0)},
+        LogDensity(lambda t: -(t.abs() ** 1.5).sum()),
+        LogDensity(lambda p: -sum((v**4).sum() for v in p.values()), on="dict"),
+    ],
+    ids=["laplace", "student", "mixture", "map", "flat-fn", "dict-fn"],
+)
 def test_module_energy_with_a_prior_matches_its_autograd_reference(prior):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
@@ -194,8 +223,16 @@ def test_a_start_outside_the_support_is_refused_before_any_compute():
 def test_a_changed_prior_refuses_to_resume(tmp_path):
     net = nn.Linear(2, 1).double()
     x, y = torch.randn(8, 2, dtype=F64), torch.randn(8, dtype=F64)
-    run = lambda prior, **kw: sm.sample(sm.ModuleEnergy(net, "gaussian", prior=prior, noise_std=1.0), None,  # noqa: E731
-                                        sm.SGLD(1e-3), 10, data=(x, y), out_dir=tmp_path, progress=False, **kw)
+    run = lambda prior, **kw: sm.sample(
+        sm.ModuleEnergy(net, "gaussian", prior=prior, noise_std=1.0),
+        None,  # noqa: E731
+        sm.SGLD(1e-3),
+        10,
+        data=(x, y),
+        out_dir=tmp_path,
+        progress=False,
+        **kw,
+    )
     run(Laplace(0.0, 1.0), checkpoint_every=5)
     with pytest.raises(ValueError, match="cannot resume: the target changed.*prior"):
         run(Laplace(0.0, 2.0), resume=True)
@@ -211,8 +248,9 @@ def test_gibbs_recovers_the_exact_posterior_under_a_laplace_prior():
     energy = sm.ModuleEnergy(MLP((1, 1)).double(), "gaussian", noise_std=0.5, prior=Laplace(0.0, 0.5))
     grid = torch.linspace(-4, 4, 1601, dtype=F64)
     W, B = torch.meshgrid(grid, grid, indexing="ij")
-    log_post = (-0.5 * ((y - (W.unsqueeze(-1) * x[:, 0] + B.unsqueeze(-1))) / 0.5).square().sum(-1)
-                - (W.abs() + B.abs()) / 0.5)
+    log_post = (
+        -0.5 * ((y - (W.unsqueeze(-1) * x[:, 0] + B.unsqueeze(-1))) / 0.5).square().sum(-1) - (W.abs() + B.abs()) / 0.5
+    )
     p = (log_post - log_post.max()).exp()
     p /= p.sum()
     pts = torch.stack([W, B], -1)  # flat order of MLP((1, 1)): weight then bias
@@ -220,8 +258,11 @@ def test_gibbs_recovers_the_exact_posterior_under_a_laplace_prior():
     centred = pts - mean
     cov = torch.einsum("ij,ijk,ijl->kl", p, centred, centred)
     for evaluator in ("incremental", "generic"):
-        sampler = MetropolisWithinGibbs(by_finer_nodes(energy.space, 1) if evaluator == "incremental"
-                                        else fully_factorized(2), 0.3, evaluator=evaluator)
+        sampler = MetropolisWithinGibbs(
+            by_finer_nodes(energy.space, 1) if evaluator == "incremental" else fully_factorized(2),
+            0.3,
+            evaluator=evaluator,
+        )
         init = mean + torch.randn(400, 2, generator=g, dtype=F64) @ torch.linalg.cholesky(cov).T
         chain = sm.sample(energy, init, sampler, 400, data=(x, y), num_chains=400, seed=5, progress=False)
         moments_within_mc_error(chain.samples, mean, cov)

@@ -33,8 +33,9 @@ def test_the_import_contracts_hold():
     if exe is None:
         pytest.skip("import-linter is installed but its lint-imports command is not on the path")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([exe, "--no-cache", "--no-logo"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [exe, "--no-cache", "--no-logo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert f"{len(_contracts())} kept, 0 broken" in proc.stdout
 
@@ -59,16 +60,21 @@ def _private_uses(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            library = (node.level >= 2 or (node.level == 0 and module.split(".")[0] == "structmc"
-                                           and not module.startswith("structmc.experiments")))
+            library = node.level >= 2 or (
+                node.level == 0 and module.split(".")[0] == "structmc" and not module.startswith("structmc.experiments")
+            )
             for alias in node.names:
                 if node.level == 1 and not module:  # from . import _mamba as M
                     internal.add(alias.asname or alias.name)
                 elif library and alias.name.startswith("_") and not alias.name.startswith("__"):
                     found.append(f"{path.name}:{node.lineno} imports {alias.name} from {'.' * node.level}{module}")
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                and not (isinstance(node.value, ast.Name) and node.value.id in internal)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in internal)
+        ):
             found.append(f"{path.name}:{node.lineno} uses .{node.attr}")
     return found
 
@@ -97,7 +103,8 @@ def test_no_two_modules_of_the_package_share_a_name():
         paths.setdefault(path.stem, []).append(rel.as_posix())
     shared = {name: where for name, where in paths.items() if len(where) > 1}
     assert not shared, "modules that share a name (rename one so the name says what it is): " + "; ".join(
-        f"{name}: {', '.join(where)}" for name, where in sorted(shared.items()))
+        f"{name}: {', '.join(where)}" for name, where in sorted(shared.items())
+    )
 
 
 def test_the_layer_records_import_no_module_of_the_package():
@@ -105,15 +112,19 @@ def test_the_layer_records_import_no_module_of_the_package():
     parameter space: ``structmc.space`` imports it and it imports nothing of structmc, not even
     for type checking (the import graph counts those), so the two never form a circle."""
     tree = ast.parse((PACKAGE / "layers.py").read_text())
-    found = [f"layers.py:{node.lineno}" for node in ast.walk(tree)
-             if (isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] == "structmc"))
-             or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "structmc" for a in node.names))]
+    found = [
+        f"layers.py:{node.lineno}"
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] == "structmc"))
+        or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "structmc" for a in node.names))
+    ]
     assert not found, "structmc.layers imports structmc: " + ", ".join(found)
 
 
 def test_ruff_finds_nothing():
-    """``ruff check`` with pyproject.toml's rules (pyflakes, syntax errors) is clean on the
-    source, tests, benchmarks and examples; .ci/run runs it too."""
+    """``ruff check`` with pyproject.toml's rules (pyflakes, pycodestyle, import order,
+    pyupgrade, bugbear) is clean on the source, tests, benchmarks and examples, and they are
+    laid out as ``ruff format`` lays them out; .ci/run runs both too."""
     import shutil
     import subprocess
     import sys
@@ -123,9 +134,11 @@ def test_ruff_finds_nothing():
     if not Path(ruff).exists():
         pytest.skip("ruff is not installed (it is in the test extra: pip install -e '.[test]')")
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([ruff, "check", "src", "tests", "bench", "examples"], cwd=root, capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for command in (["check"], ["format", "--check"]):
+        proc = subprocess.run(
+            [ruff, *command, "src", "tests", "bench", "examples"], cwd=root, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_mypy_finds_nothing():

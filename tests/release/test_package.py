@@ -17,8 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                           str(out), str(ROOT)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         pytest.skip(f"pip wheel could not build here: {proc.stderr[-400:]}")
     (path,) = out.glob("structmc-*.whl")
@@ -37,7 +40,9 @@ def test_metadata_matches_what_is_tested(wheel):
     meta = email.message_from_bytes(wheel.read(meta_name))
     assert meta["Requires-Python"] == ">=3.11"
     classifiers = meta.get_all("Classifier")
-    versions = sorted(c.rsplit(":: ", 1)[1] for c in classifiers if c.startswith("Programming Language :: Python :: 3."))
+    versions = sorted(
+        c.rsplit(":: ", 1)[1] for c in classifiers if c.startswith("Programming Language :: Python :: 3.")
+    )
     assert versions == ["3.11", "3.12"]  # CI runs 3.11; bench/check_arviz1.py runs 3.12
     assert "License :: OSI Approved :: MIT License" in classifiers
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in versions

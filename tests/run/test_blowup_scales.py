@@ -27,10 +27,14 @@ def _digits_like(N=1500, seed=0):
 
 def test_a_chain_at_too_large_a_step_warns_although_its_energy_grew_less_than_1000_fold():
     energy, data = _digits_like()
-    with pytest.warns(UserWarning, match=r"sgld: the minibatch energy is blowing up: .* at iteration 64, .* times "
-                                         r"its initial magnitude.*lr=1 may be too large") as rec:
-        chain = sm.sample(energy, None, sm.SGLD(1.0), 300, data=data, batch_size=100, num_chains=2, seed=0,
-                          progress=False)
+    with pytest.warns(
+        UserWarning,
+        match=r"sgld: the minibatch energy is blowing up: .* at iteration 64, .* times "
+        r"its initial magnitude.*lr=1 may be too large",
+    ) as rec:
+        chain = sm.sample(
+            energy, None, sm.SGLD(1.0), 300, data=data, batch_size=100, num_chains=2, seed=0, progress=False
+        )
     growth = (chain.info["energy"].abs().amax(1) / chain.info["energy"][:, 0].abs()).max()
     assert 100 < float(growth) < 1000  # the old rule (×1000) stayed silent on this chain
     assert sum("blowing up" in str(w.message) for w in rec) == 1
@@ -49,10 +53,21 @@ def test_a_chain_that_leaves_the_prior_is_caught_on_the_prior_scale():
     with torch.no_grad():
         net.weight.zero_()
     energy = sm.ModuleEnergy(net, "gaussian", noise_std=1.0)
-    with pytest.warns(UserWarning, match=r"left the prior's mass: at iteration \d+ the prior energy per parameter .* "
-                                         r"RMS θ/σ = ") as rec:
-        chain = sm.sample(energy, None, sm.SGLD(1e-4, temperature=1e4), 640, data=data_of(x, y), batch_size=200,
-                          seed=0, progress=False)
+    with pytest.warns(
+        UserWarning,
+        match=r"left the prior's mass: at iteration \d+ the prior energy per parameter .* "
+        r"RMS θ/σ = ",
+    ) as rec:
+        chain = sm.sample(
+            energy,
+            None,
+            sm.SGLD(1e-4, temperature=1e4),
+            640,
+            data=data_of(x, y),
+            batch_size=200,
+            seed=0,
+            progress=False,
+        )
     e = chain.info["energy"][0]
     assert float(e.abs().max() / e[0].abs()) < 100  # the energy rule alone would not fire
     assert not any("minibatch energy is blowing up" in str(w.message) for w in rec)
@@ -73,8 +88,18 @@ def test_a_posterior_chain_from_a_prior_draw_does_not_warn():
 def test_diagnose_reports_a_blown_up_chain(tmp_path):
     energy, data = _digits_like()
     with pytest.warns(UserWarning):
-        sm.sample(energy, None, sm.SGLD(1.0), 300, data=data, batch_size=100, num_chains=2, seed=0,
-                  out_dir=tmp_path / "run", progress=False)
+        sm.sample(
+            energy,
+            None,
+            sm.SGLD(1.0),
+            300,
+            data=data,
+            batch_size=100,
+            num_chains=2,
+            seed=0,
+            out_dir=tmp_path / "run",
+            progress=False,
+        )
     text = diagnose_run(tmp_path / "run", tmp_path / "diag", plots=False)
     assert "WARNING: the chain blew up" in text and "describe a divergence, not the posterior" in text
 

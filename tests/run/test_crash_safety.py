@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.runs import gaussian_log_prob
 
 import structmc as sm
-from support.runs import gaussian_log_prob
 
 TESTS = str(Path(__file__).resolve().parents[1])
 SETTINGS = dict(num_steps=120, thin=2, chunk_draws=7, checkpoint_every=10, seed=4, num_chains=2)
@@ -33,8 +33,16 @@ sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.05, num_leapfrog=2), {nu
 
 def _run(out, **kw):
     s = dict(SETTINGS)
-    return sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.05, num_leapfrog=2), s.pop("num_steps"),
-                     out_dir=out, progress=False, **s, **kw)
+    return sm.sample(
+        gaussian_log_prob,
+        torch.zeros(3),
+        sm.SGHMC(0.05, num_leapfrog=2),
+        s.pop("num_steps"),
+        out_dir=out,
+        progress=False,
+        **s,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +52,13 @@ def reference(tmp_path_factory):
 
 def _killed(out, kill_at, *extra):
     env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out), str(kill_at), *extra], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out), str(kill_at), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -9, proc.stderr
 
 
@@ -116,8 +129,9 @@ SMALL = dict(thin=2, chunk_draws=3, checkpoint_every=10, seed=4, num_chains=2, p
 
 
 def _small(out, num_steps=30, **kw):
-    return sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.05, num_leapfrog=2), num_steps, out_dir=out,
-                     **SMALL, **kw)
+    return sm.sample(
+        gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.05, num_leapfrog=2), num_steps, out_dir=out, **SMALL, **kw
+    )
 
 
 @pytest.mark.parametrize("keep", [True, False])

@@ -64,8 +64,9 @@ def test_full_batch_and_psgld_and_resume(tmp_path):
     kw = dict(batch_size=8, num_chains=2, seed=2, progress=False)
     whole = sm.sample(energy, None, sm.SGHMC(1e-4), 40, data=Rows(x, y), **kw)
     sm.sample(energy, None, sm.SGHMC(1e-4), 17, data=Rows(x, y), out_dir=tmp_path, checkpoint_every=5, **kw)
-    resumed = sm.sample(energy, None, sm.SGHMC(1e-4), 40, data=Rows(x, y), out_dir=tmp_path, checkpoint_every=5,
-                        resume=True, **kw)
+    resumed = sm.sample(
+        energy, None, sm.SGHMC(1e-4), 40, data=Rows(x, y), out_dir=tmp_path, checkpoint_every=5, resume=True, **kw
+    )
     assert torch.equal(whole.samples, resumed.samples)
 
 
@@ -103,8 +104,14 @@ def test_bad_datasets_are_refused_before_any_compute():
     with pytest.raises(ValueError, match="collate into a tuple of tensors"):
         sm.Run(energy, None, sm.SGLD(1e-3), data=Dicts(x, y), batch_size=4)
     with pytest.raises(ValueError, match="control variate needs the full-data gradient"):
-        sm.Run(energy, None, sm.SGLD(1e-3), data=Rows(x, y), batch_size=4,
-               gradient=sm.ControlVariate(energy.initial_position()))
+        sm.Run(
+            energy,
+            None,
+            sm.SGLD(1e-3),
+            data=Rows(x, y),
+            batch_size=4,
+            gradient=sm.ControlVariate(energy.initial_position()),
+        )
     with pytest.raises(ValueError, match="stratified batching over a Dataset needs its class labels"):
         sm.Run(energy, None, sm.SGLD(1e-3), data=Rows(x, y), batch_size=6, batching="stratified")
     with pytest.raises(ValueError, match="batch_size \\(61\\) exceeds the number of data points \\(60\\)"):

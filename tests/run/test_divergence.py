@@ -6,10 +6,9 @@ import math
 
 import pytest
 import torch
-
-import structmc as sm
 from support.runs import ALL_SAMPLERS, gaussian_log_prob
 
+import structmc as sm
 
 
 @pytest.mark.parametrize("chunk_draws, check_every", [(100, 32), (1, 32), (2, 5), (100, 1)])
@@ -23,8 +22,17 @@ def test_divergence_names_step_and_sampler_and_keeps_draws(tmp_path, make, chunk
     log_prob.calls = 0
     sampler = make()
     with pytest.raises(sm.DivergenceError, match=rf"{sampler.name}: non-finite energy at iteration 8") as info:
-        sm.sample(log_prob, torch.ones(2), sampler, 20, thin=2, out_dir=tmp_path, chunk_draws=chunk_draws,
-                  check_every=check_every, progress=False)
+        sm.sample(
+            log_prob,
+            torch.ones(2),
+            sampler,
+            20,
+            thin=2,
+            out_dir=tmp_path,
+            chunk_draws=chunk_draws,
+            check_every=check_every,
+            progress=False,
+        )
     err = info.value
     assert err.step == 8
     assert err.chain.samples.shape == (1, 3, 2)  # draws after iterations 2, 4, 6
@@ -36,11 +44,12 @@ def test_divergence_names_step_and_sampler_and_keeps_draws(tmp_path, make, chunk
     assert (tmp_path / "diverged.json").exists()
 
 
-
 def test_divergence_of_a_too_large_step():
     # the blow-up watch warns at iteration 64, long before the energy overflows
-    with pytest.raises(sm.DivergenceError, match="sgld: non-finite") as info, \
-            pytest.warns(UserWarning, match="blowing up.*iteration 64"):
+    with (
+        pytest.raises(sm.DivergenceError, match="sgld: non-finite") as info,
+        pytest.warns(UserWarning, match="blowing up.*iteration 64"),
+    ):
         sm.sample(gaussian_log_prob, torch.ones(2), sm.SGLD(5.0), 5000, progress=False)
     assert 1 < info.value.step < 5000
     assert bool(torch.isfinite(info.value.chain.samples).all())

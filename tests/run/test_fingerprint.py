@@ -10,6 +10,7 @@ import zlib
 
 import pytest
 import torch
+from support.items import Items
 from torch import nn
 
 import structmc as sm
@@ -17,7 +18,6 @@ from structmc import fingerprint
 from structmc.priors import HierarchicalEnergy, Normal
 from structmc.storage import RunFolder
 from structmc.structured import BernoulliMask, StructuredEnergy
-from support.items import Items
 
 N = 10_000
 
@@ -40,14 +40,32 @@ def _legacy_sampled(n: int) -> set[int]:
 
 
 def _start(tmp_path, energy, data, init=None, steps=4, **kw):
-    return sm.sample(energy, init, sm.SGLD(1e-4), steps, data=data, batch_size=50 if data is not None else None,
-                     out_dir=tmp_path, progress=False, **kw)
+    return sm.sample(
+        energy,
+        init,
+        sm.SGLD(1e-4),
+        steps,
+        data=data,
+        batch_size=50 if data is not None else None,
+        out_dir=tmp_path,
+        progress=False,
+        **kw,
+    )
 
 
 def _refused(tmp_path, energy, data, part, init=None):
     with pytest.raises(ValueError, match=f"cannot resume: the target changed since the checkpoint: {part}"):
-        sm.sample(energy, init, sm.SGLD(1e-4), 8, data=data, batch_size=50 if data is not None else None,
-                  out_dir=tmp_path, resume=True, progress=False)
+        sm.sample(
+            energy,
+            init,
+            sm.SGLD(1e-4),
+            8,
+            data=data,
+            batch_size=50 if data is not None else None,
+            out_dir=tmp_path,
+            resume=True,
+            progress=False,
+        )
 
 
 # -- the data ------------------------------------------------------------------------------------
@@ -102,8 +120,17 @@ def test_a_dataset_too_long_to_hash_whole_warns_what_was_not_checked(tmp_path, m
     full = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=Items(X, y), batch_size=50, progress=False)
     _start(tmp_path, energy, Items(X, y))
     with pytest.warns(UserWarning, match=r"9000 of the Dataset's 10000 items \(only 1000 evenly spaced"):
-        resumed = sm.sample(energy, None, sm.SGLD(1e-4), 8, data=Items(X, y), batch_size=50, out_dir=tmp_path,
-                            resume=True, progress=False)
+        resumed = sm.sample(
+            energy,
+            None,
+            sm.SGLD(1e-4),
+            8,
+            data=Items(X, y),
+            batch_size=50,
+            out_dir=tmp_path,
+            resume=True,
+            progress=False,
+        )
     assert torch.equal(resumed.samples, full.samples)
     X2 = X.clone()
     X2[10, 0] += 1.0  # item 10 is one of the 1000 hashed (every ~10th)
@@ -121,11 +148,14 @@ def test_a_changed_activation_is_refused(tmp_path):
 def _net_from_source(body: str) -> nn.Module:
     """A module of class ``Net`` (the same qualified name every time) whose forward is ``body``."""
     scope = {"nn": nn, "torch": torch, "__name__": "user_model"}
-    exec("class Net(nn.Module):\n"
-         "    def __init__(self):\n"
-         "        super().__init__()\n"
-         "        self.fc = nn.Linear(5, 3)\n"
-         f"    def forward(self, x):\n        return {body}\n", scope)
+    exec(
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(5, 3)\n"
+        f"    def forward(self, x):\n        return {body}\n",
+        scope,
+    )
     torch.manual_seed(0)
     return scope["Net"]()
 
@@ -133,8 +163,12 @@ def _net_from_source(body: str) -> nn.Module:
 def test_an_edited_forward_of_the_same_class_name_is_refused(tmp_path):
     X, y = _classification()
     _start(tmp_path, sm.ModuleEnergy(_net_from_source("torch.tanh(self.fc(x))"), "categorical"), (X, y))
-    _refused(tmp_path, sm.ModuleEnergy(_net_from_source("torch.relu(self.fc(x))"), "categorical"), (X, y),
-             r"the module's structure or code")
+    _refused(
+        tmp_path,
+        sm.ModuleEnergy(_net_from_source("torch.relu(self.fc(x))"), "categorical"),
+        (X, y),
+        r"the module's structure or code",
+    )
 
 
 def test_changed_buffers_and_frozen_parameters_are_refused(tmp_path):
@@ -159,6 +193,7 @@ def test_a_changed_custom_likelihood_is_refused(tmp_path):
     def make(temperature):
         def log_lik(out, target):
             return -temperature * torch.nn.functional.cross_entropy(out, target, reduction="sum")
+
         return log_lik
 
     _start(tmp_path, sm.ModuleEnergy(_net(), make(1.0)), (X, y))
@@ -175,11 +210,13 @@ def test_a_prior_centred_on_swapped_rows_is_refused(tmp_path):
         return sm.ModuleEnergy(_net(), "categorical", prior=Normal(loc=loc, scale=0.5))
 
     assert fingerprint.legacy_energy_fingerprint(energy(centre)) == fingerprint.legacy_energy_fingerprint(
-        energy(swapped))
+        energy(swapped)
+    )
     _start(tmp_path, energy(centre), (X, y))
     _refused(tmp_path, energy(swapped), (X, y), r"the prior")
-    _refused(tmp_path, sm.ModuleEnergy(_net(), "categorical", prior=Normal(loc=centre, scale=0.4)), (X, y),
-             r"the prior")
+    _refused(
+        tmp_path, sm.ModuleEnergy(_net(), "categorical", prior=Normal(loc=centre, scale=0.4)), (X, y), r"the prior"
+    )
 
 
 # -- log densities: code, closures and globals -----------------------------------------------------
@@ -212,7 +249,8 @@ def test_a_changed_log_likelihood_is_refused(tmp_path):
 
     def energy(noise):
         def log_likelihood(theta, batch):
-            return -((batch[0] @ theta - batch[1]) ** 2).sum() / (2 * noise ** 2)
+            return -((batch[0] @ theta - batch[1]) ** 2).sum() / (2 * noise**2)
+
         return sm.LogDensityEnergy(dim=3, log_likelihood=log_likelihood, log_prior=lambda t: -0.5 * (t * t).sum())
 
     assert fingerprint.legacy_energy_fingerprint(energy(1.0)) == fingerprint.legacy_energy_fingerprint(energy(2.0))
@@ -233,12 +271,17 @@ def test_wrapped_energies_are_walked_to_their_base(tmp_path):
     _start(tmp_path / "s", structured(nn.Tanh), (X, y))
     _refused(tmp_path / "s", structured(nn.ReLU), (X, y), r"the module's structure")
     _start(tmp_path / "h", HierarchicalEnergy(sm.ModuleEnergy(_net(nn.Tanh), "categorical")), (X, y))
-    _refused(tmp_path / "h", HierarchicalEnergy(sm.ModuleEnergy(_net(nn.ReLU), "categorical")), (X, y),
-             r"the module's structure")
+    _refused(
+        tmp_path / "h",
+        HierarchicalEnergy(sm.ModuleEnergy(_net(nn.ReLU), "categorical")),
+        (X, y),
+        r"the module's structure",
+    )
     noisy = lambda f: sm.NoisyGradientEnergy(sm.LogDensityEnergy(f, 3), 0.1)  # noqa: E731
     _start(tmp_path / "n", noisy(_lambda("lambda t, b: -(t * t).sum()")), None, init=torch.zeros(3))
-    _refused(tmp_path / "n", noisy(_lambda("lambda t, b: -(t * t).sum() / 2")), None, r"the log density",
-             init=torch.zeros(3))
+    _refused(
+        tmp_path / "n", noisy(_lambda("lambda t, b: -(t * t).sum() / 2")), None, r"the log density", init=torch.zeros(3)
+    )
 
 
 # -- what still resumes ------------------------------------------------------------------------------
@@ -247,8 +290,11 @@ def test_an_unchanged_target_built_anew_resumes_bit_identically(tmp_path):
 
     def energy():  # a new module, prior, likelihood closure and data tensors every time
         centre = {k: v.detach().clone() for k, v in _net().state_dict().items()}
-        return sm.ModuleEnergy(_net(), lambda o, t: -torch.nn.functional.cross_entropy(o, t, reduction="sum"),
-                               prior=Normal(loc=centre, scale=0.5))
+        return sm.ModuleEnergy(
+            _net(),
+            lambda o, t: -torch.nn.functional.cross_entropy(o, t, reduction="sum"),
+            prior=Normal(loc=centre, scale=0.5),
+        )
 
     kw = dict(data=(X.clone(), y.clone()), batch_size=50, seed=2, progress=False)
     full = sm.sample(energy(), None, sm.SGLD(1e-4), 20, **kw)
@@ -266,8 +312,9 @@ def test_pickle_round_trip_keeps_the_fingerprint():
         assert fingerprint.energy_fingerprint(pickle.loads(pickle.dumps(e))) == fingerprint.energy_fingerprint(e)
     cloudpickle = pytest.importorskip("cloudpickle")  # what the process executors ship closures with
     gaussian = sm.ModuleEnergy(_net(), "gaussian", noise_std=0.3, num_data=10)
-    assert fingerprint.energy_fingerprint(cloudpickle.loads(cloudpickle.dumps(gaussian))) == \
-        fingerprint.energy_fingerprint(gaussian)
+    assert fingerprint.energy_fingerprint(
+        cloudpickle.loads(cloudpickle.dumps(gaussian))
+    ) == fingerprint.energy_fingerprint(gaussian)
     scale = torch.tensor([1.0, 2.0, 3.0])
     density = sm.LogDensityEnergy(lambda t, b: -(scale * t * t).sum(), 3)
     copy = cloudpickle.loads(cloudpickle.dumps(density))
@@ -345,17 +392,24 @@ def _v2_energy_fingerprint(energy) -> dict:
         kinds.append(type(e).__name__)
         part = getattr(e, "partition", None)
         if part is not None and "partition" not in out:
-            out["partition"] = {"num_groups": int(part.num_groups), "group_ids": fingerprint.tensor_digest(part.group_ids)}
+            out["partition"] = {
+                "num_groups": int(part.num_groups),
+                "group_ids": fingerprint.tensor_digest(part.group_ids),
+            }
         if isinstance(e, ModuleEnergy):
             if "module" not in out:
                 out["module"], out["module_state"], missing = fingerprint.module_fingerprint(
-                    e.module, {i.name for i in e.space.params})
+                    e.module, {i.name for i in e.space.params}
+                )
                 unchecked.extend(missing)
             add("likelihood", e.likelihood, "the likelihood")
             add("prior", {"prior_std": e.prior_std, "spec": e._prior_spec, "bound": e.prior}, "the prior")
         elif isinstance(e, HierarchicalEnergy):
-            add("hierarchical", {"config": e.config(), "hyperprior": e.hyperprior, "group_ids": e.group_ids,
-                                 "net_dim": e.net_dim}, "the hierarchical prior")
+            add(
+                "hierarchical",
+                {"config": e.config(), "hyperprior": e.hyperprior, "group_ids": e.group_ids, "net_dim": e.net_dim},
+                "the hierarchical prior",
+            )
         elif isinstance(e, StructuredEnergy):
             out.setdefault("structured", e.config())
         elif isinstance(e, NoisyGradientEnergy):
@@ -363,8 +417,11 @@ def _v2_energy_fingerprint(energy) -> dict:
         elif isinstance(e, LogDensityEnergy):
             for key in ("log_prob", "log_likelihood", "log_prior"):
                 if getattr(e, key) is not None:
-                    add(key, {"fn": getattr(e, key), "vectorized": bool(e.vectorized)},
-                        f"the {key.replace('_', ' ')} function")
+                    add(
+                        key,
+                        {"fn": getattr(e, key), "vectorized": bool(e.vectorized)},
+                        f"the {key.replace('_', ' ')} function",
+                    )
         e = getattr(e, "base", None)
     out["energy"] = kinds
     if unchecked:
@@ -383,12 +440,14 @@ def test_the_energy_part_is_version_2s_for_every_energy():
         return -(t * t).sum()
 
     energies = [
-        module, sm.ModuleEnergy(_net(), "categorical", prior_std={"*.bias": 10.0, "*": 1.0}),
+        module,
+        sm.ModuleEnergy(_net(), "categorical", prior_std={"*.bias": 10.0, "*": 1.0}),
         sm.ModuleEnergy(_net(), "categorical", prior=Laplace(0.3), sample="2.*"),
         sm.LogDensityEnergy(log_prob, 3),
         sm.LogDensityEnergy(dim=3, log_likelihood=lambda t, b: -(t * t).sum(), log_prior=lambda t: -t.sum()),
         StructuredEnergy(module, round_robin(module.space.dim, 2), 50, mask=BernoulliMask(0.5), num_copies=2),
-        HierarchicalEnergy(module), sm.NoisyGradientEnergy(sm.LogDensityEnergy(log_prob, 3), 0.1, seed=4),
+        HierarchicalEnergy(module),
+        sm.NoisyGradientEnergy(sm.LogDensityEnergy(log_prob, 3), 0.1, seed=4),
         StructuredEnergy(HierarchicalEnergy(module), round_robin(module.space.dim + 2, 3), 20),
     ]
     for e in energies:

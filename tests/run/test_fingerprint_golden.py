@@ -30,9 +30,11 @@ def energies() -> dict:
         module=sm.ModuleEnergy(net, num_data=10),
         pattern_priors=sm.ModuleEnergy(net, num_data=10, prior={"0.*": Laplace(0.0, 1.0), "2.*": StudentT(3.0)}),
         normal=sm.ModuleEnergy(net, num_data=10, prior=Normal(0.0, 0.5)),
-        scale_mixture=sm.ModuleEnergy(net, num_data=10, prior=ScaleMixtureNormal(0.5, 1.0, 0.1)))
-    es["structured"] = StructuredEnergy(es["module"], round_robin(es["module"].space.dim, 3), 5,
-                                        mask=BernoulliMask(0.5), num_copies=2, seed=1)
+        scale_mixture=sm.ModuleEnergy(net, num_data=10, prior=ScaleMixtureNormal(0.5, 1.0, 0.1)),
+    )
+    es["structured"] = StructuredEnergy(
+        es["module"], round_robin(es["module"].space.dim, 3), 5, mask=BernoulliMask(0.5), num_copies=2, seed=1
+    )
     es["hierarchical"] = HierarchicalEnergy(es["module"])
     return es
 
@@ -40,8 +42,9 @@ def energies() -> dict:
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_fingerprints_written_before_the_refactor_still_match(name):
     e = energies()[name]
-    now = fingerprint.target_fingerprint(fingerprint.energy_fingerprint(e), {"data": None},
-                                         fingerprint.legacy_energy_fingerprint(e))
+    now = fingerprint.target_fingerprint(
+        fingerprint.energy_fingerprint(e), {"data": None}, fingerprint.legacy_energy_fingerprint(e)
+    )
     changes, _ = fingerprint.compare(GOLDEN[name], now)
     assert changes == [], changes
 
@@ -50,7 +53,8 @@ def test_the_golden_comparison_can_fail():
     """A different prior scale is a different target: the comparison above is not vacuous."""
     e = sm.ModuleEnergy(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), num_data=10, prior_std=2.0)
     torch.manual_seed(0)
-    now = fingerprint.target_fingerprint(fingerprint.energy_fingerprint(e), {"data": None},
-                                         fingerprint.legacy_energy_fingerprint(e))
+    now = fingerprint.target_fingerprint(
+        fingerprint.energy_fingerprint(e), {"data": None}, fingerprint.legacy_energy_fingerprint(e)
+    )
     changes, _ = fingerprint.compare(GOLDEN["module"], now)
     assert changes

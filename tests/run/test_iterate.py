@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runs import ALL_SAMPLERS, mlp_energy
 
 import structmc as sm
 from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy, by_neuron, round_robin
-from support.runs import ALL_SAMPLERS, mlp_energy
 
 
 def test_segments_continued_in_memory_equal_one_run():
@@ -40,7 +40,9 @@ def test_iterate_yields_iteration_state_info_and_stops_on_a_predicate():
 
 def test_budgets_in_seconds_and_gradient_evaluations():
     energy, data = mlp_energy()
-    run = sm.Run(energy, None, sm.SGLD(1e-3), data=data, batch_size=30, gradient=sm.ControlVariate(energy.initial_position()))
+    run = sm.Run(
+        energy, None, sm.SGLD(1e-3), data=data, batch_size=30, gradient=sm.ControlVariate(energy.initial_position())
+    )
     steps = list(run.iterate(sm.Budget(grad_evals=9)))
     assert len(steps) == 5 and run.grad_evals == 10  # a control variate costs 2 per update; stops at >= 9
     t0 = run.elapsed
@@ -55,9 +57,18 @@ def test_budgets_in_seconds_and_gradient_evaluations():
         sm.Budget(iterations=-1)
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("sgld", 1), ("sghmc-3", 3), ("cv", 2), ("S", "M"), ("Sd-4", 4), ("S+cv", "M+1"), ("S-warmup", 1),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("sgld", 1),
+        ("sghmc-3", 3),
+        ("cv", 2),
+        ("S", "M"),
+        ("Sd-4", 4),
+        ("S+cv", "M+1"),
+        ("S-warmup", 1),
+    ],
+)
 def test_gradient_evaluations_are_counted_per_iteration(case, expected):
     energy, data = mlp_energy()
     sampler = sm.SGHMC(1e-4, num_leapfrog=3) if case == "sghmc-3" else sm.SGLD(1e-3)
@@ -65,11 +76,13 @@ def test_gradient_evaluations_are_counted_per_iteration(case, expected):
     target = energy
     M = by_neuron(energy.space).num_groups
     if case.startswith("S-") or case.startswith("S+") or case == "S":
-        target = StructuredEnergy(energy, by_neuron(energy.space), ChainHistory(5),
-                                  warmup_steps=100 if case == "S-warmup" else 0)
+        target = StructuredEnergy(
+            energy, by_neuron(energy.space), ChainHistory(5), warmup_steps=100 if case == "S-warmup" else 0
+        )
     if case.startswith("Sd"):
-        target = StructuredEnergy(energy, round_robin(energy.space.dim, 5), ChainHistory(5), mask=BernoulliMask(0.5),
-                                  num_copies=4)
+        target = StructuredEnergy(
+            energy, round_robin(energy.space.dim, 5), ChainHistory(5), mask=BernoulliMask(0.5), num_copies=4
+        )
     expected = {"M": M, "M+1": M + 1}.get(expected, expected)
     chain = sm.sample(target, None, sampler, 4, data=data, batch_size=30, gradient=gradient, progress=False)
     assert chain.info["grad_evals"].tolist() == [expected] * 4
@@ -104,12 +117,14 @@ def test_divergence_inside_a_run_names_the_first_bad_iteration_whatever_the_chec
 
     reference = sm.Run(log_prob, torch.ones(3), sm.SGLD(1.0), check_every=1)
     with pytest.raises(sm.DivergenceError) as first:
-        for t, state, info in reference.iterate(1000):
+        for _t, state, info in reference.iterate(1000):
             assert bool(torch.isfinite(state.theta).all()) and bool(torch.isfinite(info["energy"]).all())
     assert reference.iteration == first.value.step  # checked every iteration: stops at once
 
     run = sm.Run(log_prob, torch.ones(3), sm.SGLD(1.0), check_every=check_every)
-    with pytest.raises(sm.DivergenceError, match=r"sgld: non-finite .* iteration \d+ \(lr=1\); reduce the step size") as err:
+    with pytest.raises(
+        sm.DivergenceError, match=r"sgld: non-finite .* iteration \d+ \(lr=1\); reduce the step size"
+    ) as err:
         for _ in run.iterate(1000):
             pass
     assert err.value.step == first.value.step and str(err.value) == str(first.value)
@@ -132,11 +147,16 @@ def test_no_device_to_host_read_per_iteration():
 
     torch.manual_seed(0)
     X, y = torch.randn(64, 3), torch.randint(0, 2, (64,))
-    energy = sm.ModuleEnergy(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)),
-                             "categorical", prior_std=1.0)
-    for sampler, gradient in ((sm.SGLD(1e-3), "minibatch"), (sm.PSGLD(1e-3), "minibatch"),
-                              (sm.SGHMC(1e-3, friction=0.1), "minibatch"), (sm.SGNHT(1e-3, a=0.1), "minibatch"),
-                              (sm.SGLD(1e-3), sm.ControlVariate(energy.initial_position()))):
+    energy = sm.ModuleEnergy(
+        torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)), "categorical", prior_std=1.0
+    )
+    for sampler, gradient in (
+        (sm.SGLD(1e-3), "minibatch"),
+        (sm.PSGLD(1e-3), "minibatch"),
+        (sm.SGHMC(1e-3, friction=0.1), "minibatch"),
+        (sm.SGNHT(1e-3, a=0.1), "minibatch"),
+        (sm.SGLD(1e-3), sm.ControlVariate(energy.initial_position())),
+    ):
         run = sm.Run(energy, None, sampler, data=(X, y), batch_size=16, num_chains=2, gradient=gradient, check_every=16)
         for _ in run.iterate(3):
             pass

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runs import linreg_problem, mlp_energy
 from torch import nn
 
 import structmc as sm
-from support.runs import linreg_problem, mlp_energy
-
 
 
 def test_predictive_classification_and_regression():
     energy, (X, y) = mlp_energy()
     chain = sm.sample(energy, None, sm.SGLD(1e-3), 20, data=(X, y), batch_size=30, num_chains=2, progress=False)
     out = sm.predictive(energy, chain, X, batch_size=7, draws_per_call=8)
-    manual = torch.stack([torch.func.functional_call(energy.module, energy.space.unflatten(s), (X,)).softmax(-1)
-                          for s in chain.flat_draws()]).mean(0)
+    manual = torch.stack(
+        [
+            torch.func.functional_call(energy.module, energy.space.unflatten(s), (X,)).softmax(-1)
+            for s in chain.flat_draws()
+        ]
+    ).mean(0)
     assert torch.allclose(out["probs"], manual, atol=1e-6)
 
     lin = sm.ModuleEnergy(nn.Linear(2, 1), "gaussian", noise_std=0.5)
@@ -26,7 +29,6 @@ def test_predictive_classification_and_regression():
     f = ch.flat_draws()[:, :2] @ Xr.T + ch.flat_draws()[:, 2:3]
     assert torch.allclose(pred["mean"], f.mean(0), atol=1e-5)
     assert torch.allclose(pred["var"], f.var(0, unbiased=False) + 0.25, atol=1e-5)
-
 
 
 def test_find_map_reaches_the_linear_regression_mode():
@@ -46,8 +48,12 @@ def test_predictive_per_draw_keeps_the_draws_layout():
     draws = energy.initial_position() + 0.3 * torch.randn(3, 4, energy.space.dim, generator=g)  # [C, D, P]
     per = sm.predictive(energy, draws, X, batch_size=7, draws_per_call=5, per_draw=True)["probs"]
     assert per.shape == (3, 4, 90, 3)
-    manual = torch.stack([torch.func.functional_call(energy.module, energy.space.unflatten(s), (X,)).softmax(-1)
-                          for s in draws.reshape(12, -1)]).view(3, 4, 90, 3)
+    manual = torch.stack(
+        [
+            torch.func.functional_call(energy.module, energy.space.unflatten(s), (X,)).softmax(-1)
+            for s in draws.reshape(12, -1)
+        ]
+    ).view(3, 4, 90, 3)
     torch.testing.assert_close(per, manual, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(per.mean((0, 1)), sm.predictive(energy, draws, X)["probs"], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(sm.predictive(energy, draws, X, chain=2, per_draw=True)["probs"], manual[2])
@@ -71,11 +77,13 @@ def test_predictive_and_evaluate_go_through_a_structured_energy():
     energy, (X, y) = mlp_energy()
     g = torch.Generator().manual_seed(2)
     draws = energy.initial_position() + 0.3 * torch.randn(2, 4, energy.space.dim, generator=g)
-    for sd in (StructuredEnergy(energy, make_partition("layer", energy.space), 10),
-               StructuredEnergy(energy, make_partition("layer", energy.space), 10, mask=BernoulliMask(0.5),
-                                num_copies=2)):
-        torch.testing.assert_close(sm.predictive(sd, draws, X)["probs"], sm.predictive(energy, draws, X)["probs"],
-                                   rtol=0, atol=0)
+    for sd in (
+        StructuredEnergy(energy, make_partition("layer", energy.space), 10),
+        StructuredEnergy(energy, make_partition("layer", energy.space), 10, mask=BernoulliMask(0.5), num_copies=2),
+    ):
+        torch.testing.assert_close(
+            sm.predictive(sd, draws, X)["probs"], sm.predictive(energy, draws, X)["probs"], rtol=0, atol=0
+        )
         assert sm.evaluate(sd, draws, (X, y))["pooled"] == sm.evaluate(energy, draws, (X, y))["pooled"]
     h = HierarchicalEnergy(energy, "layer")
     hd = torch.cat([draws, torch.zeros(2, 4, h.num_groups)], -1)  # network part, then log σ_g
@@ -86,9 +94,15 @@ def test_predictive_and_evaluate_go_through_a_structured_energy():
     with pytest.raises(TypeError, match="needs a ModuleEnergy"):
         sm.predictive(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3), torch.zeros(1, 3), X)
     with pytest.raises(TypeError, match="needs a ModuleEnergy"):
-        sm.predictive(StructuredEnergy(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3),
-                                       make_partition("factorized", sm.LogDensityEnergy(lambda t, b: 0, 3).space), 10),
-                      torch.zeros(1, 3), X)
+        sm.predictive(
+            StructuredEnergy(
+                sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3),
+                make_partition("factorized", sm.LogDensityEnergy(lambda t, b: 0, 3).space),
+                10,
+            ),
+            torch.zeros(1, 3),
+            X,
+        )
 
 
 def test_find_map_max_seconds_stops_early_on_the_unbounded_path():

@@ -18,7 +18,7 @@ Y = 0.5 * X[:, 0]
 
 def log_prob(theta, batch):
     x, y = batch
-    return -0.5 * ((y - x[:, 0] * theta[0]) ** 2).sum() - 0.5 * (theta ** 2).sum()
+    return -0.5 * ((y - x[:, 0] * theta[0]) ** 2).sum() - 0.5 * (theta**2).sum()
 
 
 class RunningMean(Recorder):
@@ -45,9 +45,22 @@ def run(out_dir=None, recorder=None, stop_at=None, resume=False):
         if t == stop_at:
             raise KeyboardInterrupt
 
-    return sm.sample(log_prob, torch.zeros(2, dtype=torch.float64), sm.SGLD(1e-2), 40, data=(X, Y), batch_size=6,
-                     num_chains=2, seed=5, out_dir=out_dir, checkpoint_every=7 if out_dir else None, resume=resume,
-                     callback=stop if stop_at else None, recorders={"mean": recorder}, progress=False)
+    return sm.sample(
+        log_prob,
+        torch.zeros(2, dtype=torch.float64),
+        sm.SGLD(1e-2),
+        40,
+        data=(X, Y),
+        batch_size=6,
+        num_chains=2,
+        seed=5,
+        out_dir=out_dir,
+        checkpoint_every=7 if out_dir else None,
+        resume=resume,
+        callback=stop if stop_at else None,
+        recorders={"mean": recorder},
+        progress=False,
+    )
 
 
 def test_a_user_recorder_resumes_to_the_uninterrupted_state(tmp_path):

@@ -10,11 +10,11 @@ import warnings
 
 import pytest
 import torch
+from support.runs import gaussian_log_prob, mlp_energy
 
 import structmc as sm
 from structmc.recording import InfoLog
 from structmc.storage import RunFolder, RunFolderError
-from support.runs import gaussian_log_prob, mlp_energy
 
 
 def _flip_byte(path, where=0.5):
@@ -29,8 +29,7 @@ def _flip_byte(path, where=0.5):
 # ---------------------------------------------------------------------------------------
 def test_chunk_file_size_is_the_draws_size_not_the_buffer(tmp_path):
     P = 1000
-    sm.sample(gaussian_log_prob, torch.zeros(P), sm.SGLD(0.1), 1000, out_dir=tmp_path, chunk_draws=100,
-              progress=False)
+    sm.sample(gaussian_log_prob, torch.zeros(P), sm.SGLD(0.1), 1000, out_dir=tmp_path, chunk_draws=100, progress=False)
     files = RunFolder(tmp_path).chunk_files()
     assert len(files) == 10
     for f in files:
@@ -49,8 +48,9 @@ def test_a_new_run_refuses_a_non_empty_run_folder(tmp_path):
 
 def test_overwrite_replaces_the_previous_run(tmp_path):
     sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 500, out_dir=tmp_path, chunk_draws=100, progress=False)
-    new = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 200, out_dir=tmp_path, overwrite=True, seed=5,
-                    progress=False)
+    new = sm.sample(
+        gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 200, out_dir=tmp_path, overwrite=True, seed=5, progress=False
+    )
     back = sm.load_chain(tmp_path)
     assert back.num_draws == 200 and torch.equal(back.samples, new.samples)
     assert back.info["energy"].shape == (1, 200)
@@ -62,16 +62,25 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run_folder(tmp_path):
         sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 20, out_dir=tmp_path, overwrite=True, progress=False)
     assert (tmp_path / "notes.txt").read_text() == "mine"
     with pytest.raises(ValueError, match="contradict"):
-        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 20, out_dir=tmp_path / "x", overwrite=True,
-                  resume=True, progress=False)
+        sm.sample(
+            gaussian_log_prob,
+            torch.zeros(2),
+            sm.SGLD(0.1),
+            20,
+            out_dir=tmp_path / "x",
+            overwrite=True,
+            resume=True,
+            progress=False,
+        )
 
 
 # ---------------------------------------------------------------------------------------
 # 3. what defines the target is checked at resume
 # ---------------------------------------------------------------------------------------
 def _mlp_run(tmp_path, energy, data, steps, **kw):
-    return sm.sample(energy, None, sm.SGLD(1e-3), steps, data=data, batch_size=20, out_dir=tmp_path, progress=False,
-                     **kw)
+    return sm.sample(
+        energy, None, sm.SGLD(1e-3), steps, data=data, batch_size=20, out_dir=tmp_path, progress=False, **kw
+    )
 
 
 def test_resume_refuses_a_changed_target(tmp_path):
@@ -89,6 +98,7 @@ def test_resume_refuses_a_changed_target(tmp_path):
     other_prior = sm.ModuleEnergy(other.module, "categorical", prior_std=2.0)
     with pytest.raises(ValueError, match="cannot resume: the target changed.*the prior"):
         _mlp_run(tmp_path, other_prior, (X, y), 20, resume=True)
+
     def tempered_categorical(out, y):  # another likelihood for the same labels
         return 0.5 * torch.distributions.Categorical(logits=out).log_prob(y)
 
@@ -106,8 +116,14 @@ def test_resume_refuses_a_changed_partition(tmp_path):
     kw = dict(out_dir=tmp_path, progress=False)
     sm.sample(StructuredEnergy(base, round_robin(6, 2), 50), torch.zeros(6), sm.SGLD(0.1), 10, **kw)
     with pytest.raises(ValueError, match="the partition"):
-        sm.sample(StructuredEnergy(base, random_partition(6, 2, seed=1), 50), torch.zeros(6), sm.SGLD(0.1), 20,
-                  resume=True, **kw)
+        sm.sample(
+            StructuredEnergy(base, random_partition(6, 2, seed=1), 50),
+            torch.zeros(6),
+            sm.SGLD(0.1),
+            20,
+            resume=True,
+            **kw,
+        )
     with pytest.raises(ValueError, match="the partition"):
         sm.sample(StructuredEnergy(base, round_robin(6, 3), 50), torch.zeros(6), sm.SGLD(0.1), 20, resume=True, **kw)
 
@@ -116,8 +132,8 @@ def test_resume_refuses_changed_structured_settings_and_accepts_older_fingerprin
     """K, the mask law and split_batch are part of the target; a checkpoint written before
     they were fingerprinted still resumes (to the uninterrupted chain)."""
     from structmc.partitions import round_robin
-    from structmc.structured import BernoulliMask, StructuredEnergy
     from structmc.storage import RunFolder
+    from structmc.structured import BernoulliMask, StructuredEnergy
 
     X = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
     y = X.sum(1, keepdim=True)
@@ -147,15 +163,26 @@ def test_split_batch_refuses_an_indivisible_batch_before_any_compute():
     from structmc.structured import BernoulliMask, StructuredEnergy
 
     calls = []
-    energy = sm.LogDensityEnergy(log_likelihood=lambda t, b: calls.append(1) or -((b[0] @ t - b[1]) ** 2).sum(),
-                                 log_prior=lambda t: -0.5 * (t * t).sum(), dim=3)
+    energy = sm.LogDensityEnergy(
+        log_likelihood=lambda t, b: calls.append(1) or -((b[0] @ t - b[1]) ** 2).sum(),
+        log_prior=lambda t: -0.5 * (t * t).sum(),
+        dim=3,
+    )
     sd = StructuredEnergy(energy, round_robin(3, 3), 10, mask=BernoulliMask(0.5), num_copies=4, split_batch=True)
     X = torch.randn(30, 3)
     with pytest.raises(ValueError, match="n = 10 rows into K = 4 slices"):
         sm.sample(sd, torch.zeros(3), sm.SGLD(1e-3), 5, data=(X, X.sum(1)), batch_size=10, progress=False)
     with pytest.raises(ValueError, match="stratified"):
-        sm.sample(sd, torch.zeros(3), sm.SGLD(1e-3), 5, data=(X, torch.arange(30) % 2), batch_size=8,
-                  batching="stratified", progress=False)
+        sm.sample(
+            sd,
+            torch.zeros(3),
+            sm.SGLD(1e-3),
+            5,
+            data=(X, torch.arange(30) % 2),
+            batch_size=8,
+            batching="stratified",
+            progress=False,
+        )
     assert not calls
 
 
@@ -167,8 +194,9 @@ def test_checkpoints_without_target_fingerprints_still_resume(tmp_path):
     del ckpt["settings"]["target"]  # as written by earlier versions
     folder.save_checkpoint(ckpt)
     with pytest.warns(UserWarning, match="before targets were fingerprinted"):
-        resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, out_dir=tmp_path, resume=True,
-                            progress=False)
+        resumed = sm.sample(
+            gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, out_dir=tmp_path, resume=True, progress=False
+        )
     assert torch.equal(resumed.samples, full.samples)
 
 
@@ -176,8 +204,17 @@ def test_checkpoints_without_target_fingerprints_still_resume(tmp_path):
 # 4. integrity
 # ---------------------------------------------------------------------------------------
 def _small_run(path, steps=40, **kw):
-    return sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGLD(0.1), steps, out_dir=path, chunk_draws=10,
-                     checkpoint_every=20, progress=False, **kw)
+    return sm.sample(
+        gaussian_log_prob,
+        torch.zeros(3),
+        sm.SGLD(0.1),
+        steps,
+        out_dir=path,
+        chunk_draws=10,
+        checkpoint_every=20,
+        progress=False,
+        **kw,
+    )
 
 
 def test_a_flipped_byte_in_the_checkpoint_is_refused_at_resume(tmp_path):
@@ -221,8 +258,9 @@ def test_a_missing_last_chunk_is_an_error(tmp_path):
 
 def test_diagnose_reports_a_diverged_run(tmp_path):
     with pytest.raises(sm.DivergenceError):
-        sm.sample(gaussian_log_prob, torch.ones(2), sm.SGLD(5.0), 5000, out_dir=tmp_path, progress=False,
-                  on_blowup="ignore")
+        sm.sample(
+            gaussian_log_prob, torch.ones(2), sm.SGLD(5.0), 5000, out_dir=tmp_path, progress=False, on_blowup="ignore"
+        )
     text = _diagnose(tmp_path)
     step = json.loads((tmp_path / "diverged.json").read_text())["step"]
     assert f"DIVERGED at iteration {step}" in text and "non-finite" in text
@@ -262,8 +300,18 @@ def test_checkpoint_size_does_not_grow_with_the_iterations(tmp_path, monkeypatch
 def test_without_memory_the_records_stream_and_reload_complete(tmp_path, monkeypatch):
     monkeypatch.setattr(InfoLog, "WRITE_EVERY", 256)
     full = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 1000, thin=7, num_chains=2, progress=False)
-    streamed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 1000, thin=7, num_chains=2, progress=False,
-                         out_dir=tmp_path, keep_in_memory=False, chunk_draws=30)
+    streamed = sm.sample(
+        gaussian_log_prob,
+        torch.zeros(2),
+        sm.SGLD(0.1),
+        1000,
+        thin=7,
+        num_chains=2,
+        progress=False,
+        out_dir=tmp_path,
+        keep_in_memory=False,
+        chunk_draws=30,
+    )
     assert len(RunFolder(tmp_path).info_files()) >= 3
     for chain in (streamed, sm.load_chain(tmp_path)):
         assert torch.equal(chain.samples, full.samples) and torch.equal(chain.draw_steps, full.draw_steps)
@@ -282,8 +330,16 @@ def test_info_chunks_hold_only_their_iterations(tmp_path, monkeypatch):
 
 def test_a_folder_from_before_manifests_and_streamed_records_resumes(tmp_path):
     full = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, num_chains=2, progress=False)
-    sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, num_chains=2, out_dir=tmp_path, chunk_draws=4,
-              progress=False)
+    sm.sample(
+        gaussian_log_prob,
+        torch.zeros(2),
+        sm.SGLD(0.1),
+        10,
+        num_chains=2,
+        out_dir=tmp_path,
+        chunk_draws=4,
+        progress=False,
+    )
     folder = RunFolder(tmp_path)
     ckpt = folder.load_checkpoint()
     info = sm.load_chain(tmp_path).info
@@ -299,8 +355,17 @@ def test_a_folder_from_before_manifests_and_streamed_records_resumes(tmp_path):
     with pytest.warns(UserWarning, match="unverified"):
         assert torch.equal(sm.load_chain(tmp_path).info["energy"], full.info["energy"][:, :10])
     with pytest.warns(UserWarning, match="unverified"):
-        resumed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 30, num_chains=2, out_dir=tmp_path,
-                            chunk_draws=4, resume=True, progress=False)
+        resumed = sm.sample(
+            gaussian_log_prob,
+            torch.zeros(2),
+            sm.SGLD(0.1),
+            30,
+            num_chains=2,
+            out_dir=tmp_path,
+            chunk_draws=4,
+            resume=True,
+            progress=False,
+        )
     back = sm.load_chain(tmp_path)
     for chain in (resumed, back):
         assert torch.equal(chain.samples, full.samples)
@@ -310,13 +375,14 @@ def test_a_folder_from_before_manifests_and_streamed_records_resumes(tmp_path):
 def test_without_memory_nothing_is_sized_by_the_number_of_steps(tmp_path):
     from structmc.recording import DrawRecorder
 
-    rec = DrawRecorder(1, 3, 10**9, dtype=torch.float32, device="cpu", keep_in_memory=False,
-                       folder=RunFolder(tmp_path), chunk_draws=5)
+    rec = DrawRecorder(
+        1, 3, 10**9, dtype=torch.float32, device="cpu", keep_in_memory=False, folder=RunFolder(tmp_path), chunk_draws=5
+    )
     assert rec.samples is None and rec.draw_steps is None
     log = InfoLog(RunFolder(tmp_path), keep=False)
     log.WRITE_EVERY = 512
     RunFolder(tmp_path).create({"x": 1})
-    for t in range(3000):
+    for _t in range(3000):
         log.append({"energy": torch.ones(1), "lr": 0.1})
     held = sum(b.shape[-1] for blocks in log._done.values() for b in blocks) // len(log._done)
     assert held <= 512
@@ -335,10 +401,30 @@ def test_resume_across_streamed_info_chunks(tmp_path, monkeypatch, keep):
             raise RuntimeError("crash")
 
     with pytest.raises(RuntimeError):
-        sm.sample(energy, None, sm.SGLD(1e-3), 700, out_dir=tmp_path, checkpoint_every=300, chunk_draws=40,
-                  keep_in_memory=keep, callback=stop, **kw)
-    resumed = sm.sample(energy, None, sm.SGLD(1e-3), 700, out_dir=tmp_path, checkpoint_every=300, chunk_draws=40,
-                        keep_in_memory=keep, resume=True, **kw)
+        sm.sample(
+            energy,
+            None,
+            sm.SGLD(1e-3),
+            700,
+            out_dir=tmp_path,
+            checkpoint_every=300,
+            chunk_draws=40,
+            keep_in_memory=keep,
+            callback=stop,
+            **kw,
+        )
+    resumed = sm.sample(
+        energy,
+        None,
+        sm.SGLD(1e-3),
+        700,
+        out_dir=tmp_path,
+        checkpoint_every=300,
+        chunk_draws=40,
+        keep_in_memory=keep,
+        resume=True,
+        **kw,
+    )
     back = sm.load_chain(tmp_path)
     for chain in (resumed, back):
         assert torch.equal(chain.samples, full.samples)
@@ -363,12 +449,32 @@ def test_ctrl_c_checkpoints_and_resume_continues_bit_for_bit(tmp_path, how, keep
             os.kill(os.getpid(), signal.SIGINT)
 
     with pytest.raises(KeyboardInterrupt):
-        sm.sample(energy, None, sm.SGLD(1e-3), 60, out_dir=tmp_path, checkpoint_every=1000, chunk_draws=4,
-                  keep_in_memory=keep, callback=interrupt, **kw)
+        sm.sample(
+            energy,
+            None,
+            sm.SGLD(1e-3),
+            60,
+            out_dir=tmp_path,
+            checkpoint_every=1000,
+            chunk_draws=4,
+            keep_in_memory=keep,
+            callback=interrupt,
+            **kw,
+        )
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert RunFolder(tmp_path).load_checkpoint()["run"]["iteration"] == 37
-    resumed = sm.sample(energy, None, sm.SGLD(1e-3), 60, out_dir=tmp_path, checkpoint_every=1000, chunk_draws=4,
-                        keep_in_memory=keep, resume=True, **kw)
+    resumed = sm.sample(
+        energy,
+        None,
+        sm.SGLD(1e-3),
+        60,
+        out_dir=tmp_path,
+        checkpoint_every=1000,
+        chunk_draws=4,
+        keep_in_memory=keep,
+        resume=True,
+        **kw,
+    )
     assert torch.equal(resumed.samples, full.samples)
     assert torch.equal(resumed.draw_steps, full.draw_steps)
     assert torch.equal(resumed.info["energy"], full.info["energy"])
@@ -380,13 +486,16 @@ def test_ctrl_c_checkpoints_and_resume_continues_bit_for_bit(tmp_path, how, keep
 # ---------------------------------------------------------------------------------------
 def _growing(theta, batch):  # the energy grows geometrically (not its gradient): finite for long
     _growing.calls += 1
-    return -0.5 * (theta * theta).sum() - 1.2 ** _growing.calls
+    return -0.5 * (theta * theta).sum() - 1.2**_growing.calls
 
 
 def test_a_blowing_up_chain_warns_once_naming_iteration_growth_and_lr(tmp_path):
     _growing.calls = 0
-    with pytest.warns(UserWarning, match=r"blowing up: .* at iteration 64, .* times its initial magnitude.*lr=0\.01.*"
-                                         r"conventions") as rec:
+    with pytest.warns(
+        UserWarning,
+        match=r"blowing up: .* at iteration 64, .* times its initial magnitude.*lr=0\.01.*"
+        r"conventions",
+    ) as rec:
         sm.sample(_growing, torch.ones(2), sm.SGLD(0.01), 200, progress=False)
     assert sum("blowing up" in str(w.message) for w in rec) == 1
 
@@ -394,8 +503,9 @@ def test_a_blowing_up_chain_warns_once_naming_iteration_growth_and_lr(tmp_path):
 def test_on_blowup_raise_keeps_the_draws(tmp_path):
     _growing.calls = 0
     with pytest.raises(sm.DivergenceError, match="blowing up") as err:
-        sm.sample(_growing, torch.ones(2), sm.SGLD(0.01), 200, thin=10, out_dir=tmp_path, on_blowup="raise",
-                  progress=False)
+        sm.sample(
+            _growing, torch.ones(2), sm.SGLD(0.01), 200, thin=10, out_dir=tmp_path, on_blowup="raise", progress=False
+        )
     assert err.value.step == 64 and err.value.chain.draw_steps.tolist() == [10, 20, 30, 40, 50, 60]
     assert (tmp_path / "diverged.json").exists()
     _growing.calls = 0
@@ -426,6 +536,7 @@ def test_no_blowup_warning_for_a_falling_energy_or_a_start_at_the_mode():
 # -- set-up checks wired into Run (energy.validate_data, the initial point, the seed range) ------------
 def test_run_checks_the_data_against_the_module_before_compute():
     import torch.nn as nn
+
     energy = sm.ModuleEnergy(nn.Linear(3, 2), "categorical")
     X, y = torch.randn(20, 3, dtype=torch.float64), torch.randint(0, 2, (20,))
     with pytest.raises(ValueError, match="float64|dtype"):
@@ -444,7 +555,7 @@ def test_a_nan_energy_at_the_initial_point_says_so():
 
 def test_seed_beyond_the_generator_range_names_the_seed():
     with pytest.raises(ValueError, match="seed"):
-        sm.sample(lambda t, b: -(t * t).sum(), torch.zeros(2), sm.SGLD(1e-3), 5, seed=2 ** 70, progress=False)
+        sm.sample(lambda t, b: -(t * t).sum(), torch.zeros(2), sm.SGLD(1e-3), 5, seed=2**70, progress=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -460,13 +571,31 @@ def test_a_second_writer_on_a_running_folder_is_refused(tmp_path):
         if t == 30:
             for kw in (dict(resume=True), dict(overwrite=True), dict()):
                 with pytest.raises(RunFolderBusy, match=f"out_dir {tmp_path} is in use by another run") as err:
-                    sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 60, seed=2, out_dir=tmp_path,
-                              chunk_draws=7, progress=False, **kw)
+                    sm.sample(
+                        gaussian_log_prob,
+                        torch.zeros(2),
+                        sm.SGLD(0.1),
+                        60,
+                        seed=2,
+                        out_dir=tmp_path,
+                        chunk_draws=7,
+                        progress=False,
+                        **kw,
+                    )
                 refused.append(err.value)
             assert sm.load_chain(tmp_path).num_draws == 28  # readers need no lock
 
-    first = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 60, seed=1, out_dir=tmp_path, chunk_draws=7,
-                      callback=second_writer, progress=False)
+    first = sm.sample(
+        gaussian_log_prob,
+        torch.zeros(2),
+        sm.SGLD(0.1),
+        60,
+        seed=1,
+        out_dir=tmp_path,
+        chunk_draws=7,
+        callback=second_writer,
+        progress=False,
+    )
     assert len(refused) == 3
     back = sm.load_chain(tmp_path)
     assert torch.equal(first.samples, alone.samples) and torch.equal(back.samples, alone.samples)
@@ -481,14 +610,16 @@ def test_a_writer_in_another_process_holds_the_folder(tmp_path):
 
     from structmc.storage import RunFolderBusy
 
-    script = ("import sys, time, pathlib, torch, structmc as sm\n"
-              "from support.runs import gaussian_log_prob\n"
-              "out = pathlib.Path(sys.argv[1])\n"
-              "def wait(t, state):\n"
-              "    if t == 5:\n"
-              "        (out.parent / 'started').touch()\n"
-              "        while not (out.parent / 'go').exists(): time.sleep(0.01)\n"
-              "sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=out, callback=wait, progress=False)\n")
+    script = (
+        "import sys, time, pathlib, torch, structmc as sm\n"
+        "from support.runs import gaussian_log_prob\n"
+        "out = pathlib.Path(sys.argv[1])\n"
+        "def wait(t, state):\n"
+        "    if t == 5:\n"
+        "        (out.parent / 'started').touch()\n"
+        "        while not (out.parent / 'go').exists(): time.sleep(0.01)\n"
+        "sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=out, callback=wait, progress=False)\n"
+    )
     tests = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = tmp_path / "run"
@@ -513,8 +644,7 @@ def test_the_lock_is_released_on_every_way_out(tmp_path, how):
             raise RuntimeError("boom") if how == "error" else KeyboardInterrupt
 
     with pytest.raises(RuntimeError if how == "error" else KeyboardInterrupt) if how != "return" else _nothing():
-        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, callback=stop,
-                  progress=False)
+        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, callback=stop, progress=False)
     assert not (tmp_path / ".structmc.lock").exists()
     folder = RunFolder(tmp_path)
     folder.lock()  # free again
@@ -549,8 +679,11 @@ def test_a_deleted_manifest_is_an_error_not_unverified_loading(tmp_path):
     _small_run(tmp_path)
     (tmp_path / "manifest.json").unlink()
     _flip_byte(tmp_path / "samples" / "chunk_00001.pt", 0.9)  # tampered: nothing could tell
-    for attempt in (lambda: sm.load_chain(tmp_path), lambda: _small_run(tmp_path, 60, resume=True),
-                    lambda: _diagnose(tmp_path)):
+    for attempt in (
+        lambda: sm.load_chain(tmp_path),
+        lambda: _small_run(tmp_path, 60, resume=True),
+        lambda: _diagnose(tmp_path),
+    ):
         with pytest.raises(RunFolderError, match="manifest is missing, so the run folder's files cannot be verified"):
             attempt()
     assert not (tmp_path / "manifest.json").exists()  # resume did not re-create it
@@ -601,6 +734,7 @@ def test_the_sigint_handler_is_restored_when_a_run_raises(tmp_path, monkeypatch,
     import structmc.run
 
     if fails == "progress":
+
         def broken(*args, **kw):
             raise RuntimeError("no progress bar")
 
@@ -616,8 +750,17 @@ def test_the_sigint_handler_is_restored_when_a_run_raises(tmp_path, monkeypatch,
     before = signal.signal(signal.SIGINT, mine)
     try:
         with pytest.raises((RuntimeError, ValueError)):  # resume: the seed differs from the checkpoint
-            sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp_path, callback=callback,
-                      seed=1 if fails == "resume" else 0, resume=fails == "resume", progress=False)
+            sm.sample(
+                gaussian_log_prob,
+                torch.zeros(2),
+                sm.SGLD(0.1),
+                10,
+                out_dir=tmp_path,
+                callback=callback,
+                seed=1 if fails == "resume" else 0,
+                resume=fails == "resume",
+                progress=False,
+            )
         assert signal.getsignal(signal.SIGINT) is mine
     finally:
         signal.signal(signal.SIGINT, before)

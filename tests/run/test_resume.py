@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runs import ALL_SAMPLERS, gaussian_log_prob, mlp_energy
 
 import structmc as sm
 from structmc.storage import RunFolder
-from support.runs import ALL_SAMPLERS, gaussian_log_prob, mlp_energy
-
 
 
 class Interrupt(Exception):
     pass
-
 
 
 @pytest.mark.parametrize("make", ALL_SAMPLERS + [lambda: sm.SGLD(sm.Cyclical(1e-3, num_steps=40, num_cycles=3))])
@@ -28,17 +26,18 @@ def test_resume_gives_the_uninterrupted_chain(tmp_path, make, num_chains):
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        sm.sample(energy, None, make(), 40, out_dir=tmp_path, checkpoint_every=10, chunk_draws=2,
-                  callback=interrupt, **kwargs)
-    resumed = sm.sample(energy, None, make(), 40, out_dir=tmp_path, checkpoint_every=10, chunk_draws=2,
-                        resume=True, **kwargs)
+        sm.sample(
+            energy, None, make(), 40, out_dir=tmp_path, checkpoint_every=10, chunk_draws=2, callback=interrupt, **kwargs
+        )
+    resumed = sm.sample(
+        energy, None, make(), 40, out_dir=tmp_path, checkpoint_every=10, chunk_draws=2, resume=True, **kwargs
+    )
     assert torch.equal(resumed.samples, full.samples)
     assert torch.equal(resumed.draw_steps, full.draw_steps)
     assert torch.equal(resumed.info["lr"], full.info["lr"])
     assert torch.equal(resumed.info["energy"], full.info["energy"])
     on_disk = sm.load_chain(tmp_path)
     assert torch.equal(on_disk.samples, full.samples)
-
 
 
 def test_resume_with_control_variates(tmp_path):
@@ -51,15 +50,14 @@ def test_resume_with_control_variates(tmp_path):
     assert torch.equal(longer.samples, full.samples)
 
 
-
 def test_extend_a_finished_run(tmp_path):
     kwargs = dict(seed=4, num_chains=2, progress=False)
     full = sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.01, friction=0.2), 30, **kwargs)
     sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.01, friction=0.2), 17, out_dir=tmp_path, **kwargs)
-    extended = sm.sample(gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.01, friction=0.2), 30, out_dir=tmp_path,
-                         resume=True, **kwargs)
+    extended = sm.sample(
+        gaussian_log_prob, torch.zeros(3), sm.SGHMC(0.01, friction=0.2), 30, out_dir=tmp_path, resume=True, **kwargs
+    )
     assert torch.equal(extended.samples, full.samples)
-
 
 
 def test_resume_refuses_changed_settings(tmp_path):
@@ -67,8 +65,9 @@ def test_resume_refuses_changed_settings(tmp_path):
     with pytest.raises(ValueError, match="cannot resume"):
         sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.2), 20, out_dir=tmp_path, resume=True, progress=False)
     with pytest.raises(ValueError, match="cannot resume"):
-        sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 20, out_dir=tmp_path, resume=True, seed=1,
-                  progress=False)
+        sm.sample(
+            gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 20, out_dir=tmp_path, resume=True, seed=1, progress=False
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -76,11 +75,19 @@ def test_resume_refuses_changed_settings(tmp_path):
 # ---------------------------------------------------------------------------------------
 def test_streaming_to_disk_without_memory(tmp_path):
     full = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 25, thin=2, progress=False)
-    streamed = sm.sample(gaussian_log_prob, torch.zeros(2), sm.SGLD(0.1), 25, thin=2, progress=False,
-                         out_dir=tmp_path, keep_in_memory=False, chunk_draws=5)
+    streamed = sm.sample(
+        gaussian_log_prob,
+        torch.zeros(2),
+        sm.SGLD(0.1),
+        25,
+        thin=2,
+        progress=False,
+        out_dir=tmp_path,
+        keep_in_memory=False,
+        chunk_draws=5,
+    )
     assert len(RunFolder(tmp_path).chunk_files()) == 3  # 12 draws in chunks of 5, 5, 2
     assert torch.equal(streamed.samples, full.samples)
-
 
 
 def test_chain_save_load_roundtrip(tmp_path):

@@ -6,11 +6,10 @@ import math
 
 import pytest
 import torch
+from support.runs import gaussian_log_prob
 from torch import nn
 
 import structmc as sm
-from support.runs import gaussian_log_prob
-
 
 
 @pytest.mark.parametrize(
@@ -49,7 +48,6 @@ def test_invalid_arguments_raise_before_compute(kwargs, match):
     assert not calls, "the target was evaluated before the arguments were validated"
 
 
-
 @pytest.mark.parametrize(
     "build, match",
     [
@@ -72,7 +70,6 @@ def test_invalid_arguments_raise_before_compute(kwargs, match):
 def test_invalid_configuration(build, match):
     with pytest.raises(ValueError, match=match):
         build()
-
 
 
 def test_data_shape_mismatch():

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import structmc
 from support.gradients import DTYPE, _tol, regression_data, regression_full_grad, regression_log_prob
 
+import structmc
 
 # ---------------------------------------------------------------------------------------
 # Fixed points at T = 0
@@ -17,11 +16,11 @@ SAMPLERS_T0 = {
     "sgld": lambda: structmc.SGLD(0.3, temperature=0.0),
     "psgld": lambda: structmc.PSGLD(0.3, temperature=0.0),
     "sghmc": lambda: structmc.SGHMC(0.3, friction=0.5, temperature=0.0),
-    "sghmc_leapfrog": lambda: structmc.SGHMC(0.3, friction=0.5, temperature=0.0, num_leapfrog=3,
-                                              resample_momentum=True),
+    "sghmc_leapfrog": lambda: structmc.SGHMC(
+        0.3, friction=0.5, temperature=0.0, num_leapfrog=3, resample_momentum=True
+    ),
     "sgnht": lambda: structmc.SGNHT(0.3, a=0.5, temperature=0.0),
 }
-
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLERS_T0))
@@ -44,18 +43,17 @@ def test_zero_temperature_zero_gradient_does_not_move(name):
         assert torch.equal(state.momentum, torch.zeros_like(theta0))
 
 
-
 def test_zero_temperature_sgld_is_gradient_descent_with_half_step():
     X, y = regression_data()
     theta = torch.tensor([0.5, -0.2, 1.0], dtype=DTYPE)
     lr = 0.01
-    chain = structmc.sample(regression_log_prob, theta, structmc.SGLD(lr, temperature=0.0), 3,
-                            data=(X, y), progress=False)
+    chain = structmc.sample(
+        regression_log_prob, theta, structmc.SGLD(lr, temperature=0.0), 3, data=(X, y), progress=False
+    )
     expected = theta.clone()
     for k in range(3):
         expected = expected - 0.5 * lr * regression_full_grad(expected, X, y)
         torch.testing.assert_close(chain.samples[0, k], expected, **_tol())
-
 
 
 def test_zero_temperature_sghmc_is_heavy_ball():
@@ -63,8 +61,9 @@ def test_zero_temperature_sghmc_is_heavy_ball():
     X, y = regression_data()
     theta = torch.tensor([0.5, -0.2, 1.0], dtype=DTYPE)
     lr, alpha = 0.002, 0.3
-    chain = structmc.sample(regression_log_prob, theta, structmc.SGHMC(lr, friction=alpha, temperature=0.0), 4,
-                            data=(X, y), progress=False)
+    chain = structmc.sample(
+        regression_log_prob, theta, structmc.SGHMC(lr, friction=alpha, temperature=0.0), 4, data=(X, y), progress=False
+    )
     th, v = theta.clone(), torch.zeros(3, dtype=DTYPE)
     for k in range(4):
         v = (1 - alpha) * v - lr * regression_full_grad(th, X, y)

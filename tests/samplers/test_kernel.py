@@ -46,7 +46,7 @@ class AR1:
         oracle.next_batch()
         energy = oracle.value(state.theta)
         z = torch.randn(state.theta.shape, generator=generator, dtype=state.theta.dtype)
-        state.theta = self.rho * state.theta + math.sqrt(1 - self.rho ** 2) * z
+        state.theta = self.rho * state.theta + math.sqrt(1 - self.rho**2) * z
         return state, {"energy": energy}
 
     def state_dict(self, state):
@@ -65,8 +65,9 @@ def log_prob(theta, batch):
 
 def test_a_kernel_from_outside_the_library_samples_its_exact_law():
     assert isinstance(AR1(0.5), sm.Kernel) and not issubclass(AR1, sm.Sampler)
-    chain = sm.sample(log_prob, torch.zeros(3, dtype=torch.float64), AR1(0.5), 20_000, num_chains=4, seed=1,
-                      progress=False)
+    chain = sm.sample(
+        log_prob, torch.zeros(3, dtype=torch.float64), AR1(0.5), 20_000, num_chains=4, seed=1, progress=False
+    )
     x = chain.samples.reshape(-1, 3)
     # N(0, 1): the mean's sd is about sqrt((1+ρ)/(1−ρ) / n) = 0.0061, the variance's about 0.017
     assert x.mean(0).abs().max() < 0.03 and (x.var(0) - 1).abs().max() < 0.08
@@ -81,9 +82,18 @@ def test_a_kernel_from_outside_the_library_resumes_exactly(tmp_path):
             if t == stop_at:
                 raise KeyboardInterrupt
 
-        return sm.sample(log_prob, torch.zeros(2, dtype=torch.float64), AR1(0.9), 50, seed=3, out_dir=out_dir,
-                         checkpoint_every=10 if out_dir else None, resume=resume,
-                         callback=stop if stop_at else None, progress=False)
+        return sm.sample(
+            log_prob,
+            torch.zeros(2, dtype=torch.float64),
+            AR1(0.9),
+            50,
+            seed=3,
+            out_dir=out_dir,
+            checkpoint_every=10 if out_dir else None,
+            resume=resume,
+            callback=stop if stop_at else None,
+            progress=False,
+        )
 
     whole = run()
     with pytest.raises(KeyboardInterrupt):
@@ -98,8 +108,14 @@ def test_an_object_that_is_no_kernel_is_refused_before_any_compute():
         sm.Run(log_prob, torch.zeros(2), object())
 
 
-@pytest.mark.parametrize("make", [lambda s: sm.SGHMC(1e-3, friction=0.1), lambda s: sm.PSGLD(1e-3),
-                                  lambda s: MetropolisWithinGibbs(by_neuron(s), 1e-2, scaling="N/n")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: sm.SGHMC(1e-3, friction=0.1),
+        lambda s: sm.PSGLD(1e-3),
+        lambda s: MetropolisWithinGibbs(by_neuron(s), 1e-2, scaling="N/n"),
+    ],
+)
 def test_the_run_loop_leaves_the_users_kernel_unchanged(make):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.gradients import DTYPE, N, _tol, regression_data
 from torch import nn
 
 import structmc
 import structmc as sm
 from structmc.samplers.psgld import PSGLDState
-from support.gradients import DTYPE, N, _tol, regression_data
-
 
 
 def quartic(theta, batch):
     return -(0.25 * theta**4 + 0.5 * theta**2).sum()
-
 
 
 def test_gamma_equals_finite_difference_derivative_of_the_preconditioner():
@@ -46,7 +44,6 @@ def test_gamma_equals_finite_difference_derivative_of_the_preconditioner():
     assert not torch.allclose(s2.theta, state.theta)
 
 
-
 def test_module_hessian_diag_is_unbiased_and_runs_in_sample():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
@@ -67,8 +64,9 @@ def test_module_hessian_diag_is_unbiased_and_runs_in_sample():
     se = ((hess.square().sum(1) - hess.diagonal().square()) / 1000).sqrt()
     assert bool(((est - exact).abs() <= 5 * se + 1e-9).all())
 
-    chain = sm.sample(energy, None, sm.PSGLD(1e-4, include_gamma=True), 20, data=(X, y), batch_size=10,
-                      num_chains=2, progress=False)
+    chain = sm.sample(
+        energy, None, sm.PSGLD(1e-4, include_gamma=True), 20, data=(X, y), batch_size=10, num_chains=2, progress=False
+    )
     assert bool(torch.isfinite(chain.samples).all())
 
 
@@ -90,8 +88,9 @@ def test_psgld_gamma_term_is_derivative_of_preconditioner(v_init):
     theta = torch.tensor([[0.7, -1.2, 0.4]], dtype=DTYPE)
     lr, alpha, eps, num_data = 0.05, 0.9, 1e-3, 5
     v_prev = torch.tensor([[0.3, 0.01, 2.0]], dtype=DTYPE)
-    sampler = structmc.PSGLD(lr, alpha=alpha, eps=eps, num_data=num_data, temperature=0.0,
-                             include_gamma=True, v_init=v_init)
+    sampler = structmc.PSGLD(
+        lr, alpha=alpha, eps=eps, num_data=num_data, temperature=0.0, include_gamma=True, v_init=v_init
+    )
     state = sampler.init(theta)
     first = v_init == "first"
     if not first:
@@ -113,7 +112,6 @@ def test_psgld_gamma_term_is_derivative_of_preconditioner(v_init):
     assert (Gamma.abs() > 1e-4).all()  # the term is not negligible here
 
 
-
 def test_psgld_per_datum_scale_follows_each_runs_data():
     """pSGLD's ḡ = ∇Û/N takes N from the run's data when ``num_data`` is None. Reusing a
     sampler object for a second data set must give the same chain as a fresh sampler
@@ -125,6 +123,7 @@ def test_psgld_per_datum_scale_follows_each_runs_data():
         def lp(theta, batch):
             x, t = batch
             return -(n_total / t.shape[0]) * 0.5 * (t - x @ theta).square().sum() - 0.5 * theta.square().sum()
+
         return lp
 
     theta0 = torch.zeros(3, dtype=DTYPE)

@@ -8,9 +8,9 @@ import math
 
 import pytest
 import torch
+from support.exact import gaussian_sghmc_recursion
 
 import structmc
-from support.exact import gaussian_sghmc_recursion
 
 F64 = torch.float64
 H = torch.tensor([1.0, 16.0], dtype=F64)  # U(θ) = Σ h_i θ_i² / 2
@@ -53,8 +53,9 @@ def reference_chain(theta0, grads_of, lr, friction, adapt_steps, steps, seed, co
 def test_flat_update_matches_the_per_coordinate_reference(correction):
     theta0 = torch.tensor([[1.0, -0.3], [0.2, 0.5], [-2.0, 0.1]], dtype=F64)
     lr, friction, adapt, steps = 0.01, 0.1, 7, 15
-    ref, ref_vhat = reference_chain(theta0, lambda th: H * th, lr, friction, adapt, steps, seed=3,
-                                    correction=correction)
+    ref, ref_vhat = reference_chain(
+        theta0, lambda th: H * th, lr, friction, adapt, steps, seed=3, correction=correction
+    )
     sampler = structmc.ScaleAdaptedSGHMC(lr, friction, adapt_steps=adapt, noise_correction=correction)
     g = torch.Generator().manual_seed(3)
     state = sampler.prepare(None).init(theta0, g)
@@ -83,9 +84,13 @@ def test_stationary_law_is_sghmc_with_the_adapted_step(correction):
     g = torch.Generator().manual_seed(0)
     v_hat = (H.sqrt() * (0.5 + 1.5 * torch.rand(C, 2, generator=g, dtype=F64))).square()
     init = torch.randn(C, 2, generator=g, dtype=F64) / H.sqrt()
-    run = structmc.Run(log_prob, init, structmc.ScaleAdaptedSGHMC(lr, friction, adapt_steps=0,
-                                                                  noise_correction=correction),
-                       num_chains=C, seed=1)
+    run = structmc.Run(
+        log_prob,
+        init,
+        structmc.ScaleAdaptedSGHMC(lr, friction, adapt_steps=0, noise_correction=correction),
+        num_chains=C,
+        seed=1,
+    )
     run.state.v_hat.copy_(v_hat)
     second = run.sample(burn + keep, burn_in=burn).samples.square().mean(1)  # [C, 2]
 
@@ -94,15 +99,22 @@ def test_stationary_law_is_sghmc_with_the_adapted_step(correction):
     wrong = (lambda s: 2 * friction * s) if correction else (lambda s: max(2 * friction * s - lr * lr, 0.0))
 
     def exact(steps, noise):
-        return torch.tensor([[_exact_var(float(H[i]), float(steps[c, i]), friction, noise(float(steps[c, i])))
-                              for i in range(2)] for c in range(C)], dtype=F64)
+        return torch.tensor(
+            [
+                [_exact_var(float(H[i]), float(steps[c, i]), friction, noise(float(steps[c, i]))) for i in range(2)]
+                for c in range(C)
+            ],
+            dtype=F64,
+        )
 
     truth = exact(step, right)
     r = second / truth
     mean, se = r.mean(0), r.std(0) / math.sqrt(C)
     assert torch.all((mean - 1).abs() < 4.5 * se), (mean, se)
-    for name, law in [("no preconditioner", exact(torch.full_like(step, lr), right)),
-                      ("the other noise rule", exact(step, wrong))]:
+    for name, law in [
+        ("no preconditioner", exact(torch.full_like(step, lr), right)),
+        ("the other noise rule", exact(step, wrong)),
+    ]:
         gap = ((law - truth) / truth).mean(0).abs()
         assert gap.max() > 15 * se.max(), (name, gap, se)
 

@@ -24,9 +24,6 @@ import numpy as np
 import pytest
 import torch
 from scipy.optimize import brentq
-from torch import nn
-
-import structmc
 from support.exact import (
     LinearRegression,
     enumerate_batches,
@@ -35,6 +32,9 @@ from support.exact import (
     sgld_gaussian_variance,
     sgld_recursion,
 )
+from torch import nn
+
+import structmc
 
 DTYPE = torch.float64
 N, BATCH = 8, 2
@@ -67,8 +67,9 @@ def log_prob(theta, batch):
 
 def linear_module_energy() -> structmc.ModuleEnergy:
     """The same posterior as a module energy: the library applies the N/n scaling."""
-    return structmc.ModuleEnergy(nn.Linear(2, 1, bias=False).to(DTYPE), "gaussian",
-                                 noise_std=NOISE_STD, prior_std=PRIOR_STD)
+    return structmc.ModuleEnergy(
+        nn.Linear(2, 1, bias=False).to(DTYPE), "gaussian", noise_std=NOISE_STD, prior_std=PRIOR_STD
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -96,8 +97,7 @@ def chain_estimates(samples: np.ndarray, centre: np.ndarray):
     means = samples.mean(1)
     dev = samples - centre
     second = np.einsum("cdi,cdj->cij", dev, dev) / D
-    return (means.mean(0), means.std(0, ddof=1) / math.sqrt(C),
-            second.mean(0), second.std(0, ddof=1) / math.sqrt(C))
+    return (means.mean(0), means.std(0, ddof=1) / math.sqrt(C), second.mean(0), second.std(0, ddof=1) / math.sqrt(C))
 
 
 REPORT: list[str] = []  # measured vs exact, printed with ``pytest -s``
@@ -110,9 +110,11 @@ def check_against_law(name, samples, law, alternatives: dict):
     iu = np.triu_indices(len(mu))
     z_mean = (m - mu) / m_se
     z_cov = ((s - cov) / s_se)[iu]
-    REPORT.append(f"{name}: mean {np.round(m, 4)} (exact {np.round(mu, 4)}, SE {m_se.max():.1e}); "
-                  f"cov {np.round(s[iu], 4)} (exact {np.round(cov[iu], 4)}, SE {s_se[iu].max():.1e}); "
-                  f"target cov {np.round(POST_COV[iu], 4) if len(mu) == 2 else '-'}")
+    REPORT.append(
+        f"{name}: mean {np.round(m, 4)} (exact {np.round(mu, 4)}, SE {m_se.max():.1e}); "
+        f"cov {np.round(s[iu], 4)} (exact {np.round(cov[iu], 4)}, SE {s_se[iu].max():.1e}); "
+        f"target cov {np.round(POST_COV[iu], 4) if len(mu) == 2 else '-'}"
+    )
     print(REPORT[-1])
     assert np.abs(z_mean).max() < Z_MAX, f"{name}: mean {m} vs exact {mu}, z = {z_mean}"
     assert np.abs(z_cov).max() < Z_MAX, f"{name}: cov {s[iu]} vs exact {cov[iu]}, z = {z_cov}"
@@ -134,14 +136,36 @@ def assert_visible_discretisation_bias(law, recursion_no_batch_noise):
     assert rel > 0.1 and rel_full > 0.1, (rel, rel_full)
 
 
-def run(target, sampler, recursion, law, *, num_chains, num_draws, seed, gradient="minibatch",
-        batching="without_replacement", batch_size=BATCH):
+def run(
+    target,
+    sampler,
+    recursion,
+    law,
+    *,
+    num_chains,
+    num_draws,
+    seed,
+    gradient="minibatch",
+    batching="without_replacement",
+    batch_size=BATCH,
+):
     P = 2
     burn_in = burn_in_for(recursion)
     init = stationary_start(law[0][:P], law[1][:P, :P], num_chains, seed)
-    chain = structmc.sample(target, init, sampler, burn_in + num_draws, data=DATA, batch_size=batch_size,
-                            batching=batching, num_chains=num_chains, seed=seed, burn_in=burn_in,
-                            gradient=gradient, progress=False)
+    chain = structmc.sample(
+        target,
+        init,
+        sampler,
+        burn_in + num_draws,
+        data=DATA,
+        batch_size=batch_size,
+        batching=batching,
+        num_chains=num_chains,
+        seed=seed,
+        burn_in=burn_in,
+        gradient=gradient,
+        progress=False,
+    )
     assert chain.samples.shape == (num_chains, num_draws, P) and chain.samples.dtype == DTYPE
     return chain.samples.numpy()
 
@@ -236,8 +260,15 @@ def test_sghmc_module_energy_matches_exact_discretised_law():
         "no N/n scaling": _theta_law(sghmc_recursion(MODEL, lr, friction, BATCH, scaled=False).moments()),
         "noise 2αη replaced by αη": _theta_law(R.with_noise_scale(0.5).moments()),
     }
-    samples = run(linear_module_energy(), structmc.SGHMC(lr, friction=friction), R, R.moments(),
-                  num_chains=2000, num_draws=2000, seed=3)
+    samples = run(
+        linear_module_energy(),
+        structmc.SGHMC(lr, friction=friction),
+        R,
+        R.moments(),
+        num_chains=2000,
+        num_draws=2000,
+        seed=3,
+    )
     check_against_law("SGHMC (ModuleEnergy)", samples, law, alternatives)
 
 
@@ -249,15 +280,24 @@ def test_sghmc_control_variate_matches_exact_discretised_law():
     assert_visible_discretisation_bias(law, R.without_batch_noise())
     alternatives = {
         "target posterior": (POST_MEAN, POST_COV),
-        "temperature 1/2": _theta_law(sghmc_recursion(MODEL, lr, friction, BATCH, temperature=0.5,
-                                                      centre=CV_CENTRE).moments()),
+        "temperature 1/2": _theta_law(
+            sghmc_recursion(MODEL, lr, friction, BATCH, temperature=0.5, centre=CV_CENTRE).moments()
+        ),
         "no minibatch noise": _theta_law(R.without_batch_noise().moments()),
         "plain minibatch gradient": _theta_law(sghmc_recursion(MODEL, lr, friction, BATCH).moments()),
         "CV centred at the mode": _theta_law(sghmc_recursion(MODEL, lr, friction, BATCH, centre=POST_MEAN).moments()),
     }
     cv = structmc.ControlVariate(torch.tensor(CV_CENTRE, dtype=DTYPE))
-    samples = run(log_prob, structmc.SGHMC(lr, friction=friction), R, R.moments(),
-                  num_chains=2000, num_draws=2000, seed=4, gradient=cv)
+    samples = run(
+        log_prob,
+        structmc.SGHMC(lr, friction=friction),
+        R,
+        R.moments(),
+        num_chains=2000,
+        num_draws=2000,
+        seed=4,
+        gradient=cv,
+    )
     check_against_law("SGHMC-CV", samples, law, alternatives)
 
 
@@ -272,11 +312,20 @@ def test_sgld_tempered_with_replacement_module_energy():
         "tempered target": (POST_MEAN, 0.5 * POST_COV),
         "temperature 1": sgld_recursion(MODEL, lr, BATCH, batching="with_replacement").moments(),
         "batches without replacement": sgld_recursion(MODEL, lr, BATCH, temperature=0.5).moments(),
-        "no N/n scaling": sgld_recursion(MODEL, lr, BATCH, temperature=0.5, batching="with_replacement",
-                                         scaled=False).moments(),
+        "no N/n scaling": sgld_recursion(
+            MODEL, lr, BATCH, temperature=0.5, batching="with_replacement", scaled=False
+        ).moments(),
     }
-    samples = run(linear_module_energy(), structmc.SGLD(lr, temperature=0.5), R, law,
-                  num_chains=2000, num_draws=2000, seed=5, batching="with_replacement")
+    samples = run(
+        linear_module_energy(),
+        structmc.SGLD(lr, temperature=0.5),
+        R,
+        law,
+        num_chains=2000,
+        num_draws=2000,
+        seed=5,
+        batching="with_replacement",
+    )
     check_against_law("SGLD T=1/2 with replacement (ModuleEnergy)", samples, law, alternatives)
 
 
@@ -296,11 +345,23 @@ def test_sgld_temperature_halves_full_batch_variance():
     for T, seed in ((1.0, 6), (0.5, 7)):
         burn = burn_in_for(R1)
         init = stationary_start(mu, T * cov1, 2000, seed)
-        chain = structmc.sample(gaussian_log_prob, init, structmc.SGLD(lr, temperature=T), burn + 2000,
-                                num_chains=2000, seed=seed, burn_in=burn, progress=False)
+        chain = structmc.sample(
+            gaussian_log_prob,
+            init,
+            structmc.SGLD(lr, temperature=T),
+            burn + 2000,
+            num_chains=2000,
+            seed=seed,
+            burn_in=burn,
+            progress=False,
+        )
         samples = chain.samples.numpy()
-        check_against_law(f"SGLD full batch T={T}", samples, (mu, T * cov1),
-                          {"target": (POST_MEAN, T * POST_COV), "other temperature": (mu, cov1 / (2 * T))})
+        check_against_law(
+            f"SGLD full batch T={T}",
+            samples,
+            (mu, T * cov1),
+            {"target": (POST_MEAN, T * POST_COV), "other temperature": (mu, cov1 / (2 * T))},
+        )
         est[T] = chain_estimates(samples, mu)
     # the ratio of the two runs' variances is 1/2 (delta-method SE of the ratio)
     s1, se1 = np.diag(est[1.0][2]), np.diag(est[1.0][3])
@@ -368,16 +429,30 @@ def test_sgnht_thermostat_absorbs_minibatch_noise(gradient):
 
     init = torch.tensor(mu + rng.normal(size=(C, P)) * math.sqrt(var_pred), dtype=DTYPE)
     estimator = "minibatch" if gradient == "minibatch" else structmc.ControlVariate(torch.zeros(P, dtype=DTYPE))
-    structmc.sample(location_log_prob, init, structmc.SGNHT(lr, a=a), burn + keep, data=(Y_t,),
-                    batch_size=BATCH, batching="without_replacement", num_chains=C, seed=8,
-                    burn_in=burn + keep - 1, callback=callback, progress=False, gradient=estimator)
+    structmc.sample(
+        location_log_prob,
+        init,
+        structmc.SGNHT(lr, a=a),
+        burn + keep,
+        data=(Y_t,),
+        batch_size=BATCH,
+        batching="without_replacement",
+        num_chains=C,
+        seed=8,
+        burn_in=burn + keep - 1,
+        callback=callback,
+        progress=False,
+        gradient=estimator,
+    )
     xi_c, var_c = (acc["xi"] / keep).numpy(), (acc["var"] / keep).numpy()
     xi_hat, xi_se = xi_c.mean(), xi_c.std(ddof=1) / math.sqrt(C)
     var_hat, var_se = var_c.mean(), var_c.std(ddof=1) / math.sqrt(C)
     var_no_adapt = law(a)[0, 0]  # SGHMC with the friction fixed at a (no thermostat)
-    REPORT.append(f"SGNHT ({gradient}): xi {xi_hat:.5f} (exact xi* {xi_star:.5f}, SE {xi_se:.1e}, a = {a}); "
-                  f"Var theta {var_hat:.5f} (pred {var_pred:.5f}, SE {var_se:.1e}; target {1 / h:.5f}, "
-                  f"friction fixed at a: {var_no_adapt:.5f})")
+    REPORT.append(
+        f"SGNHT ({gradient}): xi {xi_hat:.5f} (exact xi* {xi_star:.5f}, SE {xi_se:.1e}, a = {a}); "
+        f"Var theta {var_hat:.5f} (pred {var_pred:.5f}, SE {var_se:.1e}; target {1 / h:.5f}, "
+        f"friction fixed at a: {var_no_adapt:.5f})"
+    )
     print(REPORT[-1])
     assert abs(xi_hat - xi_star) < Z_MAX * xi_se, (xi_hat, xi_star, xi_se)
     assert abs(var_hat - var_pred) < Z_MAX * var_se, (var_hat, var_pred, var_se)
@@ -387,8 +462,9 @@ def test_sgnht_thermostat_absorbs_minibatch_noise(gradient):
     assert abs(var_no_adapt - var_pred) > Z_SEP * var_se
     assert abs(1 / h - var_pred) > Z_SEP * var_se
     if shift_var > 0:  # temperature: at T = 1/2 the kinetic target is ηT/2, hence a different ξ*
-        xi_half = brentq(lambda xi: gaussian_sghmc_recursion(h, lr, xi, a * lr, shift_var).moments()[1][1, 1]
-                         - 0.5 * lr, 1e-3, 1.0)
+        xi_half = brentq(
+            lambda xi: gaussian_sghmc_recursion(h, lr, xi, a * lr, shift_var).moments()[1][1, 1] - 0.5 * lr, 1e-3, 1.0
+        )
         assert abs(xi_half - xi_star) > Z_SEP * xi_se
     else:  # without gradient noise ξ* does not depend on T, but the θ-variance scales with it
         assert abs(0.5 * var_pred - var_pred) > Z_SEP * var_se
@@ -439,8 +515,17 @@ def psgld_run():
             acc["V"] += state.square_avg
             acc["g2"] += (h_t * state.theta).square()
 
-    structmc.sample(gaussian_log_prob, init, sampler, burn + keep, num_chains=C, seed=9,
-                    burn_in=burn + keep - 1, callback=callback, progress=False)
+    structmc.sample(
+        gaussian_log_prob,
+        init,
+        sampler,
+        burn + keep,
+        num_chains=C,
+        seed=9,
+        burn_in=burn + keep - 1,
+        callback=callback,
+        progress=False,
+    )
     assert sampler.num_data is None  # no data: ḡ is ∇U itself
     return {k: (v / keep).numpy() for k, v in acc.items()}
 
@@ -468,9 +553,11 @@ def test_psgld_moments(psgld_run):
     G, _ = _mean_se(psgld_run["G"])
     var_fixed_G = np.array([sgld_gaussian_variance(h, lr, g) for h, g in zip(PSGLD_H, G)])
     target = 1 / PSGLD_H
-    REPORT.append(f"pSGLD: E theta {np.round(th, 4)} (SE {np.round(th_se, 4)}); E theta^2 {np.round(th2, 5)} "
-                  f"(SE {np.round(th2_se, 5)}); fixed-G law {np.round(var_fixed_G, 5)}; target {target}; "
-                  f"mean G {np.round(G, 5)}")
+    REPORT.append(
+        f"pSGLD: E theta {np.round(th, 4)} (SE {np.round(th_se, 4)}); E theta^2 {np.round(th2, 5)} "
+        f"(SE {np.round(th2_se, 5)}); fixed-G law {np.round(var_fixed_G, 5)}; target {target}; "
+        f"mean G {np.round(G, 5)}"
+    )
     print(REPORT[-1])
     assert np.all(np.abs(th) < Z_MAX * th_se)
     # coordinate 1: the fixed-G discretised law, visibly off the target
@@ -503,9 +590,11 @@ def test_psgld_preconditioner_adapts(psgld_run):
     rms = np.sqrt(g2)
     ratio = G[0] / G[1]
     expected = rms[1] / rms[0]
-    REPORT.append(f"pSGLD preconditioner: E V {np.round(V, 5)} vs E g^2 {np.round(g2, 5)} "
-                  f"(SE {np.round(g2_se, 5)}); G {np.round(G, 5)}; G1/G2 {ratio:.5f} vs "
-                  f"RMS(g2)/RMS(g1) {expected:.5f}")
+    REPORT.append(
+        f"pSGLD preconditioner: E V {np.round(V, 5)} vs E g^2 {np.round(g2, 5)} "
+        f"(SE {np.round(g2_se, 5)}); G {np.round(G, 5)}; G1/G2 {ratio:.5f} vs "
+        f"RMS(g2)/RMS(g1) {expected:.5f}"
+    )
     print(REPORT[-1])
     assert np.all(np.abs(V - g2) < Z_MAX * np.hypot(V_se, g2_se) + 0.02 * g2), (V, g2)
     assert ratio == pytest.approx(expected, rel=0.05)

@@ -6,14 +6,25 @@ import math
 
 import pytest
 import torch
+from support.exact import discretised_structured_covariance, sgld_gaussian_covariance
+from support.nets import mlp
+from support.runs import Interrupt, interrupt_at
 from torch import nn
 
 import structmc as sm
-from support.runs import Interrupt, interrupt_at
-from structmc.structured import (BernoulliMask, BetaMask, ChainHistory, StructuredEnergy, UniformMask, by_layer,
-                                 by_neuron, custom, fully_factorized, fully_joint, structured_optimum_gaussian)
-from support.exact import discretised_structured_covariance, sgld_gaussian_covariance
-from support.nets import mlp
+from structmc.structured import (
+    BernoulliMask,
+    BetaMask,
+    ChainHistory,
+    StructuredEnergy,
+    UniformMask,
+    by_layer,
+    by_neuron,
+    custom,
+    fully_factorized,
+    fully_joint,
+    structured_optimum_gaussian,
+)
 
 F64 = torch.float64
 
@@ -34,7 +45,6 @@ def gaussian_target(P=4, seed=0):
     return mean, precision, sm.LogDensityEnergy(log_prob, P, vectorized=True)
 
 
-
 def mlp_problem():
     torch.manual_seed(0)
     net = mlp([3, 5, 2], nn.Tanh).double()
@@ -44,19 +54,29 @@ def mlp_problem():
     return sm.ModuleEnergy(net, "categorical"), (X, y)
 
 
-
-@pytest.mark.parametrize("make_sampler", [lambda: sm.SGLD(1e-3), lambda: sm.SGHMC(1e-4, friction=0.1),
-                                          lambda: sm.PSGLD(1e-4), lambda: sm.SGNHT(1e-4, a=0.1)])
+@pytest.mark.parametrize(
+    "make_sampler",
+    [
+        lambda: sm.SGLD(1e-3),
+        lambda: sm.SGHMC(1e-4, friction=0.1),
+        lambda: sm.PSGLD(1e-4),
+        lambda: sm.SGNHT(1e-4, a=0.1),
+    ],
+)
 def test_one_group_and_rho_one_reproduce_the_base_sampler(make_sampler):
     energy, data = mlp_problem()
     kw = dict(data=data, batch_size=10, num_chains=2, seed=5, progress=False)
     base = sm.sample(energy, None, make_sampler(), 30, **kw)
     s1 = sm.sample(StructuredEnergy(energy, fully_joint(energy.space.dim), 50), None, make_sampler(), 30, **kw)
-    sd1 = sm.sample(StructuredEnergy(energy, by_neuron(energy.space), 50, mask=BernoulliMask(1.0), num_copies=2),
-                    None, make_sampler(), 30, **kw)
+    sd1 = sm.sample(
+        StructuredEnergy(energy, by_neuron(energy.space), 50, mask=BernoulliMask(1.0), num_copies=2),
+        None,
+        make_sampler(),
+        30,
+        **kw,
+    )
     assert torch.allclose(s1.samples, base.samples, rtol=0, atol=1e-12)
     assert torch.allclose(sd1.samples, base.samples, rtol=0, atol=1e-12)
-
 
 
 def test_structured_gradient_is_the_masked_sum_of_copy_gradients():
@@ -65,7 +85,7 @@ def test_structured_gradient_is_the_masked_sum_of_copy_gradients():
     s = StructuredEnergy(energy, part, ChainHistory(10), seed=3)
     theta0 = torch.zeros(1, 4, dtype=F64)
     s.start(theta0)
-    for t in range(5):
+    for _t in range(5):
         s.observe(torch.randn(1, 4, dtype=F64))
     theta = torch.randn(1, 4, dtype=F64)
     gen_state = s._state["generator"].get_state()
@@ -82,9 +102,15 @@ def test_structured_gradient_is_the_masked_sum_of_copy_gradients():
     assert torch.allclose(value, expected_v.reshape(1)) and torch.allclose(grad[0], expected_g)
 
 
-
-@pytest.mark.parametrize("mask, expected", [(BernoulliMask(0.3), 0.3 * 6), (UniformMask(), 3.0), (BetaMask(2.0, 1.0), 4.0),
-                                            (BernoulliMask(0.3, at_least_one=True), 0.3 * 6 / (1 - 0.7**6))])
+@pytest.mark.parametrize(
+    "mask, expected",
+    [
+        (BernoulliMask(0.3), 0.3 * 6),
+        (UniformMask(), 3.0),
+        (BetaMask(2.0, 1.0), 4.0),
+        (BernoulliMask(0.3, at_least_one=True), 0.3 * 6 / (1 - 0.7**6)),
+    ],
+)
 def test_mask_laws_have_the_stated_mean_sum(mask, expected):
     r = mask.sample((20000, 6), torch.Generator().manual_seed(0), F64, "cpu")
     s = r.sum(-1)
@@ -92,7 +118,6 @@ def test_mask_laws_have_the_stated_mean_sum(mask, expected):
     assert abs(float(s.mean()) - expected) < 5 * float(s.std()) / math.sqrt(20000)
     if isinstance(mask, BernoulliMask) and mask.at_least_one:
         assert bool((s > 0).all())
-
 
 
 def test_sd_energy_is_unbiased_for_the_structured_energy_as_rho_goes_to_zero():
@@ -172,14 +197,17 @@ def test_sd_interpolates_between_joint_and_structured():
 
     def correlation(mask, K=4):
         """Pooled correlation and its SE from 20 independent groups of 20 chains."""
-        e = StructuredEnergy(energy, part, ChainHistory(3000), mask=mask, num_copies=None if mask is None else K, seed=2)
+        e = StructuredEnergy(
+            energy, part, ChainHistory(3000), mask=mask, num_copies=None if mask is None else K, seed=2
+        )
         ch = sm.sample(e, mean, sm.SGLD(0.1), 5000, burn_in=1000, thin=5, num_chains=400, progress=False)
         x = ch.samples.reshape(-1, 2)
         groups = torch.stack([torch.corrcoef(g.reshape(-1, 2).T)[0, 1] for g in ch.samples.chunk(20)])
         return float(torch.corrcoef(x.T)[0, 1]), float(groups.std()) / math.sqrt(20)
 
     (c_s, se_s), (c_small, _), (c_mid, _), (c_one, se_one) = (
-        correlation(m) for m in (None, *(BernoulliMask(r, at_least_one=True) for r in (0.01, 0.5, 1.0))))
+        correlation(m) for m in (None, *(BernoulliMask(r, at_least_one=True) for r in (0.01, 0.5, 1.0)))
+    )
     # corr SE ≈ (1-r²)/√(n_eff) with n_eff ≈ 400·800/40: differences of 0.05 are > 4 SE
     assert abs(c_s - S_WINDOW_CORR) < 5 * math.sqrt(se_s**2 + S_WINDOW_CORR_SE**2), (c_s, se_s)
     assert abs(c_small - c_s) < 0.05
@@ -196,17 +224,19 @@ def test_sd_interpolates_between_joint_and_structured():
 # ---------------------------------------------------------------------------------------
 def test_structured_resume_and_control_variates(tmp_path):
     energy, data = mlp_problem()
-    make = lambda: StructuredEnergy(energy, by_layer(energy.space), ChainHistory(20, mode="reservoir"),
-                                    mask=UniformMask(), num_copies=3, seed=4)
+    make = lambda: StructuredEnergy(
+        energy, by_layer(energy.space), ChainHistory(20, mode="reservoir"), mask=UniformMask(), num_copies=3, seed=4
+    )
     centre = energy.initial_position()
     kw = dict(data=data, batch_size=10, num_chains=2, seed=1, progress=False, gradient=sm.ControlVariate(centre))
     full = sm.sample(make(), None, sm.SGLD(1e-3), 30, **kw)
 
     with pytest.raises(Interrupt):
-        sm.sample(make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, callback=interrupt_at(17), **kw)
+        sm.sample(
+            make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, callback=interrupt_at(17), **kw
+        )
     resumed = sm.sample(make(), None, sm.SGLD(1e-3), 30, out_dir=tmp_path, checkpoint_every=5, resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)
-
 
 
 def test_exact_cv_identity_for_s_sgmcmc():
@@ -228,7 +258,6 @@ def test_exact_cv_identity_for_s_sgmcmc():
     _, g_c = energy.value_and_grad(theta[0:1] + 0.05, batch)
     _, full = sm.full_data_value_and_grad(energy, theta[0:1] + 0.05, (X, y))
     assert torch.allclose(g, g_s - g_c + full, atol=1e-10)
-
 
 
 def test_chunked_copies_equal_one_batched_evaluation():

@@ -10,7 +10,6 @@ from structmc.structured import ChainHistory
 F64 = torch.float64
 
 
-
 def test_window_fifo_thinning_and_draw_is_a_gather():
     h = ChainHistory(3, thin=2)
     h.reset(torch.zeros(2, 4))
@@ -31,7 +30,6 @@ def test_window_fifo_thinning_and_draw_is_a_gather():
     assert torch.equal(draws % 100, torch.arange(8.0).expand(1, 6, 8))  # values from the right columns
 
 
-
 def test_draws_are_uniform_over_stored_samples_before_the_buffer_is_full():
     h = ChainHistory(100)
     h.reset(torch.zeros(1, 1))
@@ -45,11 +43,10 @@ def test_draws_are_uniform_over_stored_samples_before_the_buffer_is_full():
     assert chi2 < 27.9  # chi-square, 9 degrees of freedom, p = 0.001
 
 
-
 def test_reservoir_keeps_a_uniform_sample_of_the_whole_chain():
     counts = torch.zeros(50)
     g = torch.Generator().manual_seed(0)
-    for rep in range(400):
+    for _rep in range(400):
         h = ChainHistory(5, mode="reservoir")
         h.reset(torch.zeros(1, 1))
         for t in range(1, 50):
@@ -59,7 +56,6 @@ def test_reservoir_keeps_a_uniform_sample_of_the_whole_chain():
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 85.4  # 49 degrees of freedom, p = 0.001
     assert counts[40:].sum() > 0 and counts[:10].sum() > 0
-
 
 
 def test_bfloat16_storage_and_state_roundtrip():
@@ -72,7 +68,6 @@ def test_bfloat16_storage_and_state_roundtrip():
     h2 = ChainHistory(4, dtype=torch.bfloat16)
     h2.load_state_dict(h.state_dict())
     assert torch.equal(h2.buffer[:, :2], h.buffer[:, :2]) and h2.count == 2
-
 
 
 def test_group_sorted_layout_gives_the_same_draws_and_survives_a_checkpoint():
@@ -153,12 +148,12 @@ def test_a_large_history_warns_with_its_size_before_it_is_allocated(monkeypatch)
             assert allocated == [(C, P)]  # only the caller's theta
         ChainHistory(W).reset(torch.zeros(C, P))
     msg = str(rec[0].message)
-    assert f"{size / 2 ** 30:.3g} GiB" in msg and "ChainHistory(5, thin=10)" in msg and "reservoir" in msg
+    assert f"{size / 2**30:.3g} GiB" in msg and "ChainHistory(5, thin=10)" in msg and "reservoir" in msg
     assert "dtype=torch.bfloat16" in msg and "divides it by 2" in msg
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ChainHistory(W, dtype=torch.bfloat16).reset(torch.zeros(C, P))  # half the bytes: under the threshold
         ChainHistory(W - 1).reset(torch.zeros(C, P))
-        monkeypatch.setattr(ChainHistory, "WARN_BYTES", 2 * 2 ** 30)  # the default: 6.4 GB of the README warns
+        monkeypatch.setattr(ChainHistory, "WARN_BYTES", 2 * 2**30)  # the default: 6.4 GB of the README warns
         with pytest.raises(UserWarning, match="5.92 GiB"):
             ChainHistory(5000)._check_memory(4, 79_510, 79_510, torch.float32)

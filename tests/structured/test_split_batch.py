@@ -15,16 +15,23 @@ import math
 import numpy as np
 import pytest
 import torch
-
-import structmc as sm
-from structmc import Budget
-from structmc.structured import (BernoulliMask, ChainHistory, StructuredEnergy, UniformMask, by_layer,
-                                 fully_factorized, round_robin)
-from structmc.tuning import Arm, mamba
-from structmc.tuning.arms import structured_energy
 from support.exact import LinearRegression, sgld_recursion
 from support.nets import mlp
 from support.tuning import linreg
+
+import structmc as sm
+from structmc import Budget
+from structmc.structured import (
+    BernoulliMask,
+    ChainHistory,
+    StructuredEnergy,
+    UniformMask,
+    by_layer,
+    fully_factorized,
+    round_robin,
+)
+from structmc.tuning import Arm, mamba
+from structmc.tuning.arms import structured_energy
 
 F64 = torch.float64
 
@@ -35,12 +42,14 @@ F64 = torch.float64
 def _density_energy(N: int, d: int, vectorized: bool) -> sm.LogDensityEnergy:
     """y ~ N(Xθ, 1), θ ~ N(0, I), as LogDensityEnergy(log_likelihood=..., log_prior=...)."""
     if vectorized:
+
         def log_lik(theta, batch):  # [C, P], ([C, n, d], [C, n, 1]) -> [C]
             xb, yb = batch
             return -0.5 * (yb[..., 0] - torch.einsum("cnd,cd->cn", xb, theta)).square().sum(1)
 
         log_prior = lambda theta: -0.5 * theta.square().sum(-1)
     else:
+
         def log_lik(theta, batch):  # one chain: [P], ([n, d], [n, 1]) -> scalar
             xb, yb = batch
             return -0.5 * (yb[:, 0] - xb @ theta).square().sum()
@@ -70,8 +79,9 @@ def _exact_full_data(model: LinearRegression, mixed: np.ndarray, r: np.ndarray, 
 
 def _started(energy, partition, *, mask=None, K=None, C=2, split=True, seed=3, **kw):
     """A structured energy whose history holds a few random past positions of C chains."""
-    s = StructuredEnergy(energy, partition, ChainHistory(16), mask=mask, num_copies=K, seed=seed,
-                         split_batch=split, **kw)
+    s = StructuredEnergy(
+        energy, partition, ChainHistory(16), mask=mask, num_copies=K, seed=seed, split_batch=split, **kw
+    )
     g = torch.Generator().manual_seed(11)
     s.start(torch.randn(C, energy.space.dim, generator=g, dtype=F64))
     for _ in range(6):
@@ -124,7 +134,7 @@ def test_split_batch_is_unbiased_for_the_full_data_structured_energy(kind, sd):
     for c in range(C):
         exp_v, exp_g = 0.0, np.zeros(d)
         for k in range(K):
-            rows = idx[c, k * m:(k + 1) * m].numpy()
+            rows = idx[c, k * m : (k + 1) * m].numpy()
             x = mixed[c, k].numpy()
             res = model.y[rows] - model.X[rows] @ x
             exp_v += s.scale * ((N / m) * 0.5 * (res**2).sum() + 0.5 * (x**2).sum())
@@ -134,8 +144,14 @@ def test_split_batch_is_unbiased_for_the_full_data_structured_energy(kind, sd):
 
     # (b) averages over R random minibatches (each chain its own uniform subset in random order)
     full = StructuredEnergy(energy, part, ChainHistory(16), mask=mask, num_copies=None if mask is None else K, seed=3)
-    misscaled = StructuredEnergy(energy.with_num_data(N // K), part, ChainHistory(16), mask=mask,
-                                 num_copies=None if mask is None else K, split_batch=True)
+    misscaled = StructuredEnergy(
+        energy.with_num_data(N // K),
+        part,
+        ChainHistory(16),
+        mask=mask,
+        num_copies=None if mask is None else K,
+        split_batch=True,
+    )
     for e in (full, misscaled):  # the same history; masks and θ̃ from the same generator state
         e.history, e._state = s.history, {"generator": torch.Generator(), "steps": 0}
     R = 1500
@@ -179,8 +195,13 @@ class _Counting:
         return getattr(self.base, name)
 
     def _record(self, theta, batch):
-        self.calls.append((tuple(theta.shape), tuple(tuple(t.shape) for t in batch),
-                           tuple(t.untyped_storage().data_ptr() for t in batch)))
+        self.calls.append(
+            (
+                tuple(theta.shape),
+                tuple(tuple(t.shape) for t in batch),
+                tuple(t.untyped_storage().data_ptr() for t in batch),
+            )
+        )
 
     def value_and_grad(self, theta, batch):
         self._record(theta, batch)
@@ -209,11 +230,14 @@ def test_one_batched_base_call_per_step_on_slices():
     counting.calls.clear()
     s_chunked = _started(counting, fully_factorized(P), mask=BernoulliMask(0.5), K=K, C=C, max_copies_per_call=3)
     s_chunked.value_and_grad(theta, batch)
-    assert [c[:2] for c in counting.calls] == [((C * 3, P), ((C * 3, 2, 3), (C * 3, 2, 1))),
-                                               ((C * 1, P), ((C * 1, 2, 3), (C * 1, 2, 1)))]
+    assert [c[:2] for c in counting.calls] == [
+        ((C * 3, P), ((C * 3, 2, 3), (C * 3, 2, 1))),
+        ((C * 1, P), ((C * 1, 2, 3), (C * 1, 2, 1))),
+    ]
     # no random numbers: after an evaluation the θ̃/mask generator is where the unsplit one is
-    pair = [_started(energy, fully_factorized(P), mask=BernoulliMask(0.5), K=K, C=C, split=split)
-            for split in (True, False)]
+    pair = [
+        _started(energy, fully_factorized(P), mask=BernoulliMask(0.5), K=K, C=C, split=split) for split in (True, False)
+    ]
     for e in pair:
         e.value_and_grad(theta, batch)
         e.value(theta, batch)
@@ -224,13 +248,15 @@ def test_one_batched_base_call_per_step_on_slices():
     theta = torch.randn(C, P, generator=torch.Generator().manual_seed(2), dtype=F64)
     expected = energy.value_and_grad(theta, batch)
     for chunk in (None, 3, 1):
-        got = _started(energy, fully_factorized(P), mask=BernoulliMask(1.0), K=K, C=C,
-                       max_copies_per_call=chunk).value_and_grad(theta, batch)
+        got = _started(
+            energy, fully_factorized(P), mask=BernoulliMask(1.0), K=K, C=C, max_copies_per_call=chunk
+        ).value_and_grad(theta, batch)
         assert torch.allclose(got[0], expected[0], rtol=1e-12) and torch.allclose(got[1], expected[1], rtol=1e-11)
     # in a run: one base call per SGLD iteration, and grad_evals 1 per iteration (K copies on n/K rows)
     counting.calls.clear()
-    sd = StructuredEnergy(counting, fully_factorized(P), ChainHistory(16), mask=BernoulliMask(0.5), num_copies=K,
-                          split_batch=True)
+    sd = StructuredEnergy(
+        counting, fully_factorized(P), ChainHistory(16), mask=BernoulliMask(0.5), num_copies=K, split_batch=True
+    )
     chain = sm.sample(sd, None, sm.SGLD(1e-3), 7, data=(X, y), batch_size=n, num_chains=C, progress=False)
     assert len(counting.calls) == 7
     assert all(c[:2] == ((C * K, P), ((C * K, 2, 3), (C * K, 2, 1))) for c in counting.calls)
@@ -256,10 +282,28 @@ EPS, STEPS, CHAINS, N_BATCH, K_COPIES = 0.005, 3000, 256, 8, 4
 
 
 def _per_chain_moments(energy, data, rho, split, centre):
-    s = StructuredEnergy(energy, fully_factorized(2), ChainHistory(1000), mask=BernoulliMask(rho),
-                         num_copies=K_COPIES, seed=1, split_batch=split)
-    ch = sm.sample(s, torch.as_tensor(centre), sm.SGLD(EPS), STEPS, burn_in=STEPS // 4, num_chains=CHAINS, seed=2,
-                   data=data, batch_size=N_BATCH, batching="without_replacement", progress=False)
+    s = StructuredEnergy(
+        energy,
+        fully_factorized(2),
+        ChainHistory(1000),
+        mask=BernoulliMask(rho),
+        num_copies=K_COPIES,
+        seed=1,
+        split_batch=split,
+    )
+    ch = sm.sample(
+        s,
+        torch.as_tensor(centre),
+        sm.SGLD(EPS),
+        STEPS,
+        burn_in=STEPS // 4,
+        num_chains=CHAINS,
+        seed=2,
+        data=data,
+        batch_size=N_BATCH,
+        batching="without_replacement",
+        progress=False,
+    )
     x = ch.samples  # [C, D, P]
     return torch.cat([x.mean(1), (x - torch.as_tensor(centre)).square().mean(1)], 1).numpy()  # [C, 4]
 
@@ -311,9 +355,10 @@ def test_rho_one_and_one_group_split_reproduce_the_base_sampler():
     energy, data, _ = _stationary_problem()
     kw = dict(data=data, batch_size=8, num_chains=3, seed=5, progress=False)
     base = sm.sample(energy, torch.zeros(2, dtype=F64), sm.SGLD(0.01), 40, **kw)
-    for s in (StructuredEnergy(energy, fully_factorized(2), 20, mask=BernoulliMask(1.0), num_copies=4,
-                               split_batch=True),
-              StructuredEnergy(energy, round_robin(2, 1), 20, split_batch=True)):
+    for s in (
+        StructuredEnergy(energy, fully_factorized(2), 20, mask=BernoulliMask(1.0), num_copies=4, split_batch=True),
+        StructuredEnergy(energy, round_robin(2, 1), 20, split_batch=True),
+    ):
         ch = sm.sample(s, torch.zeros(2, dtype=F64), sm.SGLD(0.01), 40, **kw)
         assert torch.allclose(ch.samples, base.samples, rtol=0, atol=1e-11)
 
@@ -362,8 +407,14 @@ def test_split_batch_errors():
 
 def test_split_batch_in_config_fresh_and_with_num_data():
     energy, _, _ = _problem("module")
-    s = StructuredEnergy(energy, fully_factorized(3), ChainHistory(10, mode="reservoir"), mask=UniformMask(),
-                         num_copies=3, split_batch=True)
+    s = StructuredEnergy(
+        energy,
+        fully_factorized(3),
+        ChainHistory(10, mode="reservoir"),
+        mask=UniformMask(),
+        num_copies=3,
+        split_batch=True,
+    )
     for e in (s, s.fresh(), s.with_num_data(100)):
         assert e.split_batch is True and e.config()["split_batch"] is True and e.evaluations_per_call == 1
     cfg = s.config()
@@ -386,10 +437,23 @@ def test_tuning_arms_pass_split_batch_through():
         Arm({"name": "sgld", "lr": 0.02}, 4, structured={**s, "split_batch": "yes"})
     init = torch.zeros(2, dtype=F64)
     with pytest.raises(ValueError, match=r"n = 3 rows into K = 2"):  # refused before any compute
-        mamba(energy, init, [Arm({"name": "sgld", "lr": 0.02}, 3, structured=s)], Budget(iterations=1000), data=data,
-              progress=False)
-    res = mamba(energy, init, [arm, Arm({"name": "sgld", "lr": 0.02}, 4, structured={**s, "split_batch": False})],
-                Budget(grad_evals=40), data=data, thin=1, progress=False)
+        mamba(
+            energy,
+            init,
+            [Arm({"name": "sgld", "lr": 0.02}, 3, structured=s)],
+            Budget(iterations=1000),
+            data=data,
+            progress=False,
+        )
+    res = mamba(
+        energy,
+        init,
+        [arm, Arm({"name": "sgld", "lr": 0.02}, 4, structured={**s, "split_batch": False})],
+        Budget(grad_evals=40),
+        data=data,
+        thin=1,
+        progress=False,
+    )
     r0 = {r["index"]: r for r in res.rounds[0]["results"]}
     assert r0[0]["iterations"] == 20 and r0[1]["iterations"] == 10  # split costs 1 per step, K = 2 otherwise
 
@@ -415,8 +479,13 @@ class _Legacy(StructuredEnergy):
             r = self._copy_masks(C, k0, k1, theta.dtype, theta.device, generator)[:, :, ids]
             tilde = self.history.draw(k, ids, M, generator, theta.dtype)
             mixed = torch.addcmul(tilde, r, theta.unsqueeze(1) - tilde).reshape(C * k, P)
-            rep = None if batch is None else tuple(
-                (t.expand(k, *t.shape[1:]) if t.shape[0] == 1 else t.repeat_interleave(k, dim=0)) for t in batch)
+            rep = (
+                None
+                if batch is None
+                else tuple(
+                    (t.expand(k, *t.shape[1:]) if t.shape[0] == 1 else t.repeat_interleave(k, dim=0)) for t in batch
+                )
+            )
             if grad:
                 u, g = self.base.value_and_grad(mixed, rep)
                 total += (r * g.view(C, k, P)).sum(1)
@@ -442,20 +511,37 @@ def _mlp_problem():
 # four coordinates of both chains and the sum of all draws, SGLD(1e-3), 25 iterations, batch 10,
 # 2 chains, seed 3 (sha256 of the float64 draws on that machine: sd 2e49037f…, s 019b6609…).
 GOLDEN = {
-    "sd": ([[0.03827163112011489, 0.2904032839138717, -0.3495063257228752, -0.1261434595768395],
-            [-0.25795931636299946, 0.15587458003801644, -0.32509811723085963, -0.3233977758077218]],
-           -25.25735203126193),
-    "s": ([[0.03930298875161149, 0.28955537193251113, -0.35036147836565096, -0.12651251039056643],
-           [-0.2562418181907104, 0.15431319975936014, -0.3219592314189668, -0.3224868309372767]],
-          -25.514132183802232),
+    "sd": (
+        [
+            [0.03827163112011489, 0.2904032839138717, -0.3495063257228752, -0.1261434595768395],
+            [-0.25795931636299946, 0.15587458003801644, -0.32509811723085963, -0.3233977758077218],
+        ],
+        -25.25735203126193,
+    ),
+    "s": (
+        [
+            [0.03930298875161149, 0.28955537193251113, -0.35036147836565096, -0.12651251039056643],
+            [-0.2562418181907104, 0.15431319975936014, -0.3219592314189668, -0.3224868309372767],
+        ],
+        -25.514132183802232,
+    ),
 }
 
 
 def test_split_batch_false_keeps_the_chains_bit_for_bit():
     energy, data = _mlp_problem()
-    make = {"sd": lambda cls, **kw: cls(energy, round_robin(energy.space.dim, 4), ChainHistory(20),
-                                        mask=BernoulliMask(0.5), num_copies=3, seed=2, **kw),
-            "s": lambda cls, **kw: cls(energy, by_layer(energy.space), ChainHistory(20), seed=2, **kw)}
+    make = {
+        "sd": lambda cls, **kw: cls(
+            energy,
+            round_robin(energy.space.dim, 4),
+            ChainHistory(20),
+            mask=BernoulliMask(0.5),
+            num_copies=3,
+            seed=2,
+            **kw,
+        ),
+        "s": lambda cls, **kw: cls(energy, by_layer(energy.space), ChainHistory(20), seed=2, **kw),
+    }
     kw = dict(data=data, batch_size=10, num_chains=2, seed=3, progress=False)
     for name, build in make.items():
         default = sm.sample(build(StructuredEnergy), None, sm.SGLD(1e-3), 25, **kw)
@@ -467,7 +553,8 @@ def test_split_batch_false_keeps_the_chains_bit_for_bit():
         assert float(default.samples.sum()) == pytest.approx(total, rel=0, abs=1e-10)
     # chunked copies, warm-up and pSGLD as well (against the re-implementation)
     kw2 = dict(data=data, batch_size=8, num_chains=3, seed=7, progress=False)
-    ours = sm.sample(make["sd"](StructuredEnergy, max_copies_per_call=2, warmup_steps=3), None, sm.PSGLD(1e-3), 15,
-                     **kw2)
+    ours = sm.sample(
+        make["sd"](StructuredEnergy, max_copies_per_call=2, warmup_steps=3), None, sm.PSGLD(1e-3), 15, **kw2
+    )
     theirs = sm.sample(make["sd"](_Legacy, max_copies_per_call=2, warmup_steps=3), None, sm.PSGLD(1e-3), 15, **kw2)
     assert torch.equal(ours.samples, theirs.samples)

@@ -95,12 +95,13 @@ class AffineRecursion:
         M = 0.5 * (M + M.T)
         return mu, M - np.outer(mu, mu)
 
-    def without_batch_noise(self) -> "AffineRecursion":
+    def without_batch_noise(self) -> AffineRecursion:
         """The same recursion with (A, c) replaced by their means (full-batch gradients)."""
-        return AffineRecursion(np.einsum("k,kij->ij", self.probs, self.A)[None],
-                               (self.probs @ self.c)[None], self.B, np.ones(1))
+        return AffineRecursion(
+            np.einsum("k,kij->ij", self.probs, self.A)[None], (self.probs @ self.c)[None], self.B, np.ones(1)
+        )
 
-    def with_noise_scale(self, factor: float) -> "AffineRecursion":
+    def with_noise_scale(self, factor: float) -> AffineRecursion:
         """The same recursion with the injected noise covariance BBᵀ multiplied by ``factor``."""
         return AffineRecursion(self.A, self.c, self.B * math.sqrt(factor), self.probs)
 
@@ -192,8 +193,16 @@ def _cv_terms(H, r, model: LinearRegression, centre):
     return H, r_cv
 
 
-def sgld_recursion(model: LinearRegression, lr: float, n: int, *, temperature: float = 1.0,
-                   batching: str = "without_replacement", centre=None, scaled: bool = True) -> AffineRecursion:
+def sgld_recursion(
+    model: LinearRegression,
+    lr: float,
+    n: int,
+    *,
+    temperature: float = 1.0,
+    batching: str = "without_replacement",
+    centre=None,
+    scaled: bool = True,
+) -> AffineRecursion:
     """SGLD θ' = θ - (ε/2)(H_b θ - r_b) + √(εT) ξ; with ``centre`` the SGLD-CV gradient."""
     H, r, probs = model.batch_terms(n, batching, scaled=scaled)
     if centre is not None:
@@ -204,9 +213,18 @@ def sgld_recursion(model: LinearRegression, lr: float, n: int, *, temperature: f
     return AffineRecursion(A, c, math.sqrt(lr * temperature) * np.eye(d), probs)
 
 
-def sghmc_recursion(model: LinearRegression, lr: float, friction: float, n: int, *, temperature: float = 1.0,
-                    beta_hat: float = 0.0, batching: str = "without_replacement", centre=None,
-                    scaled: bool = True) -> AffineRecursion:
+def sghmc_recursion(
+    model: LinearRegression,
+    lr: float,
+    friction: float,
+    n: int,
+    *,
+    temperature: float = 1.0,
+    beta_hat: float = 0.0,
+    batching: str = "without_replacement",
+    centre=None,
+    scaled: bool = True,
+) -> AffineRecursion:
     r"""SGHMC on the state z = (θ, v):
 
     v' = (1-α) v - η(H_b θ - r_b) + N(0, 2(α-β̂)ηT),  θ' = θ + v'

@@ -17,7 +17,6 @@ DTYPE = torch.float64
 N = 8
 
 
-
 def _tol():
     return {"rtol": 1e-12, "atol": 1e-12}
 
@@ -32,13 +31,11 @@ def regression_data(seed=0, d=3):
     return X, y
 
 
-
 def classification_data(seed=1, d=3, k=3):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(N, d, generator=g, dtype=DTYPE)
     y = torch.randint(k, (N,), generator=g)
     return X, y
-
 
 
 def regression_log_prob(theta, batch):
@@ -48,15 +45,12 @@ def regression_log_prob(theta, batch):
     return -(N / n) * 0.5 * (y - x @ theta).square().sum() / 0.49 - 0.5 * theta.square().sum() / 4.0
 
 
-
 def regression_full_grad(theta, X, y):
     """Closed-form ∇U = Xᵀ(Xθ - y)/σ² + θ/σ0²."""
     return X.T @ (X @ theta - y) / 0.49 + theta / 4.0
 
 
-
 PRIOR_STD = {"*.bias": 10.0, "0.*": 0.5, "*": 2.0}
-
 
 
 def mlp(seed=0):
@@ -64,10 +58,8 @@ def mlp(seed=0):
     return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3)).to(DTYPE)
 
 
-
 def mlp_energy(seed=0, num_data=N):
     return structmc.ModuleEnergy(mlp(seed), "categorical", prior_std=PRIOR_STD, num_data=num_data)
-
 
 
 def independent_mlp_energy(module, theta, X, y, num_data=N):
@@ -86,19 +78,16 @@ def independent_mlp_energy(module, theta, X, y, num_data=N):
     return -(num_data / y.shape[0]) * log_lik + 0.5 * (theta.square() / sigma.square()).sum()
 
 
-
 def all_subset_batch(data, n):
     """Every size-n subset as one chain each: tensors ``[K, n, ...]`` (K = C(N, n))."""
     subsets = torch.tensor(list(itertools.combinations(range(N), n)))
     return tuple(t[subsets] for t in data), subsets.shape[0]
 
 
-
 def all_tuple_batch(data, n):
     """Every ordered n-tuple (batching="with_replacement"): ``[N^n, n, ...]``."""
     tuples = torch.tensor(list(itertools.product(range(N), repeat=n)))
     return tuple(t[tuples] for t in data), tuples.shape[0]
-
 
 
 def full_batch(data, C=1):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from torch import nn
 
 
-
 def mlp(widths, act=nn.Sigmoid):
     layers = []
     for k, (a, b) in enumerate(zip(widths[:-1], widths[1:])):

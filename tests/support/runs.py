@@ -8,10 +8,8 @@ from torch import nn
 import structmc as sm
 
 
-
 def gaussian_log_prob(theta, batch):
     return -0.5 * (theta * theta).sum()
-
 
 
 def linreg_problem(n=64, d=3, seed=0):
@@ -21,7 +19,6 @@ def linreg_problem(n=64, d=3, seed=0):
     return X, y
 
 
-
 def mlp_energy(seed=0, num_data=None):
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
@@ -29,7 +26,6 @@ def mlp_energy(seed=0, num_data=None):
     X = torch.randn(90, 4, generator=g)
     y = torch.randint(0, 3, (90,), generator=g)
     return sm.ModuleEnergy(net, "categorical", prior_std={"*.bias": 3.0, "*": 1.0}, num_data=num_data), (X, y)
-
 
 
 ALL_SAMPLERS = [

@@ -3,14 +3,15 @@ process, a process pool and a Dask LocalCluster (and Ray where it is installed).
 
 import pytest
 import torch
+from support.tuning import linreg
 
 from structmc import Budget
 from structmc.executors import DaskExecutor, ProcessPoolExecutor, SerialExecutor
 from structmc.tuning import grid, mamba
-from support.tuning import linreg
 
-ARMS = grid("sgld", lr=[0.02, 0.1, 500.0], batch_size=[None, 6, 3]) + \
-    grid("sghmc", lr=[1e-3], num_leapfrog=[2], batch_size=[6], gradient="cv")  # 10 arms: rounds of 10, 3
+ARMS = grid("sgld", lr=[0.02, 0.1, 500.0], batch_size=[None, 6, 3]) + grid(
+    "sghmc", lr=[1e-3], num_leapfrog=[2], batch_size=[6], gradient="cv"
+)  # 10 arms: rounds of 10, 3
 
 
 def _tune(executor, num_chains=4):
@@ -20,15 +21,30 @@ def _tune(executor, num_chains=4):
         # energy) and one chain (the bound module's forward, not vmap)
         energy = energy.with_num_data(12)
     mean, _ = model.posterior()
-    return mamba(energy, torch.zeros(2, dtype=torch.float64), ARMS, Budget(iterations=1200), data=data,
-                 num_chains=num_chains, centre=torch.as_tensor(mean), seed=7, thin=2, executor=executor,
-                 progress=False)
+    return mamba(
+        energy,
+        torch.zeros(2, dtype=torch.float64),
+        ARMS,
+        Budget(iterations=1200),
+        data=data,
+        num_chains=num_chains,
+        centre=torch.as_tensor(mean),
+        seed=7,
+        thin=2,
+        executor=executor,
+        progress=False,
+    )
 
 
 def _trace(res):
     """Everything but wall-clock seconds."""
-    timeless = [[{k: v for k, v in r.items() if not k.endswith("_s") and k not in ("seconds", "traceback")}
-                 for r in rnd["results"]] for rnd in res.rounds]
+    timeless = [
+        [
+            {k: v for k, v in r.items() if not k.endswith("_s") and k not in ("seconds", "traceback")}
+            for r in rnd["results"]
+        ]
+        for rnd in res.rounds
+    ]
     return res.best_index, timeless, [r["kept"] for r in res.rounds], [r["pruned"] for r in res.rounds]
 
 

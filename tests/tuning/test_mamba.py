@@ -6,17 +6,39 @@ import math
 
 import pytest
 import torch
+from support.tuning import InterruptedKSD, exact_distance, linreg, posterior_draws
 
 from structmc import Budget
-from structmc.tuning import (Arm, TuningResult, grid, grid_search, heuristic, lr_from_paper, mamba, num_rounds,
-                             round_budget, round_sizes, survivors)
-from support.tuning import InterruptedKSD, exact_distance, linreg, posterior_draws
+from structmc.tuning import (
+    Arm,
+    TuningResult,
+    grid,
+    grid_search,
+    heuristic,
+    lr_from_paper,
+    mamba,
+    num_rounds,
+    round_budget,
+    round_sizes,
+    survivors,
+)
 
 
 # -- Algorithm 1 arithmetic ---------------------------------------------------------------------
-@pytest.mark.parametrize("arms, eta, sizes", [(9, 3, [9, 3]), (27, 3, [27, 9, 3]), (10, 3, [10, 3]),
-                                              (26, 3, [26, 8]), (81, 3, [81, 27, 9, 3]), (8, 2, [8, 4, 2]),
-                                              (56, 3, [56, 18, 6]), (2, 3, [2]), (1, 3, [1])])
+@pytest.mark.parametrize(
+    "arms, eta, sizes",
+    [
+        (9, 3, [9, 3]),
+        (27, 3, [27, 9, 3]),
+        (10, 3, [10, 3]),
+        (26, 3, [26, 8]),
+        (81, 3, [81, 27, 9, 3]),
+        (8, 2, [8, 4, 2]),
+        (56, 3, [56, 18, 6]),
+        (2, 3, [2]),
+        (1, 3, [1]),
+    ],
+)
 def test_rounds_and_survivors(arms, eta, sizes):
     assert round_sizes(arms, eta) == sizes
     assert num_rounds(arms, eta) == len(sizes)
@@ -36,16 +58,30 @@ def test_round_budgets_follow_algorithm_1():
 
 
 # -- the choice against exact answers ---------------------------------------------------------------
-LRS = [0.02, 0.1, 5.0]           # 5.0 >> 4/λ_max: overflows within round 0
-BATCHES = [None, 6, 3]           # of N = 12, drawn without replacement (exact law below)
+LRS = [0.02, 0.1, 5.0]  # 5.0 >> 4/λ_max: overflows within round 0
+BATCHES = [None, 6, 3]  # of N = 12, drawn without replacement (exact law below)
 
 
 def _tune(seed=0, executor=None, budget=Budget(iterations=4500), lrs=LRS, **kw):
     energy, data, model = linreg(N=12, d=2)
     init = posterior_draws(model, 48)  # chains start at the target: the law, not burn-in, decides
     arms = grid("sgld", lr=lrs, batch_size=BATCHES)
-    res = mamba(energy, init, arms, budget, data=data, num_chains=48, batching="without_replacement",
-                seed=seed, thin=1, executor=executor, progress=False, max_samples=2000, metric_cost=None, **kw)
+    res = mamba(
+        energy,
+        init,
+        arms,
+        budget,
+        data=data,
+        num_chains=48,
+        batching="without_replacement",
+        seed=seed,
+        thin=1,
+        executor=executor,
+        progress=False,
+        max_samples=2000,
+        metric_cost=None,
+        **kw,
+    )
     return res, arms, model
 
 
@@ -66,6 +102,7 @@ def test_chooses_the_arm_whose_exact_law_is_closest_and_records_the_divergent_on
     assert diverged <= set(pruned) and all(pruned[i].startswith("failed") for i in diverged)
     # KSD orders the stable arms of round 0 like their exact distances (close pairs may swap)
     from scipy.stats import spearmanr
+
     stable_results = [r for r in first["results"] if r["index"] in stable]
     rho = spearmanr([r["metric"] for r in stable_results], [stable[r["index"]] for r in stable_results])[0]
     assert rho >= 0.8, rho
@@ -79,8 +116,10 @@ def test_chooses_the_arm_whose_exact_law_is_closest_and_records_the_divergent_on
 def test_same_seed_same_choice_and_trace():
     a, _, _ = _tune(seed=3)
     b, _, _ = _tune(seed=3)
-    strip = lambda res: [[{k: v for k, v in x.items() if not k.endswith("_s") and k != "seconds"}
-                          for x in r["results"]] for r in res.rounds]
+    strip = lambda res: [
+        [{k: v for k, v in x.items() if not k.endswith("_s") and k != "seconds"} for x in r["results"]]
+        for r in res.rounds
+    ]
     assert a.best_index == b.best_index and strip(a) == strip(b)
 
 
@@ -91,8 +130,7 @@ def test_arms_continue_their_run_across_rounds(tmp_path):
     energy, data, model = linreg(N=12, d=2)
     init = torch.zeros(2, dtype=torch.float64)
     arms = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[None, 6, 3])
-    res = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, out_dir=tmp_path,
-                progress=False)
+    res = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, out_dir=tmp_path, progress=False)
     best = res.best_index
     total = sum(r["budget"]["iterations"] for r in res.rounds)  # 20 + 60
     assert total == 80 and all(best in r["arms"] for r in res.rounds)
@@ -102,8 +140,18 @@ def test_arms_continue_their_run_across_rounds(tmp_path):
     assert saved["iteration"] == total
     assert torch.equal(saved["sampler_state"]["theta"], direct.theta.cpu())
     # restart="position" re-seeds each round: the same arm ends elsewhere
-    other = mamba(energy, init, arms, Budget(iterations=360), data=data, seed=5, thin=1, restart="position",
-                  out_dir=tmp_path / "position", progress=False)
+    other = mamba(
+        energy,
+        init,
+        arms,
+        Budget(iterations=360),
+        data=data,
+        seed=5,
+        thin=1,
+        restart="position",
+        out_dir=tmp_path / "position",
+        progress=False,
+    )
     if other.best_index == best:
         pos = torch.load(tmp_path / "position" / "progress.pt", weights_only=False)["states"][best]["theta"]
         assert not torch.equal(pos, direct.theta.cpu())
@@ -125,8 +173,15 @@ def test_a_segment_shorter_than_thin_x_min_samples_is_refused():
     """4 iterations per arm at thin 10 used to be scored on one draw each and a winner named."""
     energy, data, _ = linreg(N=12, d=2)
     with pytest.raises(ValueError, match="too small to score.*at least iterations=300"):
-        mamba(energy, torch.zeros(2, dtype=torch.float64), grid("sgld", lr=[0.01, 0.02, 0.03]),
-              Budget(iterations=12), data=data, thin=10, progress=False)  # 4 iterations per arm
+        mamba(
+            energy,
+            torch.zeros(2, dtype=torch.float64),
+            grid("sgld", lr=[0.01, 0.02, 0.03]),
+            Budget(iterations=12),
+            data=data,
+            thin=10,
+            progress=False,
+        )  # 4 iterations per arm
 
 
 def test_user_metric_and_grid_search_and_heuristic():
@@ -137,8 +192,17 @@ def test_user_metric_and_grid_search_and_heuristic():
         return float((samples.mean(0) - torch.as_tensor(pm)).norm())
 
     arms = grid("sgld", lr=[0.02, 0.1])
-    res = grid_search(energy, torch.zeros(2, dtype=torch.float64), arms, Budget(iterations=300), data=data,
-                      batch_size=0.5, metric=mean_error, thin=1, progress=False)
+    res = grid_search(
+        energy,
+        torch.zeros(2, dtype=torch.float64),
+        arms,
+        Budget(iterations=300),
+        data=data,
+        batch_size=0.5,
+        metric=mean_error,
+        thin=1,
+        progress=False,
+    )
     assert len(res.rounds) == 1 and len(res.rounds[0]["results"]) == 2
     assert all(a.batch_size == 0.5 for a in res.arms)
     assert all(r["iterations"] == 300 for r in res.rounds[0]["results"])
@@ -152,13 +216,26 @@ def test_user_metric_and_grid_search_and_heuristic():
 def test_control_variate_and_structured_arms():
     energy, data, model = linreg(N=12, d=2)
     pm, _ = model.posterior()
-    arms = [Arm({"name": "sgld", "lr": 0.02}, 3, "cv"),
-            Arm({"name": "sghmc", "lr": 1e-3, "num_leapfrog": 2}, 3, "cv"),
-            Arm({"name": "sgld", "lr": 0.02}, 3, structured={"partition": "factorized"}),
-            Arm({"name": "sgld", "lr": 0.02}, 3, structured={"partition": "factorized", "mask": "bernoulli",
-                                                             "rho": 0.5, "num_copies": 2})]
-    res = mamba(energy, torch.zeros(2, dtype=torch.float64), arms, Budget(grad_evals=400), data=data,
-                centre=torch.as_tensor(pm), thin=1, progress=False)
+    arms = [
+        Arm({"name": "sgld", "lr": 0.02}, 3, "cv"),
+        Arm({"name": "sghmc", "lr": 1e-3, "num_leapfrog": 2}, 3, "cv"),
+        Arm({"name": "sgld", "lr": 0.02}, 3, structured={"partition": "factorized"}),
+        Arm(
+            {"name": "sgld", "lr": 0.02},
+            3,
+            structured={"partition": "factorized", "mask": "bernoulli", "rho": 0.5, "num_copies": 2},
+        ),
+    ]
+    res = mamba(
+        energy,
+        torch.zeros(2, dtype=torch.float64),
+        arms,
+        Budget(grad_evals=400),
+        data=data,
+        centre=torch.as_tensor(pm),
+        thin=1,
+        progress=False,
+    )
     r0 = {r["index"]: r for r in res.rounds[0]["results"]}
     assert all(r["error"] is None for r in r0.values())
     # a grad_evals budget: CV costs 2 per update, SGHMC-CV 2 per leapfrog step, S-SGLD M = 2, Sd-SGLD K = 2
@@ -229,7 +306,9 @@ def test_trace_is_json_and_resume_continues_exactly(tmp_path):
         _tune(seed=2, budget=Budget(iterations=2700), out_dir=part, resume=True)
 
 
-@pytest.mark.parametrize("key, value", [("num_copies", 2.5), ("num_groups", 0), ("history", "100"), ("num_copies", True)])
+@pytest.mark.parametrize(
+    "key, value", [("num_copies", 2.5), ("num_groups", 0), ("history", "100"), ("num_copies", True)]
+)
 def test_structured_integer_settings_are_checked_not_truncated(key, value):
     s = {"partition": "random", "num_groups": 2, "mask": "bernoulli", "rho": 0.5, "num_copies": 2, key: value}
     with pytest.raises(ValueError, match=key):

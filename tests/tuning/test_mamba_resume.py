@@ -11,24 +11,41 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.tuning import InterruptedKSD, linreg
 
 from structmc import Budget
 from structmc.tuning import TuningResult, grid, mamba
-from support.tuning import InterruptedKSD, linreg
 
 ARMS = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[None, 6, 3])  # 9 arms, eta 3: rounds of 9 and 3
 
 
 def _tune(out_dir, data=None, resume=False, metric="ksd", energy=None):
     e, d, _ = linreg(N=12, d=2)
-    return mamba(energy or e, torch.zeros(2, dtype=torch.float64), ARMS, Budget(iterations=360), data=data or d,
-                 seed=5, thin=1, out_dir=out_dir, resume=resume, progress=False, metric=metric)
+    return mamba(
+        energy or e,
+        torch.zeros(2, dtype=torch.float64),
+        ARMS,
+        Budget(iterations=360),
+        data=data or d,
+        seed=5,
+        thin=1,
+        out_dir=out_dir,
+        resume=resume,
+        progress=False,
+        metric=metric,
+    )
 
 
 def _trace(res: TuningResult):
     """The trace without wall-clock times."""
-    return res.best_index, [[{k: v for k, v in x.items() if not k.endswith("_s") and k != "seconds"}
-                             for x in r["results"]] for r in res.rounds], [r["kept"] for r in res.rounds]
+    return (
+        res.best_index,
+        [
+            [{k: v for k, v in x.items() if not k.endswith("_s") and k != "seconds"} for x in r["results"]]
+            for r in res.rounds
+        ],
+        [r["kept"] for r in res.rounds],
+    )
 
 
 class _Killed(BaseException):
@@ -41,8 +58,13 @@ class _CrashAt:
 
     def __init__(self, monkeypatch, root: Path, k: int):
         self.root, self.k, self.count, self.dead = str(root), k, 0, False
-        real_open, real_replace, real_rename, real_unlink, real_save = (builtins.open, os.replace, os.rename,
-                                                                        os.unlink, torch.save)
+        real_open, real_replace, real_rename, real_unlink, real_save = (
+            builtins.open,
+            os.replace,
+            os.rename,
+            os.unlink,
+            torch.save,
+        )
 
         def op(path, what):
             if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).startswith(self.root + os.sep):
@@ -74,9 +96,15 @@ class _CrashAt:
                 op(f, "torch.save")
             return real_save(obj, f, *a, **kw)
 
-        for target, name, fake in ((builtins, "open", open_), (io, "open", open_), (os, "replace", replace),
-                                   (os, "rename", rename), (os, "unlink", unlink), (os, "remove", unlink),
-                                   (torch, "save", save)):
+        for target, name, fake in (
+            (builtins, "open", open_),
+            (io, "open", open_),
+            (os, "replace", replace),
+            (os, "rename", rename),
+            (os, "unlink", unlink),
+            (os, "remove", unlink),
+            (torch, "save", save),
+        ):
             monkeypatch.setattr(target, name, fake)
 
 
@@ -151,8 +179,16 @@ def test_grid_search_resume_refuses_changed_data(tmp_path):
     kw = dict(batch_size=None, thin=1, out_dir=tmp_path, progress=False)
     first = grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), data=(X, y), **kw)
     with pytest.raises(ValueError, match=r"the target changed .*: the data"):
-        grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), data=(X, -y),
-                    resume=True, **kw)
-    again = grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), data=(X, y),
-                        resume=True, **kw)
+        grid_search(
+            energy,
+            torch.zeros(2, dtype=torch.float64),
+            ARMS[:3],
+            Budget(iterations=20),
+            data=(X, -y),
+            resume=True,
+            **kw,
+        )
+    again = grid_search(
+        energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), data=(X, y), resume=True, **kw
+    )
     assert _trace(again) == _trace(first)

@@ -10,6 +10,7 @@ import pickle
 
 import pytest
 import torch
+from support.tuning import InterruptedKSD, linreg
 
 import structmc as sm
 from structmc import Budget
@@ -18,11 +19,25 @@ from structmc.tuning import Arm, Problem, arm_seed, grid, mamba
 from structmc.tuning.arms import structured_energy
 from structmc.tuning.records import ArmCarry, ArmResult, ArmTimings, TuningSettings
 from structmc.tuning.task import ArmTask, run_arm
-from support.tuning import InterruptedKSD, linreg
 
 # the keys (and their order) of a trace entry, as trace.json files have always held them
-TRACE_KEYS = ["index", "round", "label", "iterations", "grad_evals", "seconds", "setup_s", "scores_s", "metric_s",
-              "kept", "scored", "thin", "metric", "error", "wall_s"]
+TRACE_KEYS = [
+    "index",
+    "round",
+    "label",
+    "iterations",
+    "grad_evals",
+    "seconds",
+    "setup_s",
+    "scores_s",
+    "metric_s",
+    "kept",
+    "scored",
+    "thin",
+    "metric",
+    "error",
+    "wall_s",
+]
 
 
 def _settings(**kw):
@@ -55,10 +70,17 @@ def test_records_pickle_and_settings_travel_without_the_executor():
     (a pool does not pickle) and nothing else."""
     with ProcessPoolExecutor(1) as ex:
         settings = _settings(executor=ex, samples="all", restart="position", out_dir="runs/x")
-        with pytest.raises(Exception):
+        with pytest.raises(TypeError, match="pickle"):
             pickle.dumps(ex)  # the reason the settings leave it behind
-        task = ArmTask(3, Arm({"name": "sgld", "lr": 0.1}, 6), 1, Budget(iterations=7), 11, settings,
-                       ArmCarry({"iteration": 5}, torch.ones(2, 3), torch.zeros(4, 3)))
+        task = ArmTask(
+            3,
+            Arm({"name": "sgld", "lr": 0.1}, 6),
+            1,
+            Budget(iterations=7),
+            11,
+            settings,
+            ArmCarry({"iteration": 5}, torch.ones(2, 3), torch.zeros(4, 3)),
+        )
         back = pickle.loads(pickle.dumps(task))
     assert back.settings.executor is None and settings.executor is ex
     plain = lambda st: {k: v for k, v in vars(st).items() if k not in ("executor", "metric")}
@@ -78,12 +100,17 @@ def test_carry_start_follows_restart_and_samples():
     assert ArmCarry.from_dict(c.to_dict()).state == {"s": 1} and ArmCarry.from_dict(None) == ArmCarry()
 
 
-@pytest.mark.parametrize("kw, match", [(dict(thin=0), "thin must be an integer >= 1"),
-                                       (dict(warmup=1.5), "warmup must be an integer >= 0"),
-                                       (dict(samples="some"), "samples must be"),
-                                       (dict(restart="chain"), "restart must be"),
-                                       (dict(metric_cost=0.0), "metric_cost must be > 0"),
-                                       (dict(resume=True), "resume=True needs out_dir")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(thin=0), "thin must be an integer >= 1"),
+        (dict(warmup=1.5), "warmup must be an integer >= 0"),
+        (dict(samples="some"), "samples must be"),
+        (dict(restart="chain"), "restart must be"),
+        (dict(metric_cost=0.0), "metric_cost must be > 0"),
+        (dict(resume=True), "resume=True needs out_dir"),
+    ],
+)
 def test_settings_are_checked_on_construction(kw, match):
     with pytest.raises(ValueError, match=match):
         _settings(**kw)
@@ -93,17 +120,22 @@ def test_settings_are_checked_on_construction(kw, match):
 def _bad(name):
     energy, (X, y), _ = linreg(N=12, d=2)
     init = torch.zeros(2, dtype=torch.float64)
-    return energy, init, {
-        "wide inputs": dict(data=(torch.randn(12, 3, dtype=torch.float64), y)),
-        "float32 inputs": dict(data=(X.float(), y)),
-        "fractional num_chains": dict(data=(X, y), num_chains=2.5),
-        "NaN start": dict(data=(X, y), init=torch.tensor([math.nan, 0.0], dtype=torch.float64)),
-        "unknown batching": dict(data=(X, y), batching="bogus"),
-    }[name]
+    return (
+        energy,
+        init,
+        {
+            "wide inputs": dict(data=(torch.randn(12, 3, dtype=torch.float64), y)),
+            "float32 inputs": dict(data=(X.float(), y)),
+            "fractional num_chains": dict(data=(X, y), num_chains=2.5),
+            "NaN start": dict(data=(X, y), init=torch.tensor([math.nan, 0.0], dtype=torch.float64)),
+            "unknown batching": dict(data=(X, y), batching="bogus"),
+        }[name],
+    )
 
 
-@pytest.mark.parametrize("name", ["wide inputs", "float32 inputs", "fractional num_chains", "NaN start",
-                                  "unknown batching"])
+@pytest.mark.parametrize(
+    "name", ["wide inputs", "float32 inputs", "fractional num_chains", "NaN start", "unknown batching"]
+)
 def test_the_tuners_refuse_what_run_refuses_with_its_message_before_any_compute(name, monkeypatch):
     """Problem and its arms' checks go through Run.__init__ itself. Before, inputs the data
     could not run on were found by every worker (a RuntimeError after round 0's tasks) and a
@@ -111,8 +143,14 @@ def test_the_tuners_refuse_what_run_refuses_with_its_message_before_any_compute(
     energy, init, kw = _bad(name)
     init = kw.pop("init", init)
     with pytest.raises((ValueError, TypeError)) as ran:
-        sm.Run(energy, init, sm.SGLD(lr=0.01), data=kw["data"], num_chains=kw.get("num_chains", 1),
-               batching=kw.get("batching", "epoch"))
+        sm.Run(
+            energy,
+            init,
+            sm.SGLD(lr=0.01),
+            data=kw["data"],
+            num_chains=kw.get("num_chains", 1),
+            batching=kw.get("batching", "epoch"),
+        )
     tuning_mamba = importlib.import_module("structmc.tuning.mamba")  # the module (the package exports the function)
 
     def no_task(*a, **k):
@@ -126,18 +164,39 @@ def test_the_tuners_refuse_what_run_refuses_with_its_message_before_any_compute(
 
 # -- structured settings are the structured energy's own ------------------------------------------
 STRUCTURED = [
-    {"partition": "random", "num_groups": 3, "seed": 2},                                          # S-SGMCMC
-    {"partition": "round_robin", "num_groups": 2, "mask": "bernoulli", "rho": 0.4, "at_least_one": True,
-     "num_copies": 3, "history": 20, "warmup_steps": 4},
+    {"partition": "random", "num_groups": 3, "seed": 2},  # S-SGMCMC
+    {
+        "partition": "round_robin",
+        "num_groups": 2,
+        "mask": "bernoulli",
+        "rho": 0.4,
+        "at_least_one": True,
+        "num_copies": 3,
+        "history": 20,
+        "warmup_steps": 4,
+    },
     {"partition": "factorized", "mask": "beta", "a": 2.0, "b": 3.0, "num_copies": 2, "seed": 5},
-    {"partition": "random", "num_groups": 2, "mask": "uniform", "num_copies": 2, "split_batch": True,
-     "history": {"capacity": 16, "mode": "reservoir", "thin": 2, "dtype": "torch.float32"}},
+    {
+        "partition": "random",
+        "num_groups": 2,
+        "mask": "uniform",
+        "num_copies": 2,
+        "split_batch": True,
+        "history": {"capacity": 16, "mode": "reservoir", "thin": 2, "dtype": "torch.float32"},
+    },
 ]
 
 
 def _chain(energy, data, batch):
-    run = sm.Run(energy, torch.zeros(3, 4, dtype=torch.float64), sm.SGLD(lr=0.01), data=data, batch_size=batch,
-                 num_chains=3, seed=9)
+    run = sm.Run(
+        energy,
+        torch.zeros(3, 4, dtype=torch.float64),
+        sm.SGLD(lr=0.01),
+        data=data,
+        batch_size=batch,
+        num_chains=3,
+        seed=9,
+    )
     for _ in run.iterate(30):
         pass
     return run.theta
@@ -157,8 +216,9 @@ def test_structured_settings_round_trip_the_energys_config(s):
     assert torch.equal(again.partition.group_ids, first.partition.group_ids)
     assert torch.equal(_chain(again, data, 4), _chain(first, data, 4))
     assert Arm.from_dict(json.loads(json.dumps(arm.to_dict()))) == arm
-    assert "kind" not in arm.structured and all(not isinstance(v, dict) or k == "history"
-                                                 for k, v in arm.structured.items())
+    assert "kind" not in arm.structured and all(
+        not isinstance(v, dict) or k == "history" for k, v in arm.structured.items()
+    )
 
 
 def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
@@ -173,12 +233,28 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
         Arm(sampler, 4, structured={**new, "alpha": 2.0})
 
     energy, data, _ = linreg(N=12, d=2)
-    arms = [Arm(sampler, 4, structured=new), Arm(sampler, 4, structured={**new, "a": 1.0}), Arm(sampler, 6),
-            Arm({"name": "sgld", "lr": 0.05}, 6)]  # eta 2: rounds of 4 and 2 arms
+    arms = [
+        Arm(sampler, 4, structured=new),
+        Arm(sampler, 4, structured={**new, "a": 1.0}),
+        Arm(sampler, 6),
+        Arm({"name": "sgld", "lr": 0.05}, 6),
+    ]  # eta 2: rounds of 4 and 2 arms
 
     def tune(out_dir, metric="ksd", resume=False):
-        return mamba(energy, torch.zeros(2, dtype=torch.float64), arms, Budget(iterations=240), data=data, eta=2,
-                     thin=1, progress=False, seed=3, out_dir=out_dir, metric=metric, resume=resume)
+        return mamba(
+            energy,
+            torch.zeros(2, dtype=torch.float64),
+            arms,
+            Budget(iterations=240),
+            data=data,
+            eta=2,
+            thin=1,
+            progress=False,
+            seed=3,
+            out_dir=out_dir,
+            metric=metric,
+            resume=resume,
+        )
 
     full = tune(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):  # in round 1: progress.pt holds round 0 and its arms' states
@@ -196,5 +272,3 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
 
 
 _OLD = {"a": "alpha", "b": "beta"}
-
-

@@ -79,6 +79,7 @@ def sample_cli(tmp: Path, *extra, env=None):
 
 def _offline_download(tmp: Path):
     """A paper data set with no local copy on a machine without network."""
+
     def no_network(*args, **kwargs):
         raise urllib.error.URLError("no network")
 
@@ -137,8 +138,15 @@ def _other_model():
 def _resume_in_float64(tmp: Path):
     log_density = lambda theta, batch: -0.5 * (theta * theta).sum()
     sm.sample(log_density, torch.zeros(2), sm.SGLD(0.1), 10, out_dir=tmp / "run", checkpoint_every=5, progress=False)
-    sm.sample(log_density, torch.zeros(2, dtype=torch.float64), sm.SGLD(0.1), 20, out_dir=tmp / "run", resume=True,
-              progress=False)
+    sm.sample(
+        log_density,
+        torch.zeros(2, dtype=torch.float64),
+        sm.SGLD(0.1),
+        20,
+        out_dir=tmp / "run",
+        resume=True,
+        progress=False,
+    )
 
 
 def _soft_labels(y: torch.Tensor):
@@ -189,13 +197,15 @@ def _rerun_over_a_finished_run(tmp: Path):
 
 def _killed_before_first_checkpoint(tmp: Path):
     """A run folder as a kill before the first checkpoint leaves it: run.json, chunks, no checkpoint."""
+
     def killed(iteration, state):
         if iteration == 3:
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError, match="killed"):
-        sm.sample(_energy(), torch.zeros(2), sm.SGLD(0.1), 50, out_dir=tmp / "out" / "run", callback=killed,
-                  progress=False)
+        sm.sample(
+            _energy(), torch.zeros(2), sm.SGLD(0.1), 50, out_dir=tmp / "out" / "run", callback=killed, progress=False
+        )
 
 
 def _resume_after_kill(tmp: Path):
@@ -210,6 +220,7 @@ def _rerun_after_kill(tmp: Path):
 
 def _resume_another_runs_draws(tmp: Path):
     """resume=True with no checkpoint, in a folder whose draws another run (seed) wrote."""
+
     def killed(iteration, state):
         if iteration == 5:
             raise RuntimeError("killed")
@@ -246,24 +257,47 @@ def _out_is_a_file(tmp: Path, *under: str):
 # ---------------------------------------------------------------------------------------
 API = [
     # partitions: patterns and keywords are never dropped
-    ("custom-pattern-matches-nothing", lambda t: custom(_space(), {"*": 0, "fc9.*": 1}), ValueError,
-     "'fc9.*' matches no parameter"),
-    ("custom-pattern-shadowed", lambda t: custom(_space(), {"*": 0, "0.*": 1}), ValueError,
-     "already took"),
+    (
+        "custom-pattern-matches-nothing",
+        lambda t: custom(_space(), {"*": 0, "fc9.*": 1}),
+        ValueError,
+        "'fc9.*' matches no parameter",
+    ),
+    ("custom-pattern-shadowed", lambda t: custom(_space(), {"*": 0, "0.*": 1}), ValueError, "already took"),
     ("custom-groups-as-flat-strings", lambda t: custom(_space(), ["0.*", "2.*"]), TypeError, "list of patterns"),
     ("custom-parameter-uncovered", lambda t: custom(_space(), {"0.*": 0}), ValueError, "matches no pattern"),
     ("custom-id-vector-wrong-length", lambda t: custom(_space(), [0, 1, 0]), ValueError, "shape [11]"),
-    ("make_partition-unknown-keyword", lambda t: make_partition("layer", _space(), num_groups=3), TypeError,
-     "unknown keyword(s) ['num_groups']"),
-    ("make_partition-missing-keyword", lambda t: make_partition("round_robin", _space()), TypeError,
-     "needs num_groups"),
-    ("make_partition-fractional-groups", lambda t: make_partition("round_robin", _space(), num_groups=2.5),
-     ValueError, "num_groups must be an integer"),
+    (
+        "make_partition-unknown-keyword",
+        lambda t: make_partition("layer", _space(), num_groups=3),
+        TypeError,
+        "unknown keyword(s) ['num_groups']",
+    ),
+    (
+        "make_partition-missing-keyword",
+        lambda t: make_partition("round_robin", _space()),
+        TypeError,
+        "needs num_groups",
+    ),
+    (
+        "make_partition-fractional-groups",
+        lambda t: make_partition("round_robin", _space(), num_groups=2.5),
+        ValueError,
+        "num_groups must be an integer",
+    ),
     ("make_partition-unknown-kind", lambda t: make_partition("blocks", _space()), ValueError, "unknown partition"),
-    ("finer_nodes-fractional-chunk", lambda t: by_finer_nodes(_space(), chunk_size=1.5), ValueError,
-     "chunk_size must be an integer"),
-    ("node_blocks-fractional-chunk", lambda t: node_blocks(_space(), chunk_size=2.5), ValueError,
-     "chunk_size must be an integer"),
+    (
+        "finer_nodes-fractional-chunk",
+        lambda t: by_finer_nodes(_space(), chunk_size=1.5),
+        ValueError,
+        "chunk_size must be an integer",
+    ),
+    (
+        "node_blocks-fractional-chunk",
+        lambda t: node_blocks(_space(), chunk_size=2.5),
+        ValueError,
+        "chunk_size must be an integer",
+    ),
     ("round_robin-zero-groups", lambda t: round_robin(5, 0), ValueError, "num_groups must lie in [1, 5]"),
     ("partition-empty-group", lambda t: Partition(torch.tensor([0, 2]), 3), ValueError, "empty groups"),
     # Sd-SGMCMC masks
@@ -279,48 +313,98 @@ API = [
     ("history-zero-capacity", lambda t: ChainHistory(0), ValueError, "capacity must be >= 1"),
     ("history-fractional-thin", lambda t: ChainHistory(10, thin=1.5), ValueError, "thin must be an integer"),
     ("history-unknown-mode", lambda t: ChainHistory(10, mode="fifo"), ValueError, "mode must be"),
-    ("structured-partition-wrong-size", lambda t: StructuredEnergy(_energy(3), round_robin(4, 2)), ValueError,
-     "covers 4 parameters but the model has 3"),
-    ("structured-history-wrong-type", lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), "big"), TypeError,
-     "history must be"),
-    ("structured-mask-without-copies", lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5)),
-     ValueError, "num_copies"),
-    ("structured-fractional-copies",
-     lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5), num_copies=1.5),
-     ValueError, "num_copies must be an integer"),
+    (
+        "structured-partition-wrong-size",
+        lambda t: StructuredEnergy(_energy(3), round_robin(4, 2)),
+        ValueError,
+        "covers 4 parameters but the model has 3",
+    ),
+    (
+        "structured-history-wrong-type",
+        lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), "big"),
+        TypeError,
+        "history must be",
+    ),
+    (
+        "structured-mask-without-copies",
+        lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5)),
+        ValueError,
+        "num_copies",
+    ),
+    (
+        "structured-fractional-copies",
+        lambda t: StructuredEnergy(_energy(4), round_robin(4, 2), mask=BernoulliMask(0.5), num_copies=1.5),
+        ValueError,
+        "num_copies must be an integer",
+    ),
     # schedules
     ("stepdecay-fractional-every", lambda t: sm.StepDecay(1e-3, every=2.5), ValueError, "every must be an integer"),
     ("stepdecay-string-every", lambda t: sm.StepDecay(1e-3, every="3"), TypeError, "every must be an integer"),
-    ("stepdecay-config-fractional-every", lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "every": 2.5}),
-     ValueError, "every must be an integer"),
-    ("schedule-config-unknown-key", lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "evry": 3}),
-     ValueError, "unknown key(s) ['evry']"),
-    ("schedule-config-unknown-kind", lambda t: schedule_from_config({"kind": "warmup", "lr": 1e-3}), ValueError,
-     "unknown schedule 'warmup'"),
-    ("cyclical-fractional-steps", lambda t: sm.Cyclical(1e-3, num_steps=10.5), ValueError,
-     "num_steps must be an integer"),
+    (
+        "stepdecay-config-fractional-every",
+        lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "every": 2.5}),
+        ValueError,
+        "every must be an integer",
+    ),
+    (
+        "schedule-config-unknown-key",
+        lambda t: schedule_from_config({"kind": "step_decay", "lr": 1e-3, "evry": 3}),
+        ValueError,
+        "unknown key(s) ['evry']",
+    ),
+    (
+        "schedule-config-unknown-kind",
+        lambda t: schedule_from_config({"kind": "warmup", "lr": 1e-3}),
+        ValueError,
+        "unknown schedule 'warmup'",
+    ),
+    (
+        "cyclical-fractional-steps",
+        lambda t: sm.Cyclical(1e-3, num_steps=10.5),
+        ValueError,
+        "num_steps must be an integer",
+    ),
     ("polynomial-string", lambda t: sm.Polynomial("a"), TypeError, "a must be a number"),
     ("constant-bool", lambda t: sm.Constant(True), TypeError, "lr must be a number"),
     # samplers
-    *[(f"{cls.__name__}-lr-none", (lambda c: lambda t: c(None))(cls), TypeError, "lr must be a positive number")
-      for cls in (sm.SGLD, sm.SGHMC, sm.SGNHT, sm.PSGLD)],
+    *[
+        (f"{cls.__name__}-lr-none", (lambda c: lambda t: c(None))(cls), TypeError, "lr must be a positive number")
+        for cls in (sm.SGLD, sm.SGHMC, sm.SGNHT, sm.PSGLD)
+    ],
     ("sgld-lr-string", lambda t: sm.SGLD("0.1"), TypeError, "lr must be a positive number"),
     ("sgld-lr-negative", lambda t: sm.SGLD(-0.1), ValueError, "lr must be positive"),
     ("psgld-eps-zero", lambda t: sm.PSGLD(1e-3, eps=0), ValueError, "eps must be > 0"),
     ("psgld-eps-negative", lambda t: sm.PSGLD(1e-3, eps=-1e-5), ValueError, "eps must be > 0"),
-    ("psgld-fractional-probes", lambda t: sm.PSGLD(1e-3, gamma_probes=1.5), ValueError, "gamma_probes must be an integer"),
+    (
+        "psgld-fractional-probes",
+        lambda t: sm.PSGLD(1e-3, gamma_probes=1.5),
+        ValueError,
+        "gamma_probes must be an integer",
+    ),
     ("psgld-fractional-num-data", lambda t: sm.PSGLD(1e-3, num_data=2.5), ValueError, "num_data must be an integer"),
     ("psgld-alpha-string", lambda t: sm.PSGLD(1e-3, alpha="high"), TypeError, "alpha must be a number"),
     ("sghmc-friction-string", lambda t: sm.SGHMC(1e-3, friction="x"), TypeError, "friction must be a number"),
-    ("sghmc-fractional-leapfrog", lambda t: sm.SGHMC(1e-3, num_leapfrog=2.5), ValueError,
-     "num_leapfrog must be a positive integer"),
+    (
+        "sghmc-fractional-leapfrog",
+        lambda t: sm.SGHMC(1e-3, num_leapfrog=2.5),
+        ValueError,
+        "num_leapfrog must be a positive integer",
+    ),
     ("sgld-temperature-string", lambda t: sm.SGLD(1e-3, temperature="hot"), TypeError, "temperature must be a number"),
     ("sgnht-negative-a", lambda t: sm.SGNHT(1e-3, a=-1), ValueError, "a must be >= 0"),
-    ("sampler-config-unknown-key", lambda t: sampler_from_config({"name": "sgld", "lr": 1e-3, "friction": 0.1}),
-     ValueError, "unknown key(s) ['friction']"),
+    (
+        "sampler-config-unknown-key",
+        lambda t: sampler_from_config({"name": "sgld", "lr": 1e-3, "friction": 0.1}),
+        ValueError,
+        "unknown key(s) ['friction']",
+    ),
     ("sampler-config-missing-lr", lambda t: sampler_from_config({"name": "sgld"}), ValueError, "needs lr"),
-    ("sampler-config-lr-none", lambda t: sampler_from_config({"name": "sgld", "lr": None}), ValueError,
-     "a schedule is a number"),
+    (
+        "sampler-config-lr-none",
+        lambda t: sampler_from_config({"name": "sgld", "lr": None}),
+        ValueError,
+        "a schedule is a number",
+    ),
     # control variates
     ("cv-centre-wrong-last-dim", lambda t: _prepare(torch.zeros(4)), ValueError, "centre must have shape [3]"),
     ("cv-centre-multiple-of-dim", lambda t: _prepare(torch.zeros(6)), ValueError, "centre must have shape [3]"),
@@ -328,11 +412,19 @@ API = [
     ("cv-centre-3d", lambda t: ControlVariate(torch.zeros(2, 2, 3)), ValueError, "centre must have shape"),
     ("cv-centre-list", lambda t: ControlVariate([0.0, 0.0]), TypeError, "centre must be a tensor"),
     ("cv-centre-nan", lambda t: ControlVariate(torch.tensor([math.nan])), ValueError, "NaN"),
-    ("cv-fractional-chunk", lambda t: ControlVariate(torch.zeros(3), chunk_size=2.5), ValueError,
-     "chunk_size must be an integer"),
+    (
+        "cv-fractional-chunk",
+        lambda t: ControlVariate(torch.zeros(3), chunk_size=2.5),
+        ValueError,
+        "chunk_size must be an integer",
+    ),
     # sample() arguments (validated in run.py)
-    ("sample-cv-centre-wrong-shape", lambda t: _run(gradient=ControlVariate(torch.zeros(3))), ValueError,
-     "centre must have shape [2]"),
+    (
+        "sample-cv-centre-wrong-shape",
+        lambda t: _run(gradient=ControlVariate(torch.zeros(3))),
+        ValueError,
+        "centre must have shape [2]",
+    ),
     ("sample-gradient-string", lambda t: _run(gradient="cv"), TypeError, "gradient must be"),
     ("sample-zero-steps", lambda t: _run(num_steps=0), ValueError, "num_steps"),
     ("sample-fractional-seed", lambda t: _run(seed=1.5), ValueError, "seed must be an integer"),
@@ -341,117 +433,305 @@ API = [
     ("sample-burn-in-too-long", lambda t: _run(burn_in=10), ValueError, "burn_in (10) must be smaller"),
     ("sample-resume-without-folder", lambda t: _run(resume=True), ValueError, "out_dir"),
     # issue 21: run folders
-    ("sample-resume-deletes-another-runs-draws", _resume_another_runs_draws, ValueError,
-     "holds the draws of another run and no checkpoint: cannot resume: seed differs"),
+    (
+        "sample-resume-deletes-another-runs-draws",
+        _resume_another_runs_draws,
+        ValueError,
+        "holds the draws of another run and no checkpoint: cannot resume: seed differs",
+    ),
     ("sample-second-writer-on-a-folder", _second_writer, ValueError, "is in use by another run"),
-    ("load-chain-manifest-deleted", _manifest_deleted, ValueError,
-     "the manifest is missing, so the run folder's files cannot be verified"),
+    (
+        "load-chain-manifest-deleted",
+        _manifest_deleted,
+        ValueError,
+        "the manifest is missing, so the run folder's files cannot be verified",
+    ),
     # issue 21 A6: accepted silently
-    ("evaluate-chain-of-another-model", lambda t: sm.evaluate(_other_model(), _chain(), _xy(classes=6)), ValueError,
-     "the chain was drawn for another model"),
-    ("predictive-chain-of-another-model", lambda t: sm.predictive(_other_model(), _chain(), _xy()[0]), ValueError,
-     "first difference: the chain's '0.weight' [4, 3] vs the energy's '0.weight' [2, 3]"),
-    ("predictive-draws-of-another-size", lambda t: sm.predictive(_module_energy(), torch.zeros(2, 13), _xy()[0]),
-     ValueError, "draws must be [S, 26] or [C, D, 26]"),
-    ("resume-float32-run-with-float64-init", _resume_in_float64, ValueError,
-     "the chain in the checkpoint is float32 but this run's is float64"),
-    ("soft-labels-negative", lambda t: _soft_labels(torch.tensor([[1.5, -0.5]]).repeat(12, 1)), ValueError,
-     "class probabilities and must be >= 0"),
-    ("soft-labels-unnormalised", lambda t: _soft_labels(torch.full((12, 2), 0.7)), ValueError,
-     "each row must sum to 1 over the 2 classes"),
-    ("gaussian-noise-std-inf", lambda t: _module_energy(likelihood="gaussian", noise_std=math.inf), ValueError,
-     "needs a finite noise_std > 0, got inf"),
-    ("gaussian-noise-std-nan", lambda t: _module_energy(likelihood="gaussian", noise_std=math.nan), ValueError,
-     "needs a finite noise_std > 0, got nan"),
-    ("gaussian-noise-std-zero", lambda t: _module_energy(likelihood="gaussian", noise_std=0.0), ValueError,
-     "needs a finite noise_std > 0, got 0.0"),
-    ("gaussian-noise-std-string", lambda t: _module_energy(likelihood="gaussian", noise_std="0.1"), TypeError,
-     "noise_std must be a number"),
-    ("gaussian-likelihood-without-noise-std", lambda t: Likelihood("gaussian", lambda o, y: o.sum()).predict(
-        torch.zeros(2, 3, 1)), ValueError, "predictive needs its noise_std"),
+    (
+        "evaluate-chain-of-another-model",
+        lambda t: sm.evaluate(_other_model(), _chain(), _xy(classes=6)),
+        ValueError,
+        "the chain was drawn for another model",
+    ),
+    (
+        "predictive-chain-of-another-model",
+        lambda t: sm.predictive(_other_model(), _chain(), _xy()[0]),
+        ValueError,
+        "first difference: the chain's '0.weight' [4, 3] vs the energy's '0.weight' [2, 3]",
+    ),
+    (
+        "predictive-draws-of-another-size",
+        lambda t: sm.predictive(_module_energy(), torch.zeros(2, 13), _xy()[0]),
+        ValueError,
+        "draws must be [S, 26] or [C, D, 26]",
+    ),
+    (
+        "resume-float32-run-with-float64-init",
+        _resume_in_float64,
+        ValueError,
+        "the chain in the checkpoint is float32 but this run's is float64",
+    ),
+    (
+        "soft-labels-negative",
+        lambda t: _soft_labels(torch.tensor([[1.5, -0.5]]).repeat(12, 1)),
+        ValueError,
+        "class probabilities and must be >= 0",
+    ),
+    (
+        "soft-labels-unnormalised",
+        lambda t: _soft_labels(torch.full((12, 2), 0.7)),
+        ValueError,
+        "each row must sum to 1 over the 2 classes",
+    ),
+    (
+        "gaussian-noise-std-inf",
+        lambda t: _module_energy(likelihood="gaussian", noise_std=math.inf),
+        ValueError,
+        "needs a finite noise_std > 0, got inf",
+    ),
+    (
+        "gaussian-noise-std-nan",
+        lambda t: _module_energy(likelihood="gaussian", noise_std=math.nan),
+        ValueError,
+        "needs a finite noise_std > 0, got nan",
+    ),
+    (
+        "gaussian-noise-std-zero",
+        lambda t: _module_energy(likelihood="gaussian", noise_std=0.0),
+        ValueError,
+        "needs a finite noise_std > 0, got 0.0",
+    ),
+    (
+        "gaussian-noise-std-string",
+        lambda t: _module_energy(likelihood="gaussian", noise_std="0.1"),
+        TypeError,
+        "noise_std must be a number",
+    ),
+    (
+        "gaussian-likelihood-without-noise-std",
+        lambda t: Likelihood("gaussian", lambda o, y: o.sum()).predict(torch.zeros(2, 3, 1)),
+        ValueError,
+        "predictive needs its noise_std",
+    ),
     # issue 21 C: errors that did not say what to do
-    ("sample-float-chains", lambda t: _run(num_chains=2.0), ValueError,
-     "num_chains must be an integer >= 1, got 2.0 (a float): pass 2"),
+    (
+        "sample-float-chains",
+        lambda t: _run(num_chains=2.0),
+        ValueError,
+        "num_chains must be an integer >= 1, got 2.0 (a float): pass 2",
+    ),
     ("sample-bool-chains", lambda t: _run(num_chains=True), ValueError, "num_chains must be an integer >= 1, got True"),
     ("sample-float-steps", lambda t: _run(num_steps=10.0), ValueError, "num_steps must be an integer >= 1, got 10.0"),
-    ("energy-value-batch-without-chain-dim", lambda t: _unbatched_value(), ValueError,
-     "batch tensors must be [C, n, ...]: C = 1 chains (theta is [1, P]), n rows, got shapes [12, 3], [12]"),
-    ("evaluate-zero-rows", lambda t: sm.evaluate(_module_energy(), _chain(), tuple(v[:0] for v in _xy())), ValueError,
-     "data has no rows"),
-    ("predictive-zero-batch-size", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], batch_size=0),
-     ValueError, "batch_size must be an integer >= 1, got 0"),
-    ("predictive-zero-rows", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0][:0]), ValueError,
-     "inputs must hold at least one row"),
-    ("evaluate-float-batch-size", lambda t: sm.evaluate(_module_energy(), _chain(), _xy(), batch_size=2.5), ValueError,
-     "batch_size must be an integer >= 1, got 2.5"),
-    ("dataset-empty", lambda t: _run(energy=_module_energy(), init=None, data=_EmptyDataset()), ValueError,
-     "the Dataset (_EmptyDataset) is empty"),
-    ("module-on-meta-device", lambda t: _module_energy(nn.Linear(3, 2, device="meta")), ValueError,
-     "are on the meta device (shapes without values): materialise the module first"),
-    ("data-on-meta-device", lambda t: _run(energy=_module_energy(), init=None,
-                                           data=(torch.zeros(4, 3, device="meta"), torch.zeros(4, dtype=torch.long))),
-     ValueError, "data tensor 0 is on the meta device"),
-    ("init-on-meta-device", lambda t: _run(init=torch.zeros(2, device="meta")), ValueError, "init is on the meta device"),
-    ("module-returns-a-tuple", lambda t: _run(energy=_module_energy(_Returns("tuple")), init=None, data=_xy()),
-     ValueError, "the module returns a tuple, but the categorical likelihood needs one tensor: logits [n, K]"),
-    ("module-returns-a-dict", lambda t: _run(energy=_module_energy(_Returns("dict")), init=None, data=_xy()),
-     ValueError, "the module returns a dict"),
-    ("module-output-transposed", lambda t: _run(energy=_module_energy(_Returns("transposed")), init=None, data=_xy()),
-     ValueError, "the module's output on 4 row(s) has shape [2, 4]: its first dimension must be the 4 data rows"),
-    ("structured-copies-exceed-memory", _structured_memory, ValueError,
-     "pass max_copies_per_call=500 (or less)"),
+    (
+        "energy-value-batch-without-chain-dim",
+        lambda t: _unbatched_value(),
+        ValueError,
+        "batch tensors must be [C, n, ...]: C = 1 chains (theta is [1, P]), n rows, got shapes [12, 3], [12]",
+    ),
+    (
+        "evaluate-zero-rows",
+        lambda t: sm.evaluate(_module_energy(), _chain(), tuple(v[:0] for v in _xy())),
+        ValueError,
+        "data has no rows",
+    ),
+    (
+        "predictive-zero-batch-size",
+        lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], batch_size=0),
+        ValueError,
+        "batch_size must be an integer >= 1, got 0",
+    ),
+    (
+        "predictive-zero-rows",
+        lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0][:0]),
+        ValueError,
+        "inputs must hold at least one row",
+    ),
+    (
+        "evaluate-float-batch-size",
+        lambda t: sm.evaluate(_module_energy(), _chain(), _xy(), batch_size=2.5),
+        ValueError,
+        "batch_size must be an integer >= 1, got 2.5",
+    ),
+    (
+        "dataset-empty",
+        lambda t: _run(energy=_module_energy(), init=None, data=_EmptyDataset()),
+        ValueError,
+        "the Dataset (_EmptyDataset) is empty",
+    ),
+    (
+        "module-on-meta-device",
+        lambda t: _module_energy(nn.Linear(3, 2, device="meta")),
+        ValueError,
+        "are on the meta device (shapes without values): materialise the module first",
+    ),
+    (
+        "data-on-meta-device",
+        lambda t: _run(
+            energy=_module_energy(),
+            init=None,
+            data=(torch.zeros(4, 3, device="meta"), torch.zeros(4, dtype=torch.long)),
+        ),
+        ValueError,
+        "data tensor 0 is on the meta device",
+    ),
+    (
+        "init-on-meta-device",
+        lambda t: _run(init=torch.zeros(2, device="meta")),
+        ValueError,
+        "init is on the meta device",
+    ),
+    (
+        "module-returns-a-tuple",
+        lambda t: _run(energy=_module_energy(_Returns("tuple")), init=None, data=_xy()),
+        ValueError,
+        "the module returns a tuple, but the categorical likelihood needs one tensor: logits [n, K]",
+    ),
+    (
+        "module-returns-a-dict",
+        lambda t: _run(energy=_module_energy(_Returns("dict")), init=None, data=_xy()),
+        ValueError,
+        "the module returns a dict",
+    ),
+    (
+        "module-output-transposed",
+        lambda t: _run(energy=_module_energy(_Returns("transposed")), init=None, data=_xy()),
+        ValueError,
+        "the module's output on 4 row(s) has shape [2, 4]: its first dimension must be the 4 data rows",
+    ),
+    ("structured-copies-exceed-memory", _structured_memory, ValueError, "pass max_copies_per_call=500 (or less)"),
     # issue 22 §6: prediction and summary inputs
-    ("summary-undeclared-2d-tensor", lambda t: sm.diagnostics.summary(torch.rand(5, 10)), ValueError,
-     "would be 5 chains x 10 draws of one scalar. If it is, pass scalar=True"),
-    ("summary-max-rows-zero", lambda t: sm.diagnostics.summary(torch.rand(2, 10, 3), max_rows=0), ValueError,
-     "max_rows must be an integer >= 1, got 0"),
-    ("predictive-per-draw-not-a-bool", lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], per_draw="yes"),
-     TypeError, "per_draw must be True or False"),
-    ("predictive-log-density", lambda t: sm.predictive(sm.LogDensityEnergy(lambda th, b: -th.sum(), 26), _chain(),
-                                                       _xy()[0]),
-     TypeError, "LogDensityEnergy has no model that predicts"),
-    ("evaluate-dataset-of-inputs-only", lambda t: sm.evaluate(
-        _module_energy(), _chain(), sm.DataSource(torch.utils.data.TensorDataset(_xy()[0]))), ValueError,
-     "data must be (inputs..., targets)"),
-    ("evaluate-not-data", lambda t: sm.evaluate(_module_energy(), _chain(), 3), ValueError,
-     "data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style Dataset or a DataSource"),
+    (
+        "summary-undeclared-2d-tensor",
+        lambda t: sm.diagnostics.summary(torch.rand(5, 10)),
+        ValueError,
+        "would be 5 chains x 10 draws of one scalar. If it is, pass scalar=True",
+    ),
+    (
+        "summary-max-rows-zero",
+        lambda t: sm.diagnostics.summary(torch.rand(2, 10, 3), max_rows=0),
+        ValueError,
+        "max_rows must be an integer >= 1, got 0",
+    ),
+    (
+        "predictive-per-draw-not-a-bool",
+        lambda t: sm.predictive(_module_energy(), _chain(), _xy()[0], per_draw="yes"),
+        TypeError,
+        "per_draw must be True or False",
+    ),
+    (
+        "predictive-log-density",
+        lambda t: sm.predictive(sm.LogDensityEnergy(lambda th, b: -th.sum(), 26), _chain(), _xy()[0]),
+        TypeError,
+        "LogDensityEnergy has no model that predicts",
+    ),
+    (
+        "evaluate-dataset-of-inputs-only",
+        lambda t: sm.evaluate(_module_energy(), _chain(), sm.DataSource(torch.utils.data.TensorDataset(_xy()[0]))),
+        ValueError,
+        "data must be (inputs..., targets)",
+    ),
+    (
+        "evaluate-not-data",
+        lambda t: sm.evaluate(_module_energy(), _chain(), 3),
+        ValueError,
+        "data must be (inputs..., targets): a tuple of tensors, a TensorDataset, a map-style Dataset or a DataSource",
+    ),
     # issue 23 item 8: with_prior(None) failed inside _set_prior with an AttributeError on None
-    ("with-prior-none", lambda t: _module_energy().with_prior(None), TypeError,
-     "with_prior takes a prior (any of structmc.priors"),
+    (
+        "with-prior-none",
+        lambda t: _module_energy().with_prior(None),
+        TypeError,
+        "with_prior takes a prior (any of structmc.priors",
+    ),
 ]
 
 CLI = [
-    ("config-malformed-toml", lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = [1,\n")),
-     CLIError, "cannot parse config"),
-    ("config-malformed-yaml", lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: [1\n")), CLIError,
-     "cannot parse config"),
-    ("config-malformed-json", lambda t: sample_cli(t, "--config", config(t, "c.json", '{"lr": 1e-4,}')), CLIError,
-     "c.json: Expecting property name"),
-    ("config-not-a-table", lambda t: sample_cli(t, "--config", config(t, "c.json", "[1, 2]")), CLIError,
-     "must hold a table of settings"),
-    ("config-string-steps", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'num_steps = "many"\n')),
-     CLIError, "c.toml) must be an integer, got 'many' (a string)"),
-    ("config-infinite-steps", lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = inf\n")),
-     CLIError, "num_steps (in"),
-    ("config-fractional-steps", lambda t: sample_cli(t, "--config", config(t, "c.yml", "num_steps: 2.5\n")),
-     CLIError, "must be an integer, got 2.5"),
-    ("config-string-lr", lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: fast\n")), CLIError,
-     "lr (in"),
-    ("config-bool-seed", lambda t: sample_cli(t, "--config", config(t, "c.toml", "seed = true\n")), CLIError,
-     "seed (in"),
-    ("config-hidden-string", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'hidden = "wide"\n')),
-     CLIError, "list of layer widths"),
-    ("config-hidden-zero", lambda t: sample_cli(t, "--config", config(t, "c.toml", "hidden = [0]\n")), CLIError,
-     "layer widths must be >= 1"),
-    ("config-schedule-number", lambda t: sample_cli(t, "--config", config(t, "c.toml", "schedule = 3\n")), CLIError,
-     "schedule (in"),
-    ("config-unknown-gradient", lambda t: sample_cli(t, "--config", config(t, "c.toml", 'gradient = "sgd"\n')),
-     CLIError, "unknown gradient 'sgd'"),
-    ("config-unknown-key", lambda t: sample_cli(t, "--config", config(t, "c.toml", "learning_rate = 0.1\n")),
-     CLIError, "unknown keys"),
+    (
+        "config-malformed-toml",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = [1,\n")),
+        CLIError,
+        "cannot parse config",
+    ),
+    (
+        "config-malformed-yaml",
+        lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: [1\n")),
+        CLIError,
+        "cannot parse config",
+    ),
+    (
+        "config-malformed-json",
+        lambda t: sample_cli(t, "--config", config(t, "c.json", '{"lr": 1e-4,}')),
+        CLIError,
+        "c.json: Expecting property name",
+    ),
+    (
+        "config-not-a-table",
+        lambda t: sample_cli(t, "--config", config(t, "c.json", "[1, 2]")),
+        CLIError,
+        "must hold a table of settings",
+    ),
+    (
+        "config-string-steps",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", 'num_steps = "many"\n')),
+        CLIError,
+        "c.toml) must be an integer, got 'many' (a string)",
+    ),
+    (
+        "config-infinite-steps",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "num_steps = inf\n")),
+        CLIError,
+        "num_steps (in",
+    ),
+    (
+        "config-fractional-steps",
+        lambda t: sample_cli(t, "--config", config(t, "c.yml", "num_steps: 2.5\n")),
+        CLIError,
+        "must be an integer, got 2.5",
+    ),
+    ("config-string-lr", lambda t: sample_cli(t, "--config", config(t, "c.yaml", "lr: fast\n")), CLIError, "lr (in"),
+    (
+        "config-bool-seed",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "seed = true\n")),
+        CLIError,
+        "seed (in",
+    ),
+    (
+        "config-hidden-string",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", 'hidden = "wide"\n')),
+        CLIError,
+        "list of layer widths",
+    ),
+    (
+        "config-hidden-zero",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "hidden = [0]\n")),
+        CLIError,
+        "layer widths must be >= 1",
+    ),
+    (
+        "config-schedule-number",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "schedule = 3\n")),
+        CLIError,
+        "schedule (in",
+    ),
+    (
+        "config-unknown-gradient",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", 'gradient = "sgd"\n')),
+        CLIError,
+        "unknown gradient 'sgd'",
+    ),
+    (
+        "config-unknown-key",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "learning_rate = 0.1\n")),
+        CLIError,
+        "unknown keys",
+    ),
     ("config-missing", lambda t: sample_cli(t, "--config", t / "nope.toml"), CLIError, "config file not found"),
-    ("config-wrong-suffix", lambda t: sample_cli(t, "--config", config(t, "c.ini", "lr=1\n")), CLIError,
-     "config must be .toml"),
+    (
+        "config-wrong-suffix",
+        lambda t: sample_cli(t, "--config", config(t, "c.ini", "lr=1\n")),
+        CLIError,
+        "config must be .toml",
+    ),
     ("flag-hidden-zero", lambda t: sample_cli(t, "--hidden", "0"), CLIError, "layer widths must be >= 1"),
     ("flag-hidden-words", lambda t: sample_cli(t, "--hidden", "a,b"), CLIError, "comma-separated layer widths"),
     ("flag-negative-seed", lambda t: sample_cli(t, "--seed", "-1"), CLIError, "--seed must be an integer >= 0"),
@@ -459,58 +739,117 @@ CLI = [
     ("flag-zero-steps", lambda t: sample_cli(t, "--steps", "0"), CLIError, "--steps must be an integer >= 1"),
     ("flag-zero-chains", lambda t: sample_cli(t, "--chains", "0"), CLIError, "--chains must be"),
     ("flag-negative-lr", lambda t: sample_cli(t, "--lr", "-1"), CLIError, "lr must be positive"),
-    ("flag-burn-in-too-long", lambda t: sample_cli(t, "--burn-in", "50"), CLIError,
-     "--burn-in = 50 must be smaller than --steps = 20"),
+    (
+        "flag-burn-in-too-long",
+        lambda t: sample_cli(t, "--burn-in", "50"),
+        CLIError,
+        "--burn-in = 50 must be smaller than --steps = 20",
+    ),
     ("flag-unknown-dataset", lambda t: sample_cli(t, "--dataset", "imagenet"), CLIError, "unknown data set 'imagenet'"),
     ("offline-download", _offline_download, CLIError, "pass --data-dir DIR, or set $STRUCTMC_DATA=DIR"),
     ("resume-nothing", lambda t: sample_cli(t, "--resume"), CLIError, "nothing to resume"),
     ("diagnose-not-a-run-folder", _diagnose_not_a_run, CLIError, "is not a structmc run folder"),
     ("diagnose-missing-folder", lambda t: cli("diagnose", t / "missing"), CLIError, "no such run folder"),
-    ("experiment-unknown-preset", lambda t: cli("experiment", "demo", "--preset", "huge"), CLIError,
-     "unknown preset 'huge'"),
+    (
+        "experiment-unknown-preset",
+        lambda t: cli("experiment", "demo", "--preset", "huge"),
+        CLIError,
+        "unknown preset 'huge'",
+    ),
     ("experiment-unknown-name", lambda t: cli("experiment", "fig9"), CLIError, "unknown experiment 'fig9'"),
     ("tune-bad-budget", lambda t: cli("tune", "--budget", "30 minutes"), CLIError, "--budget takes"),
     ("tune-negative-seed", lambda t: cli("tune", "--seed", "-1"), CLIError, "--seed must be an integer >= 0"),
     # issue 21 A6/C: flags the sampler / model / likelihood does not use; run folders
-    ("friction-with-sgld", lambda t: sample_cli(t, "--sampler", "sgld", "--friction", "0.1"), CLIError,
-     "--friction is not used by --sampler sgld"),
-    ("alpha-with-sgld", lambda t: sample_cli(t, "--sampler", "sgld", "--alpha", "0.9"), CLIError,
-     "--alpha is not used by --sampler sgld"),
-    ("a-with-sghmc", lambda t: sample_cli(t, "--sampler", "sghmc", "--a", "0.1"), CLIError,
-     "--a is not used by --sampler sghmc"),
-    ("config-friction-with-sgld", lambda t: sample_cli(t, "--config", config(t, "c.toml", "friction = 0.1\n")),
-     CLIError, "friction (in"),
-    ("hidden-with-linear", lambda t: sample_cli(t, "--model", "linear", "--hidden", "8"), CLIError,
-     "--hidden is not used by --model linear"),
-    ("noise-std-for-classification", lambda t: sample_cli(t, "--noise-std", "0.5"), CLIError,
-     "--noise-std (noise_std) is the observation noise of a regression model, but 'breast_cancer' is a binary"),
+    (
+        "friction-with-sgld",
+        lambda t: sample_cli(t, "--sampler", "sgld", "--friction", "0.1"),
+        CLIError,
+        "--friction is not used by --sampler sgld",
+    ),
+    (
+        "alpha-with-sgld",
+        lambda t: sample_cli(t, "--sampler", "sgld", "--alpha", "0.9"),
+        CLIError,
+        "--alpha is not used by --sampler sgld",
+    ),
+    (
+        "a-with-sghmc",
+        lambda t: sample_cli(t, "--sampler", "sghmc", "--a", "0.1"),
+        CLIError,
+        "--a is not used by --sampler sghmc",
+    ),
+    (
+        "config-friction-with-sgld",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "friction = 0.1\n")),
+        CLIError,
+        "friction (in",
+    ),
+    (
+        "hidden-with-linear",
+        lambda t: sample_cli(t, "--model", "linear", "--hidden", "8"),
+        CLIError,
+        "--hidden is not used by --model linear",
+    ),
+    (
+        "noise-std-for-classification",
+        lambda t: sample_cli(t, "--noise-std", "0.5"),
+        CLIError,
+        "--noise-std (noise_std) is the observation noise of a regression model, but 'breast_cancer' is a binary",
+    ),
     ("out-is-a-file", lambda t: _out_is_a_file(t), CLIError, "out is a file: pass a folder"),
     ("out-under-a-file", lambda t: _out_is_a_file(t, "sub"), CLIError, "which is a file: pass a folder"),
-    ("resume-and-overwrite", lambda t: sample_cli(t, "--resume", "--overwrite"), CLIError,
-     "--resume and --overwrite contradict each other"),
-    ("resume-after-kill-before-checkpoint", _resume_after_kill, CLIError,
-     "stopped before its first checkpoint (no checkpoint); pass --overwrite instead of --resume"),
-    ("rerun-after-kill-before-checkpoint", _rerun_after_kill, CLIError,
-     "stopped before its first checkpoint (in"),
-    ("rerun-over-a-finished-run", _rerun_over_a_finished_run, CLIError,
-     "is not empty (it holds a previous run): pass --resume to continue that run, or --overwrite to replace it"),
+    (
+        "resume-and-overwrite",
+        lambda t: sample_cli(t, "--resume", "--overwrite"),
+        CLIError,
+        "--resume and --overwrite contradict each other",
+    ),
+    (
+        "resume-after-kill-before-checkpoint",
+        _resume_after_kill,
+        CLIError,
+        "stopped before its first checkpoint (no checkpoint); pass --overwrite instead of --resume",
+    ),
+    ("rerun-after-kill-before-checkpoint", _rerun_after_kill, CLIError, "stopped before its first checkpoint (in"),
+    (
+        "rerun-over-a-finished-run",
+        _rerun_over_a_finished_run,
+        CLIError,
+        "is not empty (it holds a previous run): pass --resume to continue that run, or --overwrite to replace it",
+    ),
     # issue 22 §6.6 / §6.8: batch fractions, config keys as flags, lengths named as flags, tune's budget
-    ("flag-batch-size-fraction-above-1", lambda t: sample_cli(t, "--batch-size", "1.5"), CLIError,
-     "--batch-size must be a number of rows (e.g. 32) or a fraction of the training set in (0, 1]"),
-    ("config-batch-size-zero", lambda t: sample_cli(t, "--config", config(t, "c.toml", "batch-size = 0\n")),
-     CLIError, "batch-size (in"),
-    ("config-setting-twice", lambda t: sample_cli(t, "--config", config(t, "c.toml", "chains = 1\nnum_chains = 2\n")),
-     CLIError, "sets num_chains twice, as 'chains' and 'num_chains'"),
-    ("flag-thin-keeps-no-draw", lambda t: sample_cli(t, "--thin", "20"), CLIError,
-     "no draw would be kept with --steps = 20, --burn-in = 5 and --thin = 20"),
-    ("tune-budget-too-small", lambda t: cli("tune", "--budget", "600it"), CLIError,
-     "or lower --thin / --min-samples"),
+    (
+        "flag-batch-size-fraction-above-1",
+        lambda t: sample_cli(t, "--batch-size", "1.5"),
+        CLIError,
+        "--batch-size must be a number of rows (e.g. 32) or a fraction of the training set in (0, 1]",
+    ),
+    (
+        "config-batch-size-zero",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "batch-size = 0\n")),
+        CLIError,
+        "batch-size (in",
+    ),
+    (
+        "config-setting-twice",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "chains = 1\nnum_chains = 2\n")),
+        CLIError,
+        "sets num_chains twice, as 'chains' and 'num_chains'",
+    ),
+    (
+        "flag-thin-keeps-no-draw",
+        lambda t: sample_cli(t, "--thin", "20"),
+        CLIError,
+        "no draw would be kept with --steps = 20, --burn-in = 5 and --thin = 20",
+    ),
+    ("tune-budget-too-small", lambda t: cli("tune", "--budget", "600it"), CLIError, "or lower --thin / --min-samples"),
     ("tune-zero-thin", lambda t: cli("tune", "--thin", "0"), CLIError, "--thin must be an integer >= 1"),
     ("tune-map-share-one", lambda t: cli("tune", "--map-share", "1"), CLIError, "--map-share must lie in (0, 1)"),
 ]
 
-CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + \
-        [pytest.param(fn, exc, phrase, id=f"cli:{name}") for name, fn, exc, phrase in CLI]
+CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + [
+    pytest.param(fn, exc, phrase, id=f"cli:{name}") for name, fn, exc, phrase in CLI
+]
 
 
 @pytest.mark.parametrize("do, exc, phrase", CASES)
@@ -534,8 +873,20 @@ def test_integer_labels_of_any_width_give_the_int64_chain(dtype):
     x, y = _xy(24, classes=2)
     energy = _module_energy()  # one set of initial weights for every run
     for chains in (1, 2):
-        runs = [sm.sample(energy, None, sm.SGLD(1e-3), 8, data=(x, labels), batch_size=6, seed=3,
-                          num_chains=chains, progress=False) for labels in (y, y.to(dtype))]
+        runs = [
+            sm.sample(
+                energy,
+                None,
+                sm.SGLD(1e-3),
+                8,
+                data=(x, labels),
+                batch_size=6,
+                seed=3,
+                num_chains=chains,
+                progress=False,
+            )
+            for labels in (y, y.to(dtype))
+        ]
         assert torch.equal(runs[0].samples, runs[1].samples)
     energy = energy.with_num_data(24)
     assert sm.evaluate(energy, runs[0], (x, y.to(dtype)))["pooled"] == sm.evaluate(energy, runs[0], (x, y))["pooled"]
@@ -588,9 +939,11 @@ def test_structured_copies_that_fit_run_and_unknown_memory_warns():
             if per_call == 1000:
                 with pytest.raises(ValueError, match="max_copies_per_call=500"):
                     s.start(theta)
-                with mock.patch.object(energies, "available_memory", return_value=None), \
-                        mock.patch.object(energies, "UNKNOWN_MEMORY_WARN", 1_000_000), \
-                        pytest.warns(UserWarning, match=r"pass max_copies_per_call=31 \(about"):
+                with (
+                    mock.patch.object(energies, "available_memory", return_value=None),
+                    mock.patch.object(energies, "UNKNOWN_MEMORY_WARN", 1_000_000),
+                    pytest.warns(UserWarning, match=r"pass max_copies_per_call=31 \(about"),
+                ):
                     s.start(theta)
             else:
                 s.start(theta)
@@ -603,8 +956,16 @@ def test_cli_refuses_only_flags_the_sampler_or_model_does_not_take():
     from structmc.cli import _refuse_unused
 
     s = {"sampler": "sghmc", "model": "mlp"}
-    _refuse_unused(s, {"friction": "--friction", "num_leapfrog": "--num-leapfrog", "hidden": "--hidden",
-                       "activation": "--activation", "temperature": "--temperature"})  # all taken: no error
+    _refuse_unused(
+        s,
+        {
+            "friction": "--friction",
+            "num_leapfrog": "--num-leapfrog",
+            "hidden": "--hidden",
+            "activation": "--activation",
+            "temperature": "--temperature",
+        },
+    )  # all taken: no error
     _refuse_unused({"sampler": "sgld", "model": "linear"}, {})  # defaults for other samplers are not "given"
     with pytest.raises(SystemExit, match="--activation is not used by --model linear"):
         _refuse_unused({"sampler": "sgld", "model": "linear"}, {"activation": "--activation"})
@@ -622,8 +983,10 @@ def test_debug_flag_and_env_show_the_traceback(tmp_path):
 
 
 def test_real_bugs_are_not_swallowed(tmp_path):
-    with mock.patch("structmc.cli.cmd_sample", side_effect=RuntimeError("a bug")), \
-            pytest.raises(RuntimeError, match="a bug"):
+    with (
+        mock.patch("structmc.cli.cmd_sample", side_effect=RuntimeError("a bug")),
+        pytest.raises(RuntimeError, match="a bug"),
+    ):
         main(["sample", "--quiet"])
 
 
@@ -632,8 +995,12 @@ STRUCTMC = Path(sys.executable).with_name("structmc")
 
 @pytest.mark.skipif(not STRUCTMC.exists(), reason="the structmc console script is not installed")
 def test_console_script_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run([str(STRUCTMC), "sample", "--steps", "0", "--quiet", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(STRUCTMC), "sample", "--steps", "0", "--quiet", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "structmc: error: --steps must be an integer >= 1, got 0"
 
@@ -644,9 +1011,30 @@ def test_same_seed_same_draws_across_processes(tmp_path):
     draws = []
     for k in range(2):
         out = tmp_path / f"r{k}"
-        proc = subprocess.run([str(STRUCTMC), "sample", "--dataset", "breast_cancer", "--model", "linear", "--steps", "50",
-                               "--burn-in", "10", "--chains", "1", "--quiet", "--out", str(out), "--seed", "3"],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                str(STRUCTMC),
+                "sample",
+                "--dataset",
+                "breast_cancer",
+                "--model",
+                "linear",
+                "--steps",
+                "50",
+                "--burn-in",
+                "10",
+                "--chains",
+                "1",
+                "--quiet",
+                "--out",
+                str(out),
+                "--seed",
+                "3",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         chunks = sorted((out / "run" / "samples").glob("chunk_*.pt"))
         assert chunks

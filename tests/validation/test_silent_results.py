@@ -10,6 +10,8 @@ import warnings
 
 import pytest
 import torch
+from support.items import Items
+from support.tuning import linreg
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -17,8 +19,6 @@ import structmc as sm
 from structmc import Budget
 from structmc.priors import Normal
 from structmc.tuning import grid, grid_search, mamba
-from support.tuning import linreg
-from support.items import Items
 
 
 def _mlp():
@@ -42,7 +42,7 @@ def test_the_specific_pattern_first_gives_the_biases_their_prior():
     e = sm.ModuleEnergy(_mlp(), prior_std={"*.bias": 10.0, "*": 1e-2})
     prec = e.prior_precision
     for info in e.space.params:
-        want = 1 / 10.0 ** 2 if info.name.endswith("bias") else 1 / 1e-2 ** 2
+        want = 1 / 10.0**2 if info.name.endswith("bias") else 1 / 1e-2**2
         torch.testing.assert_close(prec[info.slice], torch.full((info.numel,), want))
 
 
@@ -60,8 +60,16 @@ def test_stratified_labels_of_the_wrong_length_are_refused_before_compute():
             sm.DataSource(data, labels=y[:10])
     energy = sm.ModuleEnergy(_mlp(), num_data=300)
     with pytest.raises(ValueError, match=r"'targets' must hold one class label per item, shape \[300\]"):
-        sm.sample(energy, None, sm.SGLD(1e-3), 5, data=sm.DataSource(Items(X, y, y[:10])), batch_size=20,
-                  batching="stratified", progress=False)
+        sm.sample(
+            energy,
+            None,
+            sm.SGLD(1e-3),
+            5,
+            data=sm.DataSource(Items(X, y, y[:10])),
+            batch_size=20,
+            batching="stratified",
+            progress=False,
+        )
 
 
 def test_stratified_labels_of_the_right_length_sample_every_row():
@@ -74,8 +82,9 @@ def test_stratified_labels_of_the_right_length_sample_every_row():
         return -0.5 * (theta * theta).sum() * 0
 
     energy = sm.LogDensityEnergy(dim=1, log_likelihood=log_lik, log_prior=lambda t: -0.5 * (t * t).sum())
-    sm.sample(energy, torch.zeros(1), sm.SGLD(1e-3), 200, data=source, batch_size=20, batching="stratified",
-              progress=False)
+    sm.sample(
+        energy, torch.zeros(1), sm.SGLD(1e-3), 200, data=source, batch_size=20, batching="stratified", progress=False
+    )
     assert len(seen) > 250  # rows 0-9 only, before
 
 
@@ -88,16 +97,18 @@ def test_scale_adapted_sghmc_warns_when_its_noise_is_clamped():
     """Target variance 1, lr 0.5: 2αηm = 0.05 < η² = 0.25 on every coordinate, the noise is
     clamped to 0 and the chain froze (variance 6e-43) without a word."""
     with pytest.warns(RuntimeWarning, match=r"clamped to 0 on 100% of the coordinates"):
-        chain = sm.sample(_gaussian, torch.ones(3), sm.ScaleAdaptedSGHMC(0.5, adapt_steps=20), 400, burn_in=200,
-                          progress=False)
+        chain = sm.sample(
+            _gaussian, torch.ones(3), sm.ScaleAdaptedSGHMC(0.5, adapt_steps=20), 400, burn_in=200, progress=False
+        )
     assert float(chain.samples.var()) < 1e-3  # what the warning is about: target variance 1, chain ~0
 
 
 def test_scale_adapted_sghmc_at_a_sound_step_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        chain = sm.sample(_gaussian, torch.ones(3), sm.ScaleAdaptedSGHMC(1e-3, adapt_steps=20), 3000, burn_in=1000,
-                          progress=False)
+        chain = sm.sample(
+            _gaussian, torch.ones(3), sm.ScaleAdaptedSGHMC(1e-3, adapt_steps=20), 3000, burn_in=1000, progress=False
+        )
     assert float(chain.samples.var()) > 0.2
 
 
@@ -133,20 +144,45 @@ def test_a_mamba_budget_too_small_to_score_is_refused_before_compute():
     energy, data, _ = linreg(N=12, d=2)
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match=r"too small to score.*at least iterations=360"):
-        mamba(energy, torch.zeros(2, dtype=torch.float64), ARMS9, Budget(iterations=1), data=data, thin=2,
-              min_samples=10, progress=False)
+        mamba(
+            energy,
+            torch.zeros(2, dtype=torch.float64),
+            ARMS9,
+            Budget(iterations=1),
+            data=data,
+            thin=2,
+            min_samples=10,
+            progress=False,
+        )
     assert time.perf_counter() - t0 < 5.0
 
 
 def test_a_grid_search_budget_too_small_to_score_is_refused():
     energy, data, _ = linreg(N=12, d=2)
     with pytest.raises(ValueError, match=r"too small to score.*at least grad_evals=100 per arm"):
-        grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS9, Budget(grad_evals=50), data=data,
-                    batch_size=None, thin=10, min_samples=10, progress=False)
+        grid_search(
+            energy,
+            torch.zeros(2, dtype=torch.float64),
+            ARMS9,
+            Budget(grad_evals=50),
+            data=data,
+            batch_size=None,
+            thin=10,
+            min_samples=10,
+            progress=False,
+        )
 
 
 def test_the_smallest_scorable_mamba_budget_runs():
     energy, data, _ = linreg(N=12, d=2)
-    res = mamba(energy, torch.zeros(2, dtype=torch.float64), ARMS9, Budget(iterations=360), data=data, thin=2,
-                min_samples=10, progress=False)
+    res = mamba(
+        energy,
+        torch.zeros(2, dtype=torch.float64),
+        ARMS9,
+        Budget(iterations=360),
+        data=data,
+        thin=2,
+        min_samples=10,
+        progress=False,
+    )
     assert all(r["scored"] >= 10 for r in res.rounds[0]["results"] if not r["error"])

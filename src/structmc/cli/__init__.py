@@ -26,10 +26,26 @@ from .settings import SAMPLE_DEFAULTS, _refuse_unused, sampler_config
 from .tune import _budget, _log10_range, cmd_tune
 
 __all__ = [
-    "DEBUG_ENV", "MODEL_FLAGS", "SAMPLER_FLAGS", "SAMPLE_DEFAULTS", "USER_ERRORS", "UsageError", "cmd_diagnose",
-    "cmd_experiment", "cmd_sample", "cmd_tune", "experiment_table", "main", "reproduce_table", "sampler_config",
+    "DEBUG_ENV",
+    "MODEL_FLAGS",
+    "SAMPLER_FLAGS",
+    "SAMPLE_DEFAULTS",
+    "USER_ERRORS",
+    "UsageError",
+    "cmd_diagnose",
+    "cmd_experiment",
+    "cmd_sample",
+    "cmd_tune",
+    "experiment_table",
+    "main",
+    "reproduce_table",
+    "sampler_config",
     # private helpers the tests reach through structmc.cli (they lived in the one-module cli.py)
-    "_budget", "_log10_range", "_model_energy", "_out_folder", "_refuse_unused",
+    "_budget",
+    "_log10_range",
+    "_model_energy",
+    "_out_folder",
+    "_refuse_unused",
 ]
 
 DEBUG_ENV = "STRUCTMC_DEBUG"
@@ -61,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..samplers import SAMPLERS
 
     ap = argparse.ArgumentParser(prog="structmc", description="Scalable approximate MCMC for Bayesian neural networks.")
-    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error "
-                    f"(also ${DEBUG_ENV}=1)")
+    ap.add_argument("--debug", action="store_true", help=f"show the full traceback of an error (also ${DEBUG_ENV}=1)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="Bayesian linear regression with exact posterior, five samplers (~1 min)")
@@ -70,10 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="run folder (default runs/demo)")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("reproduce", help="reproduce a table or figure of the papers, side by side with the "
-                       "published numbers (--list shows them)")
+    p = sub.add_parser(
+        "reproduce",
+        help="reproduce a table or figure of the papers, side by side with the published numbers (--list shows them)",
+    )
     p.add_argument("name", nargs="?")
-    p.add_argument("--list", action="store_true", help="the experiments: paper, table/figure, what quick cuts, its time")
+    p.add_argument(
+        "--list", action="store_true", help="the experiments: paper, table/figure, what quick cuts, its time"
+    )
     p.add_argument("--preset", default="quick", help="tiny | quick (default) | full (the paper's settings)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--out", help="run folder (default runs/NAME/PRESET)")
@@ -89,11 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("sample", help="run a sampler on a built-in model / data set")
-    p.add_argument("--config", help="TOML, YAML or JSON file with any of the flags below, named as the flags "
-                   "(steps = 1500, burn-in or burn_in = 500; flags win)")
-    p.add_argument("--dataset", help=f"scikit-learn: {', '.join(_dataset_names('scikit-learn'))}; paper sets: "
-                   f"{', '.join(_dataset_names('files'))} (see structmc.data.DATASETS)")
-    p.add_argument("--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)")
+    p.add_argument(
+        "--config",
+        help="TOML, YAML or JSON file with any of the flags below, named as the flags "
+        "(steps = 1500, burn-in or burn_in = 500; flags win)",
+    )
+    p.add_argument(
+        "--dataset",
+        help=f"scikit-learn: {', '.join(_dataset_names('scikit-learn'))}; paper sets: "
+        f"{', '.join(_dataset_names('files'))} (see structmc.data.DATASETS)",
+    )
+    p.add_argument(
+        "--data-dir", dest="data_dir", help="local folder with the data files (else $STRUCTMC_DATA, cache, download)"
+    )
     p.add_argument("--model", choices=_sample_models())
     p.add_argument("--hidden", type=_widths, help="MLP widths, e.g. 50,50")
     p.add_argument("--activation", choices=sorted(ACTIVATIONS))
@@ -111,17 +138,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burn-in", dest="burn_in", type=int)
     p.add_argument("--thin", type=int)
     p.add_argument("--chains", dest="num_chains", type=int)
-    p.add_argument("--batch-size", dest="batch_size", help="rows per minibatch (32), or a fraction of the training "
-                   "set in (0, 1] (0.01, as structmc tune reports it; 1.0: the full data)")
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        help="rows per minibatch (32), or a fraction of the training "
+        "set in (0, 1] (0.01, as structmc tune reports it; 1.0: the full data)",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="replace the previous run in --out (its files are removed "
-                   "first; a folder holding anything else is refused)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the previous run in --out (its files are removed "
+        "first; a folder holding anything else is refused)",
+    )
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("tune", help="tune a sampler's step size, batch size, ... by MAMBA, grid search or the heuristic")
+    p = sub.add_parser(
+        "tune", help="tune a sampler's step size, batch size, ... by MAMBA, grid search or the heuristic"
+    )
     p.add_argument("--method", choices=["mamba", "grid", "heuristic"], default="mamba")
     p.add_argument("--budget", default="10s", help="total budget T: 30s (sampling seconds), 3000it or 1e5grad")
     p.add_argument("--dataset", help="as for structmc sample")
@@ -133,10 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise-std", dest="noise_std", type=float)
     p.add_argument("--sampler", choices=SAMPLERS.names())
     p.add_argument("--lr", help="step sizes in our convention, comma-separated")
-    p.add_argument("--log10-h", dest="log10_h", help="the paper's step sizes h as LOW:HIGH:STEP in log10 "
-                   "(default -7:-3:0.5; converted with lr_from_paper)")
-    p.add_argument("--batch-size", dest="batch_size", help="comma-separated: fractions (0.1) or counts (128); "
-                   "default 1.0,0.1,0.01")
+    p.add_argument(
+        "--log10-h",
+        dest="log10_h",
+        help="the paper's step sizes h as LOW:HIGH:STEP in log10 (default -7:-3:0.5; converted with lr_from_paper)",
+    )
+    p.add_argument(
+        "--batch-size", dest="batch_size", help="comma-separated: fractions (0.1) or counts (128); default 1.0,0.1,0.01"
+    )
     p.add_argument("--num-leapfrog", dest="num_leapfrog", help="comma-separated")
     p.add_argument("--friction", help="comma-separated")
     p.add_argument("--a", help="SGNHT a, comma-separated")
@@ -147,13 +188,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chains", type=int, default=1)
     p.add_argument("--seed", type=int)
     p.add_argument("--no-map", dest="no_map", action="store_true", help="start from the model's initial weights")
-    p.add_argument("--map-steps", dest="map_steps", type=int, default=2000, help="Adam steps of the MAP fit that "
-                   "starts every arm (default 2000)")
-    p.add_argument("--map-share", dest="map_share", type=float, default=0.2, help="with a seconds --budget: the MAP "
-                   "fit's share of it (default 0.2; the tuning gets the rest)")
+    p.add_argument(
+        "--map-steps",
+        dest="map_steps",
+        type=int,
+        default=2000,
+        help="Adam steps of the MAP fit that starts every arm (default 2000)",
+    )
+    p.add_argument(
+        "--map-share",
+        dest="map_share",
+        type=float,
+        default=0.2,
+        help="with a seconds --budget: the MAP fit's share of it (default 0.2; the tuning gets the rest)",
+    )
     p.add_argument("--thin", type=int, default=10, help="keep every THIN-th draw of an arm (default 10)")
-    p.add_argument("--min-samples", dest="min_samples", type=int, default=10, help="draws each arm is scored on at "
-                   "least (default 10); the budget must keep them at --thin")
+    p.add_argument(
+        "--min-samples",
+        dest="min_samples",
+        type=int,
+        default=10,
+        help="draws each arm is scored on at least (default 10); the budget must keep them at --thin",
+    )
     p.add_argument("--resume", action="store_true", help="continue an interrupted tuning run in --out")
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
@@ -192,13 +248,15 @@ def _error(message: str) -> None:
 
 def _user_message(err: BaseException) -> str:
     """One line for an error the user can fix; download failures say which flag to pass."""
-    from ..data.files import DataError, DownloadError, ENV_DATA
+    from ..data.files import ENV_DATA, DataError, DownloadError
 
     text = str(err).strip()
     if isinstance(err, DownloadError):
         first = text.splitlines()[0].rstrip(":") if text else "could not download a data file"
-        return (f"{first} (offline?); put the file in a folder and pass --data-dir DIR, or set ${ENV_DATA}=DIR "
-                f"(run with --debug for the details)")
+        return (
+            f"{first} (offline?); put the file in a folder and pass --data-dir DIR, or set ${ENV_DATA}=DIR "
+            f"(run with --debug for the details)"
+        )
     if isinstance(err, DataError) and "data_dir=" in text:
         text = text.replace("data_dir=...", "--data-dir DIR").replace("data_dir=<dir>", "--data-dir <dir>")
     if isinstance(err, (ModuleNotFoundError, ImportError)) and getattr(err, "name", None):

@@ -37,8 +37,10 @@ def _out_folder(path: str | Path, *inside: str) -> Path:
         raise UsageError(f"--out {out} {where}: pass a folder (a new one, or the folder of an earlier run)")
     for name in inside:
         if (out / name).exists() and not (out / name).is_dir():
-            raise UsageError(f"--out {out}: {out / name} is a file, but the run writes its draws into a folder "
-                             f"there: pass another --out, or move the file")
+            raise UsageError(
+                f"--out {out}: {out / name} is a file, but the run writes its draws into a folder "
+                f"there: pass another --out, or move the file"
+            )
     return out
 
 
@@ -53,8 +55,10 @@ def _load_dataset(s: dict):
     else:
         ds = spec.load(seed=s["seed"])
     if ds.task not in ("regression", "binary", "multiclass") or ds.x_test is None:
-        raise ValueError(f"structmc sample needs a classification or regression set with a test split; "
-                         f"{s['dataset']!r} is {ds.task!r}" + ("" if ds.x_test is not None else " without one"))
+        raise ValueError(
+            f"structmc sample needs a classification or regression set with a test split; "
+            f"{s['dataset']!r} is {ds.task!r}" + ("" if ds.x_test is not None else " without one")
+        )
     return ds
 
 
@@ -72,21 +76,31 @@ def _model_energy(s: dict, data):
 
     spec = MODELS.get(s["model"])
     if spec.from_data is None:
-        raise ValueError(f"model {s['model']!r} is not sized from a data set; structmc sample takes "
-                         f"{', '.join(_sample_models())}")
+        raise ValueError(
+            f"model {s['model']!r} is not sized from a data set; structmc sample takes {', '.join(_sample_models())}"
+        )
     params = inspect.signature(spec.build).parameters
     open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
     kwargs = {k: s[k] for k in MODEL_FLAGS if k in params or open_kw}
     likelihood = spec.likelihood or likelihood_for_task(data.task)
     if s["noise_std"] is not None and likelihood != "gaussian":
-        raise UsageError(f"--noise-std (noise_std) is the observation noise of a regression model, but "
-                         f"{s['dataset']!r} is a {data.task} data set ({likelihood} likelihood, which has no noise "
-                         f"scale): drop it")
+        raise UsageError(
+            f"--noise-std (noise_std) is the observation noise of a regression model, but "
+            f"{s['dataset']!r} is a {data.task} data set ({likelihood} likelihood, which has no noise "
+            f"scale): drop it"
+        )
     noise_std = s["noise_std"] if s["noise_std"] is not None else (0.7 if likelihood == "gaussian" else None)
     # --seed draws the initial weights (as torch.manual_seed(seed) just before building would)
     # and then seeds the global random state for everything that follows.
-    energy = energy_for(s["model"], data=data, likelihood=likelihood, prior_std=s["prior_std"],
-                        noise_std=noise_std, seed=s["seed"], **kwargs)
+    energy = energy_for(
+        s["model"],
+        data=data,
+        likelihood=likelihood,
+        prior_std=s["prior_std"],
+        noise_std=noise_std,
+        seed=s["seed"],
+        **kwargs,
+    )
     torch.manual_seed(s["seed"])
     return energy
 

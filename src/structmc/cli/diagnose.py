@@ -18,8 +18,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise UsageError(f"no such run folder: {run_dir}")
     if not (run_dir / "run.json").is_file():
         inner = [d for d in (run_dir / "run",) if (d / "run.json").is_file()]
-        raise UsageError(f"{run_dir} is not a structmc run folder (no run.json)"
-                         + (f"; did you mean {inner[0]}?" if inner else
-                            "; pass the folder a run wrote its draws to (structmc sample --out DIR writes DIR/run)"))
+        raise UsageError(
+            f"{run_dir} is not a structmc run folder (no run.json)"
+            + (
+                f"; did you mean {inner[0]}?"
+                if inner
+                else "; pass the folder a run wrote its draws to (structmc sample --out DIR writes DIR/run)"
+            )
+        )
     print(diagnose_run(run_dir, args.out))
     return 0

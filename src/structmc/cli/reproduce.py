@@ -26,8 +26,11 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     preset = args.preset
     if preset not in module.PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
-    options = {"device": getattr(args, "device", None), "seed": getattr(args, "seed", None),
-               "resume": getattr(args, "resume", False) or None}
+    options = {
+        "device": getattr(args, "device", None),
+        "seed": getattr(args, "seed", None),
+        "resume": getattr(args, "resume", False) or None,
+    }
     device = options["device"] or "cpu"
     if str(device).startswith("cuda"):
         import torch
@@ -44,8 +47,9 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         kwargs[key] = value
     if kwargs.get("seed") is not None and kwargs["seed"] < 0:
         raise UsageError(f"--seed must be >= 0, got {kwargs['seed']}")
-    out = _out_folder(args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce"
-                                   else f"runs/{name}"))
+    out = _out_folder(
+        args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce" else f"runs/{name}")
+    )
     t0 = time.perf_counter()
     report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
     print((out / "report.md").read_text())

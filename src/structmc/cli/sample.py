@@ -31,16 +31,30 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.resume and RunFolder(out / "run").checkpoint_file() is None:
         run_dir = out / "run"
         if _holds_run(run_dir):
-            raise UsageError(f"--resume: nothing to resume in {run_dir}: the run there stopped before its first "
-                             f"checkpoint (no checkpoint); pass --overwrite instead of --resume to start it again "
-                             f"(--checkpoint-every N writes checkpoints sooner)")
-        raise UsageError(f"--resume: nothing to resume in {out / 'run'} (no checkpoint); "
-                         + ("pass the --out folder of the run to continue" if args.out else
-                            "pass --out with the folder of the run to continue") + ", or drop --resume")
-    if not args.resume and not args.overwrite and RunFolder(out / "run").checkpoint_file() is None and \
-            _holds_run(out / "run"):
-        raise UsageError(f"--out {out} holds a run that stopped before its first checkpoint (in {out / 'run'}, no "
-                         f"checkpoint to resume from): pass --overwrite to replace it, or another --out")
+            raise UsageError(
+                f"--resume: nothing to resume in {run_dir}: the run there stopped before its first "
+                f"checkpoint (no checkpoint); pass --overwrite instead of --resume to start it again "
+                f"(--checkpoint-every N writes checkpoints sooner)"
+            )
+        raise UsageError(
+            f"--resume: nothing to resume in {out / 'run'} (no checkpoint); "
+            + (
+                "pass the --out folder of the run to continue"
+                if args.out
+                else "pass --out with the folder of the run to continue"
+            )
+            + ", or drop --resume"
+        )
+    if (
+        not args.resume
+        and not args.overwrite
+        and RunFolder(out / "run").checkpoint_file() is None
+        and _holds_run(out / "run")
+    ):
+        raise UsageError(
+            f"--out {out} holds a run that stopped before its first checkpoint (in {out / 'run'}, no "
+            f"checkpoint to resume from): pass --overwrite to replace it, or another --out"
+        )
     data = _load_dataset(s)
     energy = _model_energy(s, data)
     sampler = sampler_from_config(sampler_config(s))
@@ -55,10 +69,24 @@ def cmd_sample(args: argparse.Namespace) -> int:
         gradient = ControlVariate(init)
     t0 = time.perf_counter()
     try:
-        chain = sample(energy, init, sampler, s["num_steps"], data=train, batch_size=batch_size,
-                       burn_in=s["burn_in"], thin=s["thin"], seed=s["seed"], num_chains=s["num_chains"],
-                       gradient=gradient, out_dir=out / "run", checkpoint_every=s["checkpoint_every"],
-                       resume=args.resume, overwrite=args.overwrite, progress=None if not args.quiet else False)
+        chain = sample(
+            energy,
+            init,
+            sampler,
+            s["num_steps"],
+            data=train,
+            batch_size=batch_size,
+            burn_in=s["burn_in"],
+            thin=s["thin"],
+            seed=s["seed"],
+            num_chains=s["num_chains"],
+            gradient=gradient,
+            out_dir=out / "run",
+            checkpoint_every=s["checkpoint_every"],
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=None if not args.quiet else False,
+        )
     except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
         text = _flag_words(str(err))
         if text == str(err):
@@ -77,11 +105,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         cls = classification_metrics(pred["probs"].double(), data.y_test.long())
         metrics.update({f"test_{k}": v for k, v in cls.items()})
-    report = {"settings": s, "batch_rows": batch_size or len(data.x_train), "sampler": sampler.config(),
-              "metrics": metrics, "run_dir": str(out / "run")}
+    report = {
+        "settings": s,
+        "batch_rows": batch_size or len(data.x_train),
+        "sampler": sampler.config(),
+        "metrics": metrics,
+        "run_dir": str(out / "run"),
+    }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    md = [f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})", "",
-          "| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
+    md = [
+        f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     (out / "report.md").write_text("\n".join(md) + "\n")
     _trace_plot(out / "trace.png", chain)
     print("\n".join(md))
@@ -90,9 +127,16 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 #: sample()'s keyword arguments in its run-folder messages -> the flags of `structmc sample`
-_FLAG_WORDS = (("resume=True", "--resume"), ("overwrite=True", "--overwrite"), ("out_dir", "--out"),
-               ("checkpoint_every", "--checkpoint-every"), ("num_steps", "--steps"), ("burn_in", "--burn-in"),
-               ("num_chains", "--chains"), ("batch_size", "--batch-size"))
+_FLAG_WORDS = (
+    ("resume=True", "--resume"),
+    ("overwrite=True", "--overwrite"),
+    ("out_dir", "--out"),
+    ("checkpoint_every", "--checkpoint-every"),
+    ("num_steps", "--steps"),
+    ("burn_in", "--burn-in"),
+    ("num_chains", "--chains"),
+    ("batch_size", "--batch-size"),
+)
 
 
 def _flag_words(text: str) -> str:

@@ -6,17 +6,36 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .common import MODEL_FLAGS, SAMPLER_FLAGS, UsageError, _sample_models
 
 SAMPLE_DEFAULTS: dict[str, Any] = {
-    "dataset": "breast_cancer", "model": "linear", "hidden": [50], "activation": "relu",
-    "sampler": "sgld", "lr": 1e-4, "friction": 0.05, "a": 0.05, "alpha": 0.99, "num_leapfrog": 1,
-    "temperature": 1.0, "schedule": None, "gradient": "minibatch", "prior_std": 1.0, "noise_std": None,
-    "num_steps": 5000, "burn_in": 1000, "thin": 5, "num_chains": 2, "batch_size": 32, "seed": 0,
-    "checkpoint_every": None, "data_dir": None,
+    "dataset": "breast_cancer",
+    "model": "linear",
+    "hidden": [50],
+    "activation": "relu",
+    "sampler": "sgld",
+    "lr": 1e-4,
+    "friction": 0.05,
+    "a": 0.05,
+    "alpha": 0.99,
+    "num_leapfrog": 1,
+    "temperature": 1.0,
+    "schedule": None,
+    "gradient": "minibatch",
+    "prior_std": 1.0,
+    "noise_std": None,
+    "num_steps": 5000,
+    "burn_in": 1000,
+    "thin": 5,
+    "num_chains": 2,
+    "batch_size": 32,
+    "seed": 0,
+    "checkpoint_every": None,
+    "data_dir": None,
 }
 
 
@@ -56,8 +75,15 @@ def _load_config(path: str) -> dict:
 
 # the type each sample setting takes (in config files; the flags are typed by argparse)
 _FLOAT_KEYS = ("lr", "friction", "a", "alpha", "temperature", "prior_std", "noise_std")
-_INT_KEYS = {"num_leapfrog": 1, "num_steps": 1, "burn_in": 0, "thin": 1, "num_chains": 1,
-             "seed": 0, "checkpoint_every": 1}  # key -> minimum (batch_size: rows or a fraction, see _batch_value)
+_INT_KEYS = {
+    "num_leapfrog": 1,
+    "num_steps": 1,
+    "burn_in": 0,
+    "thin": 1,
+    "num_chains": 1,
+    "seed": 0,
+    "checkpoint_every": 1,
+}  # key -> minimum (batch_size: rows or a fraction, see _batch_value)
 _STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir")
 _OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir")
 _MAX_SEED = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
@@ -91,8 +117,10 @@ def _config_keys(cfg: dict, path: str) -> tuple[dict, dict]:
         else:
             out[setting], written[setting] = value, key
     if unknown:
-        raise UsageError(f"unknown keys in {path}: {sorted(map(str, unknown))}; allowed: the flags' names "
-                         f"({', '.join(sorted(_flag(k)[2:] for k in SAMPLE_DEFAULTS))}), with - or _")
+        raise UsageError(
+            f"unknown keys in {path}: {sorted(map(str, unknown))}; allowed: the flags' names "
+            f"({', '.join(sorted(_flag(k)[2:] for k in SAMPLE_DEFAULTS))}), with - or _"
+        )
     return out, written
 
 
@@ -163,16 +191,20 @@ def _check_settings(s: dict, source: str, written: dict | None = None) -> dict:
                 raise UsageError(f"{where} must be a string, got {_type_name(value)}")
         elif key == "hidden":
             widths = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-            if not isinstance(widths, (list, tuple)) or not widths or \
-                    any(isinstance(w, bool) or not isinstance(w, int) for w in widths):
+            if (
+                not isinstance(widths, (list, tuple))
+                or not widths
+                or any(isinstance(w, bool) or not isinstance(w, int) for w in widths)
+            ):
                 raise UsageError(f"{where} must be a list of layer widths (integers), e.g. [50, 50], got {value!r}")
             if min(widths) < 1:
                 raise UsageError(f"{where}: layer widths must be >= 1, got {list(widths)}")
             out[key] = list(widths)
         elif key == "schedule":
             if not isinstance(value, dict):
-                raise UsageError(f"{where} must be a table such as {{kind = \"step_decay\", every = 2000}}, "
-                                 f"got {_type_name(value)}")
+                raise UsageError(
+                    f'{where} must be a table such as {{kind = "step_decay", every = 2000}}, got {_type_name(value)}'
+                )
     return out
 
 
@@ -196,16 +228,21 @@ def _sample_settings(args: argparse.Namespace, explicit: dict | None = None) -> 
 def _check_lengths(s: dict, explicit: dict) -> None:
     """``--steps``, ``--burn-in`` and ``--thin`` must keep a draw: refused before any compute,
     naming the flags (or config keys, or the defaults) they came from."""
+
     def name(key):
         return f"{explicit[key]} = {s[key]}" if key in explicit else f"{_flag(key)} = {s[key]} (the default)"
 
     steps, burn_in, thin = s["num_steps"], s["burn_in"], s["thin"]
     if burn_in >= steps:
-        raise UsageError(f"{name('burn_in')} must be smaller than {name('num_steps')}: pass a smaller --burn-in "
-                         f"(e.g. --burn-in {steps // 5}) or more --steps")
+        raise UsageError(
+            f"{name('burn_in')} must be smaller than {name('num_steps')}: pass a smaller --burn-in "
+            f"(e.g. --burn-in {steps // 5}) or more --steps"
+        )
     if (steps - burn_in) // thin < 1:
-        raise UsageError(f"no draw would be kept with {name('num_steps')}, {name('burn_in')} and {name('thin')}: "
-                         f"(steps - burn-in) // thin = 0; pass a smaller --thin or more --steps")
+        raise UsageError(
+            f"no draw would be kept with {name('num_steps')}, {name('burn_in')} and {name('thin')}: "
+            f"(steps - burn-in) // thin = 0; pass a smaller --thin or more --steps"
+        )
 
 
 def _refuse_unused(s: dict, explicit: dict) -> None:
@@ -218,15 +255,19 @@ def _refuse_unused(s: dict, explicit: dict) -> None:
     for key in SAMPLER_FLAGS:
         if key in explicit and key not in accepted:
             takers = [n for n in SAMPLERS.names() if key in sampler_keys(n)]
-            raise UsageError(f"{explicit[key]} is not used by --sampler {s['sampler']} (it takes "
-                             f"{', '.join(k for k in sampler_keys(s['sampler']) if k in SAMPLER_FLAGS or k == 'lr')}): "
-                             f"drop it, or choose a sampler that takes it ({', '.join(takers)})")
+            raise UsageError(
+                f"{explicit[key]} is not used by --sampler {s['sampler']} (it takes "
+                f"{', '.join(k for k in sampler_keys(s['sampler']) if k in SAMPLER_FLAGS or k == 'lr')}): "
+                f"drop it, or choose a sampler that takes it ({', '.join(takers)})"
+            )
     taken = _model_keys(s["model"])
     for key in MODEL_FLAGS:
         if key in explicit and key not in taken:
             takers = [n for n in _sample_models() if key in _model_keys(n)]
-            raise UsageError(f"{explicit[key]} is not used by --model {s['model']}: drop it, or choose a model that "
-                             f"takes it ({', '.join(takers)})")
+            raise UsageError(
+                f"{explicit[key]} is not used by --model {s['model']}: drop it, or choose a model that "
+                f"takes it ({', '.join(takers)})"
+            )
 
 
 def _model_keys(name: str) -> set[str]:
@@ -239,7 +280,6 @@ def _model_keys(name: str) -> set[str]:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return set(MODEL_FLAGS)
     return {k for k in MODEL_FLAGS if k in params}
-
 
 
 def sampler_config(s: dict) -> dict:

@@ -39,8 +39,11 @@ def _budget(text: str):
     from .. import Budget
 
     t = str(text).strip().lower()
-    for suffix, key, cast in (("grad", "grad_evals", lambda v: int(float(v))), ("it", "iterations", lambda v: int(float(v))),
-                              ("s", "seconds", float)):
+    for suffix, key, cast in (
+        ("grad", "grad_evals", lambda v: int(float(v))),
+        ("it", "iterations", lambda v: int(float(v))),
+        ("s", "seconds", float),
+    ):
         if t.endswith(suffix):
             try:
                 value: Any = cast(t[: -len(suffix)])
@@ -78,15 +81,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if value < 1:
             raise ValueError(f"{flag} must be an integer >= 1, got {value}")
     if not 0 < args.map_share < 1:
-        raise ValueError(f"--map-share must lie in (0, 1) (the MAP fit's share of a seconds --budget), got "
-                         f"{args.map_share}")
-    lrs = _values(args.lr) if args.lr else [lr_from_paper(s["sampler"], h) for h in _log10_range(args.log10_h or "-7:-3:0.5")]
+        raise ValueError(
+            f"--map-share must lie in (0, 1) (the MAP fit's share of a seconds --budget), got {args.map_share}"
+        )
+    lrs = (
+        _values(args.lr)
+        if args.lr
+        else [lr_from_paper(s["sampler"], h) for h in _log10_range(args.log10_h or "-7:-3:0.5")]
+    )
     hyper: dict[str, Any] = {"lr": lrs}
     for flag, cast in (("num_leapfrog", int), ("friction", float), ("a", float)):
         if getattr(args, flag):
             hyper[flag] = _values(getattr(args, flag), cast)
-    batches = [int(b) if float(b) >= 1 and float(b) == int(float(b)) and "." not in b else float(b)
-               for b in (args.batch_size or "1.0,0.1,0.01").split(",")]
+    batches = [
+        int(b) if float(b) >= 1 and float(b) == int(float(b)) and "." not in b else float(b)
+        for b in (args.batch_size or "1.0,0.1,0.01").split(",")
+    ]
     gradients = (args.gradient or "minibatch").split(",")
     arms = grid(s["sampler"], batch_size=batches, gradient=gradients, **hyper)
     map_cap = None
@@ -98,11 +108,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.method == "mamba":
             _check_eta(args.eta)
             R = num_rounds(len(arms), args.eta)
-            check_scorable(round_budget(budget, len(arms), R), args.thin, scored, arms=len(arms), rounds=R,
-                           total=budget)
+            check_scorable(
+                round_budget(budget, len(arms), R), args.thin, scored, arms=len(arms), rounds=R, total=budget
+            )
         else:
-            check_scorable(budget, args.thin, scored, arms=len(arms) if args.method == "grid" else 1, rounds=1,
-                           total=budget)
+            check_scorable(
+                budget, args.thin, scored, arms=len(arms) if args.method == "grid" else 1, rounds=1, total=budget
+            )
     except ValueError as err:
         raise ValueError(_tune_flag_words(str(err))) from None
     out = _out_folder(args.out or f"runs/tune-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -115,20 +127,45 @@ def cmd_tune(args: argparse.Namespace) -> int:
     map_line = "MAP fit: skipped (--no-map); every arm starts from the model's initial weights"
     if not args.no_map:  # the paper starts every arm from the MAP (also the control-variate centre)
         rows = max(1, N // 100)
-        bound = (f", at most {map_cap:.1f} s (--map-share {args.map_share:g} of --budget {args.budget})"
-                 if map_cap else "")
+        bound = (
+            f", at most {map_cap:.1f} s (--map-share {args.map_share:g} of --budget {args.budget})" if map_cap else ""
+        )
         _note(args, f"MAP fit: up to {args.map_steps} Adam steps on batches of {rows} rows{bound} ...")
         info: dict = {}
-        init = find_map(energy, init, data=train, batch_size=rows, num_steps=args.map_steps, seed=s["seed"],
-                        max_seconds=map_cap, info=info)
-        map_line = (f"MAP fit: {info['steps']} of {args.map_steps} Adam steps in {info['seconds']:.1f} s"
-                    + (f" (stopped at its {map_cap:.1f} s share of the budget: raise --map-share or --budget, or "
-                       f"lower --map-steps)" if info["stopped_early"] else "")
-                    + (f"; tuning gets {budget.seconds:.1f} s" if map_cap else ""))
+        init = find_map(
+            energy,
+            init,
+            data=train,
+            batch_size=rows,
+            num_steps=args.map_steps,
+            seed=s["seed"],
+            max_seconds=map_cap,
+            info=info,
+        )
+        map_line = (
+            f"MAP fit: {info['steps']} of {args.map_steps} Adam steps in {info['seconds']:.1f} s"
+            + (
+                f" (stopped at its {map_cap:.1f} s share of the budget: raise --map-share or --budget, or "
+                f"lower --map-steps)"
+                if info["stopped_early"]
+                else ""
+            )
+            + (f"; tuning gets {budget.seconds:.1f} s" if map_cap else "")
+        )
         _note(args, map_line)
-    common = dict(data=train, metric=args.metric, executor=args.executor, seed=s["seed"], num_chains=args.chains,
-                  centre=init, out_dir=out, resume=args.resume, progress=None if not args.quiet else False,
-                  thin=args.thin, min_samples=args.min_samples)
+    common = dict(
+        data=train,
+        metric=args.metric,
+        executor=args.executor,
+        seed=s["seed"],
+        num_chains=args.chains,
+        centre=init,
+        out_dir=out,
+        resume=args.resume,
+        progress=None if not args.quiet else False,
+        thin=args.thin,
+        min_samples=args.min_samples,
+    )
     if args.method == "mamba":
         result = mamba(energy, init, arms, budget, eta=args.eta, **common)
     elif args.method == "grid":
@@ -142,12 +179,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
     assert best is not None  # mamba() / grid_search() raise when every arm fails
     for warning in edge_of_grid(result.arms, best):
         print(f"structmc: warning: {warning}", file=sys.stderr)
-    md = [f"# structmc tune: {args.method} for {s['sampler']} on {s['dataset']} ({s['model']})", "",
-          "```", result.summary(), "```", "",
-          f"chosen arm: `{best.label}` (batch {best.batch_count(N) or N} of {N} rows: structmc sample --batch-size "
-          f"{best.batch_count(N) or N})", "", "```json", json.dumps(best.to_dict(), indent=1), "```", "",
-          map_line, "",
-          f"wall time {seconds:.1f} s (MAP included); trace: {out / 'trace.json'}"]
+    md = [
+        f"# structmc tune: {args.method} for {s['sampler']} on {s['dataset']} ({s['model']})",
+        "",
+        "```",
+        result.summary(),
+        "```",
+        "",
+        f"chosen arm: `{best.label}` (batch {best.batch_count(N) or N} of {N} rows: structmc sample --batch-size "
+        f"{best.batch_count(N) or N})",
+        "",
+        "```json",
+        json.dumps(best.to_dict(), indent=1),
+        "```",
+        "",
+        map_line,
+        "",
+        f"wall time {seconds:.1f} s (MAP included); trace: {out / 'trace.json'}",
+    ]
     (out / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0

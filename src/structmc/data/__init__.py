@@ -43,11 +43,20 @@ from __future__ import annotations
 
 from .adult import load_adult
 from .base import Dataset
-from .files import ChecksumError, DataError, DataNotFoundError, Digest, DownloadError, FileSpec, default_cache_dir, fetch
-from .named_sets import DATASETS, SOURCES, DatasetSpec, load
+from .files import (
+    ChecksumError,
+    DataError,
+    DataNotFoundError,
+    Digest,
+    DownloadError,
+    FileSpec,
+    default_cache_dir,
+    fetch,
+)
 from .image_sets import ImageData, load_image_subset, synthetic_images
 from .images import load_cifar10, load_fashion_mnist, load_mnist, load_svhn
 from .movielens import load_movielens_100k, rating_triples
+from .named_sets import DATASETS, SOURCES, DatasetSpec, load
 from .synthetic import (
     GaussianTarget,
     correlated_gaussian,
@@ -82,12 +91,48 @@ LOADERS = {
 }
 
 __all__ = [
-    "Dataset", "DatasetSpec", "DATASETS", "SOURCES", "load", "LOADERS", "DataError", "ChecksumError",
-    "DownloadError", "DataNotFoundError", "Digest", "FileSpec", "fetch", "default_cache_dir",
-    "load_mnist", "load_fashion_mnist", "load_cifar10", "load_svhn", "load_image_subset", "ImageData",
-    "synthetic_images", "load_adult", "load_movielens_100k",
-    "rating_triples", "load_noisy_xor", "simulate_noisy_xor", "noisy_xor_dataset", "load_uci", "UCI_REGRESSION",
-    "load_boston", "load_concrete", "load_wine_quality", "load_airfoil", "load_energy", "load_yacht",
-    "load_seoul_bike", "load_obesity", "linear_regression_data", "logistic_regression_data", "GaussianTarget",
-    "gaussian_target", "psgld_gaussian", "correlated_gaussian", "random_gaussian",
+    "Dataset",
+    "DatasetSpec",
+    "DATASETS",
+    "SOURCES",
+    "load",
+    "LOADERS",
+    "DataError",
+    "ChecksumError",
+    "DownloadError",
+    "DataNotFoundError",
+    "Digest",
+    "FileSpec",
+    "fetch",
+    "default_cache_dir",
+    "load_mnist",
+    "load_fashion_mnist",
+    "load_cifar10",
+    "load_svhn",
+    "load_image_subset",
+    "ImageData",
+    "synthetic_images",
+    "load_adult",
+    "load_movielens_100k",
+    "rating_triples",
+    "load_noisy_xor",
+    "simulate_noisy_xor",
+    "noisy_xor_dataset",
+    "load_uci",
+    "UCI_REGRESSION",
+    "load_boston",
+    "load_concrete",
+    "load_wine_quality",
+    "load_airfoil",
+    "load_energy",
+    "load_yacht",
+    "load_seoul_bike",
+    "load_obesity",
+    "linear_regression_data",
+    "logistic_regression_data",
+    "GaussianTarget",
+    "gaussian_target",
+    "psgld_gaussian",
+    "correlated_gaussian",
+    "random_gaussian",
 ]

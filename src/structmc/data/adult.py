@@ -24,8 +24,22 @@ from .base import Dataset, carve_validation, fit_standardizer
 from .files import DataError, Source
 from .tabular import decode
 
-COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-           "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country")
+COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+)
 NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 CATEGORICAL = tuple(c for c in COLUMNS if c not in NUMERIC)
 
@@ -65,8 +79,16 @@ def _encode(rows, vocab) -> np.ndarray:
     return np.concatenate(blocks, axis=1)
 
 
-def load_adult(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-               val_size: int | float = 0, seed: int = 0, dtype=torch.float32) -> Dataset:
+def load_adult(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    val_size: int | float = 0,
+    seed: int = 0,
+    dtype=torch.float32,
+) -> Dataset:
     """UCI Adult (see module docstring): ``x [N, 105]`` float, ``y [N]`` float 0/1."""
     src = Source(data_dir, cache_dir, download, verify)
     p_tr, p_te = src.fetch(checksums.ADULT["adult.data"]), src.fetch(checksums.ADULT["adult.test"])
@@ -83,6 +105,11 @@ def load_adult(*, data_dir=None, cache_dir=None, download: bool = True, verify: 
         if x is not None:
             x[:, :k] = (x[:, :k] - mean) / std
     names = list(NUMERIC) + [f"{c}={v}" for c in CATEGORICAL for v in vocab[c]]
-    meta = {"source": {"train": str(p_tr), "test": str(p_te)}, "numeric_mean": mean.squeeze(0),
-            "numeric_std": std.squeeze(0), "vocab": vocab, "seed": seed}
+    meta = {
+        "source": {"train": str(p_tr), "test": str(p_te)},
+        "numeric_mean": mean.squeeze(0),
+        "numeric_std": std.squeeze(0),
+        "vocab": vocab,
+        "seed": seed,
+    }
     return Dataset("adult", "binary", x_tr, y_tr, x_te, y_te, x_va, y_va, num_classes=2, feature_names=names, meta=meta)

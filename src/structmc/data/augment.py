@@ -26,14 +26,22 @@ public for tests and figures. :data:`TRANSFORMS` maps the paper's names (``"rota
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["rotate", "rotate_by", "gaussian_blur", "blur_with", "gaussian_kernel1d", "invert", "TRANSFORMS",
-           "apply_transform"]
+__all__ = [
+    "rotate",
+    "rotate_by",
+    "gaussian_blur",
+    "blur_with",
+    "gaussian_kernel1d",
+    "invert",
+    "TRANSFORMS",
+    "apply_transform",
+]
 
 
 def _as_nchw(images: Tensor) -> tuple[Tensor, bool]:
@@ -53,8 +61,7 @@ def _check_generator(generator) -> torch.Generator:
 
 
 def _uniform(n: int, lo: float, hi: float, generator: torch.Generator) -> Tensor:
-    return lo + (hi - lo) * torch.rand(n, generator=generator, dtype=torch.float64,
-                                       device=generator.device)
+    return lo + (hi - lo) * torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)
 
 
 # ---------------------------------------------------------------------------------------
@@ -75,7 +82,7 @@ def _per_image(values, n: int, what: str) -> Tensor:
 
 def _chunked(fn, x: Tensor, params: Tensor) -> Tensor:
     """``fn`` over chunks of ``_CHUNK`` images (bounded memory for whole training sets)."""
-    return torch.cat([fn(x[i:i + _CHUNK], params[i:i + _CHUNK]) for i in range(0, x.shape[0], _CHUNK)])
+    return torch.cat([fn(x[i : i + _CHUNK], params[i : i + _CHUNK]) for i in range(0, x.shape[0], _CHUNK)])
 
 
 def rotate_by(images: Tensor, angles, *, mode: str = "nearest", fill: float = 0.0) -> Tensor:
@@ -103,8 +110,14 @@ def rotate_by(images: Tensor, angles, *, mode: str = "nearest", fill: float = 0.
     return _restore(out, squeezed)
 
 
-def rotate(images: Tensor, degrees: float | tuple[float, float] = 30.0, *, generator: torch.Generator,
-           mode: str = "nearest", fill: float = 0.0) -> Tensor:
+def rotate(
+    images: Tensor,
+    degrees: float | tuple[float, float] = 30.0,
+    *,
+    generator: torch.Generator,
+    mode: str = "nearest",
+    fill: float = 0.0,
+) -> Tensor:
     """Rotate every image by its own angle ~ U[−degrees, degrees] (or U[lo, hi] for a pair)."""
     _check_generator(generator)
     lo, hi = (-float(degrees), float(degrees)) if not isinstance(degrees, (tuple, list)) else map(float, degrees)
@@ -151,8 +164,14 @@ def blur_with(images: Tensor, sigmas, *, kernel_size: int = 9) -> Tensor:
     return _restore(y.reshape(N, C, H, W), squeezed)
 
 
-def gaussian_blur(images: Tensor, kernel_size: int = 9, sigma: tuple[float, float] = (1.0, 1.5), p: float = 0.9, *,
-                  generator: torch.Generator) -> Tensor:
+def gaussian_blur(
+    images: Tensor,
+    kernel_size: int = 9,
+    sigma: tuple[float, float] = (1.0, 1.5),
+    p: float = 0.9,
+    *,
+    generator: torch.Generator,
+) -> Tensor:
     """With probability ``p`` per image, blur it with σ ~ U[sigma]; the others are unchanged."""
     _check_generator(generator)
     if not 0.0 <= p <= 1.0:
@@ -177,7 +196,7 @@ def invert(images: Tensor, p: float = 0.5, *, generator: torch.Generator, max_va
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must lie in [0, 1], got {p}")
     x, squeezed = _as_nchw(images)
-    apply = (torch.rand(x.shape[0], generator=generator, dtype=torch.float64, device=generator.device) < p)
+    apply = torch.rand(x.shape[0], generator=generator, dtype=torch.float64, device=generator.device) < p
     apply = apply.to(x.device).view(-1, 1, 1, 1)
     return _restore(torch.where(apply, max_value - x, x), squeezed)
 

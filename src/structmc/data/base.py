@@ -73,8 +73,10 @@ class Dataset:
         def shape(t):
             return None if t is None else tuple(t.shape)
 
-        return (f"Dataset({self.name!r}, task={self.task!r}, train={shape(self.x_train)}, "
-                f"val={shape(self.x_val)}, test={shape(self.x_test)}, num_classes={self.num_classes})")
+        return (
+            f"Dataset({self.name!r}, task={self.task!r}, train={shape(self.x_train)}, "
+            f"val={shape(self.x_val)}, test={shape(self.x_test)}, num_classes={self.num_classes})"
+        )
 
 
 def permutation(n: int, seed: int) -> Tensor:

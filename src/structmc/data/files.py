@@ -208,13 +208,15 @@ def verify_file(path, spec: FileSpec, *, use_memo: bool = True) -> None:
         if any(got[(of, d.algorithm)] == d.value for d in group):
             _verified[key] = True
             return
-    expected = "\n".join(f"  {d.algorithm} of {d.of} = {d.value}" + (f"  ({d.source})" if d.source else "")
-                         for d in digests)
+    expected = "\n".join(
+        f"  {d.algorithm} of {d.of} = {d.value}" + (f"  ({d.source})" if d.source else "") for d in digests
+    )
     computed = "\n".join(f"  {alg} of {of} = {v}" for (of, alg), v in got.items())
     raise ChecksumError(
         f"{path} ({st.st_size} bytes) does not match any accepted checksum for {spec.label}: it is corrupted, "
         f"truncated or a different version. Delete it (a cached copy is then downloaded again) or pass "
-        f"verify=False to use it anyway.\nexpected one of:\n{expected}\ncomputed:\n{computed}")
+        f"verify=False to use it anyway.\nexpected one of:\n{expected}\ncomputed:\n{computed}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -240,8 +242,9 @@ def download(spec: FileSpec, cache_dir=None, *, timeout: float = 60.0) -> Path:
     appears under its final name only once verified.
     """
     if not spec.urls:
-        raise DataNotFoundError(f"{spec.label} has no download address; place the file in a folder given by "
-                                f"data_dir=... or ${ENV_DATA}")
+        raise DataNotFoundError(
+            f"{spec.label} has no download address; place the file in a folder given by data_dir=... or ${ENV_DATA}"
+        )
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     dest = root / spec.folder / spec.name
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -257,9 +260,11 @@ def download(spec: FileSpec, cache_dir=None, *, timeout: float = 60.0) -> Path:
             else:
                 sha = hash_file(tmp, ["sha256"])["sha256"]
                 _sidecar(dest).write_text(f"{sha}  {dest.name}\n")
-                warnings.warn(f"{spec.label}: no published checksum is known; recorded SHA-256 {sha} of the "
-                              f"download from {url} in {_sidecar(dest)} and will check later loads against it",
-                              stacklevel=3)
+                warnings.warn(
+                    f"{spec.label}: no published checksum is known; recorded SHA-256 {sha} of the "
+                    f"download from {url} in {_sidecar(dest)} and will check later loads against it",
+                    stacklevel=3,
+                )
             os.replace(tmp, dest)
             return dest
         except ChecksumError as err:
@@ -270,12 +275,16 @@ def download(spec: FileSpec, cache_dir=None, *, timeout: float = 60.0) -> Path:
         finally:
             tmp.unlink(missing_ok=True)
     if mismatches:
-        raise ChecksumError(f"downloaded {spec.label} does not match its registered checksum (nothing was kept):\n"
-                            + "\n".join(mismatches + failures))
+        raise ChecksumError(
+            f"downloaded {spec.label} does not match its registered checksum (nothing was kept):\n"
+            + "\n".join(mismatches + failures)
+        )
     raise DownloadError(
-        f"could not download {spec.label}:\n  " + "\n  ".join(failures)
+        f"could not download {spec.label}:\n  "
+        + "\n  ".join(failures)
         + f"\nIf this machine is offline, copy the file to {dest} or to <dir>/{spec.folder}/{spec.name} and pass "
-        f"data_dir=<dir> (or set ${ENV_DATA}=<dir>).")
+        f"data_dir=<dir> (or set ${ENV_DATA}=<dir>)."
+    )
 
 
 def missing_message(specs, data_dir=None, cache_dir=None, *, download: bool = False) -> str:
@@ -286,8 +295,10 @@ def missing_message(specs, data_dir=None, cache_dir=None, *, download: bool = Fa
     names = " or ".join(s.label for s in specs)
     looked = ", ".join(p for s in specs for p in searched(s, data_dir, cache_dir))
     first = specs[0]
-    local = (f"put {'the file' if len(specs) == 1 else 'one of the files'} at <dir>/{first.folder}/{first.name} "
-             f"and pass data_dir=<dir> or set ${ENV_DATA}=<dir>")
+    local = (
+        f"put {'the file' if len(specs) == 1 else 'one of the files'} at <dir>/{first.folder}/{first.name} "
+        f"and pass data_dir=<dir> or set ${ENV_DATA}=<dir>"
+    )
     online = [s for s in specs if s.urls]
     if not online:
         how = f"{'it has' if len(specs) == 1 else 'they have'} no download address: {local}"
@@ -297,12 +308,21 @@ def missing_message(specs, data_dir=None, cache_dir=None, *, download: bool = Fa
         s = online[0]
         cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         check = "its registered checksum" if s.digests else "the SHA-256 recorded on first download"
-        how = f"pass download=True to fetch {s.label} from {s.urls[0]} into {cache} (checked against {check}), or {local}"
+        how = (
+            f"pass download=True to fetch {s.label} from {s.urls[0]} into {cache} (checked against {check}), or {local}"
+        )
     return f"{names} not found (looked for {looked}){'' if download else ' and download=False'}; {how}"
 
 
-def fetch(spec: FileSpec, *, data_dir=None, cache_dir=None, download_missing: bool = True,
-          verify: bool = True, timeout: float = 60.0) -> Path:
+def fetch(
+    spec: FileSpec,
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download_missing: bool = True,
+    verify: bool = True,
+    timeout: float = 60.0,
+) -> Path:
     """Path to a verified copy of ``spec``: found locally, else downloaded into the cache."""
     path = find(spec, data_dir=data_dir, cache_dir=cache_dir)
     if path is None:
@@ -325,8 +345,14 @@ class Source:
     timeout: float = 60.0
 
     def fetch(self, spec: FileSpec) -> Path:
-        return fetch(spec, data_dir=self.data_dir, cache_dir=self.cache_dir, download_missing=self.download,
-                     verify=self.verify, timeout=self.timeout)
+        return fetch(
+            spec,
+            data_dir=self.data_dir,
+            cache_dir=self.cache_dir,
+            download_missing=self.download,
+            verify=self.verify,
+            timeout=self.timeout,
+        )
 
     def find(self, spec: FileSpec) -> Path | None:
         """A verified local copy, or ``None`` (no download)."""

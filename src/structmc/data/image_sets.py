@@ -8,13 +8,16 @@ from pathlib import Path
 
 import torch
 
-from .named_sets import load
 from .files import DataError
-
+from .named_sets import load
 
 IMAGE_SOURCES = ("files", "auto", "synthetic")
-_IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-              "t10k-labels-idx1-ubyte.gz")
+_IDX_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
 
 
 def synthetic_images(num_train: int, num_test: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -54,14 +57,26 @@ class ImageData:
     source: str
     data_dir: str | None
 
-    def to(self, device) -> "ImageData":
+    def to(self, device) -> ImageData:
         """The same images and labels on ``device`` (a copy only where the device changes)."""
-        return replace(self, x_train=self.x_train.to(device), y_train=self.y_train.to(device),
-                       x_test=self.x_test.to(device), y_test=self.y_test.to(device))
+        return replace(
+            self,
+            x_train=self.x_train.to(device),
+            y_train=self.y_train.to(device),
+            x_test=self.x_test.to(device),
+            y_test=self.y_test.to(device),
+        )
 
 
-def load_image_subset(name: str, *, data: str = "files", data_dir=None, num_train: int | None = None,
-                      num_test: int | None = None, seed: int = 0) -> ImageData:
+def load_image_subset(
+    name: str,
+    *,
+    data: str = "files",
+    data_dir=None,
+    num_train: int | None = None,
+    num_test: int | None = None,
+    seed: int = 0,
+) -> ImageData:
     """``name`` (a registered image set, e.g. ``"mnist"`` or ``"fashion-mnist"``) scaled to
     [0, 1] (``normalize="unit"``), never downloaded, as :class:`ImageData`; a random subset
     of ``num_train`` training images (drawn with ``seed``, kept in file order) and the first
@@ -86,7 +101,8 @@ def load_image_subset(name: str, *, data: str = "files", data_dir=None, num_trai
                     f"{name}: the {files} were not found or not readable in {where} "
                     f"(data_dir={data_dir}; pass data_dir= (an experiment's Config.data_dir) or set $STRUCTMC_DATA to "
                     f"the folder holding '{name}/'); use data='auto' or 'synthetic' for the synthetic stand-in. "
-                    f"Cause: {err}") from err
+                    f"Cause: {err}"
+                ) from err
         else:
             x_tr, y_tr, x_te, y_te = ds.x_train, ds.y_train, ds.x_test, ds.y_test
             if num_train is not None and num_train < len(y_tr):

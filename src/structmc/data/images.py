@@ -60,7 +60,9 @@ def parse_idx(data: bytes, ndim: int | None = None, where: str = "IDX data") -> 
     dims = struct.unpack(">" + "I" * nd, data[4:header])
     expected = header + int(np.prod(dims, dtype=np.int64))
     if len(data) != expected:
-        raise DataError(f"{where}: {len(data)} bytes but the IDX header {dims} needs {expected} (truncated or corrupted)")
+        raise DataError(
+            f"{where}: {len(data)} bytes but the IDX header {dims} needs {expected} (truncated or corrupted)"
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -139,8 +141,13 @@ def _image_dataset(name, x_tr, y_tr, x_te, y_te, *, normalize, val_size, seed, f
     x_tr, x_va, x_te, stats = _normalize(x_tr, x_va, x_te, normalize, dtype)
     if flatten:
         x_tr, x_va, x_te = (None if x is None else x.reshape(len(x), -1) for x in (x_tr, x_va, x_te))
-    meta = {**meta, "normalize": normalize, "normalize_stats": stats, "val_size": 0 if y_va is None else len(y_va),
-            "seed": seed}
+    meta = {
+        **meta,
+        "normalize": normalize,
+        "normalize_stats": stats,
+        "val_size": 0 if y_va is None else len(y_va),
+        "seed": seed,
+    }
     return Dataset(name, "multiclass", x_tr, y_tr, x_te, y_te, x_va, y_va, num_classes=10, meta=meta)
 
 
@@ -160,25 +167,75 @@ def _load_idx_set(name, specs, *, data_dir, cache_dir, download, verify, normali
         if ys.size and int(ys.max()) > 9:
             raise DataError(f"{name} {part}: label {int(ys.max())} out of range 0..9")
     meta = {"source": {k: str(p) for k, p in paths.items()}, "split": "original 60k/10k"}
-    return _image_dataset(name, x_tr[:, None], y_tr, x_te[:, None], y_te, normalize=normalize, val_size=val_size,
-                          seed=seed, flatten=flatten, dtype=dtype, meta=meta)
+    return _image_dataset(
+        name,
+        x_tr[:, None],
+        y_tr,
+        x_te[:, None],
+        y_te,
+        normalize=normalize,
+        val_size=val_size,
+        seed=seed,
+        flatten=flatten,
+        dtype=dtype,
+        meta=meta,
+    )
 
 
-def load_mnist(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-               normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
-               dtype=torch.float32) -> Dataset:
+def load_mnist(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    normalize: str = "unit",
+    val_size: int | float = 0,
+    seed: int = 0,
+    flatten: bool = False,
+    dtype=torch.float32,
+) -> Dataset:
     """MNIST, original 60k/10k split; images ``[N, 1, 28, 28]`` (see module docstring)."""
-    return _load_idx_set("mnist", checksums.MNIST, data_dir=data_dir, cache_dir=cache_dir, download=download,
-                         verify=verify, normalize=normalize, val_size=val_size, seed=seed, flatten=flatten, dtype=dtype)
+    return _load_idx_set(
+        "mnist",
+        checksums.MNIST,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        download=download,
+        verify=verify,
+        normalize=normalize,
+        val_size=val_size,
+        seed=seed,
+        flatten=flatten,
+        dtype=dtype,
+    )
 
 
-def load_fashion_mnist(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-                       normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
-                       dtype=torch.float32) -> Dataset:
+def load_fashion_mnist(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    normalize: str = "unit",
+    val_size: int | float = 0,
+    seed: int = 0,
+    flatten: bool = False,
+    dtype=torch.float32,
+) -> Dataset:
     """Fashion-MNIST, original 60k/10k split; images ``[N, 1, 28, 28]``."""
-    return _load_idx_set("fashion-mnist", checksums.FASHION_MNIST, data_dir=data_dir, cache_dir=cache_dir,
-                         download=download, verify=verify, normalize=normalize, val_size=val_size, seed=seed,
-                         flatten=flatten, dtype=dtype)
+    return _load_idx_set(
+        "fashion-mnist",
+        checksums.FASHION_MNIST,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        download=download,
+        verify=verify,
+        normalize=normalize,
+        val_size=val_size,
+        seed=seed,
+        flatten=flatten,
+        dtype=dtype,
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,9 +311,18 @@ def _cifar_blobs(src: Source) -> tuple[dict[str, bytes], str]:
     return blobs, str(archive)
 
 
-def load_cifar10(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-                 normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
-                 dtype=torch.float32) -> Dataset:
+def load_cifar10(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    normalize: str = "unit",
+    val_size: int | float = 0,
+    seed: int = 0,
+    flatten: bool = False,
+    dtype=torch.float32,
+) -> Dataset:
     """CIFAR-10, the canonical 50k/10k split; images ``[N, 3, 32, 32]``. No augmentation
     here (the structured-SGMCMC paper's CIFAR augmentation belongs to the training loop)."""
     src = Source(data_dir, cache_dir, download, verify)
@@ -266,10 +332,24 @@ def load_cifar10(*, data_dir=None, cache_dir=None, download: bool = True, verify
     x_tr = np.concatenate([p[0] for p in train])
     y_tr = np.concatenate([p[1] for p in train])
     x_te, y_te = parts["test_batch"]
-    meta = {"source": origin, "split": "original 50k/10k", "classes": [
-        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]}
-    return _image_dataset("cifar10", x_tr, y_tr, x_te, y_te, normalize=normalize, val_size=val_size, seed=seed,
-                          flatten=flatten, dtype=dtype, meta=meta)
+    meta = {
+        "source": origin,
+        "split": "original 50k/10k",
+        "classes": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
+    }
+    return _image_dataset(
+        "cifar10",
+        x_tr,
+        y_tr,
+        x_te,
+        y_te,
+        normalize=normalize,
+        val_size=val_size,
+        seed=seed,
+        flatten=flatten,
+        dtype=dtype,
+        meta=meta,
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,9 +372,19 @@ def read_svhn_mat(path) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(X.transpose(3, 2, 0, 1), dtype=np.uint8), labels
 
 
-def load_svhn(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-              normalize: str = "unit", val_size: int | float = 0, seed: int = 0, flatten: bool = False,
-              include_extra: bool = False, dtype=torch.float32) -> Dataset:
+def load_svhn(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    normalize: str = "unit",
+    val_size: int | float = 0,
+    seed: int = 0,
+    flatten: bool = False,
+    include_extra: bool = False,
+    dtype=torch.float32,
+) -> Dataset:
     """SVHN cropped digits, canonical train/test split (``include_extra`` appends the 531k
     ``extra`` images to train); images ``[N, 3, 32, 32]``, labels 0..9."""
     src = Source(data_dir, cache_dir, download, verify)
@@ -305,10 +395,23 @@ def load_svhn(*, data_dir=None, cache_dir=None, download: bool = True, verify: b
     if include_extra:
         x_ex, y_ex = read_svhn_mat(paths["extra"])
         x_tr, y_tr = np.concatenate([x_tr, x_ex]), np.concatenate([y_tr, y_ex])
-    meta = {"source": {k: str(p) for k, p in paths.items()}, "split": "original train/test"
-            + (" (+extra in train)" if include_extra else "")}
-    return _image_dataset("svhn", x_tr, y_tr, x_te, y_te, normalize=normalize, val_size=val_size, seed=seed,
-                          flatten=flatten, dtype=dtype, meta=meta)
+    meta = {
+        "source": {k: str(p) for k, p in paths.items()},
+        "split": "original train/test" + (" (+extra in train)" if include_extra else ""),
+    }
+    return _image_dataset(
+        "svhn",
+        x_tr,
+        y_tr,
+        x_te,
+        y_te,
+        normalize=normalize,
+        val_size=val_size,
+        seed=seed,
+        flatten=flatten,
+        dtype=dtype,
+        meta=meta,
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -47,7 +47,11 @@ def parse_ratings(text: str, where: str = "ratings") -> np.ndarray:
 
 def _member(src: Source, name: str) -> tuple[str, str]:
     """Text of ``ml-100k/<name>``: a loose local copy, else read from the (downloaded) archive."""
-    spec = checksums.MOVIELENS_RATINGS if name == "u.data" else FileSpec("movielens-100k", name, aliases=(f"ml-100k/{name}",))
+    spec = (
+        checksums.MOVIELENS_RATINGS
+        if name == "u.data"
+        else FileSpec("movielens-100k", name, aliases=(f"ml-100k/{name}",))
+    )
     path = src.find(spec)
     if path is not None:
         return path.read_text(encoding="latin-1"), str(path)
@@ -66,9 +70,18 @@ def rating_triples(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return x[:, 0].contiguous(), x[:, 1].contiguous(), y
 
 
-def load_movielens_100k(*, data_dir=None, cache_dir=None, download: bool = True, verify: bool = True,
-                        test_fraction: float = 0.2, seed: int = 0, fold: int | None = None,
-                        val_size: int | float = 0, dtype=torch.float32) -> Dataset:
+def load_movielens_100k(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    fold: int | None = None,
+    val_size: int | float = 0,
+    dtype=torch.float32,
+) -> Dataset:
     """MovieLens 100K (see module docstring)."""
     src = Source(data_dir, cache_dir, download, verify)
     if fold is None:
@@ -96,6 +109,12 @@ def load_movielens_100k(*, data_dir=None, cache_dir=None, download: bool = True,
     x_tr, y_tr = tensors(tr)
     x_te, y_te = tensors(te)
     x_tr, y_tr, x_va, y_va = carve_validation(x_tr, y_tr, val_size, seed)
-    meta = {"source": origin, "split": split, "num_users": num_users, "num_items": num_items,
-            "mean_rating": float(y_tr.double().mean()), "seed": seed}
+    meta = {
+        "source": origin,
+        "split": split,
+        "num_users": num_users,
+        "num_items": num_items,
+        "mean_rating": float(y_tr.double().mean()),
+        "seed": seed,
+    }
     return Dataset("movielens-100k", "ratings", x_tr, y_tr, x_te, y_te, x_va, y_va, meta=meta)

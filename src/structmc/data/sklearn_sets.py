@@ -72,6 +72,10 @@ def load_builtin(name: str, *, test_fraction: float = 0.2, seed: int = 0, dtype=
         ty = lambda a: torch.as_tensor(a, dtype=dtype)
     else:
         num_classes = int(y.max()) + 1
-        ty = (lambda a: torch.as_tensor(a, dtype=dtype)) if task == "binary" else (lambda a: torch.as_tensor(a, dtype=torch.long))
+        ty = (
+            (lambda a: torch.as_tensor(a, dtype=dtype))
+            if task == "binary"
+            else (lambda a: torch.as_tensor(a, dtype=torch.long))
+        )
     tx = lambda a: torch.as_tensor(a, dtype=dtype)
     return Split(name, task, tx(X[train]), ty(y[train]), tx(X[test]), ty(y[test]), num_classes, y_scale)

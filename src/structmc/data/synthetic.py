@@ -27,9 +27,17 @@ def _generator(seed: int, generator: torch.Generator | None) -> torch.Generator:
     return generator if generator is not None else torch.Generator().manual_seed(int(seed))
 
 
-def linear_regression_data(num_data: int = 100, *, seed: int = 0, generator: torch.Generator | None = None,
-                           weights=(1.5, -0.8, 1.3), bias: float = 0.5, noise_var: float = 1.0, num_test: int = 0,
-                           dtype=torch.float32) -> Dataset:
+def linear_regression_data(
+    num_data: int = 100,
+    *,
+    seed: int = 0,
+    generator: torch.Generator | None = None,
+    weights=(1.5, -0.8, 1.3),
+    bias: float = 0.5,
+    noise_var: float = 1.0,
+    num_test: int = 0,
+    dtype=torch.float32,
+) -> Dataset:
     """``num_data`` training points (and ``num_test`` test points) of ``y = wᵀx + b + ε``."""
     g = _generator(seed, generator)
     w = torch.tensor(weights, dtype=torch.float64)
@@ -38,15 +46,37 @@ def linear_regression_data(num_data: int = 100, *, seed: int = 0, generator: tor
     y = x @ w + bias + math.sqrt(noise_var) * torch.randn(n, generator=g, dtype=torch.float64)
     x, y = x.to(dtype), y.to(dtype)
     x_test, y_test = (x[num_data:], y[num_data:]) if num_test else (None, None)
-    meta = {"weights": list(weights), "bias": bias, "noise_var": noise_var, "noise_std": math.sqrt(noise_var),
-            "seed": seed, "covariates": "N(0, I)"}
-    return Dataset("linear-regression", "regression", x[:num_data], y[:num_data], x_test, y_test,
-                   feature_names=[f"x{i + 1}" for i in range(len(w))], meta=meta)
+    meta = {
+        "weights": list(weights),
+        "bias": bias,
+        "noise_var": noise_var,
+        "noise_std": math.sqrt(noise_var),
+        "seed": seed,
+        "covariates": "N(0, I)",
+    }
+    return Dataset(
+        "linear-regression",
+        "regression",
+        x[:num_data],
+        y[:num_data],
+        x_test,
+        y_test,
+        feature_names=[f"x{i + 1}" for i in range(len(w))],
+        meta=meta,
+    )
 
 
-def logistic_regression_data(num_data: int = 1_000_000, dim: int = 10, *, seed: int = 0,
-                             generator: torch.Generator | None = None, prior_var: float = 10.0, u_range: float = 0.4,
-                             test_fraction: float = 0.2, dtype=torch.float32) -> Dataset:
+def logistic_regression_data(
+    num_data: int = 1_000_000,
+    dim: int = 10,
+    *,
+    seed: int = 0,
+    generator: torch.Generator | None = None,
+    prior_var: float = 10.0,
+    u_range: float = 0.4,
+    test_fraction: float = 0.2,
+    dtype=torch.float32,
+) -> Dataset:
     """The MAMBA simulated logistic regression (see module docstring)."""
     g = _generator(seed, generator)
     theta = math.sqrt(prior_var) * torch.randn(dim, generator=g, dtype=torch.float64)
@@ -58,8 +88,14 @@ def logistic_regression_data(num_data: int = 1_000_000, dim: int = 10, *, seed: 
     y = torch.bernoulli(torch.sigmoid(x @ theta), generator=g)
     n_tr, _ = split_sizes(num_data, (1 - test_fraction, test_fraction))
     x, y = x.to(dtype), y.to(dtype)
-    meta = {"theta_true": theta, "u": float(u), "cov": cov, "prior_var": prior_var, "seed": seed,
-            "split": f"first {1 - test_fraction:.0%} train"}
+    meta = {
+        "theta_true": theta,
+        "u": float(u),
+        "cov": cov,
+        "prior_var": prior_var,
+        "seed": seed,
+        "split": f"first {1 - test_fraction:.0%} train",
+    }
     return Dataset("logistic-regression", "binary", x[:n_tr], y[:n_tr], x[n_tr:], y[n_tr:], num_classes=2, meta=meta)
 
 
@@ -116,8 +152,9 @@ def correlated_gaussian(dim: int = 2, rho: float = 0.9, scale: float = 1.0) -> G
     return GaussianTarget(torch.zeros(dim), scale**2 * cov)
 
 
-def random_gaussian(dim: int, *, condition_number: float = 100.0, seed: int = 0,
-                    generator: torch.Generator | None = None) -> GaussianTarget:
+def random_gaussian(
+    dim: int, *, condition_number: float = 100.0, seed: int = 0, generator: torch.Generator | None = None
+) -> GaussianTarget:
     """Random mean N(0, I), random rotation, eigenvalues log-spaced from 1 to ``condition_number``."""
     g = _generator(seed, generator)
     q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))

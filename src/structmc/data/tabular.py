@@ -28,8 +28,9 @@ def decode(data: bytes, where: str) -> str:
         return data.decode("latin-1")
 
 
-def read_delimited(text: str, *, sep: str | None, header: bool, where: str,
-                   names: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
+def read_delimited(
+    text: str, *, sep: str | None, header: bool, where: str, names: list[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
     """Rows of strings from delimited text; ``sep=None`` splits on runs of whitespace.
 
     Blank lines are skipped; every other row must have as many fields as the header (a short
@@ -38,7 +39,9 @@ def read_delimited(text: str, *, sep: str | None, header: bool, where: str,
     if sep is None:
         rows = [line.split() for line in text.splitlines() if line.strip()]
     else:
-        rows = [[f.strip() for f in r] for r in csv.reader(io.StringIO(text), delimiter=sep) if any(f.strip() for f in r)]
+        rows = [
+            [f.strip() for f in r] for r in csv.reader(io.StringIO(text), delimiter=sep) if any(f.strip() for f in r)
+        ]
     if not rows:
         raise DataError(f"{where}: no data rows")
     head = rows.pop(0) if header else None
@@ -49,7 +52,9 @@ def read_delimited(text: str, *, sep: str | None, header: bool, where: str,
     width = len(head)
     for i, r in enumerate(rows):
         if len(r) != width:
-            raise DataError(f"{where}: data row {i + 1} has {len(r)} fields, expected {width} (truncated or corrupted?)")
+            raise DataError(
+                f"{where}: data row {i + 1} has {len(r)} fields, expected {width} (truncated or corrupted?)"
+            )
     if not rows:
         raise DataError(f"{where}: header but no data rows")
     return head, rows
@@ -87,8 +92,7 @@ def read_xlsx(path, *, sheet: int = 0) -> list[list[str]]:
             if "xl/sharedStrings.xml" in names:
                 for si in ET.fromstring(z.read("xl/sharedStrings.xml")).iter(_NS + "si"):
                     shared.append("".join(t.text or "" for t in si.iter(_NS + "t")))
-            sheets = sorted((n for n in names if re.fullmatch(r"xl/worksheets/sheet\d+\.xml", n)),
-                            key=_sheet_number)
+            sheets = sorted((n for n in names if re.fullmatch(r"xl/worksheets/sheet\d+\.xml", n)), key=_sheet_number)
             if len(sheets) <= sheet:
                 raise DataError(f"{path}: no worksheet {sheet}")
             root = ET.fromstring(z.read(sheets[sheet]))
@@ -125,8 +129,9 @@ def read_xls(path, *, sheet: int = 0) -> list[list[str]]:
     try:
         import xlrd
     except ImportError as err:
-        raise ImportError(f"reading {Path(path).name} (.xls) needs xlrd: pip install xlrd; or provide a CSV "
-                          f"export of it") from err
+        raise ImportError(
+            f"reading {Path(path).name} (.xls) needs xlrd: pip install xlrd; or provide a CSV export of it"
+        ) from err
     try:
         book = xlrd.open_workbook(str(path))
         sh = book.sheet_by_index(sheet)
@@ -146,8 +151,15 @@ def _as_float(values: list[str]) -> np.ndarray | None:
         return None
 
 
-def encode_columns(header: list[str], rows: list[list[str]], target: str, *, drop=(), target_map: dict | None = None,
-                   where: str = "table") -> tuple[np.ndarray, np.ndarray, list[str]]:
+def encode_columns(
+    header: list[str],
+    rows: list[list[str]],
+    target: str,
+    *,
+    drop=(),
+    target_map: dict | None = None,
+    where: str = "table",
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Features ``[n, p]``, target ``[n]`` and feature names from string rows.
 
     Numeric columns are kept as numbers; any other column is categorical: with two values one

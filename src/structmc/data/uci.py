@@ -35,18 +35,57 @@ from .base import Dataset, fit_standardizer, permutation, split_sizes
 from .files import DataError, Source
 from .tabular import decode, encode_columns, read_delimited, read_xls, read_xlsx
 
-OBESITY_LEVELS = ("Insufficient_Weight", "Normal_Weight", "Overweight_Level_I", "Overweight_Level_II",
-                  "Obesity_Type_I", "Obesity_Type_II", "Obesity_Type_III")
+OBESITY_LEVELS = (
+    "Insufficient_Weight",
+    "Normal_Weight",
+    "Overweight_Level_I",
+    "Overweight_Level_II",
+    "Obesity_Type_I",
+    "Obesity_Type_II",
+    "Obesity_Type_III",
+)
 
 _HOUSING = ["crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax", "ptratio", "black", "lstat", "medv"]
-_CONCRETE = ["cement", "blast_furnace_slag", "fly_ash", "water", "superplasticizer", "coarse_aggregate",
-             "fine_aggregate", "age", "compressive_strength"]
-_AIRFOIL = ["frequency", "angle_of_attack", "chord_length", "free_stream_velocity",
-            "suction_side_displacement_thickness", "scaled_sound_pressure_level"]
-_ENERGY = ["relative_compactness", "surface_area", "wall_area", "roof_area", "overall_height", "orientation",
-           "glazing_area", "glazing_area_distribution", "heating_load", "cooling_load"]
-_YACHT = ["longitudinal_position", "prismatic_coefficient", "length_displacement_ratio", "beam_draught_ratio",
-          "length_beam_ratio", "froude_number", "residuary_resistance"]
+_CONCRETE = [
+    "cement",
+    "blast_furnace_slag",
+    "fly_ash",
+    "water",
+    "superplasticizer",
+    "coarse_aggregate",
+    "fine_aggregate",
+    "age",
+    "compressive_strength",
+]
+_AIRFOIL = [
+    "frequency",
+    "angle_of_attack",
+    "chord_length",
+    "free_stream_velocity",
+    "suction_side_displacement_thickness",
+    "scaled_sound_pressure_level",
+]
+_ENERGY = [
+    "relative_compactness",
+    "surface_area",
+    "wall_area",
+    "roof_area",
+    "overall_height",
+    "orientation",
+    "glazing_area",
+    "glazing_area_distribution",
+    "heating_load",
+    "cooling_load",
+]
+_YACHT = [
+    "longitudinal_position",
+    "prismatic_coefficient",
+    "length_displacement_ratio",
+    "beam_draught_ratio",
+    "length_beam_ratio",
+    "froude_number",
+    "residuary_resistance",
+]
 
 
 @dataclass(frozen=True)
@@ -110,9 +149,20 @@ def read_table(name: str, key: str, path) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def load_uci(name: str, *, target: str | None = None, data_dir=None, cache_dir=None, download: bool = True,
-             verify: bool = True, split=(0.75, 0.10, 0.15), seed: int = 0, standardize_x: bool = True,
-             standardize_y: bool = True, dtype=torch.float32) -> Dataset:
+def load_uci(
+    name: str,
+    *,
+    target: str | None = None,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = True,
+    verify: bool = True,
+    split=(0.75, 0.10, 0.15),
+    seed: int = 0,
+    standardize_x: bool = True,
+    standardize_y: bool = True,
+    dtype=torch.float32,
+) -> Dataset:
     """One UCI regression set (see the module docstring), split and standardised.
 
     ``split`` gives the train / validation / test fractions (validation may be 0); ``seed``
@@ -136,16 +186,27 @@ def load_uci(name: str, *, target: str | None = None, data_dir=None, cache_dir=N
     n = len(y)
     n_tr, n_va, n_te = split_sizes(n, split)
     if n_tr == 0:
-        raise ValueError(f"split={tuple(split)} leaves no training rows of the {n} in {key}: give a larger training "
-                         "fraction (the first entry)")
+        raise ValueError(
+            f"split={tuple(split)} leaves no training rows of the {n} in {key}: give a larger training "
+            "fraction (the first entry)"
+        )
     perm = permutation(n, seed).numpy()
     parts = np.split(perm, [n_tr, n_tr + n_va])
     x_t = torch.from_numpy(x).to(dtype)
     y_t = torch.from_numpy(y).to(dtype)
     xs = [x_t[p] if len(p) else None for p in parts]
     ys = [y_t[p] if len(p) else None for p in parts]
-    meta = {"source": str(path), "split": tuple(split), "seed": seed, "target": tgt, "num_rows": n,
-            "x_mean": None, "x_std": None, "y_mean": 0.0, "y_std": 1.0}
+    meta = {
+        "source": str(path),
+        "split": tuple(split),
+        "seed": seed,
+        "target": tgt,
+        "num_rows": n,
+        "x_mean": None,
+        "x_std": None,
+        "y_mean": 0.0,
+        "y_std": 1.0,
+    }
     if standardize_x:
         assert xs[0] is not None  # n_tr >= 1
         mean, std = fit_standardizer(xs[0])

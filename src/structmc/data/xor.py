@@ -27,8 +27,9 @@ CORNERS = ((0, 0), (0, 1), (1, 0), (1, 1))
 LABELS = (0, 1, 1, 0)
 
 
-def simulate_noisy_xor(n_per_corner: int = 1250, *, seed: int = 0, generator: torch.Generator | None = None,
-                       dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def simulate_noisy_xor(
+    n_per_corner: int = 1250, *, seed: int = 0, generator: torch.Generator | None = None, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``x [4n, 2]``, ``y [4n]`` (float 0/1), corner by corner; randomness from ``generator``
     (or a new one seeded with ``seed``)."""
     g = generator if generator is not None else torch.Generator().manual_seed(int(seed))
@@ -41,14 +42,24 @@ def simulate_noisy_xor(n_per_corner: int = 1250, *, seed: int = 0, generator: to
     return torch.cat(xs).to(dtype), torch.cat(ys).to(dtype)
 
 
-def noisy_xor_dataset(n_train_per_corner: int = 1250, n_test_per_corner: int = 300, *, seed: int = 0,
-                      dtype=torch.float32) -> Dataset:
+def noisy_xor_dataset(
+    n_train_per_corner: int = 1250, n_test_per_corner: int = 300, *, seed: int = 0, dtype=torch.float32
+) -> Dataset:
     """A simulated noisy XOR set with the published sizes (one generator for both parts)."""
     g = torch.Generator().manual_seed(int(seed))
     x_tr, y_tr = simulate_noisy_xor(n_train_per_corner, generator=g, dtype=dtype)
     x_te, y_te = simulate_noisy_xor(n_test_per_corner, generator=g, dtype=dtype)
-    return Dataset("noisy-xor-simulated", "binary", x_tr, y_tr, x_te, y_te, num_classes=2,
-                   feature_names=["x1", "x2"], meta={"seed": seed, "simulated": True})
+    return Dataset(
+        "noisy-xor-simulated",
+        "binary",
+        x_tr,
+        y_tr,
+        x_te,
+        y_te,
+        num_classes=2,
+        feature_names=["x1", "x2"],
+        meta={"seed": seed, "simulated": True},
+    )
 
 
 def _read_part(src: Source, part: str, dtype):
@@ -57,8 +68,10 @@ def _read_part(src: Source, part: str, dtype):
         spec = checksums.NOISY_XOR[f"{part}/{v}.csv"]
         path = src.find(spec)
         if path is None:
-            raise DataError(f"noisy XOR file {spec.label} not found (data_dir=..., $STRUCTMC_DATA or the cache); "
-                            f"it has no download address — copy the published files there or use simulate_noisy_xor()")
+            raise DataError(
+                f"noisy XOR file {spec.label} not found (data_dir=..., $STRUCTMC_DATA or the cache); "
+                f"it has no download address — copy the published files there or use simulate_noisy_xor()"
+            )
         head, rows = read_delimited(decode(path.read_bytes(), str(path)), sep=",", header=True, where=str(path))
         try:
             tables[v] = torch.tensor([[float(f) for f in r] for r in rows], dtype=torch.float64)
@@ -72,13 +85,32 @@ def _read_part(src: Source, part: str, dtype):
     return x.to(dtype), y.to(dtype)
 
 
-def load_noisy_xor(*, data_dir=None, cache_dir=None, download: bool = False, verify: bool = True,
-                   val_size: int | float = 0, seed: int = 0, dtype=torch.float32) -> Dataset:
+def load_noisy_xor(
+    *,
+    data_dir=None,
+    cache_dir=None,
+    download: bool = False,
+    verify: bool = True,
+    val_size: int | float = 0,
+    seed: int = 0,
+    dtype=torch.float32,
+) -> Dataset:
     """The published noisy XOR files (see module docstring); ``download`` is accepted for a
     uniform signature but there is nothing to download."""
     src = Source(data_dir, cache_dir, False, verify)
     x_tr, y_tr = _read_part(src, "training", dtype)
     x_te, y_te = _read_part(src, "test", dtype)
     x_tr, y_tr, x_va, y_va = carve_validation(x_tr, y_tr, val_size, seed)
-    return Dataset("noisy-xor", "binary", x_tr, y_tr, x_te, y_te, x_va, y_va, num_classes=2,
-                   feature_names=["x1", "x2"], meta={"seed": seed, "simulated": False})
+    return Dataset(
+        "noisy-xor",
+        "binary",
+        x_tr,
+        y_tr,
+        x_te,
+        y_te,
+        x_va,
+        y_va,
+        num_classes=2,
+        feature_names=["x1", "x2"],
+        meta={"seed": seed, "simulated": False},
+    )

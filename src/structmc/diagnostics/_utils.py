@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from torch import Tensor
 # int64 indices, so a chunk costs roughly 6-8x this in bytes at float32 (~64 MiB). Small chunks
 # keep the FFT buffers and temporaries in cache: at 4 x 5,000 draws, 2^21 (~100 parameters) ran
 # the one-pass ``mixing`` 1.9x and the FFTs up to 4x faster than 2^24 on 2 cores.
-CHUNK_ELEMENTS = 2 ** 21
+CHUNK_ELEMENTS = 2**21
 
 
 def as_draws(x, name: str = "x") -> Tensor:
@@ -57,7 +57,7 @@ def map_params(fn: Callable[[Tensor], Tensor], x: Tensor, chunk: int | None = No
     C, D, P = xf.shape
     if chunk is None:
         chunk = max(1, CHUNK_ELEMENTS // max(1, C * D))
-    outs = [fn(xf[:, :, i:i + chunk].permute(2, 0, 1).contiguous()) for i in range(0, P, chunk)]
+    outs = [fn(xf[:, :, i : i + chunk].permute(2, 0, 1).contiguous()) for i in range(0, P, chunk)]
     out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=0)
     return out.reshape(tuple(shape) + tuple(out.shape[1:]))
 
@@ -70,7 +70,7 @@ def split_chains(t: Tensor) -> Tensor:
     """
     D = t.shape[-1]
     half = D // 2
-    return torch.cat([t[..., :half], t[..., D - half:]], dim=-2)
+    return torch.cat([t[..., :half], t[..., D - half :]], dim=-2)
 
 
 def quantile_sorted(s: Tensor, q: float) -> Tensor:
@@ -149,8 +149,7 @@ def sort_last(t: Tensor) -> tuple[Tensor, Tensor]:
     """``torch.sort(t, dim=-1)`` (values, indices). For float32 CPU input without NaN, a packed
     int64 key sort in numpy threads, several times faster; the values are the same and so are
     the indices up to the order inside runs of equal values (which rank statistics average)."""
-    if t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() < 1 or t.shape[-1] >= 2 ** 31 \
-            or t.numel() == 0:
+    if t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() < 1 or t.shape[-1] >= 2**31 or t.numel() == 0:
         return torch.sort(t, dim=-1)
     lead, S = t.shape[:-1], t.shape[-1]
     xn = t.detach().reshape(-1, S).contiguous().numpy()

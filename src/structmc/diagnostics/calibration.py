@@ -77,8 +77,12 @@ def calibration_bins(probs, labels, num_bins: int = 10) -> dict[str, Tensor]:
     sconf = torch.zeros(B, dtype=p.dtype, device=p.device).index_add_(0, idx, conf)
     sacc = torch.zeros(B, dtype=p.dtype, device=p.device).index_add_(0, idx, correct)
     safe = count.clamp_min(1)
-    return {"count": count, "confidence": sconf / safe, "accuracy": sacc / safe,
-            "edges": torch.linspace(0, 1, B + 1, dtype=p.dtype, device=p.device)}
+    return {
+        "count": count,
+        "confidence": sconf / safe,
+        "accuracy": sacc / safe,
+        "edges": torch.linspace(0, 1, B + 1, dtype=p.dtype, device=p.device),
+    }
 
 
 def ece(probs, labels, num_bins: int = 10) -> Tensor:
@@ -98,9 +102,13 @@ def mce(probs, labels, num_bins: int = 10) -> Tensor:
 
 def classification_metrics(probs, labels, num_bins: int = 10) -> dict[str, float]:
     """``{"accuracy", "nll", "brier", "ece", "mce"}`` as floats."""
-    return {"accuracy": float(accuracy(probs, labels)), "nll": float(nll(probs, labels)),
-            "brier": float(brier(probs, labels)), "ece": float(ece(probs, labels, num_bins)),
-            "mce": float(mce(probs, labels, num_bins))}
+    return {
+        "accuracy": float(accuracy(probs, labels)),
+        "nll": float(nll(probs, labels)),
+        "brier": float(brier(probs, labels)),
+        "ece": float(ece(probs, labels, num_bins)),
+        "mce": float(mce(probs, labels, num_bins)),
+    }
 
 
 def _reg(mean, y) -> tuple[Tensor, Tensor]:

@@ -14,7 +14,7 @@ Layout: ``x[chain, draw, ...]`` -> ``[...]``.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -133,8 +133,10 @@ def _ess_tfp(t: Tensor, filter: str, cross_chain: bool, max_lag: int | None) -> 
         total = (weighted * mask).sum(dim=-1)
     elif filter == "pairs":
         m = (L // 2) * 2  # an odd final lag is dropped, as TFP does
+
         def pair(a):
             return a[..., :m].reshape(*a.shape[:-1], m // 2, 2).sum(dim=-1)
+
         mask = (pair(rho) < 0).to(t.dtype).cumsum(dim=-1) == 0
         total = (pair(weighted) * mask).sum(dim=-1)
     else:
@@ -142,8 +144,9 @@ def _ess_tfp(t: Tensor, filter: str, cross_chain: bool, max_lag: int | None) -> 
     return num_chains * n / (2.0 * total - 1.0)
 
 
-def ess_tfp(x, filter: str = "negative", cross_chain: bool = True, max_lag: int | None = None,
-            chunk: int | None = None) -> Tensor:
+def ess_tfp(
+    x, filter: str = "negative", cross_chain: bool = True, max_lag: int | None = None, chunk: int | None = None
+) -> Tensor:
     """TensorFlow-Probability-style ESS (``tfp.mcmc.effective_sample_size``), no chain splitting.
 
     ``ESS = C·n / (−1 + 2 Σ_{k=0}^{M} (1 − k/n) R̂_k)`` where ``R̂_k`` is the autocorrelation with
@@ -202,8 +205,13 @@ def ess_equicorrelation(x, split: bool = False, chunk: int | None = None) -> Ten
 def ess(x, method: str = "bulk", chunk: int | None = None, **kwargs) -> Tensor:
     """Dispatch: ``method`` in ``"bulk"``, ``"tail"``, ``"mean"`` (Vehtari et al. 2021),
     ``"tfp"`` (:func:`ess_tfp`), ``"equicorrelation"`` (:func:`ess_equicorrelation`)."""
-    fns: dict[str, Callable[..., Tensor]] = {"bulk": ess_bulk, "tail": ess_tail, "mean": ess_mean, "tfp": ess_tfp,
-           "equicorrelation": ess_equicorrelation}
+    fns: dict[str, Callable[..., Tensor]] = {
+        "bulk": ess_bulk,
+        "tail": ess_tail,
+        "mean": ess_mean,
+        "tfp": ess_tfp,
+        "equicorrelation": ess_equicorrelation,
+    }
     if method not in fns:
         raise ValueError(f"method must be one of {sorted(fns)}, got {method!r}")
     return fns[method](x, chunk=chunk, **kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -27,7 +27,7 @@ def to_arviz(chain, var_names: Sequence[str] | None = None, *, sample_stats: boo
         names = space.names
     else:
         names = []
-        for p in ([var_names] if isinstance(var_names, str) else var_names):
+        for p in [var_names] if isinstance(var_names, str) else var_names:
             hits = [p] if p in space.names else [i.name for i in space.match(p)]
             if not hits:
                 raise KeyError(f"no parameter matches {p!r}; names: {space.names}")
@@ -35,8 +35,11 @@ def to_arviz(chain, var_names: Sequence[str] | None = None, *, sample_stats: boo
     named = chain.named()
     posterior = {n: named[n].detach().cpu().numpy() for n in names}
     D = chain.num_draws
-    steps = chain.draw_steps.detach().cpu().numpy() if chain.draw_steps is not None and len(chain.draw_steps) == D \
+    steps = (
+        chain.draw_steps.detach().cpu().numpy()
+        if chain.draw_steps is not None and len(chain.draw_steps) == D
         else list(range(D))
+    )
     stats = None
     info = chain.info or {}
     if sample_stats and len(steps) and "energy" in info and D > 0:

@@ -7,8 +7,8 @@ nothing depends on the interactive backend and figures never pile up in pyplot's
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -65,8 +65,7 @@ def plot_trace(obj, params=None, *, max_params: int = 6, labels: Sequence[str] |
     return fig
 
 
-def plot_autocorr(obj, params=None, *, max_lag: int = 100, max_params: int = 6,
-                  labels: Sequence[str] | None = None):
+def plot_autocorr(obj, params=None, *, max_lag: int = 100, max_params: int = 6, labels: Sequence[str] | None = None):
     """Chain-averaged autocorrelation ``ρ̄(k)``, k = 0..max_lag, one line per parameter."""
     x, lab = select_draws(obj, params, max_default=max_params, labels=labels)
     rho = autocorrelation(x, max_lag=max_lag).mean(dim=0)  # [L, k]
@@ -82,8 +81,7 @@ def plot_autocorr(obj, params=None, *, max_lag: int = 100, max_params: int = 6,
     return fig
 
 
-def plot_pair(obj, params=None, *, max_params: int = 4, labels: Sequence[str] | None = None,
-              max_points: int = 2000):
+def plot_pair(obj, params=None, *, max_params: int = 4, labels: Sequence[str] | None = None, max_points: int = 2000):
     """Pair plot of selected parameters: scatter below the diagonal (coloured by chain, thinned
     to ``max_points`` per chain), histograms on it."""
     x, lab = select_draws(obj, params, max_default=max_params, labels=labels)
@@ -117,8 +115,16 @@ def _series(values) -> dict[str, Tensor]:
     return {"": v.reshape(-1)}
 
 
-def plot_metric(values, x=None, *, xlabel: str = "iteration", ylabel: str = "metric",
-                logx: bool = False, logy: bool = False, title: str | None = None):
+def plot_metric(
+    values,
+    x=None,
+    *,
+    xlabel: str = "iteration",
+    ylabel: str = "metric",
+    logx: bool = False,
+    logy: bool = False,
+    title: str | None = None,
+):
     """Generic curve(s): ``values`` is ``[S]``, ``[C, S]`` (one line per chain) or
     ``{label: [S]}``; ``x`` is ``[S]`` (default 1..S) or ``{label: [S]}``."""
     series = _series(values)
@@ -160,8 +166,11 @@ def plot_ksd_curve(ksd_values, sizes=None, *, xlabel: str = "number of samples")
     first = next(iter(_series(ksd_values).values())).reshape(-1)
     n = first.numel()
     if n > 1:
-        xs = torch.arange(1, n + 1, dtype=torch.float64) if sizes is None or isinstance(sizes, Mapping) \
+        xs = (
+            torch.arange(1, n + 1, dtype=torch.float64)
+            if sizes is None or isinstance(sizes, Mapping)
             else torch.as_tensor(sizes, dtype=torch.float64).reshape(-1)
+        )
         ref = float(first[0]) * (xs / xs[0]) ** -0.5
         ax.plot(_np(xs), _np(ref), "k:", lw=0.8, label="∝ 1/√n")
         ax.legend(fontsize=7)
@@ -215,16 +224,33 @@ def plot_calibration(probs, labels=None, *, num_bins: int = 10, label: str | Seq
         colour = f"C{i}"
         e, m = float(ece(p, labels, num_bins)), float(mce(p, labels, num_bins))
         tag = name or ("model" if not many else f"model {i}")
-        top.bar(mid[keep] + shift, _np(t["accuracy"])[keep], width=width, color=colour, alpha=0.75,
-                edgecolor="k", lw=0.3, label=f"{tag}: ECE {100 * e:.2f}%, MCE {100 * m:.1f}%")
+        top.bar(
+            mid[keep] + shift,
+            _np(t["accuracy"])[keep],
+            width=width,
+            color=colour,
+            alpha=0.75,
+            edgecolor="k",
+            lw=0.3,
+            label=f"{tag}: ECE {100 * e:.2f}%, MCE {100 * m:.1f}%",
+        )
         # the gap |accuracy - confidence| of each non-empty bin, shaded across its bar (Guo et al.
         # 2017, Fig. 1): one fill_between, bins separated by unfilled points (where=False)
         acc, conf = _np(t["accuracy"])[keep], _np(t["confidence"])[keep]
         left = mid[keep] + shift - width / 2
         xs = np.stack([left, left + width, left + width], 1).ravel()
-        top.fill_between(xs, np.repeat(acc, 3), np.repeat(conf, 3), where=np.tile([True, True, False], len(acc)),
-                         facecolor="none", edgecolor="r" if not many else colour, hatch="//", lw=0.0, alpha=0.8,
-                         label="gap to the diagonal" if i == 0 else None)
+        top.fill_between(
+            xs,
+            np.repeat(acc, 3),
+            np.repeat(conf, 3),
+            where=np.tile([True, True, False], len(acc)),
+            facecolor="none",
+            edgecolor="r" if not many else colour,
+            hatch="//",
+            lw=0.0,
+            alpha=0.8,
+            label="gap to the diagonal" if i == 0 else None,
+        )
         bottom.bar(mid + shift, count / max(count.sum(), 1), width=width, color=colour, alpha=0.75)
     top.set_ylabel("accuracy")
     top.set_xlim(0, 1)
@@ -238,8 +264,19 @@ def plot_calibration(probs, labels=None, *, num_bins: int = 10, label: str | Seq
     return fig
 
 
-def plot_predictive(x, mean=None, std=None, *, x_train=None, y_train=None, x_test=None, y_test=None,
-                    levels: Sequence[float] = (0.5, 0.9), draws=None, ax_labels: tuple[str, str] = ("x", "y")):
+def plot_predictive(
+    x,
+    mean=None,
+    std=None,
+    *,
+    x_train=None,
+    y_train=None,
+    x_test=None,
+    y_test=None,
+    levels: Sequence[float] = (0.5, 0.9),
+    draws=None,
+    ax_labels: tuple[str, str] = ("x", "y"),
+):
     """1-D regression: the predictive mean with central bands at ``levels`` (Gaussian bands from
     the predictive standard deviation), optional function draws ``[S, n]`` and the data.
     ``mean``/``std`` may be given as a result of :func:`structmc.evaluate` (its ``"mean"`` and
@@ -257,19 +294,39 @@ def plot_predictive(x, mean=None, std=None, *, x_train=None, y_train=None, x_tes
     ax = axes[0, 0]
     for i, level in enumerate(sorted(levels, reverse=True)):
         z = NormalDist().inv_cdf(0.5 + level / 2)
-        ax.fill_between(xs, m - z * s, m + z * s, color="C0", alpha=0.15 + 0.15 * i, lw=0,
-                        label=f"{100 * level:g}% predictive interval")
+        ax.fill_between(
+            xs,
+            m - z * s,
+            m + z * s,
+            color="C0",
+            alpha=0.15 + 0.15 * i,
+            lw=0,
+            label=f"{100 * level:g}% predictive interval",
+        )
     if draws is not None:
         d = _np(torch.as_tensor(draws))
         for row in d[: min(len(d), 20)]:
             ax.plot(xs, row[order], color="C0", lw=0.5, alpha=0.35)
     ax.plot(xs, m, color="C0", lw=1.6, label="predictive mean")
     if x_train is not None and y_train is not None:
-        ax.scatter(_np(torch.as_tensor(x_train).reshape(-1)), _np(torch.as_tensor(y_train).reshape(-1)), s=10,
-                   color="k", zorder=3, label="training data")
+        ax.scatter(
+            _np(torch.as_tensor(x_train).reshape(-1)),
+            _np(torch.as_tensor(y_train).reshape(-1)),
+            s=10,
+            color="k",
+            zorder=3,
+            label="training data",
+        )
     if x_test is not None and y_test is not None:
-        ax.scatter(_np(torch.as_tensor(x_test).reshape(-1)), _np(torch.as_tensor(y_test).reshape(-1)), s=10,
-                   color="C3", marker="x", zorder=3, label="test data")
+        ax.scatter(
+            _np(torch.as_tensor(x_test).reshape(-1)),
+            _np(torch.as_tensor(y_test).reshape(-1)),
+            s=10,
+            color="C3",
+            marker="x",
+            zorder=3,
+            label="test data",
+        )
     ax.set_xlabel(ax_labels[0])
     ax.set_ylabel(ax_labels[1])
     ax.legend(fontsize=7, loc="best")

@@ -21,8 +21,10 @@ def _dist(name: str, v: torch.Tensor) -> str:
     if v.numel() == 0:
         return f"  {name:<10} (undefined: constant or non-finite draws)"
     q = quantiles(v, (0.0, 0.05, 0.5, 0.95, 1.0))
-    return (f"  {name:<10} min {_fmt(float(q[0]))}  5% {_fmt(float(q[1]))}  median {_fmt(float(q[2]))}  "
-            f"95% {_fmt(float(q[3]))}  max {_fmt(float(q[4]))}")
+    return (
+        f"  {name:<10} min {_fmt(float(q[0]))}  5% {_fmt(float(q[1]))}  median {_fmt(float(q[2]))}  "
+        f"95% {_fmt(float(q[3]))}  max {_fmt(float(q[4]))}"
+    )
 
 
 def blowup_note(energy, dim: int, factor: float = 100.0) -> str | None:
@@ -42,10 +44,12 @@ def blowup_note(energy, dim: int, factor: float = 100.0) -> str | None:
     if not float(ratio[worst]) > factor:
         return None
     at = int(e[worst, 1:].abs().nan_to_num(nan=float("inf")).argmax()) + 2
-    return (f"WARNING: the chain blew up: chain {worst}'s minibatch energy grew from {_fmt(float(e[worst, 0]))} at "
-            f"iteration 1 to {_fmt(float(e[worst, at - 1]))} at iteration {at} ({float(ratio[worst]):.3g} times; "
-            f"the run loop warns past {factor:g}): the step size is too large for this target, and the R-hat, ESS "
-            f"and predictive scores below describe a divergence, not the posterior")
+    return (
+        f"WARNING: the chain blew up: chain {worst}'s minibatch energy grew from {_fmt(float(e[worst, 0]))} at "
+        f"iteration 1 to {_fmt(float(e[worst, at - 1]))} at iteration {at} ({float(ratio[worst]):.3g} times; "
+        f"the run loop warns past {factor:g}): the step size is too large for this target, and the R-hat, ESS "
+        f"and predictive scores below describe a divergence, not the posterior"
+    )
 
 
 def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
@@ -70,27 +74,32 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     C, D, P = chain.num_chains, chain.num_draws, chain.dim
     cfg = chain.config or {}
     sampler = cfg.get("sampler", {})
-    lines = [f"structmc diagnostics: {run_dir}",
-             f"chain: {C} chains x {D} draws, {P} parameters"
-             + (f"; sampler {sampler.get('sampler', sampler)}" if sampler else "")
-             + (f"; gradient {cfg['gradient']}" if cfg.get("gradient") else "")]
+    lines = [
+        f"structmc diagnostics: {run_dir}",
+        f"chain: {C} chains x {D} draws, {P} parameters"
+        + (f"; sampler {sampler.get('sampler', sampler)}" if sampler else "")
+        + (f"; gradient {cfg['gradient']}" if cfg.get("gradient") else ""),
+    ]
     if diverged is not None:
-        lines.append(f"DIVERGED at iteration {diverged.get('step')}: {diverged.get('message')} "
-                     "(the draws end there)")
+        lines.append(f"DIVERGED at iteration {diverged.get('step')}: {diverged.get('message')} (the draws end there)")
     info = chain.info or {}
     if D:
         ds = chain.draw_steps
         lines.append(f"draws kept at iterations {int(ds[0])}..{int(ds[-1])}")
     if "time" in info and info["time"].numel():
         S, T = info["time"].numel(), float(info["time"][-1])
-        lines.append(f"iterations run: {S}, sampling time {T:.3g} s ({S / T:.4g} it/s)" if T > 0 else f"iterations run: {S}")
+        lines.append(
+            f"iterations run: {S}, sampling time {T:.3g} s ({S / T:.4g} it/s)" if T > 0 else f"iterations run: {S}"
+        )
     if "lr" in info and info["lr"].numel():
         lines.append(f"step size: first {_fmt(float(info['lr'][0]))}, last {_fmt(float(info['lr'][-1]))}")
     if "energy" in info and info["energy"].numel():
         e = info["energy"]
-        tail = e[:, -max(1, e.shape[1] // 10):]
-        lines.append("minibatch energy, mean of the last 10% of iterations per chain: "
-                     + ", ".join(_fmt(float(v)) for v in tail.nanmean(dim=1)))
+        tail = e[:, -max(1, e.shape[1] // 10) :]
+        lines.append(
+            "minibatch energy, mean of the last 10% of iterations per chain: "
+            + ", ".join(_fmt(float(v)) for v in tail.nanmean(dim=1))
+        )
         blowup = blowup_note(e, P)
         if blowup:
             lines.append(blowup)
@@ -105,19 +114,24 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     x = chain.samples
     m = mixing(x)
     r, eb, et, tau = m["rhat"], m["ess_bulk"], m["ess_tail"], m["iac"]
-    lines.append(f"mixing over all {P} parameters (rank-normalised split R-hat and ESS of Vehtari et al. 2021; "
-                 "IAC: Sokal window, c = 5):")
+    lines.append(
+        f"mixing over all {P} parameters (rank-normalised split R-hat and ESS of Vehtari et al. 2021; "
+        "IAC: Sokal window, c = 5):"
+    )
     lines += [_dist("R-hat", r), _dist("ESS bulk", eb), _dist("ESS tail", et), _dist("IAC", tau)]
     finite = torch.isfinite(r)
     if bool(finite.any()):
         rf = r[finite]
-        lines.append(f"  R-hat > 1.01: {float((rf > 1.01).double().mean()) * 100:.1f}% of parameters, "
-                     f"> 1.1: {float((rf > 1.1).double().mean()) * 100:.1f}%")
+        lines.append(
+            f"  R-hat > 1.01: {float((rf > 1.01).double().mean()) * 100:.1f}% of parameters, "
+            f"> 1.1: {float((rf > 1.1).double().mean()) * 100:.1f}%"
+        )
     k = min(num_params, P)
     top = select_top_variance(x, (k + 1) // 2)
     taken = set(top.tolist())
-    rest = torch.tensor([i for i in select_random(P, k, seed).tolist() if i not in taken][: k - top.numel()],
-                        dtype=torch.long)
+    rest = torch.tensor(
+        [i for i in select_random(P, k, seed).tolist() if i not in taken][: k - top.numel()], dtype=torch.long
+    )
     idx = torch.cat([top, rest])
     table = summary(chain, idx)
     lines.append(f"selected parameters ({top.numel()} of largest variance, {rest.numel()} at random, seed {seed}):")
@@ -136,15 +150,31 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
             written.append(save_figure(P_.plot_pair(chain, idx[: min(4, idx.numel())]), out / "pair.png"))
             if "energy" in info and info["energy"].numel():
                 S = info["energy"].shape[1]
-                written.append(save_figure(P_.plot_metric_vs_steps(torch.arange(1, S + 1), info["energy"],
-                                                                   ylabel="minibatch energy"), out / "energy_vs_steps.png"))
+                written.append(
+                    save_figure(
+                        P_.plot_metric_vs_steps(torch.arange(1, S + 1), info["energy"], ylabel="minibatch energy"),
+                        out / "energy_vs_steps.png",
+                    )
+                )
                 if "time" in info and info["time"].numel() == S:
-                    written.append(save_figure(P_.plot_metric_vs_time(info["time"], info["energy"],
-                                                                      ylabel="minibatch energy"), out / "energy_vs_time.png"))
+                    written.append(
+                        save_figure(
+                            P_.plot_metric_vs_time(info["time"], info["energy"], ylabel="minibatch energy"),
+                            out / "energy_vs_time.png",
+                        )
+                    )
             if "lr" in info and info["lr"].numel():
-                written.append(save_figure(P_.plot_metric_vs_steps(torch.arange(1, info["lr"].numel() + 1), info["lr"],
-                                                                   ylabel="step size", logy=bool((info["lr"] > 0).all())),
-                                           out / "step_size.png"))
+                written.append(
+                    save_figure(
+                        P_.plot_metric_vs_steps(
+                            torch.arange(1, info["lr"].numel() + 1),
+                            info["lr"],
+                            ylabel="step size",
+                            logy=bool((info["lr"] > 0).all()),
+                        ),
+                        out / "step_size.png",
+                    )
+                )
             if "accept" in info and info["accept"].numel():
                 acc = info["accept"].double()
                 labels = None

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 from torch import Tensor
 
-from ._utils import (as_draws, check_min_draws, map_params, quantile_select, quantile_sorted, quantiles as _quantiles,
-                     split_chains, z_scale)
 from ..schedules import check_int
+from ._utils import (
+    as_draws,
+    check_min_draws,
+    map_params,
+    quantile_select,
+    quantile_sorted,
+    split_chains,
+    z_scale,
+)
+from ._utils import (
+    quantiles as _quantiles,
+)
 from .autocorr import _iat_sokal
 from .ess import _geyer_ess
 from .rhat import _rhat_rank_from
@@ -63,7 +73,9 @@ def param_labels(space, indices) -> list[str]:
     for i in torch.as_tensor(indices).reshape(-1).tolist():
         for info in space.params:
             if info.offset <= i < info.offset + info.numel:
-                out.append(info.name if info.shape == () else f"{info.name}[{_multi_index(i - info.offset, info.shape)}]")
+                out.append(
+                    info.name if info.shape == () else f"{info.name}[{_multi_index(i - info.offset, info.shape)}]"
+                )
                 break
         else:
             raise IndexError(f"flat index {i} outside the parameter space of dimension {space.dim}")
@@ -102,13 +114,14 @@ def select_top_variance(obj, k: int, chunk: int | None = None) -> Tensor:
     x = as_draws(obj)
     xf = x.reshape(x.shape[0] * x.shape[1], -1)
     P = xf.shape[1]
-    step = chunk or max(1, 2 ** 24 // max(1, xf.shape[0]))
-    var = torch.cat([xf[:, i:i + step].var(dim=0) for i in range(0, P, step)])
+    step = chunk or max(1, 2**24 // max(1, xf.shape[0]))
+    var = torch.cat([xf[:, i : i + step].var(dim=0) for i in range(0, P, step)])
     return var.topk(min(int(k), P)).indices.cpu()
 
 
-def select_draws(obj, params=None, *, max_default: int | None = None, name: str = "x",
-                 labels: Sequence[str] | None = None) -> tuple[Tensor, list[str]]:
+def select_draws(
+    obj, params=None, *, max_default: int | None = None, name: str = "x", labels: Sequence[str] | None = None
+) -> tuple[Tensor, list[str]]:
     """``(x [C, D, k], labels)`` for the selected rows of a Chain or a ``[C, D, ...]`` tensor
     (``params`` as in :func:`summary`; ``None`` takes the first ``max_default`` rows, or all)."""
     if _is_chain(obj):
@@ -168,16 +181,21 @@ class Summary:
     def __str__(self) -> str:
         fmt = {"ess_bulk": "{:.0f}", "ess_tail": "{:.0f}", "rhat": "{:.3f}", "iac": "{:.2f}"}
         cols = self.columns
-        cells = [[lab] + [fmt.get(c, "{:.4g}").format(float(self.stats[c][i])) for c in cols]
-                 for i, lab in enumerate(self.labels)]
+        cells = [
+            [lab] + [fmt.get(c, "{:.4g}").format(float(self.stats[c][i])) for c in cols]
+            for i, lab in enumerate(self.labels)
+        ]
         header = ["param"] + cols
         widths = [max(len(r[j]) for r in cells + [header]) for j in range(len(header))]
+
         def line(r):
             return "  ".join([r[0].ljust(widths[0])] + [r[j].rjust(widths[j]) for j in range(1, len(r))])
 
         out = [line(header)] + [line(r) for r in cells]
-        out.append(f"({self.num_chains} chains x {self.num_draws} draws; ESS: rank-normalised Geyer (Vehtari et al. 2021), "
-                   f"R-hat: rank-normalised split, IAC: Sokal window c=5)")
+        out.append(
+            f"({self.num_chains} chains x {self.num_draws} draws; ESS: rank-normalised Geyer (Vehtari et al. 2021), "
+            f"R-hat: rank-normalised split, IAC: Sokal window c=5)"
+        )
         out.extend(self.notes)
         return "\n".join(out)
 
@@ -185,9 +203,17 @@ class Summary:
         return f"Summary(rows={len(self)}, columns={self.columns})"
 
 
-def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str = "x",
-            quantiles: Sequence[float] = (0.05, 0.5, 0.95), max_rows: int = 1000,
-            chunk: int | None = None, scalar: bool = False) -> Summary:
+def summary(
+    obj,
+    params=None,
+    *,
+    labels: Sequence[str] | None = None,
+    name: str = "x",
+    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    max_rows: int = 1000,
+    chunk: int | None = None,
+    scalar: bool = False,
+) -> Summary:
     """Summary table: mean, sd, quantiles (default 5/50/95%, type 7), bulk and tail ESS
     (Vehtari et al. 2021), rank-normalised split R-hat and Sokal IAC, per selected quantity.
 
@@ -215,12 +241,14 @@ def summary(obj, params=None, *, labels: Sequence[str] | None = None, name: str 
     if params is None:
         rows = obj.dim if _is_chain(obj) else as_draws(obj)[0, 0].numel()
         if rows > max_rows:
-            return _worst_rows(obj, rows, labels=labels, name=name, quantiles=quantiles, max_rows=max_rows,
-                               chunk=chunk)
+            return _worst_rows(obj, rows, labels=labels, name=name, quantiles=quantiles, max_rows=max_rows, chunk=chunk)
     x, row_labels = select_draws(obj, params, name=name, labels=labels)
     pooled = x.reshape(-1, x.shape[2])
     qs = _quantiles(pooled, quantiles, dim=0)
-    stats = {"mean": pooled.mean(dim=0), "sd": pooled.std(dim=0) if pooled.shape[0] > 1 else torch.zeros_like(pooled[0])}
+    stats = {
+        "mean": pooled.mean(dim=0),
+        "sd": pooled.std(dim=0) if pooled.shape[0] > 1 else torch.zeros_like(pooled[0]),
+    }
     for q, v in zip(quantiles, qs):
         stats[f"q{100 * q:g}"] = v
     stats.update(mixing(x, chunk=chunk))
@@ -236,10 +264,12 @@ def _check_layout(obj, scalar) -> None:
         return
     shape = tuple(as_draws(obj).shape)
     if len(shape) == 2 and not scalar:
-        raise ValueError(f"summary reads a tensor as [chains, draws, ...]; a 2-D tensor {list(shape)} would be "
-                         f"{shape[0]} chains x {shape[1]} draws of one scalar. If it is, pass scalar=True; if it holds "
-                         f"per-input values (e.g. predictive(...)['probs'] [n, K], an average over draws), summarise "
-                         f"the draws instead: predictive(energy, chain, X, per_draw=True)['probs'] is [C, D, n, K]")
+        raise ValueError(
+            f"summary reads a tensor as [chains, draws, ...]; a 2-D tensor {list(shape)} would be "
+            f"{shape[0]} chains x {shape[1]} draws of one scalar. If it is, pass scalar=True; if it holds "
+            f"per-input values (e.g. predictive(...)['probs'] [n, K], an average over draws), summarise "
+            f"the draws instead: predictive(energy, chain, X, per_draw=True)['probs'] is [C, D, n, K]"
+        )
 
 
 def _worst_rows(obj, rows: int, *, labels, name, quantiles, max_rows: int, chunk) -> Summary:
@@ -254,20 +284,33 @@ def _worst_rows(obj, rows: int, *, labels, name, quantiles, max_rows: int, chunk
     stuck = torch.isnan(ess) | torch.isnan(mix["rhat"].cpu())  # e.g. a coordinate that never moves
     ess = torch.where(stuck, torch.full_like(ess, -math.inf), ess)
     order = torch.argsort(ess, stable=True)[:max_rows]
-    table = summary(obj, order, labels=None if labels is None else [labels[i] for i in order.tolist()], name=name,
-                    quantiles=quantiles, chunk=chunk)
-    table.notes.append(f"{rows} rows > max_rows={max_rows}: the {max_rows} with the smallest ESS "
-                       "(min of bulk and tail), worst first; choose rows with params=, select_random() or "
-                       "select_top_variance(), or raise max_rows")
-    groups = ([(info.name, info.offset, info.numel) for info in obj.space.params] if _is_chain(obj)
-              else [(f"all {rows} rows", 0, rows)])
+    table = summary(
+        obj,
+        order,
+        labels=None if labels is None else [labels[i] for i in order.tolist()],
+        name=name,
+        quantiles=quantiles,
+        chunk=chunk,
+    )
+    table.notes.append(
+        f"{rows} rows > max_rows={max_rows}: the {max_rows} with the smallest ESS "
+        "(min of bulk and tail), worst first; choose rows with params=, select_random() or "
+        "select_top_variance(), or raise max_rows"
+    )
+    groups = (
+        [(info.name, info.offset, info.numel) for info in obj.space.params]
+        if _is_chain(obj)
+        else [(f"all {rows} rows", 0, rows)]
+    )
     width = max(len(g[0]) for g in groups)
     table.notes.append(f"{'tensor'.ljust(width)}  min ess_bulk  min ess_tail  max rhat")
     for label, start, n in groups:
-        part = {k: v[start:start + n].cpu() for k, v in mix.items()}
+        part = {k: v[start : start + n].cpu() for k, v in mix.items()}
         worst_rhat = float("nan") if torch.isnan(part["rhat"]).any() else float(part["rhat"].max())
-        table.notes.append(f"{label.ljust(width)}  {_nanmin(part['ess_bulk']):>12.0f}  {_nanmin(part['ess_tail']):>12.0f}"
-                           f"  {worst_rhat:>8.3f}")
+        table.notes.append(
+            f"{label.ljust(width)}  {_nanmin(part['ess_bulk']):>12.0f}  {_nanmin(part['ess_tail']):>12.0f}"
+            f"  {worst_rhat:>8.3f}"
+        )
     return table
 
 

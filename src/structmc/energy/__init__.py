@@ -29,12 +29,29 @@ from __future__ import annotations
 import types
 
 from .._vmap import vmap  # noqa: F401
+
 # the facade (issue 23): what moved to these modules stays importable from structmc.energy
 from ..autodiff import hutchinson_diag  # noqa: F401  (its home before structmc.autodiff)
-from ..energy_checks import (_all_finite, _check_batch_layout, _check_theta, _first_layer,  # noqa: F401
-                             _refuse_dropout, _refuse_meta, check_deterministic, check_module_data, probe)
-from ..likelihoods import (Likelihood, _bernoulli, _categorical, _categorical_chains,  # noqa: F401
-                           _check_soft_labels, _class_indices, make_likelihood)
+from ..energy_checks import (
+    _all_finite,
+    _check_batch_layout,
+    _check_theta,
+    _first_layer,  # noqa: F401
+    _refuse_dropout,
+    _refuse_meta,
+    check_deterministic,
+    check_module_data,
+    probe,
+)
+from ..likelihoods import (
+    Likelihood,
+    _bernoulli,
+    _categorical,
+    _categorical_chains,  # noqa: F401
+    _check_soft_labels,
+    _class_indices,
+    make_likelihood,
+)
 from ..module_binding import bind_flat, buffer_chains, chain_buffers, swap_buffers  # noqa: F401
 from ..space import ParamSpace  # noqa: F401
 from .bases import EnergyBase, WrappedEnergy, _as_num_data, _described
@@ -45,9 +62,22 @@ from .noisy import NoisyGradientEnergy
 from .paths import _ModuleEvaluation
 from .protocols import Batch, Energy, HessianDiagEnergy, StatefulEnergy
 
-__all__ = ["Batch", "Energy", "HessianDiagEnergy", "StatefulEnergy", "EnergyBase", "WrappedEnergy",
-           "LogDensityEnergy", "DensityShapeError", "ModuleEnergy", "NoisyGradientEnergy", "as_energy",
-           "validate_data", "check_finite_at", "full_data_value_and_grad"]
+__all__ = [
+    "Batch",
+    "Energy",
+    "HessianDiagEnergy",
+    "StatefulEnergy",
+    "EnergyBase",
+    "WrappedEnergy",
+    "LogDensityEnergy",
+    "DensityShapeError",
+    "ModuleEnergy",
+    "NoisyGradientEnergy",
+    "as_energy",
+    "validate_data",
+    "check_finite_at",
+    "full_data_value_and_grad",
+]
 
 # One home for every class and function of the package, whichever file defines it: a run's
 # fingerprint names library objects by module and qualified name (structmc.fingerprint), and
@@ -56,10 +86,27 @@ __all__ = ["Batch", "Energy", "HessianDiagEnergy", "StatefulEnergy", "EnergyBase
 # structmc.energy.ModuleEnergy.value, and ModuleEnergy's evaluation paths (defined on its base
 # _ModuleEvaluation) are named as the ModuleEnergy methods they were, e.g.
 # structmc.energy.ModuleEnergy.forward_draws.
-for _obj in (Energy, HessianDiagEnergy, StatefulEnergy, EnergyBase, WrappedEnergy, DensityShapeError,
-             LogDensityEnergy, _ModuleEvaluation, ModuleEnergy, NoisyGradientEnergy, _described, _as_num_data,
-             _chain_slice, _check_scalar, _select_sampled, as_energy, validate_data, check_finite_at,
-             full_data_value_and_grad):
+for _obj in (
+    Energy,
+    HessianDiagEnergy,
+    StatefulEnergy,
+    EnergyBase,
+    WrappedEnergy,
+    DensityShapeError,
+    LogDensityEnergy,
+    _ModuleEvaluation,
+    ModuleEnergy,
+    NoisyGradientEnergy,
+    _described,
+    _as_num_data,
+    _chain_slice,
+    _check_scalar,
+    _select_sampled,
+    as_energy,
+    validate_data,
+    check_finite_at,
+    full_data_value_and_grad,
+):
     _obj.__module__ = __name__
     for _name, _member in vars(_obj).items() if isinstance(_obj, type) else ():
         if isinstance(_member, types.FunctionType):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import operator
-from typing import TYPE_CHECKING, Protocol, Self, Sequence, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, Self, cast
 
 import torch
 from torch import Tensor
@@ -25,6 +26,7 @@ class EnergyBase:
     attributes (``energy_object``)."""
 
     if TYPE_CHECKING:  # read-only members of Energy, which a subclass may define as properties
+
         @property
         def evaluations_per_call(self) -> int: ...
 
@@ -57,16 +59,24 @@ class EnergyBase:
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         raise ValueError(f"{type(self).__name__} keeps no per-chain buffers (has_buffers is False)")
 
-    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
-              batching: str | None = None, *, num_points: int | None = None) -> None:
+    def check(
+        self,
+        data: Sequence[Tensor] | None = None,
+        init: Tensor | None = None,
+        batch_size: int | None = None,
+        batching: str | None = None,
+        *,
+        num_points: int | None = None,
+    ) -> None:
         """Refuse, before any compute, what this energy cannot run on (see :class:`Energy`);
         by default nothing is checked."""
 
     def describe(self) -> dict:
         """What defines this energy (see :class:`Energy`): its class, code included, and its
         attributes (a wrapper's ``base`` apart), hashed as ``energy_object``."""
-        part, unchecked = fingerprint.object_fingerprint(self, f"the energy {type(self).__qualname__}",
-                                                         exclude=("base",))
+        part, unchecked = fingerprint.object_fingerprint(
+            self, f"the energy {type(self).__qualname__}", exclude=("base",)
+        )
         return _described(self, {"energy_object": part}, unchecked)
 
     def describe_v1(self) -> dict:
@@ -86,7 +96,7 @@ class _Leveled(Protocol):
     def levels(self) -> list: ...
 
 
-def _described(energy, parts: dict, unchecked: Sequence[str] = (), base: "Energy | None" = None) -> dict:
+def _described(energy, parts: dict, unchecked: Sequence[str] = (), base: Energy | None = None) -> dict:
     """A ``describe()`` dict: kind, ``num_data``, ``parts``, what was not fingerprinted, the base's."""
     out = {"kind": type(energy).__name__, "num_data": energy.num_data, **parts}
     if unchecked:
@@ -157,8 +167,15 @@ class WrappedEnergy(EnergyBase):
     def with_num_data(self, num_data) -> Self:
         return self.with_base(self.base.with_num_data(num_data))
 
-    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
-              batching: str | None = None, *, num_points: int | None = None) -> None:
+    def check(
+        self,
+        data: Sequence[Tensor] | None = None,
+        init: Tensor | None = None,
+        batch_size: int | None = None,
+        batching: str | None = None,
+        *,
+        num_points: int | None = None,
+    ) -> None:
         """The base's checks."""
         self.base.check(data, init, batch_size, batching, num_points=num_points)
 
@@ -190,7 +207,9 @@ def _as_num_data(num_data) -> int | None:
         except (TypeError, ValueError):
             raise ValueError(f"num_data must be a positive integer, got {num_data!r}") from None
         if not f.is_integer():
-            raise ValueError(f"num_data must be a positive integer (the number of data points), got {num_data!r}")
+            raise ValueError(
+                f"num_data must be a positive integer (the number of data points), got {num_data!r}"
+            ) from None
         n = int(f)
     if n < 1:
         raise ValueError(f"num_data must be positive, got {num_data!r}")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -27,13 +27,31 @@ def as_energy(target, dim: int | None = None) -> Energy:
     if isinstance(target, nn.Module):
         raise TypeError("wrap a module as ModuleEnergy(module, likelihood, prior_std=..., num_data=...)")
     if hasattr(target, "value_and_grad"):
-        missing = [m for m in ("space", "num_data", "evaluations_per_call", "requires_data", "device", "dtype", "cv_base",
-                               "value_and_grad", "value", "with_num_data", "has_buffers", "check", "describe")
-                   if not hasattr(target, m)]
-        raise TypeError(f"{type(target).__name__} does not implement the Energy protocol: missing {missing} "
-                        "(see structmc.energy.Energy; subclass structmc.energy.EnergyBase for the defaults of "
-                        "evaluations_per_call, requires_data, device, dtype, cv_base, has_buffers, check and describe, "
-                        "or structmc.energy.WrappedEnergy to wrap another energy)")
+        missing = [
+            m
+            for m in (
+                "space",
+                "num_data",
+                "evaluations_per_call",
+                "requires_data",
+                "device",
+                "dtype",
+                "cv_base",
+                "value_and_grad",
+                "value",
+                "with_num_data",
+                "has_buffers",
+                "check",
+                "describe",
+            )
+            if not hasattr(target, m)
+        ]
+        raise TypeError(
+            f"{type(target).__name__} does not implement the Energy protocol: missing {missing} "
+            "(see structmc.energy.Energy; subclass structmc.energy.EnergyBase for the defaults of "
+            "evaluations_per_call, requires_data, device, dtype, cv_base, has_buffers, check and describe, "
+            "or structmc.energy.WrappedEnergy to wrap another energy)"
+        )
     if callable(target):
         if dim is None:
             raise ValueError("dim is needed to wrap a log density; it is taken from init")
@@ -53,8 +71,10 @@ def check_finite_at(energy: Energy, theta: Tensor, batch: Batch) -> tuple[Tensor
         what = "energy" if bool(bad_value.any()) else "gradient"
         if bool(bad_value.any()) and bool(bad_grad.any()):
             what = "energy and gradient"
-        raise ValueError(f"the {what} is not finite at the initial point for chain(s) {chains} "
-                         f"(energy {value[chains].tolist()}): check init, the data and the log density")
+        raise ValueError(
+            f"the {what} is not finite at the initial point for chain(s) {chains} "
+            f"(energy {value[chains].tolist()}): check init, the data and the log density"
+        )
     return value, grad
 
 

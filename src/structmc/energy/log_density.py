@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -30,8 +30,9 @@ def _check_scalar(value, what: str, hint: str) -> Tensor:
     if not isinstance(value, Tensor):
         value = torch.as_tensor(value)
     if value.dim() != 0:  # under vmap this is the per-chain shape
-        raise DensityShapeError(f"{what} returned a tensor of shape {list(value.shape)} for one chain; it must "
-                                f"return a scalar{hint}")
+        raise DensityShapeError(
+            f"{what} returned a tensor of shape {list(value.shape)} for one chain; it must return a scalar{hint}"
+        )
     return value
 
 
@@ -62,9 +63,17 @@ class LogDensityEnergy(EnergyBase):
     def requires_data(self) -> bool:
         return self.log_likelihood is not None
 
-    def __init__(self, log_prob: Callable | None = None, dim: int | None = None, *, vectorized: bool = False,
-                 num_data: int | None = None, log_likelihood: Callable | None = None,
-                 log_prior: Callable | None = None, model=None):
+    def __init__(
+        self,
+        log_prob: Callable | None = None,
+        dim: int | None = None,
+        *,
+        vectorized: bool = False,
+        num_data: int | None = None,
+        log_likelihood: Callable | None = None,
+        log_prior: Callable | None = None,
+        model=None,
+    ):
         parts = log_likelihood is not None or log_prior is not None
         if parts == (log_prob is not None):
             raise TypeError("give either log_prob, or log_likelihood and log_prior")
@@ -92,19 +101,29 @@ class LogDensityEnergy(EnergyBase):
         """Kind, ``num_data`` and the functions that define the density (their code, closures
         and globals; see :mod:`structmc.fingerprint`), each with ``vectorized``."""
         parts, unchecked = {}, []
-        for key, f in (("log_prob", self.log_prob), ("log_likelihood", self.log_likelihood),
-                       ("log_prior", self.log_prior)):
+        for key, f in (
+            ("log_prob", self.log_prob),
+            ("log_likelihood", self.log_likelihood),
+            ("log_prior", self.log_prior),
+        ):
             if f is not None:
                 parts[key], missing = fingerprint.value_fingerprint(
-                    {"fn": f, "vectorized": bool(self.vectorized)}, f"the {key.replace('_', ' ')} function")
+                    {"fn": f, "vectorized": bool(self.vectorized)}, f"the {key.replace('_', ' ')} function"
+                )
                 unchecked += missing
         return _described(self, parts, unchecked)
 
     def describe_v1(self) -> dict:
         """Version 1: the qualified names of the functions."""
-        return {name: getattr(f, "__qualname__", type(f).__name__)
-                for name, f in (("log_prob", self.log_prob), ("log_likelihood", self.log_likelihood),
-                                ("log_prior", self.log_prior)) if f is not None}
+        return {
+            name: getattr(f, "__qualname__", type(f).__name__)
+            for name, f in (
+                ("log_prob", self.log_prob),
+                ("log_likelihood", self.log_likelihood),
+                ("log_prior", self.log_prior),
+            )
+            if f is not None
+        }
 
     def _log_density(self, theta: Tensor, batch) -> Tensor:
         """Log density of one chain (or of ``[C, P]`` when vectorized)."""
@@ -118,16 +137,22 @@ class LogDensityEnergy(EnergyBase):
             scale = 1.0 if self.num_data is None else self.num_data / batch[-1].shape[1]
             return lp + scale * self.log_likelihood(theta, batch)
         if self.log_prob is not None:
-            return _check_scalar(self.log_prob(theta, batch), "log_prob",
-                                 " (the log posterior of that chain's θ [P], summed over the minibatch)")
+            return _check_scalar(
+                self.log_prob(theta, batch),
+                "log_prob",
+                " (the log posterior of that chain's θ [P], summed over the minibatch)",
+            )
         assert self.log_prior is not None and self.log_likelihood is not None  # __init__: both or log_prob
         lp = _check_scalar(self.log_prior(theta), "log_prior", " (the log prior of that chain's θ [P])")
         if batch is None:
             raise ValueError("this energy has a likelihood: pass data=(...) to sample()")
         n = batch[-1].shape[0]
         scale = 1.0 if self.num_data is None else self.num_data / n
-        ll = _check_scalar(self.log_likelihood(theta, batch), "log_likelihood",
-                           " (the log-likelihood summed over the minibatch: add .sum())")
+        ll = _check_scalar(
+            self.log_likelihood(theta, batch),
+            "log_likelihood",
+            " (the log-likelihood summed over the minibatch: add .sum())",
+        )
         return lp + scale * ll
 
     def _log_prob_chains(self, theta: Tensor, batch: Batch) -> Tensor:
@@ -135,8 +160,9 @@ class LogDensityEnergy(EnergyBase):
             out = self._log_density(theta, batch)
             if not isinstance(out, Tensor) or out.numel() != theta.shape[0]:
                 shape = list(out.shape) if isinstance(out, Tensor) else type(out).__name__
-                raise DensityShapeError(f"a vectorized log density must return one value per chain "
-                                        f"[{theta.shape[0]}], got {shape}")
+                raise DensityShapeError(
+                    f"a vectorized log density must return one value per chain [{theta.shape[0]}], got {shape}"
+                )
             return out.reshape(theta.shape[0])
         if theta.shape[0] == 1:
             return self._log_density(theta[0], _chain_slice(batch, 0)).reshape(1)

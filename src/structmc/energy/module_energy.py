@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -37,8 +38,10 @@ def _select_sampled(module: nn.Module, sample) -> None:
             raise TypeError(f"sample must be a name pattern, a list of patterns or a predicate, got {sample!r}")
         unused = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
         if unused:
-            raise ValueError(f"sample pattern(s) {unused} select no parameter; the parameters are: "
-                             f"{', '.join(names[:40])}{' ...' if len(names) > 40 else ''}")
+            raise ValueError(
+                f"sample pattern(s) {unused} select no parameter; the parameters are: "
+                f"{', '.join(names[:40])}{' ...' if len(names) > 40 else ''}"
+            )
         chosen = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
         what = f"sample={sample!r}"
     if not chosen:
@@ -132,7 +135,7 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         """Make the module's parameters views of one flat vector and one flat gradient."""
         self._flat, self._grad = bind_flat(self.module, self.space)
 
-    def to(self, device=None, dtype=None) -> "ModuleEnergy":
+    def to(self, device=None, dtype=None) -> ModuleEnergy:
         """Move the module (and the flat buffers) in place; returns self."""
         self.module.to(device=device, dtype=dtype)
         self.prior = self.prior.to(device=device, dtype=dtype)
@@ -171,7 +174,7 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         return new
 
     @property
-    def cv_base(self) -> "ModuleEnergy":
+    def cv_base(self) -> ModuleEnergy:
         return self
 
     @property
@@ -185,8 +188,8 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
     def _set_prior(self, prior, like: Tensor, stds: Tensor | None = None) -> None:
         """Bind ``prior`` (``None``: the zero-mean Normal with standard deviations ``stds``, in
         its fused forms: :meth:`structmc.priors._BoundNormal.fuse`)."""
-        from ..priors.prior import as_prior
         from ..priors.families import _BoundNormal
+        from ..priors.prior import as_prior
 
         if prior is None:
             assert stds is not None  # __init__ passes prior_std's σ; with_prior refuses None
@@ -198,20 +201,23 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
             self.prior = self._prior_spec.bind(self.space, like)
         self._prior_precision = getattr(self.prior, "precision", None)
 
-    def with_prior(self, prior) -> "ModuleEnergy":
+    def with_prior(self, prior) -> ModuleEnergy:
         """A copy with another prior (any of :mod:`structmc.priors`); the module, likelihood,
         ``num_data`` and sampled parameters are shared."""
         if prior is None:
-            raise TypeError("with_prior takes a prior (any of structmc.priors, e.g. Normal(scale=1.0)), got None; "
-                            "for the zero-mean Normal of prior_std build ModuleEnergy(..., prior_std=σ)")
+            raise TypeError(
+                "with_prior takes a prior (any of structmc.priors, e.g. Normal(scale=1.0)), got None; "
+                "for the zero-mean Normal of prior_std build ModuleEnergy(..., prior_std=σ)"
+            )
         new = copy.copy(self)
         new._set_prior(prior, self._flat.detach())
         new.prior_std = None
         new._hot_batch = None
         return new
 
-    def initial_position(self, source: str = "module", *, generator: torch.Generator | None = None,
-                         num_chains: int | None = None) -> Tensor:
+    def initial_position(
+        self, source: str = "module", *, generator: torch.Generator | None = None, num_chains: int | None = None
+    ) -> Tensor:
         """``"module"``: the module's parameters at construction, a flat ``[P]`` vector.
         ``"prior"``: a draw from the prior with ``generator`` (``[P]``, or ``[num_chains, P]``
         — one per chain)."""
@@ -227,8 +233,10 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         """1/σ² per parameter ``[P]`` (read-only); a Normal prior's only."""
         if self._prior_precision is None:
             assert self._prior_spec is not None  # prior_std's Normal has a precision
-            raise ValueError(f"prior_precision is defined for a Normal prior; this energy's prior is "
-                             f"{self._prior_spec.describe()['kind']} (see energy.prior: its grad and curvature)")
+            raise ValueError(
+                f"prior_precision is defined for a Normal prior; this energy's prior is "
+                f"{self._prior_spec.describe()['kind']} (see energy.prior: its grad and curvature)"
+            )
         return self._prior_precision
 
     @property
@@ -243,15 +251,22 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         if self._prior_spec is not None:
             self.prior.check_support(theta, self._coordinate_name)
 
-    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
-              batching: str | None = None, *, num_points: int | None = None) -> None:
+    def check(
+        self,
+        data: Sequence[Tensor] | None = None,
+        init: Tensor | None = None,
+        batch_size: int | None = None,
+        batching: str | None = None,
+        *,
+        num_points: int | None = None,
+    ) -> None:
         """:meth:`check_data` on ``data`` (its errors carry ``about_data = True``: the run loop
         says when they concern a Dataset's items), then :meth:`check_init` on ``init``."""
         if data is not None:
             try:
                 self.check_data(data)
             except (ValueError, TypeError) as err:
-                setattr(err, "about_data", True)  # an attribute the built-in errors do not declare
+                setattr(err, "about_data", True)  # noqa: B010  (an attribute the built-in errors do not declare)
                 raise
         if init is not None:
             self.check_init(init)
@@ -262,9 +277,10 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         sampled ones are the chain's state), the likelihood and the prior (every tensor it holds)."""
         module, state, unchecked = fingerprint.module_fingerprint(self.module, {i.name for i in self.space.params})
         parts = {"module": module, "module_state": state}
-        for key, obj, label in (("likelihood", self.likelihood, "the likelihood"),
-                                ("prior", {"prior_std": self.prior_std, "spec": self._prior_spec, "bound": self.prior},
-                                 "the prior")):
+        for key, obj, label in (
+            ("likelihood", self.likelihood, "the likelihood"),
+            ("prior", {"prior_std": self.prior_std, "spec": self._prior_spec, "bound": self.prior}, "the prior"),
+        ):
             parts[key], missing = fingerprint.value_fingerprint(obj, label)
             unchecked += missing
         return _described(self, parts, unchecked)
@@ -276,8 +292,10 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
             prec = self.prior_precision
         except ValueError:  # not a Normal prior
             prec = None
-        prior = {"prior_std": repr(self.prior_std),
-                 "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None}
+        prior = {
+            "prior_std": repr(self.prior_std),
+            "precision_sum": float(prec.double().sum()) if isinstance(prec, Tensor) else None,
+        }
         if self.prior_spec is not None:
             prior["prior"] = fingerprint.json_text(self.prior_spec.describe())
         return {"prior": prior, "likelihood": {"name": self.likelihood.name, "noise_std": self.likelihood.noise_std}}
@@ -355,7 +373,6 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
 
     # -- prediction ---------------------------------------------------------------------------
     @property
-    def predictive_energy(self) -> "ModuleEnergy":
+    def predictive_energy(self) -> ModuleEnergy:
         """The energy whose model predicts from this energy's draws (see :class:`Energy`): itself."""
         return self
-

@@ -22,7 +22,7 @@ class NoisyGradientEnergy(WrappedEnergy):
         self.noise_std, self.seed = float(noise_std), int(seed)
         self.generator = torch.Generator().manual_seed(self.seed)
 
-    def with_base(self, base: Energy) -> "NoisyGradientEnergy":
+    def with_base(self, base: Energy) -> NoisyGradientEnergy:
         """A copy around ``base`` with its own generator, in the same state."""
         new = super().with_base(base)
         new.generator = torch.Generator().manual_seed(self.seed)
@@ -50,8 +50,10 @@ class NoisyGradientEnergy(WrappedEnergy):
             self.base.observe(theta)
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state(),
-                "base": self.base.state_dict() if isinstance(self.base, StatefulEnergy) else None}
+        return {
+            "generator": self.generator.get_state(),
+            "base": self.base.state_dict() if isinstance(self.base, StatefulEnergy) else None,
+        }
 
     def load_state_dict(self, state: dict, device=None) -> None:
         self.generator = torch.Generator()
@@ -59,7 +61,7 @@ class NoisyGradientEnergy(WrappedEnergy):
         if isinstance(self.base, StatefulEnergy) and state.get("base") is not None:
             self.base.load_state_dict(state["base"], device)
 
-    def fresh(self) -> "NoisyGradientEnergy":
+    def fresh(self) -> NoisyGradientEnergy:
         """A copy with its own generator at the seed (and a fresh base, if the base keeps state)."""
         new = copy.copy(self)
         new.base = self.base.fresh() if isinstance(self.base, StatefulEnergy) else self.base

@@ -7,7 +7,8 @@ class costs what one defined on the class does).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -45,6 +46,7 @@ class _ModuleEvaluation:
     _has_buffers: bool
 
     if TYPE_CHECKING:  # ModuleEnergy's, which these paths call
+
         @property
         def device(self) -> torch.device | None: ...
 
@@ -142,7 +144,6 @@ class _ModuleEvaluation:
         energy = nll + self.prior_energy(theta)
         return energy, (None if g is None else self._add_prior_grad(g, theta))
 
-
     def hessian_diag(self, theta: Tensor, batch: Batch, generator=None, num_probes: int = 1) -> Tensor:
         """diag ∇²U ``[C, P]``: Hutchinson for the likelihood (through ``functional_call``, with
         copies of the buffers so running statistics are not updated twice) plus the exact prior
@@ -158,7 +159,9 @@ class _ModuleEvaluation:
             return lik.log_lik(out, b[-1])
 
         if buffers:
-            nll = lambda t: -scale * torch.stack([chain_log_lik(t[c], *(x[c] for x in batch)) for c in range(t.shape[0])])
+            nll = lambda t: (
+                -scale * torch.stack([chain_log_lik(t[c], *(x[c] for x in batch)) for c in range(t.shape[0])])
+            )
         else:
             nll = lambda t: -scale * vmap(chain_log_lik)(t, *batch)
         prior = self.prior.hessian_diag(theta, generator, num_probes)  # first: it may draw from generator
@@ -181,10 +184,15 @@ class _ModuleEvaluation:
             grads.append(g)
         return torch.stack(values), torch.stack(grads)
 
-
     @torch.no_grad()
-    def forward_draws(self, samples: Tensor, inputs: Sequence[Tensor], *, draws_per_call: int = 64,
-                      buffers: Mapping[str, Tensor] | None = None) -> Tensor:
+    def forward_draws(
+        self,
+        samples: Tensor,
+        inputs: Sequence[Tensor],
+        *,
+        draws_per_call: int = 64,
+        buffers: Mapping[str, Tensor] | None = None,
+    ) -> Tensor:
         """Module outputs for each parameter draw: ``samples [S, P]`` -> ``[S, n, ...]``.
 
         Runs in eval mode (running BatchNorm statistics), draws vmapped in groups. ``buffers``
@@ -197,8 +205,13 @@ class _ModuleEvaluation:
             outs = []
             for s0 in range(0, samples.shape[0], draws_per_call):
                 chunk = samples[s0 : s0 + draws_per_call].to(self._flat)
-                outs.append(vmap(lambda flat: functional_call(self.module, {**self.space.unflatten(flat), **extra},
-                                                              tuple(inputs)))(chunk))
+                outs.append(
+                    vmap(
+                        lambda flat: functional_call(
+                            self.module, {**self.space.unflatten(flat), **extra}, tuple(inputs)
+                        )
+                    )(chunk)
+                )
             return torch.cat(outs)
         finally:
             self.module.train(was_training)

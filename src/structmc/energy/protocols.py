@@ -5,7 +5,8 @@ The conventions (the N/n scaling, the chain-first batch layout) are in :mod:`str
 
 from __future__ import annotations
 
-from typing import Protocol, Self, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, Self, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -90,7 +91,7 @@ class Energy(Protocol):
     def dtype(self) -> torch.dtype | None: ...
 
     @property
-    def cv_base(self) -> "Energy": ...
+    def cv_base(self) -> Energy: ...
 
     @property
     def has_buffers(self) -> bool: ...
@@ -103,15 +104,19 @@ class Energy(Protocol):
         """Energy ``[C]`` without gradient."""
         ...
 
-    def with_num_data(self, num_data: int | None) -> "Energy":
-        ...
+    def with_num_data(self, num_data: int | None) -> Energy: ...
 
-    def check(self, data: Sequence[Tensor] | None = None, init: Tensor | None = None, batch_size: int | None = None,
-              batching: str | None = None, *, num_points: int | None = None) -> None:
-        ...
+    def check(
+        self,
+        data: Sequence[Tensor] | None = None,
+        init: Tensor | None = None,
+        batch_size: int | None = None,
+        batching: str | None = None,
+        *,
+        num_points: int | None = None,
+    ) -> None: ...
 
-    def describe(self) -> dict:
-        ...
+    def describe(self) -> dict: ...
 
 
 class BufferedEnergy(Protocol):
@@ -129,8 +134,9 @@ class BufferedEnergy(Protocol):
 class HessianDiagEnergy(Protocol):
     """An energy that can estimate its Hessian diagonal on a minibatch (pSGLD's Γ term)."""
 
-    def hessian_diag(self, theta: Tensor, batch: Batch, generator: torch.Generator | None = None,
-                     num_probes: int = 1) -> Tensor: ...
+    def hessian_diag(
+        self, theta: Tensor, batch: Batch, generator: torch.Generator | None = None, num_probes: int = 1
+    ) -> Tensor: ...
 
 
 @runtime_checkable

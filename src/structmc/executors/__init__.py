@@ -51,24 +51,76 @@ object, and a Dask worker hands the same object to all its tasks).
 
 from __future__ import annotations
 
-from .tasks import (_RESOLVED, SharedFile, SharedRayObject, _default_workers, _import_optional, _pinned,  # noqa: F401
-                    resolve)
-from .adapters import (DaskExecutor, Executor, FuturesExecutor, ProcessPoolExecutor, RayExecutor,  # noqa: F401
-                       SerialExecutor, _Adapter, _is_dask_client, _pickle_module, _unwrap_ray_error, as_executor)
-from .independent_chains import (_chain_inits, _chain_result, _failed, _merge_record, _sample_one_chain,  # noqa: F401
-                                 chain_seeds, merge_chains, run_chains)
+from .adapters import (
+    DaskExecutor,
+    Executor,
+    FuturesExecutor,
+    ProcessPoolExecutor,
+    RayExecutor,  # noqa: F401
+    SerialExecutor,
+    _Adapter,
+    _is_dask_client,
+    _pickle_module,
+    _unwrap_ray_error,
+    as_executor,
+)
+from .independent_chains import (
+    _chain_inits,
+    _chain_result,
+    _failed,
+    _merge_record,
+    _sample_one_chain,  # noqa: F401
+    chain_seeds,
+    merge_chains,
+    run_chains,
+)
+from .tasks import (
+    _RESOLVED,
+    SharedFile,
+    SharedRayObject,
+    _default_workers,
+    _import_optional,
+    _pinned,  # noqa: F401
+    resolve,
+)
 
 # one home for the names of this package, whichever file defines them (tasks: what runs in a
 # worker; adapters: the executors; independent_chains: run_chains and merge_chains), as when it
 # was one module: the functions and handles a task carries are pickled by this name, and a
 # worker finds them here
-for _obj in (Executor, SharedFile, SharedRayObject, resolve, _pinned, _Adapter, SerialExecutor, ProcessPoolExecutor,
-             DaskExecutor, RayExecutor, FuturesExecutor, as_executor, chain_seeds, run_chains, merge_chains,
-             _sample_one_chain):
+for _obj in (
+    Executor,
+    SharedFile,
+    SharedRayObject,
+    resolve,
+    _pinned,
+    _Adapter,
+    SerialExecutor,
+    ProcessPoolExecutor,
+    DaskExecutor,
+    RayExecutor,
+    FuturesExecutor,
+    as_executor,
+    chain_seeds,
+    run_chains,
+    merge_chains,
+    _sample_one_chain,
+):
     _obj.__module__ = __name__
 del _obj
 
 __all__ = [
-    "Executor", "SerialExecutor", "ProcessPoolExecutor", "DaskExecutor", "RayExecutor", "FuturesExecutor",
-    "SharedFile", "SharedRayObject", "as_executor", "resolve", "run_chains", "merge_chains", "chain_seeds",
+    "Executor",
+    "SerialExecutor",
+    "ProcessPoolExecutor",
+    "DaskExecutor",
+    "RayExecutor",
+    "FuturesExecutor",
+    "SharedFile",
+    "SharedRayObject",
+    "as_executor",
+    "resolve",
+    "run_chains",
+    "merge_chains",
+    "chain_seeds",
 ]

@@ -13,7 +13,8 @@ import sys
 import tempfile
 import uuid
 import weakref
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -128,8 +129,9 @@ class DaskExecutor(_Adapter):
     the number of worker threads when the adapter was made.
     """
 
-    def __init__(self, client=None, *, address: str | None = None, workers: int | None = None,
-                 threads_per_task: int | None = 1):
+    def __init__(
+        self, client=None, *, address: str | None = None, workers: int | None = None, threads_per_task: int | None = 1
+    ):
         distributed = _import_optional("distributed", "dask", "DaskExecutor")
         self.threads_per_task = threads_per_task
         self._cluster = None
@@ -137,8 +139,9 @@ class DaskExecutor(_Adapter):
         if client is None:
             if address is None:
                 n = _check_int("workers", workers, 1) if workers is not None else _default_workers(threads_per_task)
-                self._cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                                         host="127.0.0.1", dashboard_address=None)
+                self._cluster = distributed.LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+                )
                 address = self._cluster
             client = distributed.Client(address)
         self.client = client
@@ -176,8 +179,7 @@ class RayExecutor(_Adapter):
         if self._owns_ray:
             options: dict[str, Any] = {"address": address, "include_dashboard": False}
             if address is None:
-                options["num_cpus"] = (_check_int("workers", workers, 1) if workers is not None
-                                       else os.cpu_count() or 1)
+                options["num_cpus"] = _check_int("workers", workers, 1) if workers is not None else os.cpu_count() or 1
             ray.init(**options)
         cpus_per_task = max(1, threads_per_task or 1)
         # one remote function for every task: the task's own function travels as an argument
@@ -265,12 +267,13 @@ def as_executor(spec=None, *, workers: int | None = None, threads_per_task: int 
         return spec
     elif isinstance(spec, cf.Executor):
         return FuturesExecutor(spec, threads_per_task=threads_per_task)
-    raise ValueError(f"unknown executor {spec!r}: use None or 'serial', 'process', 'dask', 'tcp://host:port' "
-                     "(a Dask scheduler), 'ray', 'ray://host:port', a dask.distributed.Client, a structmc "
-                     "Executor or a concurrent.futures.Executor")
+    raise ValueError(
+        f"unknown executor {spec!r}: use None or 'serial', 'process', 'dask', 'tcp://host:port' "
+        "(a Dask scheduler), 'ray', 'ray://host:port', a dask.distributed.Client, a structmc "
+        "Executor or a concurrent.futures.Executor"
+    )
 
 
 def _is_dask_client(obj) -> bool:
     distributed = sys.modules.get("distributed")  # no import: a Client means it is loaded already
     return distributed is not None and isinstance(obj, distributed.Client)
-

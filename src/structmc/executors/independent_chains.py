@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import torch
@@ -23,12 +23,14 @@ from .tasks import resolve
 def chain_seeds(seed: int, num_chains: int) -> list[int]:
     """The seeds :func:`run_chains` gives its chains: ``numpy.random.SeedSequence(seed)
     .spawn(num_chains)``, each child's first 64-bit word."""
-    return [int(child.generate_state(1, dtype=np.uint64)[0])
-            for child in np.random.SeedSequence(seed).spawn(num_chains)]
+    return [
+        int(child.generate_state(1, dtype=np.uint64)[0]) for child in np.random.SeedSequence(seed).spawn(num_chains)
+    ]
 
 
-def run_chains(target, init, sampler, num_steps: int, *, num_chains: int, executor=None, seed: int = 0,
-               **sample_kwargs) -> Chain:
+def run_chains(
+    target, init, sampler, num_steps: int, *, num_chains: int, executor=None, seed: int = 0, **sample_kwargs
+) -> Chain:
     """Run ``num_chains`` independent chains as tasks on ``executor`` and merge them.
 
     Chain ``i`` is ``structmc.sample(target, init_i, sampler, num_steps, seed=seed_i,
@@ -62,8 +64,17 @@ def run_chains(target, init, sampler, num_steps: int, *, num_chains: int, execut
         futures = []
         for i in range(num_chains):
             chain_dir = None if out_dir is None else Path(out_dir) / f"chain_{i}"
-            futures.append(engine.submit(_sample_one_chain, problem, inits[i], sampler, num_steps, seeds[i],
-                                         {**options, "out_dir": chain_dir}))
+            futures.append(
+                engine.submit(
+                    _sample_one_chain,
+                    problem,
+                    inits[i],
+                    sampler,
+                    num_steps,
+                    seeds[i],
+                    {**options, "out_dir": chain_dir},
+                )
+            )
             if _failed(futures[-1]):  # serially the task has run already: stop at the first failure
                 break
         chains = [_chain_result(i, future, futures) for i, future in enumerate(futures)]
@@ -99,7 +110,7 @@ def _chain_result(i: int, future, futures: list) -> Chain:
     try:
         return future.result()
     except BaseException as err:
-        for later in futures[i + 1:]:
+        for later in futures[i + 1 :]:
             later.cancel()
         if isinstance(err, DivergenceError):
             raise DivergenceError(f"chain {i}: {err}", err.step, err.chain) from err

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -79,4 +80,3 @@ def _import_optional(module: str, extra: str, user: str):
         return importlib.import_module(module)
     except ImportError as err:
         raise ImportError(f'{user} needs the optional dependency {module!r}: pip install "structmc[{extra}]"') from err
-

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -42,12 +43,19 @@ if TYPE_CHECKING:  # the MAMBA helpers import the tuning package when called, no
 # MNIST
 # ---------------------------------------------------------------------------------------
 
+
 def load_images(name: str, cfg) -> ImageData:
     """:func:`structmc.data.load_image_subset` of ``name`` (``"mnist"`` / ``"fashion-mnist"``) as
     ``cfg`` says (its ``data``, ``data_dir``, ``num_train``, ``num_test``, ``seed``); ``data_dir``
     defaults to the experiments' folder (:func:`._shared.default_data_dir`)."""
-    return load_image_subset(name, data=cfg.data, data_dir=Path(cfg.data_dir) if cfg.data_dir else default_data_dir(),
-                             num_train=cfg.num_train, num_test=cfg.num_test, seed=cfg.seed)
+    return load_image_subset(
+        name,
+        data=cfg.data,
+        data_dir=Path(cfg.data_dir) if cfg.data_dir else default_data_dir(),
+        num_train=cfg.num_train,
+        num_test=cfg.num_test,
+        seed=cfg.seed,
+    )
 
 
 @dataclass
@@ -74,18 +82,22 @@ def load_data(cfg, *, num_val: int = 0) -> MnistData:
     (``x_val``/``y_val``, :meth:`MnistData.validation`)."""
     img = load_images("mnist", cfg)
     flat = lambda x: x.reshape(len(x), -1).float()  # noqa: E731
-    src = {"source": img.source, "folder": img.data_dir,
-           "description": "MNIST IDX files (60,000 / 10,000)" if img.source == "files" else
-           "synthetic MNIST-shaped stand-in (structmc.data.synthetic_images): the files were "
-           "not found"}
+    src = {
+        "source": img.source,
+        "folder": img.data_dir,
+        "description": "MNIST IDX files (60,000 / 10,000)"
+        if img.source == "files"
+        else "synthetic MNIST-shaped stand-in (structmc.data.synthetic_images): the files were not found",
+    }
     data = MnistData(flat(img.x_train), img.y_train.long(), flat(img.x_test), img.y_test.long(), src)
     if num_val:
         n = len(data.y_train)
         if not 0 < num_val < n:
             raise ValueError(f"num_val must lie in (0, {n}), got {num_val}")
-        data.x_val, data.y_val = data.x_train[n - num_val:], data.y_train[n - num_val:]
+        data.x_val, data.y_val = data.x_train[n - num_val :], data.y_train[n - num_val :]
         data.x_train, data.y_train = data.x_train[: n - num_val], data.y_train[: n - num_val]
     return data
+
 
 # ---------------------------------------------------------------------------------------
 # MAMBA on a classifier (mamba-bnn, mamba-structured)
@@ -115,8 +127,20 @@ def log_loss_metric(samples: Tensor, problem) -> float:
     return float(nll(probs, y))
 
 
-def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_draws: int, burn_in: float,
-                 x_test: Tensor, y_test: Tensor, seed: int, num_bins: int = 10, curve_points: int = 10) -> dict:
+def evaluate_arm(
+    problem: Problem,
+    arm: Arm,
+    budget: Budget,
+    *,
+    thin: int,
+    max_draws: int,
+    burn_in: float,
+    x_test: Tensor,
+    y_test: Tensor,
+    seed: int,
+    num_bins: int = 10,
+    curve_points: int = 10,
+) -> dict:
     """Run ``arm`` from the problem's start for ``budget``, drop the first ``burn_in``
     fraction of the iterations, and score the posterior predictive of (at most
     ``max_draws``) kept draws on the test set. A divergence is recorded, and the draws kept
@@ -134,8 +158,15 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_d
             keeper.add(state.theta[0], t, run.elapsed)
     except DivergenceError as err:
         diverged = f"{err} (iteration {run.iteration + 1})"
-    out = {"label": arm.label, "iterations": int(run.iteration), "grad_evals": int(run.grad_evals),
-           "sampling_s": float(run.elapsed), "diverged": diverged, "kept": 0, "used": 0}
+    out = {
+        "label": arm.label,
+        "iterations": int(run.iteration),
+        "grad_evals": int(run.grad_evals),
+        "sampling_s": float(run.elapsed),
+        "diverged": diverged,
+        "kept": 0,
+        "used": 0,
+    }
     steps = torch.tensor(keeper.steps, dtype=torch.long)
     if diverged is not None and len(keeper.draws):  # drop the draws of the blow-up itself
         finite = torch.stack(keeper.draws).isfinite().all(1)
@@ -163,13 +194,22 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, thin: int, max_d
         total = p if total is None else total + p
         count += len(c)
         m = classification_metrics(total / count, y_test, num_bins)
-        curve.append({"seconds": float(times[int(c[-1])]), "draws": count, "ece": m["ece"], "mce": m["mce"],
-                      "accuracy": m["accuracy"], "nll": m["nll"]})
+        curve.append(
+            {
+                "seconds": float(times[int(c[-1])]),
+                "draws": count,
+                "ece": m["ece"],
+                "mce": m["mce"],
+                "accuracy": m["accuracy"],
+                "nll": m["nll"],
+            }
+        )
     assert total is not None  # at least one chunk: len(draws) >= 1
     out["metrics"] = classification_metrics(total / count, y_test, num_bins)
     out["curve"] = curve
     out["eval_s"] = time.perf_counter() - t0
     return out
+
 
 # ---------------------------------------------------------------------------------------
 # a pSGLD / SGLD chain scored by its posterior predictive (psgld-fnn, psgld-cnn)
@@ -179,12 +219,17 @@ def _probs(module: nn.Module, x: Tensor, params: dict[str, Tensor], chunk: int =
     (``torch.func.functional_call``), in chunks of ``chunk`` rows (bounded memory)."""
     from torch.func import functional_call
 
-    return torch.cat([torch.softmax(functional_call(module, params, (x[i:i + chunk],)), -1).double()
-                      for i in range(0, len(x), chunk)])
+    return torch.cat(
+        [
+            torch.softmax(functional_call(module, params, (x[i : i + chunk],)), -1).double()
+            for i in range(0, len(x), chunk)
+        ]
+    )
 
 
-def run_one(energy: ModuleEnergy, sampler, data, cfg, log=None, *, folder: Path | None = None,
-            resume: bool = False) -> dict:
+def run_one(
+    energy: ModuleEnergy, sampler, data, cfg, log=None, *, folder: Path | None = None, resume: bool = False
+) -> dict:
     """One chain for ``cfg.epochs`` epochs through :func:`structmc.sample` (draws every
     ``steps_per_epoch / draws_per_epoch`` iterations after burn-in; with ``folder``, streamed
     there with a checkpoint every epoch, and ``resume=True`` continues an interrupted run);
@@ -201,15 +246,30 @@ def run_one(energy: ModuleEnergy, sampler, data, cfg, log=None, *, folder: Path 
     burn_in = min(cfg.burn_in, total - 1)
     every = min(every, total - burn_in)  # at least one draw, however short the run
     t0 = time.perf_counter()
-    chain = sample(energy, None, sampler, total, data=(x, y), batch_size=cfg.batch_size, seed=cfg.seed,
-                   burn_in=burn_in, thin=every, out_dir=folder, resume=resume and folder is not None,
-                   overwrite=not resume and folder is not None,
-                   checkpoint_every=steps_per_epoch if folder is not None else None,
-                   chunk_draws=max(1, cfg.draws_per_epoch), keep_in_memory=folder is None, progress=False)
+    chain = sample(
+        energy,
+        None,
+        sampler,
+        total,
+        data=(x, y),
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        burn_in=burn_in,
+        thin=every,
+        out_dir=folder,
+        resume=resume and folder is not None,
+        overwrite=not resume and folder is not None,
+        checkpoint_every=steps_per_epoch if folder is not None else None,
+        chunk_draws=max(1, cfg.draws_per_epoch),
+        keep_in_memory=folder is None,
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
-    draws = ((th, int(t)) for s, steps in (RunFolder(folder).iter_chunks() if folder is not None
-                                           else [(chain.samples, chain.draw_steps)])
-             for th, t in zip(s[0], steps))
+    draws = (
+        (th, int(t))
+        for s, steps in (RunFolder(folder).iter_chunks() if folder is not None else [(chain.samples, chain.draw_steps)])
+        for th, t in zip(s[0], steps)
+    )
     module = energy.module
     probs_sum = torch.zeros(len(y_test), 10, dtype=torch.float64)
     kept, curve, single, last = 0, [], [], math.nan
@@ -220,8 +280,10 @@ def run_one(energy: ModuleEnergy, sampler, data, cfg, log=None, *, folder: Path 
         curve.append(100 * err)
         single.append(100 * last)
         if log:
-            log(f"{sampler.name} epoch {len(curve)}: predictive error {100 * err:.2f}% ({kept} draws), "
-                f"last draw {100 * last:.2f}%")
+            log(
+                f"{sampler.name} epoch {len(curve)}: predictive error {100 * err:.2f}% ({kept} draws), "
+                f"last draw {100 * last:.2f}%"
+            )
 
     with torch.no_grad():
         for theta, t in draws:
@@ -236,8 +298,14 @@ def run_one(energy: ModuleEnergy, sampler, data, cfg, log=None, *, folder: Path 
             last = float((p.argmax(-1) != y_test).double().mean())
         while len(curve) < cfg.epochs:
             close_epoch()
-    return {"test_error_pct": curve[-1], "curve_pct": curve, "last_draw_error_pct": single, "draws": kept,
-            "seconds": seconds}
+    return {
+        "test_error_pct": curve[-1],
+        "curve_pct": curve,
+        "last_draw_error_pct": single,
+        "draws": kept,
+        "seconds": seconds,
+    }
+
 
 # ---------------------------------------------------------------------------------------
 # Bayesian logistic regression (mamba-logreg, psgld-blr)
@@ -257,6 +325,7 @@ class GaussianLogPrior:
     def __call__(self, theta: Tensor) -> Tensor:
         return -0.5 * theta.square().sum() / self.var
 
+
 # ---------------------------------------------------------------------------------------
 # minibatch FNBG on MNIST (gibbs-mnist, gibbs-augment; Papamarkou 2023)
 # ---------------------------------------------------------------------------------------
@@ -275,10 +344,12 @@ PROPOSAL_VARS: dict[int, tuple[float, float, float, float]] = {
 TRACE_PARAMS = (1005, 7872, 8008, 8107)
 CHANCE = 0.1
 DATASET_LABELS = {"mnist": "MNIST", "fashion-mnist": "FMNIST"}
-BLOCKS_NOTE = ("Blocks: the paper's 130 (Sect. 4.4) instead of the reference code's 810. A sweep costs about a fifth "
-               "(fewer, larger first-layer blocks), so the chain gets ~5x more sweeps in the same time; the later "
-               "layers' node blocks, whose small proposal variances make them the slow part of the transient, are "
-               "identical. Larger first-layer blocks lower that layer's acceptance at the same σ².")
+BLOCKS_NOTE = (
+    "Blocks: the paper's 130 (Sect. 4.4) instead of the reference code's 810. A sweep costs about a fifth "
+    "(fewer, larger first-layer blocks), so the chain gets ~5x more sweeps in the same time; the later "
+    "layers' node blocks, whose small proposal variances make them the slow part of the transient, are "
+    "identical. Larger first-layer blocks lower that layer's acceptance at the same σ²."
+)
 
 
 @dataclass
@@ -394,9 +465,22 @@ def check_windows(cfg: FNBGConfig, windows, predict_window: int | None = None) -
     return ws
 
 
-def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, x_test: Tensor, y_test: Tensor,
-              *, cfg: FNBGConfig, batch_size: int, windows, seed: int, folder: Path | None = None,
-              progress: bool | None = None) -> dict:
+def run_chain(
+    energy,
+    partition: Partition,
+    proposal_var,
+    x: Tensor,
+    y: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    *,
+    cfg: FNBGConfig,
+    batch_size: int,
+    windows,
+    seed: int,
+    folder: Path | None = None,
+    progress: bool | None = None,
+) -> dict:
     """One FNBG chain on ``(x, y)``; returns acceptance per layer, the test metrics of every
     window (``"probs"`` of the largest kept in memory), traces and timing."""
     ws = sorted(int(w) for w in windows)
@@ -404,6 +488,7 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
     theta0 = prior_draw(energy, cfg.num_chains, seed + 10_007)
     trace_idx = torch.tensor([i - 1 for i in TRACE_PARAMS if i <= energy.space.dim], dtype=torch.long)
     stride = max(1, cfg.num_steps // 2000)  # at most ~2,000 trace points per parameter
+
     # Fig. 5's traces: a recorder checkpointed with the run, so a resumed chain has them all
     def traced(state) -> Tensor:
         return state.theta[:, trace_idx]
@@ -419,9 +504,22 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
             trace.load_state_dict({"values": saved["traces"], "steps": saved["steps"]})
 
     t0 = time.perf_counter()
-    chain = sample(energy, theta0, sampler, cfg.num_steps, data=(x, y), batch_size=batch_size,
-                   num_chains=cfg.num_chains, burn_in=cfg.num_steps - ws[-1], thin=cfg.thin, seed=seed,
-                   batching="stratified", progress=progress, recorders={"traces": trace}, **kw)
+    chain = sample(
+        energy,
+        theta0,
+        sampler,
+        cfg.num_steps,
+        data=(x, y),
+        batch_size=batch_size,
+        num_chains=cfg.num_chains,
+        burn_in=cfg.num_steps - ws[-1],
+        thin=cfg.thin,
+        seed=seed,
+        batching="stratified",
+        progress=progress,
+        recorders={"traces": trace},
+        **kw,
+    )
     traces, trace_steps = trace.values, trace.steps
     seconds = time.perf_counter() - t0
     acc_layer = acceptance(chain, partition, by="layer", window=(cfg.burn_in + 1, cfg.num_steps))  # [C, L]
@@ -449,13 +547,20 @@ def run_chain(energy, partition: Partition, proposal_var, x: Tensor, y: Tensor, 
     return {
         "acceptance_per_layer": acc_layer.mean(0).tolist(),
         "acceptance_per_layer_by_chain": acc_layer.tolist(),
-        "by_window": by_window, "probs": probs_by_window,
-        "trace": {"params": [int(i) + 1 for i in trace_idx],
-                  "steps": trace_steps, "values": torch.stack(traces, 1).tolist() if traces else []},
-        "energy_trace": {"steps": list(range(1, chain.info["energy"].shape[-1] + 1, stride)),
-                         "values": chain.info["energy"][:, ::stride].tolist()},  # −log target on the sweep's batch
+        "by_window": by_window,
+        "probs": probs_by_window,
+        "trace": {
+            "params": [int(i) + 1 for i in trace_idx],
+            "steps": trace_steps,
+            "values": torch.stack(traces, 1).tolist() if traces else [],
+        },
+        "energy_trace": {
+            "steps": list(range(1, chain.info["energy"].shape[-1] + 1, stride)),
+            "values": chain.info["energy"][:, ::stride].tolist(),
+        },  # −log target on the sweep's batch
         "energy_last": chain.info["energy"][:, -1].tolist(),
-        "seconds": seconds, "seconds_predict": predict_seconds,
+        "seconds": seconds,
+        "seconds_predict": predict_seconds,
         "sweeps_per_second": cfg.num_steps / seconds if seconds > 0 else float("nan"),
         "num_blocks": partition.num_groups,
         "proposal_var": list(proposal_var),
@@ -469,12 +574,15 @@ def accuracy_verdict(ours: float, paper: float | None, rule: str, tolerance: flo
         return "n/a (no published value in the text)"
     if rule == "tolerance":
         ok = abs(ours - paper) <= tolerance
-        return (f"{'agrees' if ok else 'differs'} (|Δ| = {100 * abs(ours - paper):.2f} pp, "
-                f"rule ≤ {100 * tolerance:.1f} pp)")
+        return (
+            f"{'agrees' if ok else 'differs'} (|Δ| = {100 * abs(ours - paper):.2f} pp, rule ≤ {100 * tolerance:.1f} pp)"
+        )
     if rule == "ordering":
         ok = CHANCE < ours <= paper + tolerance
-        return (f"{'consistent' if ok else 'inconsistent'} (rule: chance {100 * CHANCE:.0f} % < ours ≤ paper + "
-                f"{100 * tolerance:.1f} pp; a shorter chain is expected below the paper)")
+        return (
+            f"{'consistent' if ok else 'inconsistent'} (rule: chance {100 * CHANCE:.0f} % < ours ≤ paper + "
+            f"{100 * tolerance:.1f} pp; a shorter chain is expected below the paper)"
+        )
     raise ValueError(f"rule must be 'tolerance' or 'ordering', got {rule!r}")
 
 
@@ -483,8 +591,18 @@ def reductions(cfg: FNBGConfig, preset: str, full: FNBGConfig) -> list[str]:
     if preset == "full":
         return []
     out = []
-    skip = {"rule", "checkpoint_every", "resume", "data_dir", "num_examples", "proposal_var", "tolerance",
-            "length_slack", "min_acceptance", "num_threads"}
+    skip = {
+        "rule",
+        "checkpoint_every",
+        "resume",
+        "data_dir",
+        "num_examples",
+        "proposal_var",
+        "tolerance",
+        "length_slack",
+        "min_acceptance",
+        "num_threads",
+    }
     for f in fields(FNBGConfig):
         if f.name in skip or not hasattr(full, f.name):
             continue
@@ -497,15 +615,18 @@ def reductions(cfg: FNBGConfig, preset: str, full: FNBGConfig) -> list[str]:
 def verdict_outcome(verdict: str, good: tuple[str, ...] = ("agrees", "consistent")):
     """A Claim's test from one of the verdict functions above: True / False, or ValueError
     (-> "not comparable: ...") for an "n/a (...)" verdict."""
+
     def test(_ours):
         if verdict.startswith("n/a"):
             raise ValueError(verdict[3:].strip(" ()") or "not testable")
         return verdict.startswith(good)
+
     return test
 
 
-def accuracy_comparison(quantity: str, ours: float, paper: float | None, cfg: FNBGConfig, synthetic: bool,
-                        note: str = ""):
+def accuracy_comparison(
+    quantity: str, ours: float, paper: float | None, cfg: FNBGConfig, synthetic: bool, note: str = ""
+):
     """The accuracy row of :func:`accuracy_verdict` as a Comparison: ``rule="tolerance"`` ->
     ``Tolerance(abs=tolerance)``; ``"ordering"`` -> a Claim (chance < ours ≤ paper + tolerance);
     synthetic data -> "not comparable"; no published value -> "no published value"."""
@@ -525,9 +646,11 @@ def accuracy_comparison(quantity: str, ours: float, paper: float | None, cfg: FN
         # reduced preset (rule "ordering") is kept as a note
         rule = Tolerance(abs=cfg.tolerance)
         if cfg.rule == "ordering":
-            check = (f"reduced-run check chance {CHANCE:g} < ours ≤ paper + {cfg.tolerance:g}: "
-                     f"{'holds' if old.startswith('consistent') else 'fails'} (a shorter chain is expected below "
-                     "the paper)")
+            check = (
+                f"reduced-run check chance {CHANCE:g} < ours ≤ paper + {cfg.tolerance:g}: "
+                f"{'holds' if old.startswith('consistent') else 'fails'} (a shorter chain is expected below "
+                "the paper)"
+            )
             note = f"{note}; {check}" if note else check
     return Comparison(quantity, ours, shown, rule, unit="accuracy", note=note)
 
@@ -536,44 +659,102 @@ def reduction_note(reduced: list[str]) -> list[str]:
     """:func:`reductions` plus what they are expected to change."""
     if not reduced:
         return []
-    return list(reduced) + ["expected effect: far fewer sweeps than the paper's 110,000 leave the chain in its "
-                            "initial transient, so accuracies are expected below the paper's and windows reaching "
-                            "back into the transient can break the chain-length ordering; fewer training/test images "
-                            "or batch sizes make the accuracies noisier and drop the batch-size ordering"]
+    return list(reduced) + [
+        "expected effect: far fewer sweeps than the paper's 110,000 leave the chain in its "
+        "initial transient, so accuracies are expected below the paper's and windows reaching "
+        "back into the transient can break the chain-length ordering; fewer training/test images "
+        "or batch sizes make the accuracies noisier and drop the batch-size ordering"
+    ]
 
 
 def fnbg_step_size_lines(cfg: FNBGConfig) -> list[str]:
-    lines = ["no gradient step: Metropolis-within-Gibbs with a Gaussian random-walk proposal per block; the "
-             "paper's proposal variance σ² per layer (layers 1, 2, 3, output) is used as is"]
+    lines = [
+        "no gradient step: Metropolis-within-Gibbs with a Gaussian random-walk proposal per block; the "
+        "paper's proposal variance σ² per layer (layers 1, 2, 3, output) is used as is"
+    ]
     for b in cfg.batch_sizes:
         var, src = proposal_var_for(cfg, b)
         lines.append(f"batch {b:,}: σ² = {', '.join(f'{v:g}' for v in var)} ({src} of the reference code's table)")
     return lines
 
 
-def write_fnbg_report(out: Path, name: str, report: dict, cfg: FNBGConfig, preset: str, comparisons: list,
-                      markdown: str, reductions_: list[str], notes: Sequence[str] = ()) -> dict:
+def write_fnbg_report(
+    out: Path,
+    name: str,
+    report: dict,
+    cfg: FNBGConfig,
+    preset: str,
+    comparisons: list,
+    markdown: str,
+    reductions_: list[str],
+    notes: Sequence[str] = (),
+) -> dict:
     """Write ``report.json``/``report.md`` through :func:`._report.write_details_report`: the
     experiment's record (tables, runs, data, partition...) under ``numbers``, its Markdown
     tables as the details; a note when the images are the synthetic stand-in."""
     from ._report import write_details_report
 
     synthetic = any(d.get("source") == "synthetic" for d in report.get("data", {}).values())
-    notes = list(notes) + (["DATA: synthetic stand-in images (the files were not found or data='synthetic'): the "
-                            "paper's accuracies are shown but not judged"] if synthetic else [])
+    notes = list(notes) + (
+        [
+            "DATA: synthetic stand-in images (the files were not found or data='synthetic'): the "
+            "paper's accuracies are shown but not judged"
+        ]
+        if synthetic
+        else []
+    )
     figures = sorted(p.name for p in Path(out).glob("*.png"))
-    return write_details_report(out, name, preset=preset, config=asdict(cfg), seed=cfg.seed, details=report,
-                                comparisons=comparisons, markdown=markdown, wall_time_s=report["wall_time_s"],
-                                step_sizes=fnbg_step_size_lines(cfg), reductions=reductions_, figures=figures,
-                                notes=notes)
+    return write_details_report(
+        out,
+        name,
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        details=report,
+        comparisons=comparisons,
+        markdown=markdown,
+        wall_time_s=report["wall_time_s"],
+        step_sizes=fnbg_step_size_lines(cfg),
+        reductions=reductions_,
+        figures=figures,
+        notes=notes,
+    )
 
 
 def pct(v) -> str:
     return "—" if v is None else f"{100 * v:.2f}"
 
 
-__all__ = ["load_images", "MnistData", "load_data", "mamba_budget", "log_loss_metric", "evaluate_arm", "run_one",
-           "logistic_log_likelihood", "GaussianLogPrior", "PAPER_ACCURACY", "PROPOSAL_VARS", "TRACE_PARAMS", "CHANCE",
-           "DATASET_LABELS", "BLOCKS_NOTE", "FNBGConfig", "paper_partition", "make_partition", "standardize",
-           "proposal_var_for", "prior_draw", "check_windows", "run_chain", "accuracy_verdict", "reductions",
-           "verdict_outcome", "accuracy_comparison", "reduction_note", "fnbg_step_size_lines", "write_fnbg_report", "pct"]
+__all__ = [
+    "load_images",
+    "MnistData",
+    "load_data",
+    "mamba_budget",
+    "log_loss_metric",
+    "evaluate_arm",
+    "run_one",
+    "logistic_log_likelihood",
+    "GaussianLogPrior",
+    "PAPER_ACCURACY",
+    "PROPOSAL_VARS",
+    "TRACE_PARAMS",
+    "CHANCE",
+    "DATASET_LABELS",
+    "BLOCKS_NOTE",
+    "FNBGConfig",
+    "paper_partition",
+    "make_partition",
+    "standardize",
+    "proposal_var_for",
+    "prior_draw",
+    "check_windows",
+    "run_chain",
+    "accuracy_verdict",
+    "reductions",
+    "verdict_outcome",
+    "accuracy_comparison",
+    "reduction_note",
+    "fnbg_step_size_lines",
+    "write_fnbg_report",
+    "pct",
+]

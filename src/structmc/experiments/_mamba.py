@@ -56,9 +56,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, overload
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -69,7 +70,9 @@ from ..run import Budget, DivergenceError
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
 from ._report import fmt_num, json_value
-from ._shared import jsonable as _jsonable, threads as Threads, versions
+from ._shared import jsonable as _jsonable
+from ._shared import threads as Threads
+from ._shared import versions
 
 SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = ("M-KSD", "M-FSSD", "Grid", "Heuristic")
@@ -136,14 +139,16 @@ LOGREG_BATCHES = (1.0, 0.1, 0.01, 0.001)  # App. C.1.3: 100 %, 10 %, 1 %, 0.1 %
 PMF_BATCHES = (1.0, 0.1, 0.01)  # App. C.2.3: 100 %, 10 %, 1 % (80,000 / 8,000 / 800 ratings)
 
 
-def mamba_arms(spec: str | SamplerSpec, log10_h: Sequence[float],
-               batch_fractions: Sequence[float | int | None]) -> list[Arm]:
+def mamba_arms(
+    spec: str | SamplerSpec, log10_h: Sequence[float], batch_fractions: Sequence[float | int | None]
+) -> list[Arm]:
     """MAMBA's arms: step grid × batch fractions (× L for SGHMC), e.g. 14 × 4 = 56 arms for
     SGLD on the logistic regression, 14 × 4 × 2 = 112 for SGHMC."""
     spec = sampler_spec(spec)
     leapfrogs = spec.leapfrog_grid or (None,)
-    return [Arm(spec.config(10.0 ** lh, L), b, spec.gradient)
-            for b in batch_fractions for lh in log10_h for L in leapfrogs]
+    return [
+        Arm(spec.config(10.0**lh, L), b, spec.gradient) for b in batch_fractions for lh in log10_h for L in leapfrogs
+    ]
 
 
 def grid_search_arms(spec: str | SamplerSpec, log10_h: Sequence[float], batch: float | int | None = 0.1) -> list[Arm]:
@@ -157,8 +162,14 @@ def heuristic_arm(spec: str | SamplerSpec, num_data: int, batch: float | int | N
     return Arm(spec.config(1.0 / int(num_data), spec.heuristic_leapfrog), batch, spec.gradient)
 
 
-def method_arms(method: str, spec: str | SamplerSpec, log10_h: Sequence[float], batch_fractions: Sequence[float],
-                num_data: int, grid_batch: float = 0.1) -> list[Arm]:
+def method_arms(
+    method: str,
+    spec: str | SamplerSpec,
+    log10_h: Sequence[float],
+    batch_fractions: Sequence[float],
+    num_data: int,
+    grid_batch: float = 0.1,
+) -> list[Arm]:
     """The arms ``method`` (one of :data:`METHODS`) chooses from."""
     if method in ("M-KSD", "M-FSSD", "MAMBA"):
         return mamba_arms(spec, log10_h, batch_fractions)
@@ -193,8 +204,15 @@ def arm_summary(arm: Arm | None, num_data: int | None = None) -> dict | None:
         pct, n = (100.0 * b / num_data if num_data else None), b
     else:
         pct, n = 100.0 * b, (max(1, int(math.floor(b * num_data))) if num_data else None)
-    return {"log10_h": round(math.log10(paper_h(arm)), 3), "lr": float(arm.sampler["lr"]), "batch_pct": pct,
-            "batch": n, "L": arm.sampler.get("num_leapfrog"), "label": arm.label, "arm": arm.to_dict()}
+    return {
+        "log10_h": round(math.log10(paper_h(arm)), 3),
+        "lr": float(arm.sampler["lr"]),
+        "batch_pct": pct,
+        "batch": n,
+        "L": arm.sampler.get("num_leapfrog"),
+        "label": arm.label,
+        "arm": arm.to_dict(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,8 +283,16 @@ def _metric(method: str, s: TuningSettings):
     raise ValueError(method)
 
 
-def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Problem,
-         grid_problem: Problem | None = None, trace_dir: str | Path | None = None, plot: bool = True) -> dict:
+def tune(
+    method: str,
+    spec: str | SamplerSpec,
+    s: TuningSettings,
+    *,
+    problem: Problem,
+    grid_problem: Problem | None = None,
+    trace_dir: str | Path | None = None,
+    plot: bool = True,
+) -> dict:
     """Choose an arm of ``spec`` with ``method`` (one of :data:`METHODS` or ``"MAMBA"``, an
     alias of ``"M-KSD"``).
 
@@ -281,28 +307,56 @@ def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Pr
     spec = sampler_spec(spec)
     num_data = problem.num_data
     arms = method_arms(method, spec, s.log10_h, s.batch_fractions, num_data or 1, s.grid_batch)
-    out: dict[str, Any] = {"method": method, "sampler": spec.label, "arm": None, "num_arms": len(arms), "budget": None,
-                           "R": None,
-           "timing": {}, "wall_s": 0.0, "wall_over_T": None, "rounds": [], "summary": "", "error": None}
+    out: dict[str, Any] = {
+        "method": method,
+        "sampler": spec.label,
+        "arm": None,
+        "num_arms": len(arms),
+        "budget": None,
+        "R": None,
+        "timing": {},
+        "wall_s": 0.0,
+        "wall_over_T": None,
+        "rounds": [],
+        "summary": "",
+        "error": None,
+    }
     if method == "Heuristic":
         out["arm"] = arms[0]
         out["summary"] = f"heuristic: {arms[0].label} (h = 1/N, no tuning)"
         return out
-    common = dict(executor=s.executor, seed=s.seed, thin=s.thin, max_samples=s.max_samples,
-                  min_samples=s.min_samples, metric_cost=s.metric_cost, progress=False)
+    common = dict(
+        executor=s.executor,
+        seed=s.seed,
+        thin=s.thin,
+        max_samples=s.max_samples,
+        min_samples=s.min_samples,
+        metric_cost=s.metric_cost,
+        progress=False,
+    )
     t0 = time.perf_counter()
     try:
         if method == "Grid":
             gp = grid_problem or problem
             budget = s.grid_budget
             metric = KSD() if s.grid_metric == "ksd" else s.grid_metric
-            res = grid_search(gp.energy, None, arms, budget, batch_size=s.grid_batch, metric=metric, problem=gp,
-                              **common)
+            res = grid_search(
+                gp.energy, None, arms, budget, batch_size=s.grid_batch, metric=metric, problem=gp, **common
+            )
         else:
             budget = total_budget(s.R, len(arms), s.eta, s.budget_kind)
             out["R"] = s.R
-            res = mamba(problem.energy, None, arms, budget, eta=s.eta, metric=_metric(method, s), problem=problem,
-                        restart=s.restart, **common)
+            res = mamba(
+                problem.energy,
+                None,
+                arms,
+                budget,
+                eta=s.eta,
+                metric=_metric(method, s),
+                problem=problem,
+                restart=s.restart,
+                **common,
+            )
     except Exception as err:  # every arm failed: report, do not stop the experiment
         out["error"] = f"{type(err).__name__}: {err}"
         out["wall_s"] = time.perf_counter() - t0
@@ -313,11 +367,17 @@ def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Pr
     out["arm"] = res.best
     out["timing"] = dict(res.timing)
     out["summary"] = res.summary()
-    out["rounds"] = [{"round": r["round"], "arms": len(r["arms"]),
-                      "budget": {k: v for k, v in r["budget"].items() if v is not None},
-                      "best": min((x["metric"] for x in r["results"]), default=math.inf),
-                      "failed": sum(1 for x in r["results"] if x["error"]), "wall_s": r["wall_s"]}
-                     for r in res.rounds]
+    out["rounds"] = [
+        {
+            "round": r["round"],
+            "arms": len(r["arms"]),
+            "budget": {k: v for k, v in r["budget"].items() if v is not None},
+            "best": min((x["metric"] for x in r["results"]), default=math.inf),
+            "failed": sum(1 for x in r["results"] if x["error"]),
+            "wall_s": r["wall_s"],
+        }
+        for r in res.rounds
+    ]
     if budget.seconds is not None:  # the whole call: problem checks, the tuner's rounds, its result
         out["wall_over_T"] = out["wall_s"] / budget.seconds
     if trace_dir is not None:
@@ -333,9 +393,17 @@ def tune(method: str, spec: str | SamplerSpec, s: TuningSettings, *, problem: Pr
     return out
 
 
-def tune_all(samplers: Sequence[str], methods: Sequence[str], s: TuningSettings, *, problem: Problem,
-             grid_problem: Problem | None = None, out_dir: str | Path | None = None,
-             log: Callable[[str], None] | None = None, plot_traces: bool = True) -> dict:
+def tune_all(
+    samplers: Sequence[str],
+    methods: Sequence[str],
+    s: TuningSettings,
+    *,
+    problem: Problem,
+    grid_problem: Problem | None = None,
+    out_dir: str | Path | None = None,
+    log: Callable[[str], None] | None = None,
+    plot_traces: bool = True,
+) -> dict:
     """:func:`tune` for every sampler and method: ``{sampler: {method: outcome}}``. One
     executor (built from ``s.executor`` if it is a spec) serves every call."""
     own = s.executor is None or isinstance(s.executor, str)
@@ -347,8 +415,15 @@ def tune_all(samplers: Sequence[str], methods: Sequence[str], s: TuningSettings,
             result[label] = {}
             for method in methods:
                 trace = None if out_dir is None else Path(out_dir) / "tuning" / label / method
-                res = tune(method, label, s_local, problem=problem, grid_problem=grid_problem, trace_dir=trace,
-                           plot=plot_traces)
+                res = tune(
+                    method,
+                    label,
+                    s_local,
+                    problem=problem,
+                    grid_problem=grid_problem,
+                    trace_dir=trace,
+                    plot=plot_traces,
+                )
                 result[label][method] = res
                 if log is not None:
                     chosen = res["arm"].label if res["arm"] is not None else f"none ({res['error']})"
@@ -395,9 +470,20 @@ def relative_sd_error(sd: Tensor | None, reference_sd: Tensor | None) -> float |
     return float((sd - ref).norm() / ref.norm())
 
 
-def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, thin: int = 10,
-                 max_ksd_samples: int | None = 2000, burn_in: float = 0.0, reference_sd: Tensor | None = None,
-                 extra: Callable[[Tensor], dict] | None = None, curve_points: int = 20, sd_every: int = 1) -> dict:
+def evaluate_arm(
+    problem: Problem,
+    arm: Arm,
+    budget: Budget,
+    *,
+    seed: int = 0,
+    thin: int = 10,
+    max_ksd_samples: int | None = 2000,
+    burn_in: float = 0.0,
+    reference_sd: Tensor | None = None,
+    extra: Callable[[Tensor], dict] | None = None,
+    curve_points: int = 20,
+    sd_every: int = 1,
+) -> dict:
     """Run ``arm`` on ``problem`` (from its ``init``, the MAP) for ``budget`` and measure it.
 
     ``burn_in``: a fraction of the budget run first and discarded (seconds or iterations,
@@ -412,9 +498,21 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, t
     "kept", "ksd_samples", "ksd", "sd", "mean", "xi", "curve" {"seconds", "ksd"},
     "ksd_seconds" (scoring time), "error", ...extra}``; a diverged run gives ``error`` and
     ``ksd=None``."""
-    out = {"arm": arm.label, "iterations": 0, "seconds": 0.0, "burn_in_iterations": 0, "kept": 0, "ksd_samples": 0,
-           "ksd": None, "xi": None, "sd": None, "mean": None, "curve": {"seconds": [], "ksd": []}, "ksd_seconds": 0.0,
-           "error": None}
+    out = {
+        "arm": arm.label,
+        "iterations": 0,
+        "seconds": 0.0,
+        "burn_in_iterations": 0,
+        "kept": 0,
+        "ksd_samples": 0,
+        "ksd": None,
+        "xi": None,
+        "sd": None,
+        "mean": None,
+        "curve": {"seconds": [], "ksd": []},
+        "ksd_seconds": 0.0,
+        "error": None,
+    }
     run = problem.run(arm, seed=seed)
     stats = _Welford()
     draws, times = [], []
@@ -468,8 +566,7 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, t
             n = x.shape[0]
             at = sorted({max(1, int(round(n * (j + 1) / curve_points))) for j in range(curve_points)})
             curve = ksd_curve(x, scores, at=at)
-            out["curve"] = {"seconds": [float(t[a - 1]) for a in at], "ksd": [float(v) for v in curve],
-                            "samples": at}
+            out["curve"] = {"seconds": [float(t[a - 1]) for a in at], "ksd": [float(v) for v in curve], "samples": at}
         else:
             out["error"] = "non-finite scores at the draws"
         out["ksd_seconds"] = time.perf_counter() - t0
@@ -479,8 +576,15 @@ def evaluate_arm(problem: Problem, arm: Arm, budget: Budget, *, seed: int = 0, t
     return out
 
 
-def evaluate_all(tuned: Mapping[str, Mapping[str, dict]], problem: Problem, budget: Budget, *, seed: int = 0,
-                 log: Callable[[str], None] | None = None, **kwargs) -> dict:
+def evaluate_all(
+    tuned: Mapping[str, Mapping[str, dict]],
+    problem: Problem,
+    budget: Budget,
+    *,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+    **kwargs,
+) -> dict:
     """:func:`evaluate_arm` for every chosen arm of :func:`tune_all`'s result:
     ``{sampler: {method: evaluation}}`` (``None`` where the method chose nothing). The seed
     is the same for every method of a sampler, so methods differ by their arm only."""
@@ -497,8 +601,10 @@ def evaluate_all(tuned: Mapping[str, Mapping[str, dict]], problem: Problem, budg
             if log is not None:
                 k = "-" if ev["ksd"] is None else f"{ev['ksd']:.4g}"
                 x = "-" if ev["xi"] is None else f"{100 * ev['xi']:.1f}"
-                log(f"eval {label:9s} {method:9s} KSD {k:>9s}  xi*100 {x:>7s}  {ev['iterations']} its"
-                    + (f"  ({ev['error']})" if ev["error"] else ""))
+                log(
+                    f"eval {label:9s} {method:9s} KSD {k:>9s}  xi*100 {x:>7s}  {ev['iterations']} its"
+                    + (f"  ({ev['error']})" if ev["error"] else "")
+                )
     return out
 
 
@@ -535,9 +641,20 @@ def lowest_counts(values: Mapping[str, Sequence]) -> dict[str, int]:
     return within_factor_counts(values, 1.0)
 
 
-def method_rows(metric_key: str, metric_name: str, source: str, ours: Mapping[str, Sequence],
-                paper: Mapping[str, Sequence], samplers: Sequence[str], *, factor: float = 1.5, slack: int = 1,
-                scale: float = 1.0, unit: str = "", comparable: bool = False) -> list[dict]:
+def method_rows(
+    metric_key: str,
+    metric_name: str,
+    source: str,
+    ours: Mapping[str, Sequence],
+    paper: Mapping[str, Sequence],
+    samplers: Sequence[str],
+    *,
+    factor: float = 1.5,
+    slack: int = 1,
+    scale: float = 1.0,
+    unit: str = "",
+    comparable: bool = False,
+) -> list[dict]:
     """One row per method for a metric (lower is better): ``ours`` and ``paper`` map method ->
     one value per sampler (``scale`` multiplies ours for display, e.g. 100 for ξ × 10²).
 
@@ -548,8 +665,9 @@ def method_rows(metric_key: str, metric_name: str, source: str, ours: Mapping[st
     magnitudes are on the paper's scale (same N, budgets); when they are, the row also
     records on how many samplers ours is within a factor 2 of the paper's value."""
     methods = [m for m in paper if m in ours]
-    ours_scaled = {m: [None if v is None or not math.isfinite(float(v)) else float(v) * scale for v in ours[m]]
-                   for m in methods}
+    ours_scaled = {
+        m: [None if v is None or not math.isfinite(float(v)) else float(v) * scale for v in ours[m]] for m in methods
+    }
     c_ours = within_factor_counts(ours_scaled, factor)
     c_paper = within_factor_counts({m: paper[m] for m in methods}, factor)
     rows = []
@@ -560,13 +678,27 @@ def method_rows(metric_key: str, metric_name: str, source: str, ours: Mapping[st
             verdict = "n/a"
         else:
             verdict = "agrees" if abs(c_ours[m] - c_paper[m]) <= slack else "differs"
-        row = {"key": f"{m}:{metric_key}", "method": m, "metric": metric_key, "quantity": f"{m}, {metric_name}",
-               "source": source, "samplers": list(samplers), "paper": list(paper[m]), "ours": vals,
-               "statistic": f"samplers within x{factor:g} of the best method",
-               "paper_count": c_paper[m], "ours_count": c_ours[m] if finite else None, "unit": unit, "slack": slack,
-               "rule": (f"count of samplers where this method is within x{factor:g} of the lowest of the "
-                        f"{len(methods)} methods: |ours - paper| <= {slack}"),
-               "verdict": verdict, "comparable": comparable}
+        row = {
+            "key": f"{m}:{metric_key}",
+            "method": m,
+            "metric": metric_key,
+            "quantity": f"{m}, {metric_name}",
+            "source": source,
+            "samplers": list(samplers),
+            "paper": list(paper[m]),
+            "ours": vals,
+            "statistic": f"samplers within x{factor:g} of the best method",
+            "paper_count": c_paper[m],
+            "ours_count": c_ours[m] if finite else None,
+            "unit": unit,
+            "slack": slack,
+            "rule": (
+                f"count of samplers where this method is within x{factor:g} of the lowest of the "
+                f"{len(methods)} methods: |ours - paper| <= {slack}"
+            ),
+            "verdict": verdict,
+            "comparable": comparable,
+        }
         if comparable and finite:
             close = sum(1 for o, p in zip(vals, paper[m]) if o is not None and p and 0.5 <= o / p <= 2.0)
             row["magnitude"] = f"{close} of {len(vals)} samplers within x2 of the paper's value"
@@ -576,17 +708,30 @@ def method_rows(metric_key: str, metric_name: str, source: str, ours: Mapping[st
     return rows
 
 
-def claim_row(key: str, quantity: str, source: str, paper_text: str, ours_text: str, holds: bool | None,
-              rule: str) -> dict:
+def claim_row(
+    key: str, quantity: str, source: str, paper_text: str, ours_text: str, holds: bool | None, rule: str
+) -> dict:
     """A row for one of the paper's qualitative claims ("agrees" when ours shows it too)."""
     verdict = "n/a" if holds is None else ("agrees" if holds else "differs")
-    return {"key": key, "method": None, "metric": "claim", "quantity": quantity, "source": source,
-            "paper": paper_text, "ours": ours_text, "statistic": "claim", "unit": "", "rule": rule,
-            "verdict": verdict, "magnitude": ""}
+    return {
+        "key": key,
+        "method": None,
+        "metric": "claim",
+        "quantity": quantity,
+        "source": source,
+        "paper": paper_text,
+        "ours": ours_text,
+        "statistic": "claim",
+        "unit": "",
+        "rule": rule,
+        "verdict": verdict,
+        "magnitude": "",
+    }
 
 
-def values_table(evals: Mapping[str, Mapping[str, dict | None]], key: str, methods: Sequence[str],
-                 samplers: Sequence[str]) -> dict[str, list]:
+def values_table(
+    evals: Mapping[str, Mapping[str, dict | None]], key: str, methods: Sequence[str], samplers: Sequence[str]
+) -> dict[str, list]:
     """``{method: [value per sampler]}`` of ``evals[sampler][method][key]`` (None if missing)."""
     out = {}
     for m in methods:
@@ -601,15 +746,20 @@ def values_table(evals: Mapping[str, Mapping[str, dict | None]], key: str, metho
 def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list[str]:
     """Markdown lines: one table row per method × metric row, a cell per sampler as
     ``ours (paper)``, then the ordering statistic, rule and verdict."""
-    lines = ["| method | metric | " + " | ".join(samplers) + " | within-factor count ours / paper | verdict |",
-             "|---|---|" + "---|" * len(samplers) + "---|---|"]
+    lines = [
+        "| method | metric | " + " | ".join(samplers) + " | within-factor count ours / paper | verdict |",
+        "|---|---|" + "---|" * len(samplers) + "---|---|",
+    ]
     for r in rows:
         if r["metric"] == "claim":
             continue
         cells = [f"{fmt_num(o)} ({fmt_num(p)})" for o, p in zip(r["ours"], r["paper"])]
         oc = "-" if r["ours_count"] is None else str(r["ours_count"])
-        lines.append(f"| {r['method']} | {r['metric_label'] if 'metric_label' in r else r['metric']} | "
-                     + " | ".join(cells) + f" | {oc} / {r['paper_count']} | **{r['verdict']}** |")
+        lines.append(
+            f"| {r['method']} | {r['metric_label'] if 'metric_label' in r else r['metric']} | "
+            + " | ".join(cells)
+            + f" | {oc} / {r['paper_count']} | **{r['verdict']}** |"
+        )
     return lines
 
 
@@ -618,8 +768,9 @@ def markdown_claims(rows: Sequence[dict]) -> list[str]:
     for r in rows:
         if r["metric"] != "claim":
             continue
-        lines.append(f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | "
-                     f"**{r['verdict']}** |")
+        lines.append(
+            f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | **{r['verdict']}** |"
+        )
     return lines
 
 
@@ -632,11 +783,14 @@ def markdown_choices(tuned: Mapping[str, Mapping[str, dict]], num_data: int, pap
         cells = []
         for m in methods:
             a = arm_summary(by_m[m]["arm"], num_data)
-            txt = "failed" if a is None else (f"h=10^{a['log10_h']:g}, {a['batch_pct']:.3g} %"
-                                              + (f", L={a['L']}" if a["L"] else ""))
+            txt = (
+                "failed"
+                if a is None
+                else (f"h=10^{a['log10_h']:g}, {a['batch_pct']:.3g} %" + (f", L={a['L']}" if a["L"] else ""))
+            )
             if paper and s in paper and m in paper[s]:
                 ph = paper[s][m]
-                txt += f" ({'h=10^%g, %g %%' % (ph[0], ph[1])}{', L=%d' % ph[2] if len(ph) > 2 and ph[2] else ''})"
+                txt += f" ({f'h=10^{ph[0]:g}, {ph[1]:g} %'}{f', L={ph[2]:d}' if len(ph) > 2 and ph[2] else ''})"
             cells.append(txt)
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return lines
@@ -646,36 +800,65 @@ def markdown_timing(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5
     """The wall time of every tuning call (problem checks, rounds, result) against its budget T,
     split by the tuner (``TuningResult.timing``: sampling, scores, metric, set-up, driver
     overhead) plus the rest (:func:`_other_time`)."""
-    lines = ["| sampler | method | arms | T | whole call | call / T | sampling | scores | metric | set-up "
-             "| overhead | other |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| sampler | method | arms | T | whole call | call / T | sampling | scores | metric | set-up "
+        "| overhead | other |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for s, by_m in tuned.items():
         for m, r in by_m.items():
             if m == "Heuristic" or not r.get("timing"):
                 continue
             t = r["timing"]
             b = r["budget"] or {}
-            T = f"{b['seconds']:.2f} s" if "seconds" in b else ", ".join(f"{v} {k}" for k, v in b.items()) + " /arm" * (m == "Grid")
-            ratio = "-" if r["wall_over_T"] is None else f"{r['wall_over_T']:.2f}" + (" ✗" if r["wall_over_T"] > target else "")
-            lines.append(f"| {s} | {m} | {r['num_arms']} | {T} | {r['wall_s']:.2f} s | {ratio} | "
-                         f"{t.get('sampling', 0):.2f} | {t.get('scores', 0):.2f} | {t.get('metric', 0):.2f} | "
-                         f"{t.get('setup', 0):.2f} | {t.get('overhead', 0):.2f} | {_other_time(r):.2f} |")
+            T = (
+                f"{b['seconds']:.2f} s"
+                if "seconds" in b
+                else ", ".join(f"{v} {k}" for k, v in b.items()) + " /arm" * (m == "Grid")
+            )
+            ratio = (
+                "-"
+                if r["wall_over_T"] is None
+                else f"{r['wall_over_T']:.2f}" + (" ✗" if r["wall_over_T"] > target else "")
+            )
+            lines.append(
+                f"| {s} | {m} | {r['num_arms']} | {T} | {r['wall_s']:.2f} s | {ratio} | "
+                f"{t.get('sampling', 0):.2f} | {t.get('scores', 0):.2f} | {t.get('metric', 0):.2f} | "
+                f"{t.get('setup', 0):.2f} | {t.get('overhead', 0):.2f} | {_other_time(r):.2f} |"
+            )
     return lines
 
 
 def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> dict:
     """Row: every seconds-budget MAMBA run's tuning wall time ≤ ``target`` × T (the issue's
     target, not a paper number)."""
-    ratios = [(s, m, r["wall_over_T"]) for s, by_m in tuned.items() for m, r in by_m.items()
-              if m not in ("Grid", "Heuristic") and r.get("wall_over_T") is not None]
+    ratios = [
+        (s, m, r["wall_over_T"])
+        for s, by_m in tuned.items()
+        for m, r in by_m.items()
+        if m not in ("Grid", "Heuristic") and r.get("wall_over_T") is not None
+    ]
     if not ratios:
-        return claim_row("tuning_wall", f"MAMBA tuning wall time <= {target:g} x T", "issue target (not in the paper)",
-                         f"<= {target:g}", "no seconds budget in this preset", None,
-                         "every MAMBA run: wall / T <= target; n/a for iteration budgets")
+        return claim_row(
+            "tuning_wall",
+            f"MAMBA tuning wall time <= {target:g} x T",
+            "issue target (not in the paper)",
+            f"<= {target:g}",
+            "no seconds budget in this preset",
+            None,
+            "every MAMBA run: wall / T <= target; n/a for iteration budgets",
+        )
     ok = [r for r in ratios if r[2] <= target]
     worst = max(ratios, key=lambda r: r[2])
-    return claim_row("tuning_wall", f"MAMBA tuning wall time <= {target:g} x T", "issue target (not in the paper)",
-                     f"<= {target:g}", f"{len(ok)} of {len(ratios)} runs; worst {worst[2]:.2f} ({worst[0]} {worst[1]})",
-                     len(ok) == len(ratios), "every MAMBA call: whole wall time / T <= target")
+    return claim_row(
+        "tuning_wall",
+        f"MAMBA tuning wall time <= {target:g} x T",
+        "issue target (not in the paper)",
+        f"<= {target:g}",
+        f"{len(ok)} of {len(ratios)} runs; worst {worst[2]:.2f} ({worst[0]} {worst[1]})",
+        len(ok) == len(ratios),
+        "every MAMBA call: whole wall time / T <= target",
+    )
 
 
 def tuned_json(tuned: Mapping[str, Mapping[str, dict]], num_data: int) -> dict:
@@ -739,11 +922,15 @@ def plot_tuning_time(path, tuned: Mapping[str, Mapping[str, dict]], target: floa
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    bars = [(f"{s}\n{m}", r) for s, by_m in tuned.items() for m, r in by_m.items()
-            if m not in ("Grid", "Heuristic") and r.get("timing") and r.get("budget")]
+    bars = [
+        (f"{s}\n{m}", r)
+        for s, by_m in tuned.items()
+        for m, r in by_m.items()
+        if m not in ("Grid", "Heuristic") and r.get("timing") and r.get("budget")
+    ]
     fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(bars) + 2), 4))
     parts = ("sampling", "scores", "metric", "setup", "overhead", "other")
-    for i, (name, r) in enumerate(bars):
+    for i, (_name, r) in enumerate(bars):
         b = r["budget"]
         T = b.get("seconds")
         bottom = 0.0
@@ -783,12 +970,49 @@ def write_json(path, obj) -> None:
 
 
 __all__ = [
-    "SAMPLER_LABELS", "METHODS", "SamplerSpec", "SAMPLERS", "sampler_spec", "log10_grid", "LOGREG_LOG10_H",
-    "PMF_LOG10_H", "LOGREG_BATCHES", "PMF_BATCHES", "mamba_arms", "grid_search_arms", "heuristic_arm", "method_arms",
-    "paper_h", "arm_summary", "total_budget", "budget_dict", "TuningSettings", "tune", "tune_all", "evaluate_arm",
-    "evaluate_all", "relative_sd_error", "within_factor_counts", "lowest_counts", "method_rows", "claim_row",
-    "values_table", "fmt_num", "markdown_report_table", "markdown_claims", "markdown_choices", "markdown_timing",
-    "wall_claim", "tuned_json", "step_size_lines", "plot_ksd_curves", "plot_tuning_time", "versions", "jsonable", "write_json", "Threads",
+    "SAMPLER_LABELS",
+    "METHODS",
+    "SamplerSpec",
+    "SAMPLERS",
+    "sampler_spec",
+    "log10_grid",
+    "LOGREG_LOG10_H",
+    "PMF_LOG10_H",
+    "LOGREG_BATCHES",
+    "PMF_BATCHES",
+    "mamba_arms",
+    "grid_search_arms",
+    "heuristic_arm",
+    "method_arms",
+    "paper_h",
+    "arm_summary",
+    "total_budget",
+    "budget_dict",
+    "TuningSettings",
+    "tune",
+    "tune_all",
+    "evaluate_arm",
+    "evaluate_all",
+    "relative_sd_error",
+    "within_factor_counts",
+    "lowest_counts",
+    "method_rows",
+    "claim_row",
+    "values_table",
+    "fmt_num",
+    "markdown_report_table",
+    "markdown_claims",
+    "markdown_choices",
+    "markdown_timing",
+    "wall_claim",
+    "tuned_json",
+    "step_size_lines",
+    "plot_ksd_curves",
+    "plot_tuning_time",
+    "versions",
+    "jsonable",
+    "write_json",
+    "Threads",
 ]
 
 
@@ -798,10 +1022,17 @@ def step_size_lines(num_data: int, samplers: Sequence[str] = SAMPLER_LABELS) -> 
     for label in samplers:
         spec = sampler_spec(label)
         factor = lr_from_paper(spec.name, 1.0)
-        how = "lr = 2h (paper: θ + h∇log π + √(2h)ξ; library: drift (lr/2)∇log π)" if factor == 2.0 else \
-            ("lr = h (the paper's dt)" if factor == 1.0 else f"lr = {factor:g}·h")
-        lines.append(f"{label} ({spec.name}{', control variate' if spec.gradient == 'cv' else ''}): {how}; "
-                     f"the heuristic h = 1/N = {1 / num_data:.3g} → lr = {lr_from_paper(spec.name, 1 / num_data):.3g}")
-    lines.append("grid values are log10 h of the paper's parameterisation; the reports' chosen log10 h convert "
-                 "back with paper_h (lr / 2 for SGLD, lr for SGHMC/SGNHT)")
+        how = (
+            "lr = 2h (paper: θ + h∇log π + √(2h)ξ; library: drift (lr/2)∇log π)"
+            if factor == 2.0
+            else ("lr = h (the paper's dt)" if factor == 1.0 else f"lr = {factor:g}·h")
+        )
+        lines.append(
+            f"{label} ({spec.name}{', control variate' if spec.gradient == 'cv' else ''}): {how}; "
+            f"the heuristic h = 1/N = {1 / num_data:.3g} → lr = {lr_from_paper(spec.name, 1 / num_data):.3g}"
+        )
+    lines.append(
+        "grid values are log10 h of the paper's parameterisation; the reports' chosen log10 h convert "
+        "back with paper_h (lr / 2 for SGLD, lr for SGHMC/SGNHT)"
+    )
     return lines

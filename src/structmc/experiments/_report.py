@@ -23,9 +23,10 @@ import math
 import os
 import platform
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -53,7 +54,9 @@ class Tolerance:
             raise ValueError(f"a Tolerance needs abs >= 0 and rel >= 0, not both 0; got {self.abs}, {self.rel}")
 
     def describe(self) -> str:
-        parts = ([f"±{self.abs:g}"] if self.abs else []) + ([f"±{100 * self.rel:g}% of the paper's"] if self.rel else [])
+        parts = ([f"±{self.abs:g}"] if self.abs else []) + (
+            [f"±{100 * self.rel:g}% of the paper's"] if self.rel else []
+        )
         return "|ours − paper| ≤ " + " + ".join(parts)
 
     def judge(self, ours, paper) -> str:
@@ -81,8 +84,9 @@ class Ordering:
 
     def describe(self) -> str:
         sign = "<" if self.lower_is_better else ">"
-        return (f"ranking {f' {sign} '.join(self.labels)} as in the paper, margin ≥ {self.margin:g}× the "
-                f"paper's" + (f", ties within {self.tie:g}" if self.tie else ""))
+        return f"ranking {f' {sign} '.join(self.labels)} as in the paper, margin ≥ {self.margin:g}× the paper's" + (
+            f", ties within {self.tie:g}" if self.tie else ""
+        )
 
     def judge(self, ours: Sequence[float], paper: Sequence[float]) -> str:
         if len(ours) != len(self.labels) or len(paper) != len(self.labels):
@@ -93,8 +97,10 @@ class Ordering:
         for a, b in zip(order, order[1:]):  # consecutive pairs in the paper's ranking
             worse = ours[b] - ours[a] if self.lower_is_better else ours[a] - ours[b]
             if worse < -self.tie:
-                return (f"{NOT_REPRODUCED}: {self.labels[b]} ({ours[b]:.4g}) beats {self.labels[a]} "
-                        f"({ours[a]:.4g}), the paper has the reverse")
+                return (
+                    f"{NOT_REPRODUCED}: {self.labels[b]} ({ours[b]:.4g}) beats {self.labels[a]} "
+                    f"({ours[a]:.4g}), the paper has the reverse"
+                )
         spread_paper = abs(paper[order[-1]] - paper[order[0]])
         spread_ours = abs(ours[order[-1]] - ours[order[0]])
         if spread_ours + 1e-300 >= self.margin * spread_paper:
@@ -148,9 +154,16 @@ class Comparison:
         return None
 
     def to_dict(self) -> dict:
-        return {"quantity": self.quantity, "paper": self.paper, "ours": self.ours, "difference": self.difference,
-                "unit": self.unit, "rule": None if self.rule is None else self.rule.describe(),
-                "verdict": self.verdict, "note": self.note}
+        return {
+            "quantity": self.quantity,
+            "paper": self.paper,
+            "ours": self.ours,
+            "difference": self.difference,
+            "unit": self.unit,
+            "rule": None if self.rule is None else self.rule.describe(),
+            "verdict": self.verdict,
+            "note": self.note,
+        }
 
 
 def hardware(device: str = "cpu") -> dict:
@@ -206,10 +219,23 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def write_report(out_dir: str | Path, *, experiment, preset: str, config: Mapping, seed: int | None,
-                 comparisons: Sequence[Comparison], numbers: Mapping, wall_time_s: float, device: str = "cpu",
-                 step_sizes: Sequence[str] = (), reductions: Sequence[str] = (), figures: Sequence[str] = (),
-                 notes: Sequence[str] = (), extra_md: str = "") -> dict:
+def write_report(
+    out_dir: str | Path,
+    *,
+    experiment,
+    preset: str,
+    config: Mapping,
+    seed: int | None,
+    comparisons: Sequence[Comparison],
+    numbers: Mapping,
+    wall_time_s: float,
+    device: str = "cpu",
+    step_sizes: Sequence[str] = (),
+    reductions: Sequence[str] = (),
+    figures: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    extra_md: str = "",
+) -> dict:
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
 
     ``experiment`` is the registry record (:class:`~structmc.experiments.Experiment`);
@@ -222,8 +248,9 @@ def write_report(out_dir: str | Path, *, experiment, preset: str, config: Mappin
     paper = experiment.paper
     report = {
         "experiment": experiment.name,
-        "paper": None if paper is None else {"citation": paper.citation, "title": paper.title, "venue": paper.venue,
-                                             "year": paper.year},
+        "paper": None
+        if paper is None
+        else {"citation": paper.citation, "title": paper.title, "venue": paper.venue, "year": paper.year},
         "figure": experiment.figure,
         "preset": preset,
         "reduced": bool(reductions),
@@ -253,21 +280,33 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     if paper:
         lines += [f"{paper['citation']}, *{paper['title']}* ({paper['venue']})", ""]
     hw = report["hardware"]
-    lines += [f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
-              f"({hw['torch_threads']} threads" + (f", {hw['gpu']}" if hw.get("gpu") else "") + f"), {report['date']}.",
-              ""]
+    lines += [
+        f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
+        f"({hw['torch_threads']} threads" + (f", {hw['gpu']}" if hw.get("gpu") else "") + f"), {report['date']}.",
+        "",
+    ]
     if report["reductions"]:
-        lines += ["**Reduced from the paper's settings** (what this preset cuts, and what that is expected to change):", ""]
+        lines += [
+            "**Reduced from the paper's settings** (what this preset cuts, and what that is expected to change):",
+            "",
+        ]
         lines += [f"- {r}" for r in report["reductions"]] + [""]
     counts = report["verdicts"]
-    lines += ["## Paper vs ours", "",
-              f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
-              f"margin, {counts['not reproduced']} not reproduced, {counts['not comparable']} not comparable.", "",
-              "| quantity | paper | ours | difference | rule | verdict |", "|---|---|---|---|---|---|"]
+    lines += [
+        "## Paper vs ours",
+        "",
+        f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
+        f"margin, {counts['not reproduced']} not reproduced, {counts['not comparable']} not comparable.",
+        "",
+        "| quantity | paper | ours | difference | rule | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in report["comparisons"]:
         unit = f" {c['unit']}" if c["unit"] else ""
-        lines.append(f"| {c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
-                     f"{_fmt(c['ours'])}{unit} | {_fmt(c['difference'])} | {c['rule'] or '–'} | **{c['verdict']}** |")
+        lines.append(
+            f"| {c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
+            f"{_fmt(c['ours'])}{unit} | {_fmt(c['difference'])} | {c['rule'] or '–'} | **{c['verdict']}** |"
+        )
     notes = [c for c in report["comparisons"] if c["note"]]
     if notes:
         lines += [""] + [f"- *{c['quantity']}*: {c['note']}" for c in notes]
@@ -280,7 +319,11 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     if report["figures"]:
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in report["figures"]]
     v = report["versions"]
-    lines += ["", f"structmc {v.get('structmc')}, torch {v.get('torch')}, Python {v.get('python')}, {v.get('platform')}", ""]
+    lines += [
+        "",
+        f"structmc {v.get('structmc')}, torch {v.get('torch')}, Python {v.get('python')}, {v.get('platform')}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -302,10 +345,23 @@ def json_value(x):
     return NotImplemented
 
 
-def write_details_report(out_dir: str | Path, name: str, *, preset: str, config: Mapping, seed: int | None,
-                         details: Mapping, comparisons: Sequence[Comparison], markdown: str, wall_time_s: float,
-                         device: str = "cpu", step_sizes: Sequence[str] = (), reductions: Sequence[str] = (),
-                         figures: Sequence[str] = (), notes: Sequence[str] = ()) -> dict:
+def write_details_report(
+    out_dir: str | Path,
+    name: str,
+    *,
+    preset: str,
+    config: Mapping,
+    seed: int | None,
+    details: Mapping,
+    comparisons: Sequence[Comparison],
+    markdown: str,
+    wall_time_s: float,
+    device: str = "cpu",
+    step_sizes: Sequence[str] = (),
+    reductions: Sequence[str] = (),
+    figures: Sequence[str] = (),
+    notes: Sequence[str] = (),
+) -> dict:
     """:func:`write_report` for experiment ``name`` (a key of
     :data:`~structmc.experiments.REGISTRY`) that builds its own record ``details`` (runs,
     tables, tuning, ...) and Markdown tables ``markdown``: ``details`` goes under ``numbers``
@@ -323,11 +379,22 @@ def write_details_report(out_dir: str | Path, name: str, *, preset: str, config:
     md = markdown.splitlines()
     if md and md[0].startswith("# "):
         md = md[1:]
-    return write_report(out_dir, experiment=REGISTRY.get(name), preset=preset,
-                        config=jsonable(dict(config), json_value), seed=seed, comparisons=comparisons,
-                        numbers=jsonable(numbers, json_value), wall_time_s=wall_time_s, device=device,
-                        step_sizes=step_sizes, reductions=reductions, figures=figures, notes=notes,
-                        extra_md="## Details\n" + "\n".join(md))
+    return write_report(
+        out_dir,
+        experiment=REGISTRY.get(name),
+        preset=preset,
+        config=jsonable(dict(config), json_value),
+        seed=seed,
+        comparisons=comparisons,
+        numbers=jsonable(numbers, json_value),
+        wall_time_s=wall_time_s,
+        device=device,
+        step_sizes=step_sizes,
+        reductions=reductions,
+        figures=figures,
+        notes=notes,
+        extra_md="## Details\n" + "\n".join(md),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +409,7 @@ def _holds(holds, reason: str):
         if holds is None:
             raise ValueError(reason)
         return bool(holds)
+
     return test
 
 
@@ -358,23 +426,54 @@ def row_comparison(row: dict) -> Comparison:
     quantity = row["quantity"] + (f" [{row['source']}]" if row.get("source") else "")
     if "paper_count" in row:  # method rows: an ordering check on counts
         slack = float(row.get("slack", 1))
-        note = (f"{row['statistic']}; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's "
-                f"{list(row['paper'])}; {row['magnitude']}")
-        return Comparison(f"{quantity}: {row['statistic']}", row["ours_count"], row["paper_count"],
-                          Tolerance(abs=slack if slack > 0 else 0.5), unit="samplers", note=note)
+        note = (
+            f"{row['statistic']}; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's "
+            f"{list(row['paper'])}; {row['magnitude']}"
+        )
+        return Comparison(
+            f"{quantity}: {row['statistic']}",
+            row["ours_count"],
+            row["paper_count"],
+            Tolerance(abs=slack if slack > 0 else 0.5),
+            unit="samplers",
+            note=note,
+        )
     if row.get("metric") == "claim" or row.get("kind") == "claim":
         holds = row["verdict"] == "agrees" if row["verdict"] in ("agrees", "differs") else None
-        return Comparison(quantity, row["ours"], row["paper"],
-                          Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")),
-                          unit=row.get("unit", ""))
+        return Comparison(
+            quantity,
+            row["ours"],
+            row["paper"],
+            Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")),
+            unit=row.get("unit", ""),
+        )
     tol = float(row.get("tol", 0.0))
-    return Comparison(quantity, row["ours"], row["paper"], Tolerance(abs=tol if tol > 0 else 1e-12),
-                      unit=row.get("comparison_unit", row.get("unit", "")))
+    return Comparison(
+        quantity,
+        row["ours"],
+        row["paper"],
+        Tolerance(abs=tol if tol > 0 else 1e-12),
+        unit=row.get("comparison_unit", row.get("unit", "")),
+    )
 
 
-def write_rows_report(out: str | Path, name: str, *, preset: str, cfg: Mapping, seed, legacy: dict, rows: list[dict],
-                      wall_time_s: float, reductions: Sequence[str], figures: Sequence[str], markdown,
-                      step_sizes: Sequence[str], device: str = "cpu", notes: Sequence[str] = ()) -> dict:
+def write_rows_report(
+    out: str | Path,
+    name: str,
+    *,
+    preset: str,
+    cfg: Mapping,
+    seed,
+    legacy: dict,
+    rows: list[dict],
+    wall_time_s: float,
+    reductions: Sequence[str],
+    figures: Sequence[str],
+    markdown,
+    step_sizes: Sequence[str],
+    device: str = "cpu",
+    notes: Sequence[str] = (),
+) -> dict:
     """:func:`write_details_report` for an experiment whose record ``legacy`` holds ``rows``:
     one Comparison per row (:func:`row_comparison`), each row's ``verdict`` replaced by the
     Comparison's, ``legacy["verdicts"]`` counted by row verdict word (:data:`ROW_VERDICTS`),
@@ -383,19 +482,68 @@ def write_rows_report(out: str | Path, name: str, *, preset: str, cfg: Mapping, 
     for r, c in zip(rows, comps):
         r["verdict"] = c.verdict
     legacy["verdicts"] = {word: sum(c.verdict.startswith(v) for c in comps) for word, v in ROW_VERDICTS.items()}
-    md = markdown(legacy).replace("Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not "
-                                                "comparable): ")
-    return write_details_report(out, name, preset=preset, config=cfg, seed=seed, details=legacy, comparisons=comps,
-                                markdown=md, wall_time_s=wall_time_s, device=device, step_sizes=step_sizes,
-                                reductions=reductions, figures=[f for f in figures if (Path(out) / f).exists()],
-                                notes=notes)
+    md = markdown(legacy).replace(
+        "Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not comparable): "
+    )
+    return write_details_report(
+        out,
+        name,
+        preset=preset,
+        config=cfg,
+        seed=seed,
+        details=legacy,
+        comparisons=comps,
+        markdown=md,
+        wall_time_s=wall_time_s,
+        device=device,
+        step_sizes=step_sizes,
+        reductions=reductions,
+        figures=[f for f in figures if (Path(out) / f).exists()],
+        notes=notes,
+    )
 
 
-REPORT_FIELDS = ("experiment", "paper", "figure", "preset", "reduced", "reductions", "config", "seed",
-                 "step_size_mapping", "versions", "hardware", "wall_time_s", "date", "numbers", "comparisons",
-                 "verdicts", "figures", "notes")
+REPORT_FIELDS = (
+    "experiment",
+    "paper",
+    "figure",
+    "preset",
+    "reduced",
+    "reductions",
+    "config",
+    "seed",
+    "step_size_mapping",
+    "versions",
+    "hardware",
+    "wall_time_s",
+    "date",
+    "numbers",
+    "comparisons",
+    "verdicts",
+    "figures",
+    "notes",
+)
 COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note")
 
-__all__ = ["Tolerance", "Ordering", "Claim", "Comparison", "write_report", "render_markdown", "hardware", "verdict_counts",
-           "fmt_num", "json_value", "write_details_report", "ROW_VERDICTS", "row_comparison", "write_rows_report",
-           "REPORT_FIELDS", "COMPARISON_FIELDS", "REPRODUCED", "SMALLER_MARGIN", "NOT_REPRODUCED", "NOT_COMPARABLE"]
+__all__ = [
+    "Tolerance",
+    "Ordering",
+    "Claim",
+    "Comparison",
+    "write_report",
+    "render_markdown",
+    "hardware",
+    "verdict_counts",
+    "fmt_num",
+    "json_value",
+    "write_details_report",
+    "ROW_VERDICTS",
+    "row_comparison",
+    "write_rows_report",
+    "REPORT_FIELDS",
+    "COMPARISON_FIELDS",
+    "REPRODUCED",
+    "SMALLER_MARGIN",
+    "NOT_REPRODUCED",
+    "NOT_COMPARABLE",
+]

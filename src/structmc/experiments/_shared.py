@@ -12,12 +12,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
-
 
 #: set (to anything but ``""`` / ``"0"``) to ignore a source checkout's ``../shared/data``, as on a
 #: fresh clone (CI runs the data-touching tests so, to prove they skip or use stand-ins)
@@ -85,7 +84,10 @@ def restored_globals():
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    deterministic = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     handlers = {s: signal.getsignal(s) for s in _signals()}
     filters, showwarning = list(warnings.filters), warnings.showwarning
     try:
@@ -97,8 +99,10 @@ def restored_globals():
         if torch.get_num_threads() != num_threads:
             torch.set_num_threads(num_threads)
         torch.set_default_dtype(dtype)
-        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
-                != deterministic:
+        if (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ) != deterministic:
             torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
         if threading.current_thread() is threading.main_thread():  # signal.signal works there only
             for s, handler in handlers.items():
@@ -122,7 +126,7 @@ def restores_globals(run: Callable) -> Callable:
         with restored_globals():
             return run(*args, **kwargs)
 
-    setattr(wrapper, "restores_globals", True)  # a mark tests/experiments/test_shared.py reads
+    setattr(wrapper, "restores_globals", True)  # noqa: B010  (a mark tests/experiments/test_shared.py reads)
     return wrapper
 
 
@@ -130,8 +134,13 @@ def versions() -> dict:
     """Versions and machine facts for a report."""
     from .. import __version__
 
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "structmc": __version__,
-           "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
+    out = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "structmc": __version__,
+        "platform": platform.platform(),
+        "torch_threads": torch.get_num_threads(),
+    }
     for mod in ("numpy", "matplotlib"):
         try:
             out[mod] = __import__(mod).__version__
@@ -200,8 +209,17 @@ CHECKPOINT = "checkpoint.pt"
 RESULT = "result.json"
 
 
-def resumable_iterate(run, steps: int, folder: Path | None, *, resume: bool = False, every: int = 1_000,
-                      carry: dict | None = None, progress: bool | None = False, desc: str = ""):
+def resumable_iterate(
+    run,
+    steps: int,
+    folder: Path | None,
+    *,
+    resume: bool = False,
+    every: int = 1_000,
+    carry: dict | None = None,
+    progress: bool | None = False,
+    desc: str = "",
+):
     """``run.iterate`` up to iteration ``steps``, checkpointed into ``folder`` by the library's
     one :class:`~structmc.checkpointing.Checkpointer` (the format :func:`structmc.sample` writes:
     ``checkpoint-<iteration>.pt`` listed with its digest in ``manifest.json``; the folder locked

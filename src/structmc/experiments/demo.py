@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .. import ControlVariate, ModuleEnergy, PSGLD, SGHMC, SGLD, SGNHT, find_map, predictive, sample
+from .. import PSGLD, SGHMC, SGLD, SGNHT, ControlVariate, ModuleEnergy, find_map, predictive, sample
 from ..data.sklearn_sets import load_builtin
 from ..diagnostics import regression_metrics
 from . import resolve_preset
@@ -92,9 +92,20 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progr
     for name in cfg.samplers:
         gradient = ControlVariate(map_estimate) if name.endswith("-CV") else "minibatch"
         t0 = time.perf_counter()
-        chain = sample(energy, map_estimate, _sampler(name, cfg), cfg.num_steps, data=(x, y),
-                       batch_size=cfg.batch_size, burn_in=cfg.burn_in, thin=cfg.thin, seed=cfg.seed,
-                       num_chains=cfg.num_chains, gradient=gradient, progress=progress)
+        chain = sample(
+            energy,
+            map_estimate,
+            _sampler(name, cfg),
+            cfg.num_steps,
+            data=(x, y),
+            batch_size=cfg.batch_size,
+            burn_in=cfg.burn_in,
+            thin=cfg.thin,
+            seed=cfg.seed,
+            num_chains=cfg.num_chains,
+            gradient=gradient,
+            progress=progress,
+        )
         seconds = time.perf_counter() - t0
         draws = chain.flat_draws().double()
         z_mean = ((draws.mean(0) - mean) / exact_sd).abs()
@@ -103,16 +114,22 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progr
         reg = regression_metrics(pred["mean"].double(), pred["var"].double(), data.y_test.double())
         results[name] = {
             "max_abs_mean_error_in_posterior_sd": float(z_mean.max()),
-            "sd_ratio_min": float(sd_ratio.min()), "sd_ratio_max": float(sd_ratio.max()),
+            "sd_ratio_min": float(sd_ratio.min()),
+            "sd_ratio_max": float(sd_ratio.max()),
             "sd_ratio_median": float(sd_ratio.median()),
-            "test_rmse": reg["rmse"] * data.y_scale, "test_nll": reg["nll"],
-            "seconds": seconds, "ms_per_step": 1e3 * seconds / cfg.num_steps,
+            "test_rmse": reg["rmse"] * data.y_scale,
+            "test_nll": reg["nll"],
+            "seconds": seconds,
+            "ms_per_step": 1e3 * seconds / cfg.num_steps,
         }
         chains[name] = chain
     exact_pred_mean = torch.cat([data.x_test, torch.ones(len(data.x_test), 1)], 1).double() @ mean
     report = {
         "experiment": "demo: Bayesian linear regression, diabetes (scikit-learn)",
-        "config": asdict(cfg), "noise_std": noise_std, "num_train": len(x), "num_test": len(data.x_test),
+        "config": asdict(cfg),
+        "noise_std": noise_std,
+        "num_train": len(x),
+        "num_test": len(data.x_test),
         "exact_test_rmse": float((exact_pred_mean - data.y_test.double()).square().mean().sqrt()) * data.y_scale,
         "samplers": results,
     }
@@ -125,21 +142,33 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progr
 def _markdown(report: dict) -> str:
     cfg = report["config"]
     lines = [
-        "# structmc demo: Bayesian linear regression (diabetes)", "",
+        "# structmc demo: Bayesian linear regression (diabetes)",
+        "",
         f"{report['num_train']} training / {report['num_test']} test points, 10 features + bias, known noise "
         f"σ = {report['noise_std']:.3f}, prior N(0, {cfg['prior_std']}²). {cfg['num_chains']} chains × "
         f"{cfg['num_steps']} steps (burn-in {cfg['burn_in']}, thin {cfg['thin']}), minibatch {cfg['batch_size']}.",
-        "", "Exact posterior vs samples (per coordinate, 11 coordinates):", "",
+        "",
+        "Exact posterior vs samples (per coordinate, 11 coordinates):",
+        "",
         "| sampler | max abs mean error (posterior sd) | sd ratio min / median / max | test RMSE | test NLL | ms/step |",
         "|---|---|---|---|---|---|",
     ]
     for name, r in report["samplers"].items():
-        lines.append(f"| {name} | {r['max_abs_mean_error_in_posterior_sd']:.3f} | {r['sd_ratio_min']:.2f} / "
-                     f"{r['sd_ratio_median']:.2f} / {r['sd_ratio_max']:.2f} | {r['test_rmse']:.2f} | "
-                     f"{r['test_nll']:.3f} | {r['ms_per_step']:.3f} |")
-    lines += ["", f"Exact posterior-mean test RMSE: {report['exact_test_rmse']:.2f}.", "",
-              "An sd ratio above 1 is the O(ε) discretisation and minibatch-noise inflation of each sampler "
-              "(smaller steps shrink it); see docs/conventions.md.", "", "![demo](demo.png)", ""]
+        lines.append(
+            f"| {name} | {r['max_abs_mean_error_in_posterior_sd']:.3f} | {r['sd_ratio_min']:.2f} / "
+            f"{r['sd_ratio_median']:.2f} / {r['sd_ratio_max']:.2f} | {r['test_rmse']:.2f} | "
+            f"{r['test_nll']:.3f} | {r['ms_per_step']:.3f} |"
+        )
+    lines += [
+        "",
+        f"Exact posterior-mean test RMSE: {report['exact_test_rmse']:.2f}.",
+        "",
+        "An sd ratio above 1 is the O(ε) discretisation and minibatch-noise inflation of each sampler "
+        "(smaller steps shrink it); see docs/conventions.md.",
+        "",
+        "![demo](demo.png)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -166,7 +195,7 @@ def _plot(path: Path, chains: dict, mean: torch.Tensor, cov: torch.Tensor, energ
     ax = axes[1]
     names = list(chains)
     sd = cov.diagonal().sqrt()
-    for k, name in enumerate(names):
+    for _k, name in enumerate(names):
         ratio = chains[name].flat_draws().double().std(0) / sd
         ax.plot(range(len(ratio)), ratio, "o-", label=name, ms=3)
     ax.axhline(1.0, color="k", lw=1)

@@ -57,17 +57,41 @@ class Config(fnbg.FNBGConfig):
 
 
 PRESETS = {
-    "tiny": Config(datasets=("mnist",), batch_sizes=(50,), num_steps=8, burn_in=2, windows=(5,), predict_window=5,
-                   data="auto", num_train=200, num_test=100, proposal_var={50: fnbg.PROPOSAL_VARS[600]}),
+    "tiny": Config(
+        datasets=("mnist",),
+        batch_sizes=(50,),
+        num_steps=8,
+        burn_in=2,
+        windows=(5,),
+        predict_window=5,
+        data="auto",
+        num_train=200,
+        num_test=100,
+        proposal_var={50: fnbg.PROPOSAL_VARS[600]},
+    ),
     "quick": Config(blocks="paper", num_steps=800, burn_in=80, windows=(80,), predict_window=80),  # 8 chains, ~4 min
-    "full": Config(num_steps=110_000, burn_in=10_000, windows=(10_000,), predict_window=10_000, thin=10,
-                   rule="tolerance", checkpoint_every=1_000, resume=True),
+    "full": Config(
+        num_steps=110_000,
+        burn_in=10_000,
+        windows=(10_000,),
+        predict_window=10_000,
+        thin=10,
+        rule="tolerance",
+        checkpoint_every=1_000,
+        resume=True,
+    ),
 }
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-augment",
-        progress: bool | None = None, *, seed: int | None = None, resume: bool | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/gibbs-augment",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+    resume: bool | None = None,
+) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``) and the figures to
     ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
@@ -100,8 +124,12 @@ def _run(cfg: Config, preset: str, out_dir, progress) -> dict:
         data = fnbg.load_images(name, cfg)
         if batch > len(data.y_train):
             raise ValueError(f"batch size {batch} exceeds the {len(data.y_train)} training images of {name}")
-        data_info[name] = {"source": data.source, "data_dir": data.data_dir, "num_train": len(data.y_train),
-                           "num_test": len(data.y_test)}
+        data_info[name] = {
+            "source": data.source,
+            "data_dir": data.data_dir,
+            "num_train": len(data.y_train),
+            "num_test": len(data.y_test),
+        }
         samples[name] = {"none": data.x_train[:6]}
         for t_i, tname in enumerate(settings):
             if tname == "none":
@@ -112,32 +140,65 @@ def _run(cfg: Config, preset: str, out_dir, progress) -> dict:
                 x_aug = TRANSFORMS[tname](data.x_train, torch.Generator().manual_seed(t_seed))
                 samples[name][tname] = x_aug[:6]
             x_tr, x_te, stats = fnbg.standardize(x_aug, data.x_test, cfg.test_stats)
-            r = fnbg.run_chain(energy, partition, var, x_tr, data.y_train, x_te, data.y_test, cfg=cfg, batch_size=batch,
-                             windows=ws, seed=cfg.seed + 1000 * d_i,  # paired: same start and stream per data set
-                             folder=out / "chains" / f"{name}-{tname}", progress=progress)
+            r = fnbg.run_chain(
+                energy,
+                partition,
+                var,
+                x_tr,
+                data.y_train,
+                x_te,
+                data.y_test,
+                cfg=cfg,
+                batch_size=batch,
+                windows=ws,
+                seed=cfg.seed + 1000 * d_i,  # paired: same start and stream per data set
+                folder=out / "chains" / f"{name}-{tname}",
+                progress=progress,
+            )
             r.pop("probs")
             r.pop("trace")
-            r.update(dataset=name, transform=tname, transform_seed=t_seed, batch_size=batch, standardization=stats,
-                     proposal_var_source=var_from, metrics=r["by_window"][cfg.predict_window],
-                     synthetic=data.source == "synthetic")
+            r.update(
+                dataset=name,
+                transform=tname,
+                transform_seed=t_seed,
+                batch_size=batch,
+                standardization=stats,
+                proposal_var_source=var_from,
+                metrics=r["by_window"][cfg.predict_window],
+                synthetic=data.source == "synthetic",
+            )
             runs[f"{name}/{tname}"] = r
     report = {
         "experiment": "gibbs-augment: minibatch FNBG on augmented MNIST / Fashion-MNIST training sets "
-                      "(Papamarkou 2023, Sect. 5.8, Table 4)",
-        "preset": preset, "config": jsonable(asdict(cfg)), "seed": cfg.seed, "versions": versions(),
+        "(Papamarkou 2023, Sect. 5.8, Table 4)",
+        "preset": preset,
+        "config": jsonable(asdict(cfg)),
+        "seed": cfg.seed,
+        "versions": versions(),
         "partition": {"blocks": cfg.blocks, "kind": partition.kind, "num_blocks": partition.num_groups},
-        "data": data_info, "runs": runs,
-        "paper": {"untransformed_accuracy_batch3000": {k[0]: v for k, v in PAPER_ACCURACY.items()},
-                  "claim": "augmentation lowers predictive accuracy drastically; catastrophically for FMNIST",
-                  "table4_cells": "not in our copy of the paper's text"},
+        "data": data_info,
+        "runs": runs,
+        "paper": {
+            "untransformed_accuracy_batch3000": {k[0]: v for k, v in PAPER_ACCURACY.items()},
+            "claim": "augmentation lowers predictive accuracy drastically; catastrophically for FMNIST",
+            "table4_cells": "not in our copy of the paper's text",
+        },
         "reduced": fnbg.reductions(cfg, preset, PRESETS["full"]),
     }
     report["tables"] = _tables(report, cfg)
     comparisons = _comparisons(report, cfg)
     report["wall_time_s"] = time.perf_counter() - wall0
     _plots(out, report, samples)
-    return fnbg.write_fnbg_report(out, "gibbs-augment", report, cfg, preset, comparisons, _markdown(report, cfg),
-                                    fnbg.reduction_note(report["reduced"]))
+    return fnbg.write_fnbg_report(
+        out,
+        "gibbs-augment",
+        report,
+        cfg,
+        preset,
+        comparisons,
+        _markdown(report, cfg),
+        fnbg.reduction_note(report["reduced"]),
+    )
 
 
 def _comparisons(report: dict, cfg: Config) -> list:
@@ -151,8 +212,13 @@ def _comparisons(report: dict, cfg: Config) -> list:
     for r in report["tables"]["accuracy"]:
         label = DATASET_LABELS.get(r["dataset"], r["dataset"])
         if r["transform"] == "none":
-            c = fnbg.accuracy_comparison(f"{label}, untransformed: test accuracy (Table 2, batch 3,000)", r["ours"],
-                                       r["paper"], cfg, r["verdict"].startswith("n/a (synthetic"))
+            c = fnbg.accuracy_comparison(
+                f"{label}, untransformed: test accuracy (Table 2, batch 3,000)",
+                r["ours"],
+                r["paper"],
+                cfg,
+                r["verdict"].startswith("n/a (synthetic"),
+            )
         else:
             base = runs.get(f"{r['dataset']}/none")
             ours = [r["ours"], None if base is None else base["metrics"]["accuracy"]]
@@ -162,10 +228,14 @@ def _comparisons(report: dict, cfg: Config) -> list:
                     raise ValueError("no untransformed chain: include_untransformed=False")
                 return v[0] < v[1] - margin
 
-            c = Comparison(f"{label}, {r['transform']}: test accuracy [augmented, untransformed] (Table 4)", ours,
-                           "augmentation lowers accuracy drastically (catastrophically for FMNIST)",
-                           Claim(f"ours < untransformed − {cfg.margin:g}", test), unit="accuracy",
-                           note=r["verdict"][r["verdict"].find("("):] if "(" in r["verdict"] else "")
+            c = Comparison(
+                f"{label}, {r['transform']}: test accuracy [augmented, untransformed] (Table 4)",
+                ours,
+                "augmentation lowers accuracy drastically (catastrophically for FMNIST)",
+                Claim(f"ours < untransformed − {cfg.margin:g}", test),
+                unit="accuracy",
+                note=r["verdict"][r["verdict"].find("(") :] if "(" in r["verdict"] else "",
+            )
         r["verdict"] = c.verdict
         out.append(c)
     return out
@@ -174,7 +244,7 @@ def _comparisons(report: dict, cfg: Config) -> list:
 def _tables(report: dict, cfg: Config) -> dict:
     rows = []
     runs = report["runs"]
-    for key, r in runs.items():
+    for _key, r in runs.items():
         name, tname = r["dataset"], r["transform"]
         ours = r["metrics"]["accuracy"]
         base = runs.get(f"{name}/none")
@@ -188,10 +258,20 @@ def _tables(report: dict, cfg: Config) -> dict:
             else:
                 b = base["metrics"]["accuracy"]
                 ok = ours < b - cfg.margin
-                verdict = (f"{'agrees' if ok else 'differs'} (rule: ours < untransformed − "
-                           f"{100 * cfg.margin:.1f} pp; change {100 * (ours - b):+.2f} pp)")
-        rows.append({"dataset": name, "transform": tname, "paper": paper, "ours": ours,
-                     "acceptance_per_layer": r["acceptance_per_layer"], "verdict": verdict})
+                verdict = (
+                    f"{'agrees' if ok else 'differs'} (rule: ours < untransformed − "
+                    f"{100 * cfg.margin:.1f} pp; change {100 * (ours - b):+.2f} pp)"
+                )
+        rows.append(
+            {
+                "dataset": name,
+                "transform": tname,
+                "paper": paper,
+                "ours": ours,
+                "acceptance_per_layer": r["acceptance_per_layer"],
+                "verdict": verdict,
+            }
+        )
     return {"accuracy": rows}
 
 
@@ -200,7 +280,8 @@ def _markdown(report: dict, cfg: Config) -> str:
     synthetic = any(d["source"] == "synthetic" for d in report["data"].values())
     test_by = "its own" if cfg.test_stats == "test" else "the training set's"
     lines = [
-        "# Blocked Gibbs on augmented training sets — Papamarkou (2023), Sect. 5.8, Table 4", "",
+        "# Blocked Gibbs on augmented training sets — Papamarkou (2023), Sect. 5.8, Table 4",
+        "",
         f"Preset **{report['preset']}**, seed {report['seed']}, wall time {report['wall_time_s']:.0f} s. "
         f"FNBG on MLP(784, 10, 10, 10, 10), batch {cfg.batch_sizes[0]}, σ² per layer "
         f"{', '.join(f'{v:g}' for v in next(iter(report['runs'].values()))['proposal_var'])}, blocks **{p['blocks']}** "
@@ -214,38 +295,56 @@ def _markdown(report: dict, cfg: Config) -> str:
         "",
     ]
     if report["preset"] != "full":
-        lines += ["**Reduced run.** The paper ran ~110,000 sweeps per chain; these chains ran "
-                  f"{cfg.num_steps:,}, so every accuracy (untransformed included) is expected lower than the paper's; "
-                  "the comparison that carries over is the ordering between transformed and untransformed chains of "
-                  "the same length. Changed from the full setting: "
-                  + ("; ".join(report["reduced"]) or "nothing") + ".",
-                  ""]
+        lines += [
+            "**Reduced run.** The paper ran ~110,000 sweeps per chain; these chains ran "
+            f"{cfg.num_steps:,}, so every accuracy (untransformed included) is expected lower than the paper's; "
+            "the comparison that carries over is the ordering between transformed and untransformed chains of "
+            "the same length. Changed from the full setting: " + ("; ".join(report["reduced"]) or "nothing") + ".",
+            "",
+        ]
         if cfg.blocks == "paper":
             lines += [fnbg.BLOCKS_NOTE, ""]
     if synthetic:
-        lines += ["**Synthetic stand-in data** (the MNIST files were not found): numbers only exercise the pipeline.",
-                  ""]
-    lines += ["| data | training set | paper % | ours % | acceptance % per layer | verdict |",
-              "|---|---|---|---|---|---|"]
+        lines += [
+            "**Synthetic stand-in data** (the MNIST files were not found): numbers only exercise the pipeline.",
+            "",
+        ]
+    lines += [
+        "| data | training set | paper % | ours % | acceptance % per layer | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["tables"]["accuracy"]:
         paper = fnbg.pct(r["paper"]) if r["transform"] == "none" else "— (not in text)"
         acc = ", ".join(f"{100 * a:.0f}" for a in r["acceptance_per_layer"])
-        lines.append(f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | "
-                     f"{'untransformed' if r['transform'] == 'none' else r['transform']} | {paper} | "
-                     f"{fnbg.pct(r['ours'])} | {acc} | {r['verdict']} |")
-    lines += ["", "Paper: \"if data augmentation is performed, then predictive accuracy deteriorates drastically. "
-              "Notably, data augmentation has catastrophic predictive consequences for FMNIST\" (Table 4's cells are "
-              "not in our copy of the text). The reference code scores its FMNIST augmentation chains on the MNIST "
-              "test set (`fashion_mnist/setting4`, `setting5` `mcmc/load_datasets.py` load `datasets.MNIST`), which "
-              "by itself would give near-chance FMNIST numbers; we score them on the FMNIST test set.", "",
-              f"Verdict rules (from the config): untransformed — `{cfg.rule}` with tolerance "
-              f"{100 * cfg.tolerance:.1f} pp (as gibbs-mnist); transformed — ordering: ours < untransformed − "
-              f"{100 * cfg.margin:.1f} pp.", "",
-              "| run | sweeps/s | sampling s |", "|---|---|---|"]
+        lines.append(
+            f"| {DATASET_LABELS.get(r['dataset'], r['dataset'])} | "
+            f"{'untransformed' if r['transform'] == 'none' else r['transform']} | {paper} | "
+            f"{fnbg.pct(r['ours'])} | {acc} | {r['verdict']} |"
+        )
+    lines += [
+        "",
+        'Paper: "if data augmentation is performed, then predictive accuracy deteriorates drastically. '
+        "Notably, data augmentation has catastrophic predictive consequences for FMNIST\" (Table 4's cells are "
+        "not in our copy of the text). The reference code scores its FMNIST augmentation chains on the MNIST "
+        "test set (`fashion_mnist/setting4`, `setting5` `mcmc/load_datasets.py` load `datasets.MNIST`), which "
+        "by itself would give near-chance FMNIST numbers; we score them on the FMNIST test set.",
+        "",
+        f"Verdict rules (from the config): untransformed — `{cfg.rule}` with tolerance "
+        f"{100 * cfg.tolerance:.1f} pp (as gibbs-mnist); transformed — ordering: ours < untransformed − "
+        f"{100 * cfg.margin:.1f} pp.",
+        "",
+        "| run | sweeps/s | sampling s |",
+        "|---|---|---|",
+    ]
     for key, r in report["runs"].items():
         lines.append(f"| {key} | {r['sweeps_per_second']:.2f} | {r['seconds']:.1f} |")
-    lines += ["", "![accuracy by transform](accuracy_by_transform.png)", "",
-              "![transformed images](augment_examples.png)", ""]
+    lines += [
+        "",
+        "![accuracy by transform](accuracy_by_transform.png)",
+        "",
+        "![transformed images](augment_examples.png)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -260,10 +359,15 @@ def _plots(out: Path, report: dict, samples: dict) -> None:
     width = 0.8 / max(1, len(names))
     for i, name in enumerate(names):
         acc = {r["transform"]: r["ours"] for r in rows if r["dataset"] == name}
-        ax.bar([j + i * width for j in range(len(settings))], [100 * acc.get(s, float("nan")) for s in settings],
-               width, label=DATASET_LABELS.get(name, name))
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))],
-                  ["untransformed" if s == "none" else s for s in settings])
+        ax.bar(
+            [j + i * width for j in range(len(settings))],
+            [100 * acc.get(s, float("nan")) for s in settings],
+            width,
+            label=DATASET_LABELS.get(name, name),
+        )
+    ax.set_xticks(
+        [j + 0.4 - width / 2 for j in range(len(settings))], ["untransformed" if s == "none" else s for s in settings]
+    )
     ax.set(ylabel="test accuracy % (untransformed test set)", title="FNBG accuracy by training-set transform")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -271,8 +375,9 @@ def _plots(out: Path, report: dict, samples: dict) -> None:
     plt.close(fig)
     # Fig. 10: a few training images under each transform
     k = 6
-    fig, axes = plt.subplots(len(names) * len(settings), k, figsize=(1.4 * k, 1.5 * len(names) * len(settings)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(names) * len(settings), k, figsize=(1.4 * k, 1.5 * len(names) * len(settings)), squeeze=False
+    )
     r_i = 0
     for name in names:
         for s in settings:
@@ -282,8 +387,9 @@ def _plots(out: Path, report: dict, samples: dict) -> None:
                 ax.axis("off")
                 if imgs is not None and c < len(imgs):
                     ax.imshow(imgs[c].reshape(28, 28).numpy(), cmap="gray", vmin=0, vmax=1)
-            axes[r_i, 0].set_title(f"{DATASET_LABELS.get(name, name)}: {'original' if s == 'none' else s}",
-                                   fontsize=7, loc="left")
+            axes[r_i, 0].set_title(
+                f"{DATASET_LABELS.get(name, name)}: {'original' if s == 'none' else s}", fontsize=7, loc="left"
+            )
             r_i += 1
     fig.tight_layout()
     fig.savefig(out / "augment_examples.png", dpi=90)

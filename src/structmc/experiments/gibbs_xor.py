@@ -78,8 +78,8 @@ import torch
 
 from .. import predictive, sample
 from ..data import DataError, noisy_xor_dataset
-from ..data.files import ChecksumError, find
 from ..data.checksums import NOISY_XOR
+from ..data.files import ChecksumError, find
 from ..data.xor import load_noisy_xor
 from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
@@ -87,7 +87,8 @@ from ..partitions import by_neuron
 from ..zoo import energy_for
 from . import resolve_preset
 from ._report import write_rows_report
-from ._shared import default_data_dir, pyplot, restores_globals, versions as _versions
+from ._shared import default_data_dir, pyplot, restores_globals
+from ._shared import versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
 
@@ -118,8 +119,14 @@ class Config:
 
 
 def _scaled(factor: int, chains: int, pool: int, **kw) -> Config:
-    return Config(num_steps=PAPER_STEPS // factor, burn_in=10_000 // factor, predict_last=10_000 // factor,
-                  num_chains=chains, exact_pool_chains=pool, **kw)
+    return Config(
+        num_steps=PAPER_STEPS // factor,
+        burn_in=10_000 // factor,
+        predict_last=10_000 // factor,
+        num_chains=chains,
+        exact_pool_chains=pool,
+        **kw,
+    )
 
 
 PRESETS = {
@@ -160,8 +167,12 @@ def load_data(cfg: Config, data_dir=None):
             ds = load_noisy_xor(data_dir=root)
             path = find(NOISY_XOR["training/x.csv"], data_dir=root)
             folder = str(path.parent.parent) if path is not None else str(root)
-            return ds, {"source": "files", "folder": folder, "sha256_verified": True,
-                        "description": "published noisy-XOR files (data2 of papamarkou/dmcl_examples)"}
+            return ds, {
+                "source": "files",
+                "folder": folder,
+                "sha256_verified": True,
+                "description": "published noisy-XOR files (data2 of papamarkou/dmcl_examples)",
+            }
         except ChecksumError:
             raise
         except DataError as err:
@@ -169,8 +180,12 @@ def load_data(cfg: Config, data_dir=None):
                 raise
             reason = f"files not found ({err})"
     ds = noisy_xor_dataset(seed=cfg.data_seed)
-    return ds, {"source": "simulated", "seed": cfg.data_seed, "reason": reason,
-                "description": "structmc.data.noisy_xor_dataset: 1,250 training / 300 test points per corner"}
+    return ds, {
+        "source": "simulated",
+        "seed": cfg.data_seed,
+        "reason": reason,
+        "description": "structmc.data.noisy_xor_dataset: 1,250 training / 300 test points per corner",
+    }
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -206,10 +221,23 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
     if not resume and folder.exists():
         shutil.rmtree(folder)
     t0 = time.perf_counter()
-    chain = sample(energy, init, sampler, cfg.num_steps, data=(data.x_train, data.y_train),
-                   batch_size=cfg.batch_size if approx else None, batching=cfg.batching, num_chains=chains,
-                   burn_in=cfg.num_steps - cfg.predict_last, thin=cfg.pred_thin, seed=seed, out_dir=folder,
-                   checkpoint_every=cfg.checkpoint_every, resume=resume, progress=progress)
+    chain = sample(
+        energy,
+        init,
+        sampler,
+        cfg.num_steps,
+        data=(data.x_train, data.y_train),
+        batch_size=cfg.batch_size if approx else None,
+        batching=cfg.batching,
+        num_chains=chains,
+        burn_in=cfg.num_steps - cfg.predict_last,
+        thin=cfg.pred_thin,
+        seed=seed,
+        out_dir=folder,
+        checkpoint_every=cfg.checkpoint_every,
+        resume=resume,
+        progress=progress,
+    )
     wall = time.perf_counter() - t0
     window = (cfg.burn_in + 1, cfg.num_steps)
     node = acceptance(chain, partition, by="node", window=window)  # [C, nodes]
@@ -224,17 +252,28 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
     sampling_seconds = float(torch.as_tensor(chain.info["time"]).reshape(-1)[-1])
     assert partition.layer is not None and partition.unit is not None  # by_neuron: every group is one node
     return {
-        "model": model, "architecture": "MLP(2, 2, 2, 2, 2, 2, 2, 1)" if model == "mlp_xor_deep" else "MLP(2, 2, 1)",
-        "approximate": approx, "batch_size": cfg.batch_size if approx else len(data.x_train),
-        "proposal_var": cfg.approx_var if approx else cfg.exact_var, "num_chains": chains, "seed": seed,
+        "model": model,
+        "architecture": "MLP(2, 2, 2, 2, 2, 2, 2, 1)" if model == "mlp_xor_deep" else "MLP(2, 2, 1)",
+        "approximate": approx,
+        "batch_size": cfg.batch_size if approx else len(data.x_train),
+        "proposal_var": cfg.approx_var if approx else cfg.exact_var,
+        "num_chains": chains,
+        "seed": seed,
         "nodes": [[int(a) + 1, int(b) + 1] for a, b in zip(partition.layer.tolist(), partition.unit.tolist())],
-        "node_acceptance": node.tolist(), "node_summary": _quantiles(node),
-        "layer_acceptance": layer.tolist(), "layer_summary": _quantiles(layer),
-        "chain_acceptance": block.mean(1).tolist(), "chain_min_block_acceptance": block.min(1).values.tolist(),
-        "accuracy": acc, "nll": nll,
-        "accuracy_median": _median(acc), "accuracy_mean": float(sum(acc) / len(acc)),
-        "sampling_seconds": sampling_seconds, "wall_seconds": wall,
-        "seconds_per_chain": sampling_seconds / chains, "draws_per_chain": int(chain.samples.shape[1]),
+        "node_acceptance": node.tolist(),
+        "node_summary": _quantiles(node),
+        "layer_acceptance": layer.tolist(),
+        "layer_summary": _quantiles(layer),
+        "chain_acceptance": block.mean(1).tolist(),
+        "chain_min_block_acceptance": block.min(1).values.tolist(),
+        "accuracy": acc,
+        "nll": nll,
+        "accuracy_median": _median(acc),
+        "accuracy_mean": float(sum(acc) / len(acc)),
+        "sampling_seconds": sampling_seconds,
+        "wall_seconds": wall,
+        "seconds_per_chain": sampling_seconds / chains,
+        "draws_per_chain": int(chain.samples.shape[1]),
     }
 
 
@@ -246,8 +285,11 @@ def _scenarios(exact: dict, cfg: Config) -> dict:
     for k, bound in enumerate(cfg.acceptance_bounds):
         ok = [i for i in range(pool) if rate[i] >= bound]
         kept = ok[:n]
-        out[f"scenario {3 + k}"] = {"bound": bound, "retained": kept,
-                                    "chains_run": kept[-1] + 1 if len(kept) == n else None}
+        out[f"scenario {3 + k}"] = {
+            "bound": bound,
+            "retained": kept,
+            "chains_run": kept[-1] + 1 if len(kept) == n else None,
+        }
     for s in out.values():
         s["accuracy"] = [acc[i] for i in s["retained"]]
         s["accuracy_median"] = _median(s["accuracy"])
@@ -262,15 +304,36 @@ def _value_row(key, quantity, source, paper, ours, tol, stat, unit="%") -> dict:
     else:
         verdict = "agrees" if abs(ours - paper) <= tol + 1e-12 else "differs"
         rule = f"abs(ours - paper) <= {100 * tol:g} pp" if unit == "%" else f"abs(ours - paper) <= {tol:g}"
-    return {"key": key, "quantity": quantity, "source": source, "statistic": stat, "paper": paper, "ours": ours,
-            "unit": unit, "rule": rule, "verdict": verdict, "kind": "value", "tol": tol,
-            "comparison_unit": "fraction" if unit == "%" else unit}
+    return {
+        "key": key,
+        "quantity": quantity,
+        "source": source,
+        "statistic": stat,
+        "paper": paper,
+        "ours": ours,
+        "unit": unit,
+        "rule": rule,
+        "verdict": verdict,
+        "kind": "value",
+        "tol": tol,
+        "comparison_unit": "fraction" if unit == "%" else unit,
+    }
 
 
 def _order_row(key, quantity, source, paper_text, ours_text, holds: bool | None, rule) -> dict:
     verdict = "n/a" if holds is None else ("agrees" if holds else "differs")
-    return {"key": key, "quantity": quantity, "source": source, "statistic": "ordering", "paper": paper_text,
-            "ours": ours_text, "unit": "", "rule": rule, "verdict": verdict, "kind": "claim"}
+    return {
+        "key": key,
+        "quantity": quantity,
+        "source": source,
+        "statistic": "ordering",
+        "paper": paper_text,
+        "ours": ours_text,
+        "unit": "",
+        "rule": rule,
+        "verdict": verdict,
+        "kind": "claim",
+    }
 
 
 def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
@@ -281,28 +344,84 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
     ap = ad["node_summary"]
     layer_mean = ad["layer_summary"]["mean"]
     rows = [
-        _value_row("exact_node1", "exact NBG, deep net, node 1 (hidden layer 1) acceptance", "Sect. 5.2, Fig. 3a",
-                   0.6383, ex["median"][0], cfg.tol_rate, "median over chains"),
-        _value_row("exact_node13", "exact NBG, deep net, node 13 (output node) acceptance", "Sect. 5.2, Fig. 3a",
-                   0.2072, ex["median"][12], cfg.tol_rate, "median over chains"),
+        _value_row(
+            "exact_node1",
+            "exact NBG, deep net, node 1 (hidden layer 1) acceptance",
+            "Sect. 5.2, Fig. 3a",
+            0.6383,
+            ex["median"][0],
+            cfg.tol_rate,
+            "median over chains",
+        ),
+        _value_row(
+            "exact_node13",
+            "exact NBG, deep net, node 13 (output node) acceptance",
+            "Sect. 5.2, Fig. 3a",
+            0.2072,
+            ex["median"][12],
+            cfg.tol_rate,
+            "median over chains",
+        ),
     ]
     for j, v in enumerate((0.5631, 0.3618, 0.2656)):
-        rows.append(_value_row(f"approx_layer{j + 1}", f"approx NBG, deep net, hidden layer {j + 1} acceptance",
-                               "Sect. 5.3, Fig. 4b", v, layer_mean[j], cfg.tol_rate, "mean over chains"))
+        rows.append(
+            _value_row(
+                f"approx_layer{j + 1}",
+                f"approx NBG, deep net, hidden layer {j + 1} acceptance",
+                "Sect. 5.3, Fig. 4b",
+                v,
+                layer_mean[j],
+                cfg.tol_rate,
+                "mean over chains",
+            )
+        )
     sc = {k: scen[k] for k in ("scenario 3", "scenario 4")}
     rows += [
-        _value_row("acc_approx_deep", "approx NBG, deep net, test accuracy (scenario 1)", "Sect. 5.2/5.5, Figs. 3b, 7",
-                   0.9888, ad["accuracy_median"], cfg.tol_accuracy, "median over chains"),
-        _value_row("acc_approx_shallow", "approx NBG, shallow net, test accuracy", "Sect. 5.5, Fig. 7",
-                   0.8675, ash["accuracy_median"], cfg.tol_accuracy, "median over chains"),
-        _value_row("acc_exact_deep", "exact NBG, deep net, test accuracy (scenario 2)", "Sect. 5.2, Fig. 3b",
-                   0.8692, scen["scenario 2"]["accuracy_median"], cfg.tol_accuracy, "median over chains"),
-        _value_row("acc_exact_deep_5", "exact NBG, deep net, chains with acceptance >= 5 %: test accuracy (scenario 3)",
-                   "Sect. 5.2, Fig. 3b", 0.9538, sc["scenario 3"]["accuracy_median"], cfg.tol_accuracy,
-                   "median over retained chains"),
-        _value_row("acc_exact_deep_20", "exact NBG, deep net, chains with acceptance >= 20 %: test accuracy (scenario 4)",
-                   "Sect. 5.2, Fig. 3b", 1.0, sc["scenario 4"]["accuracy_median"], cfg.tol_accuracy,
-                   "median over retained chains"),
+        _value_row(
+            "acc_approx_deep",
+            "approx NBG, deep net, test accuracy (scenario 1)",
+            "Sect. 5.2/5.5, Figs. 3b, 7",
+            0.9888,
+            ad["accuracy_median"],
+            cfg.tol_accuracy,
+            "median over chains",
+        ),
+        _value_row(
+            "acc_approx_shallow",
+            "approx NBG, shallow net, test accuracy",
+            "Sect. 5.5, Fig. 7",
+            0.8675,
+            ash["accuracy_median"],
+            cfg.tol_accuracy,
+            "median over chains",
+        ),
+        _value_row(
+            "acc_exact_deep",
+            "exact NBG, deep net, test accuracy (scenario 2)",
+            "Sect. 5.2, Fig. 3b",
+            0.8692,
+            scen["scenario 2"]["accuracy_median"],
+            cfg.tol_accuracy,
+            "median over chains",
+        ),
+        _value_row(
+            "acc_exact_deep_5",
+            "exact NBG, deep net, chains with acceptance >= 5 %: test accuracy (scenario 3)",
+            "Sect. 5.2, Fig. 3b",
+            0.9538,
+            sc["scenario 3"]["accuracy_median"],
+            cfg.tol_accuracy,
+            "median over retained chains",
+        ),
+        _value_row(
+            "acc_exact_deep_20",
+            "exact NBG, deep net, chains with acceptance >= 20 %: test accuracy (scenario 4)",
+            "Sect. 5.2, Fig. 3b",
+            1.0,
+            sc["scenario 4"]["accuracy_median"],
+            cfg.tol_accuracy,
+            "median over retained chains",
+        ),
     ]
     n, pool = cfg.num_chains, ed["num_chains"]
     for key, paper_run in (("scenario 3", 11), ("scenario 4", 23)):
@@ -311,60 +430,146 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
         quantity = f"exact NBG, deep net: chains run per retained chain, acceptance >= {100 * s['bound']:g} % ({key})"
         tol = cfg.tol_chains_rel * paper_ratio
         if s["chains_run"] is not None:
-            rows.append(_value_row(f"chains_{key[-1]}", quantity, "Sect. 5.2", paper_ratio, s["chains_run"] / n, tol,
-                                   f"chains run / {n} retained", unit="ratio"))
+            rows.append(
+                _value_row(
+                    f"chains_{key[-1]}",
+                    quantity,
+                    "Sect. 5.2",
+                    paper_ratio,
+                    s["chains_run"] / n,
+                    tol,
+                    f"chains run / {n} retained",
+                    unit="ratio",
+                )
+            )
             rows[-1]["rule"] = f"abs(ours - paper) <= {cfg.tol_chains_rel:g} x paper"
         else:  # the pool ran out: the ratio is > pool / n
             lower = pool / n
             holds = False if lower > paper_ratio + tol else None
-            row = _order_row(f"chains_{key[-1]}", quantity, "Sect. 5.2", f"{paper_ratio:.2f}",
-                             f"> {lower:.2f} (only {len(s['retained'])} of {pool} pool chains qualify)", holds,
-                             f"abs(ours - paper) <= {cfg.tol_chains_rel:g} x paper; 'n/a' when the pool is too small to tell")
+            row = _order_row(
+                f"chains_{key[-1]}",
+                quantity,
+                "Sect. 5.2",
+                f"{paper_ratio:.2f}",
+                f"> {lower:.2f} (only {len(s['retained'])} of {pool} pool chains qualify)",
+                holds,
+                f"abs(ours - paper) <= {cfg.tol_chains_rel:g} x paper; 'n/a' when the pool is too small to tell",
+            )
             row["statistic"], row["unit"], row["paper"] = f"chains run / {n} retained", "ratio", paper_ratio
             rows.append(row)
     # qualitative claims
     nodes = len(ap["median"])
     higher = sum(a > e for a, e in zip(ap["median"], ex["median"]))
-    rows.append(_order_row("approx_above_exact", "approx NBG median acceptance above exact NBG median, per node",
-                           "Sect. 5.2, Fig. 3a", "higher (first observation)", f"{higher} of {nodes} nodes",
-                           higher > nodes / 2, "holds at a majority of the nodes"))
+    rows.append(
+        _order_row(
+            "approx_above_exact",
+            "approx NBG median acceptance above exact NBG median, per node",
+            "Sect. 5.2, Fig. 3a",
+            "higher (first observation)",
+            f"{higher} of {nodes} nodes",
+            higher > nodes / 2,
+            "holds at a majority of the nodes",
+        )
+    )
     iqr_a = [b - a for a, b in zip(ap["q25"], ap["q75"])]
     iqr_e = [b - a for a, b in zip(ex["q25"], ex["q75"])]
     smaller = sum(a < e for a, e in zip(iqr_a, iqr_e))
-    rows.append(_order_row("approx_less_volatile",
-                           "approx NBG acceptance less volatile than exact (IQR over chains), per node",
-                           "Sect. 5.2, Fig. 3a", "smaller IQR (second observation)", f"{smaller} of {nodes} nodes",
-                           smaller > nodes / 2, "holds at a majority of the nodes"))
+    rows.append(
+        _order_row(
+            "approx_less_volatile",
+            "approx NBG acceptance less volatile than exact (IQR over chains), per node",
+            "Sect. 5.2, Fig. 3a",
+            "smaller IQR (second observation)",
+            f"{smaller} of {nodes} nodes",
+            smaller > nodes / 2,
+            "holds at a majority of the nodes",
+        )
+    )
     l1, l2, l3 = layer_mean[:3]
-    rows.append(_order_row("depth_layers", "approx NBG, deep net: acceptance falls with depth, layers 1 > 2 > 3",
-                           "Sect. 5.3, Fig. 4b", "56.31 > 36.18 > 26.56",
-                           f"{100 * l1:.2f} {'>' if l1 > l2 else '<='} {100 * l2:.2f} {'>' if l2 > l3 else '<='} "
-                           f"{100 * l3:.2f}", l1 > l2 > l3, "same ordering of the layer means"))
+    rows.append(
+        _order_row(
+            "depth_layers",
+            "approx NBG, deep net: acceptance falls with depth, layers 1 > 2 > 3",
+            "Sect. 5.3, Fig. 4b",
+            "56.31 > 36.18 > 26.56",
+            f"{100 * l1:.2f} {'>' if l1 > l2 else '<='} {100 * l2:.2f} {'>' if l2 > l3 else '<='} {100 * l3:.2f}",
+            l1 > l2 > l3,
+            "same ordering of the layer means",
+        )
+    )
     e1, e13 = ex["median"][0], ex["median"][12]
-    rows.append(_order_row("depth_exact", "exact NBG, deep net: node 1 above node 13", "Sect. 5.2, Fig. 3a",
-                           "63.83 > 20.72", f"{100 * e1:.2f} {'>' if e1 > e13 else '<='} {100 * e13:.2f}",
-                           e1 > e13, "same ordering of the medians"))
+    rows.append(
+        _order_row(
+            "depth_exact",
+            "exact NBG, deep net: node 1 above node 13",
+            "Sect. 5.2, Fig. 3a",
+            "63.83 > 20.72",
+            f"{100 * e1:.2f} {'>' if e1 > e13 else '<='} {100 * e13:.2f}",
+            e1 > e13,
+            "same ordering of the medians",
+        )
+    )
     da, sa, ea = ad["accuracy_median"], ash["accuracy_median"], scen["scenario 2"]["accuracy_median"]
-    rows.append(_order_row("deep_above_shallow", "approx NBG accuracy: deep net above shallow net", "Sect. 5.5, Fig. 7",
-                           "98.88 > 86.75", f"{100 * da:.2f} {'>' if da > sa else '<='} {100 * sa:.2f}", da > sa,
-                           "same ordering of the medians"))
-    rows.append(_order_row("approx_above_exact_acc", "deep net accuracy: approx NBG above exact NBG (scenario 2)",
-                           "Sect. 5.2, Fig. 3b", "98.88 > 86.92",
-                           f"{100 * da:.2f} {'>' if da > ea else '<='} {100 * ea:.2f}", da > ea,
-                           "same ordering of the medians"))
+    rows.append(
+        _order_row(
+            "deep_above_shallow",
+            "approx NBG accuracy: deep net above shallow net",
+            "Sect. 5.5, Fig. 7",
+            "98.88 > 86.75",
+            f"{100 * da:.2f} {'>' if da > sa else '<='} {100 * sa:.2f}",
+            da > sa,
+            "same ordering of the medians",
+        )
+    )
+    rows.append(
+        _order_row(
+            "approx_above_exact_acc",
+            "deep net accuracy: approx NBG above exact NBG (scenario 2)",
+            "Sect. 5.2, Fig. 3b",
+            "98.88 > 86.92",
+            f"{100 * da:.2f} {'>' if da > ea else '<='} {100 * ea:.2f}",
+            da > ea,
+            "same ordering of the medians",
+        )
+    )
     ia, ie = _iqr(ad["accuracy"]), _iqr(scen["scenario 2"]["accuracy"])
     assert ia is not None and ie is not None  # one accuracy per chain, at least one chain each
-    rows.append(_order_row("acc_iqr_exact", "deep net accuracy IQR: approx NBG below exact NBG (scenario 2)",
-                           "Sect. 5.2, Fig. 3b", "smaller", f"{100 * ia:.2f} vs {100 * ie:.2f} pp", ia < ie,
-                           "approx IQR < exact IQR"))
+    rows.append(
+        _order_row(
+            "acc_iqr_exact",
+            "deep net accuracy IQR: approx NBG below exact NBG (scenario 2)",
+            "Sect. 5.2, Fig. 3b",
+            "smaller",
+            f"{100 * ia:.2f} vs {100 * ie:.2f} pp",
+            ia < ie,
+            "approx IQR < exact IQR",
+        )
+    )
     isw = _iqr(ash["accuracy"])
     assert isw is not None
-    rows.append(_order_row("acc_iqr_depth", "approx NBG accuracy IQR: deep net below shallow net", "Sect. 5.5, Fig. 7",
-                           "smaller", f"{100 * ia:.2f} vs {100 * isw:.2f} pp", ia < isw, "deep IQR < shallow IQR"))
+    rows.append(
+        _order_row(
+            "acc_iqr_depth",
+            "approx NBG accuracy IQR: deep net below shallow net",
+            "Sect. 5.5, Fig. 7",
+            "smaller",
+            f"{100 * ia:.2f} vs {100 * isw:.2f} pp",
+            ia < isw,
+            "deep IQR < shallow IQR",
+        )
+    )
     ta, te = ad["seconds_per_chain"], ed["seconds_per_chain"]
-    rows.append(_order_row("runtime", "deep net runtime per chain: approx NBG below exact NBG", "Sect. 5.2, Fig. 3c",
-                           "shorter", f"{ta:.2f} s vs {te:.2f} s", ta < te,
-                           "approx < exact (sampling seconds of the batched run / chains)"))
+    rows.append(
+        _order_row(
+            "runtime",
+            "deep net runtime per chain: approx NBG below exact NBG",
+            "Sect. 5.2, Fig. 3c",
+            "shorter",
+            f"{ta:.2f} s vs {te:.2f} s",
+            ta < te,
+            "approx < exact (sampling seconds of the batched run / chains)",
+        )
+    )
     return rows
 
 
@@ -372,8 +577,15 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", progress: bool | None = None, *,
-        resume: bool = False, data_dir: str | Path | None = None, seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/gibbs-xor",
+    progress: bool | None = None,
+    *,
+    resume: bool = False,
+    data_dir: str | Path | None = None,
+    seed: int | None = None,
+) -> dict:
     """Run the experiment and write ``report.json``, ``report.md`` and the figures to
     ``out_dir``; the chains go to ``out_dir/chains/<setting>`` (checkpointed every
     ``Config.checkpoint_every`` sweeps). ``resume=True`` continues every setting from its
@@ -396,33 +608,63 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/gibbs-xor", 
     rows = _rows(res, scen, cfg)
     report = {
         "experiment": "gibbs-xor: node-blocked Metropolis-within-Gibbs on noisy XOR (Papamarkou 2023, Figs. 3, 4, 7)",
-        "preset": preset, "config": asdict(cfg), "seed": cfg.seed, "resumed": resume, "data": source,
-        "num_train": len(data.x_train), "num_test": len(data.x_test),
-        "windows": {"acceptance": [cfg.burn_in + 1, cfg.num_steps],
-                    "prediction": [cfg.num_steps - cfg.predict_last + 1, cfg.num_steps],
-                    "paper_acceptance": [10_001, PAPER_STEPS], "paper_prediction": [100_001, PAPER_STEPS]},
-        "settings": res, "scenarios": scen, "rows": rows,
+        "preset": preset,
+        "config": asdict(cfg),
+        "seed": cfg.seed,
+        "resumed": resume,
+        "data": source,
+        "num_train": len(data.x_train),
+        "num_test": len(data.x_test),
+        "windows": {
+            "acceptance": [cfg.burn_in + 1, cfg.num_steps],
+            "prediction": [cfg.num_steps - cfg.predict_last + 1, cfg.num_steps],
+            "paper_acceptance": [10_001, PAPER_STEPS],
+            "paper_prediction": [100_001, PAPER_STEPS],
+        },
+        "settings": res,
+        "scenarios": scen,
+        "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "n/a")},
-        "reduced": _reduced(cfg), "versions": _versions(), "figures": dict(FIGURES),
+        "reduced": _reduced(cfg),
+        "versions": _versions(),
+        "figures": dict(FIGURES),
     }
     report["wall_seconds"] = time.perf_counter() - t0
     _plot(out, res, scen, cfg)
     report["wall_seconds"] = time.perf_counter() - t0
-    notes = [] if source.get("source") == "files" else [
-        f"DATA: {source.get('source')} noisy XOR (the published files were not found): the paper's numbers are "
-        "shown and judged against a simulation of the same design"]
-    return write_rows_report(out, "gibbs-xor", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                             figures=list(FIGURES.values()), markdown=_markdown, step_sizes=_step_sizes(cfg),
-                             notes=notes)
+    notes = (
+        []
+        if source.get("source") == "files"
+        else [
+            f"DATA: {source.get('source')} noisy XOR (the published files were not found): the paper's numbers are "
+            "shown and judged against a simulation of the same design"
+        ]
+    )
+    return write_rows_report(
+        out,
+        "gibbs-xor",
+        preset=preset,
+        cfg=asdict(cfg),
+        seed=cfg.seed,
+        legacy=report,
+        rows=rows,
+        wall_time_s=report["wall_seconds"],
+        reductions=report["reduced"],
+        figures=list(FIGURES.values()),
+        markdown=_markdown,
+        step_sizes=_step_sizes(cfg),
+        notes=notes,
+    )
 
 
 def _step_sizes(cfg: Config) -> list[str]:
     """No gradient step: the proposal variances of the random-walk Metropolis blocks, as the paper's."""
-    return ["no gradient step: node-blocked Metropolis-within-Gibbs with a Gaussian random-walk proposal per node; "
-            "the paper's proposal variances are used as is: approximate NBG σ² = 0.04 at batch 100, exact NBG "
-            "σ² = 0.001 on the full batch (Sect. 5.2)",
-            f"config: {', '.join(f'{k} = {v}' for k, v in asdict(cfg).items() if 'var' in k or 'batch' in k)}"]
+    return [
+        "no gradient step: node-blocked Metropolis-within-Gibbs with a Gaussian random-walk proposal per node; "
+        "the paper's proposal variances are used as is: approximate NBG σ² = 0.04 at batch 100, exact NBG "
+        "σ² = 0.001 on the full batch (Sect. 5.2)",
+        f"config: {', '.join(f'{k} = {v}' for k, v in asdict(cfg).items() if 'var' in k or 'batch' in k)}",
+    ]
 
 
 def _reduced(cfg: Config) -> list[str]:
@@ -437,13 +679,18 @@ def _reduced(cfg: Config) -> list[str]:
             "expected higher (a flat likelihood accepts most moves), accuracies lower and more spread between chains "
             "(most for the deep net and for exact NBG, whose small steps move slowly), and every per-chain number "
             "noisier; value verdicts are therefore mostly expected to differ, and only the full preset is a test of "
-            "the paper's numbers.")
+            "the paper's numbers."
+        )
     if cfg.num_chains != full.num_chains:
-        notes.append(f"{cfg.num_chains} chains per setting instead of {full.num_chains}: medians and IQRs over so few "
-                     "chains are rough.")
+        notes.append(
+            f"{cfg.num_chains} chains per setting instead of {full.num_chains}: medians and IQRs over so few "
+            "chains are rough."
+        )
     if cfg.exact_pool_chains != full.exact_pool_chains:
-        notes.append(f"exact deep pool of {cfg.exact_pool_chains} chains instead of {full.exact_pool_chains}: scenarios "
-                     "3 and 4 may run out of qualifying chains (then reported as incomplete).")
+        notes.append(
+            f"exact deep pool of {cfg.exact_pool_chains} chains instead of {full.exact_pool_chains}: scenarios "
+            "3 and 4 may run out of qualifying chains (then reported as incomplete)."
+        )
     return notes
 
 
@@ -459,10 +706,14 @@ def _fmt(v, unit) -> str:
 def _markdown(report: dict) -> str:
     cfg, res, scen = report["config"], report["settings"], report["scenarios"]
     src = report["data"]
-    data_line = (f"published files from `{src['folder']}` (SHA-256 verified)" if src["source"] == "files" else
-                 f"simulated (structmc.data.noisy_xor_dataset, seed {src['seed']}; {src['reason']})")
+    data_line = (
+        f"published files from `{src['folder']}` (SHA-256 verified)"
+        if src["source"] == "files"
+        else f"simulated (structmc.data.noisy_xor_dataset, seed {src['seed']}; {src['reason']})"
+    )
     lines = [
-        "# Blocked Gibbs on noisy XOR (Papamarkou 2023, Figs. 3, 4, 7)", "",
+        "# Blocked Gibbs on noisy XOR (Papamarkou 2023, Figs. 3, 4, 7)",
+        "",
         f"Preset `{report['preset'] or 'custom'}`; data: {data_line}; {report['num_train']} training / "
         f"{report['num_test']} test points. Node-blocked Metropolis-within-Gibbs, sigmoid MLPs, Bernoulli likelihood "
         f"(summed over the batch), prior N(0, {cfg['prior_var']:g}), chains started from prior draws. Approximate: "
@@ -473,33 +724,53 @@ def _markdown(report: dict) -> str:
         f"{report['windows']['prediction'][0]:,}-{report['windows']['prediction'][1]:,} (paper: 10,001-110,000 and "
         f"100,001-110,000). Seed {report['seed']}; wall time of this invocation {report['wall_seconds']:.1f} s; sampling time "
         f"{sum(r['sampling_seconds'] for r in report['settings'].values()):.1f} s (sampler steps, summed over "
-        f"settings and over resumed runs).", "",
-        "## Paper vs ours", "",
-        "| quantity | source | statistic | paper | ours | rule | verdict |", "|---|---|---|---|---|---|---|",
+        f"settings and over resumed runs).",
+        "",
+        "## Paper vs ours",
+        "",
+        "| quantity | source | statistic | paper | ours | rule | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in report["rows"]:
-        lines.append(f"| {r['quantity']} | {r['source']} | {r['statistic']} | {_fmt(r['paper'], r['unit'])} | "
-                     f"{_fmt(r['ours'], r['unit'])} | {r['rule']} | **{r['verdict']}** |")
+        lines.append(
+            f"| {r['quantity']} | {r['source']} | {r['statistic']} | {_fmt(r['paper'], r['unit'])} | "
+            f"{_fmt(r['ours'], r['unit'])} | {r['rule']} | **{r['verdict']}** |"
+        )
     v = report["verdicts"]
     lines += ["", f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.", ""]
     if report["reduced"]:
-        lines += ["## Reduced run", "", *[f"- {n}" for n in report["reduced"]],
-                  "- the verdicts above compare this reduced run with the paper's 110,000-sweep numbers.", ""]
+        lines += [
+            "## Reduced run",
+            "",
+            *[f"- {n}" for n in report["reduced"]],
+            "- the verdicts above compare this reduced run with the paper's 110,000-sweep numbers.",
+            "",
+        ]
     # per-node table
     ad, ed = res["approx-deep"], res["exact-deep"]
     s2 = scen["scenario 2"]["retained"]
     ex = _quantiles(torch.tensor(ed["node_acceptance"], dtype=torch.float64)[s2])
-    lines += ["## Deep net, acceptance per node (%, over chains)", "",
-              "| node | layer | approx median | approx mean | approx IQR | exact median | exact mean | exact IQR |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Deep net, acceptance per node (%, over chains)",
+        "",
+        "| node | layer | approx median | approx mean | approx IQR | exact median | exact mean | exact IQR |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     ap = ad["node_summary"]
     for k, (layer, _unit) in enumerate(ad["nodes"]):
-        lines.append(f"| {k + 1} | {layer if layer < 7 else 'output'} | {100 * ap['median'][k]:.2f} | "
-                     f"{100 * ap['mean'][k]:.2f} | {100 * ap['q25'][k]:.1f}-{100 * ap['q75'][k]:.1f} | "
-                     f"{100 * ex['median'][k]:.2f} | {100 * ex['mean'][k]:.2f} | "
-                     f"{100 * ex['q25'][k]:.1f}-{100 * ex['q75'][k]:.1f} |")
-    lines += ["", "## Acceptance per layer (%, mean / median over chains)", "",
-              "| setting | " + " | ".join(f"layer {j + 1}" for j in range(7)) + " |", "|---|" + "---|" * 7]
+        lines.append(
+            f"| {k + 1} | {layer if layer < 7 else 'output'} | {100 * ap['median'][k]:.2f} | "
+            f"{100 * ap['mean'][k]:.2f} | {100 * ap['q25'][k]:.1f}-{100 * ap['q75'][k]:.1f} | "
+            f"{100 * ex['median'][k]:.2f} | {100 * ex['mean'][k]:.2f} | "
+            f"{100 * ex['q25'][k]:.1f}-{100 * ex['q75'][k]:.1f} |"
+        )
+    lines += [
+        "",
+        "## Acceptance per layer (%, mean / median over chains)",
+        "",
+        "| setting | " + " | ".join(f"layer {j + 1}" for j in range(7)) + " |",
+        "|---|" + "---|" * 7,
+    ]
     for name, r in res.items():
         s = r["layer_summary"]
         if name == "exact-deep":
@@ -508,44 +779,61 @@ def _markdown(report: dict) -> str:
         cells += ["" for _ in range(7 - len(cells))]
         label = name + (" (scenario 2 chains)" if name == "exact-deep" else "")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "(last listed layer of each net is its output node)", "",
-              "## Test accuracy per chain (%)", "",
-              "| run | chains | per chain | median | mean |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "(last listed layer of each net is its output node)",
+        "",
+        "## Test accuracy per chain (%)",
+        "",
+        "| run | chains | per chain | median | mean |",
+        "|---|---|---|---|---|",
+    ]
     acc_rows = [("approx deep (scenario 1)", ad["accuracy"]), ("approx shallow", res["approx-shallow"]["accuracy"])]
     for key in ("scenario 2", "scenario 3", "scenario 4"):
         s = scen[key]
         bound = "" if s["bound"] is None else f", acceptance >= {100 * s['bound']:g} %"
         run_note = "" if s["chains_run"] is None else f", {s['chains_run']} run"
-        acc_rows.append((f"exact deep ({key}{bound}{run_note}"
-                         f"{'' if s['complete'] else ', incomplete: pool exhausted'})", s["accuracy"]))
+        acc_rows.append(
+            (
+                f"exact deep ({key}{bound}{run_note}{'' if s['complete'] else ', incomplete: pool exhausted'})",
+                s["accuracy"],
+            )
+        )
     if "exact-shallow" in res:
         acc_rows.append(("exact shallow (extra, not in the paper)", res["exact-shallow"]["accuracy"]))
     for label, accs in acc_rows:
         med = _median(accs)
         mean = sum(accs) / len(accs) if accs else None
-        lines.append(f"| {label} | {len(accs)} | {', '.join(f'{100 * a:.1f}' for a in accs)} | "
-                     f"{'-' if med is None else f'{100 * med:.2f}'} | {'-' if mean is None else f'{100 * mean:.2f}'} |")
+        lines.append(
+            f"| {label} | {len(accs)} | {', '.join(f'{100 * a:.1f}' for a in accs)} | "
+            f"{'-' if med is None else f'{100 * med:.2f}'} | {'-' if mean is None else f'{100 * mean:.2f}'} |"
+        )
     lines += ["", "## Runtime", "", "| setting | chains | sampling s | s per chain |", "|---|---|---|---|"]
     for name, r in res.items():
         lines.append(f"| {name} | {r['num_chains']} | {r['sampling_seconds']:.1f} | {r['seconds_per_chain']:.2f} |")
-    lines += ["", "Chains of a setting run batched (one vectorised run), so seconds per chain is the batched time "
-              "divided by the chains, not a single chain's time.", "",
-              "Notes: the paper's layer numbers (Fig. 4b) are means over the 10 chains; its node and accuracy numbers "
-              "are medians (Figs. 3a, 3b, 7). The exact-NBG node numbers and the exact accuracies belong to the deep net "
-              "(Sect. 5.2 runs exact NBG on MLP(2, 2, 2, 2, 2, 2, 2, 1) only); node 13 is its output node. "
-              "A chain is retained in scenarios 3 and 4 when every one of its 13 block rates over the acceptance window "
-              "reaches the bound (the reference code's check). Scenarios 2-4 are the first qualifying chains of one "
-              "pool of exact chains.",
-              "",
-              "Acceptance rates are not expected to match the paper's closely: the reference sampler (eeyore's "
-              "`Gibbs.draw`) keeps a rejected block's proposed values in its proposal vector, so each later block of "
-              "the sweep is proposed jointly with every earlier rejected block and its target is evaluated off the "
-              "chain's state. Later (deeper) blocks therefore see larger effective moves and lower acceptance, which "
-              "is at least part of the paper's fall of acceptance with depth (an emulation of it gave layer means "
-              "57.2, 38.3, 29.4 % against the paper's 56.31, 36.18, 26.56 %; see the module docstring). structmc's "
-              "sampler does not do this "
-              "(a rejection leaves no trace), so its rates are higher and need not fall with depth; the accuracies "
-              "are the better comparison.", ""]
+    lines += [
+        "",
+        "Chains of a setting run batched (one vectorised run), so seconds per chain is the batched time "
+        "divided by the chains, not a single chain's time.",
+        "",
+        "Notes: the paper's layer numbers (Fig. 4b) are means over the 10 chains; its node and accuracy numbers "
+        "are medians (Figs. 3a, 3b, 7). The exact-NBG node numbers and the exact accuracies belong to the deep net "
+        "(Sect. 5.2 runs exact NBG on MLP(2, 2, 2, 2, 2, 2, 2, 1) only); node 13 is its output node. "
+        "A chain is retained in scenarios 3 and 4 when every one of its 13 block rates over the acceptance window "
+        "reaches the bound (the reference code's check). Scenarios 2-4 are the first qualifying chains of one "
+        "pool of exact chains.",
+        "",
+        "Acceptance rates are not expected to match the paper's closely: the reference sampler (eeyore's "
+        "`Gibbs.draw`) keeps a rejected block's proposed values in its proposal vector, so each later block of "
+        "the sweep is proposed jointly with every earlier rejected block and its target is evaluated off the "
+        "chain's state. Later (deeper) blocks therefore see larger effective moves and lower acceptance, which "
+        "is at least part of the paper's fall of acceptance with depth (an emulation of it gave layer means "
+        "57.2, 38.3, 29.4 % against the paper's 56.31, 36.18, 26.56 %; see the module docstring). structmc's "
+        "sampler does not do this "
+        "(a rejection leaves no trace), so its rates are higher and need not fall with depth; the accuracies "
+        "are the better comparison.",
+        "",
+    ]
     lines += [f"![{k}]({f})" for k, f in FIGURES.items()] + [""]
     return "\n".join(lines)
 
@@ -571,9 +859,12 @@ def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
     for box in b2["boxes"]:
         box.set_facecolor("#b9a3d6")
     ax.set_xticks(pos.tolist(), [str(k + 1) for k in range(nodes)])
-    ax.set(xlabel="node (hidden layers 1-6: nodes 1-12, output: node 13)", ylabel="acceptance rate (%)",
-           title="Fig. 3a: node acceptance, MLP(2,2,2,2,2,2,2,1); left approximate NBG, right exact NBG",
-           ylim=(-2, 102))
+    ax.set(
+        xlabel="node (hidden layers 1-6: nodes 1-12, output: node 13)",
+        ylabel="acceptance rate (%)",
+        title="Fig. 3a: node acceptance, MLP(2,2,2,2,2,2,2,1); left approximate NBG, right exact NBG",
+        ylim=(-2, 102),
+    )
     ax.legend([b1["boxes"][0], b2["boxes"][0]], ["approximate (batch 100, σ²=0.04)", "exact (σ²=0.001)"], fontsize=8)
     fig.tight_layout()
     fig.savefig(out / FIGURES["fig3a"], dpi=100)
@@ -618,9 +909,12 @@ def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
     plt.close(fig)
 
     # Fig. 7: accuracy, shallow vs deep, approximate NBG
-    _box_with_points(plt, out / FIGURES["fig7"], [("MLP(2,2,1)", ash["accuracy"]),
-                                                  ("MLP(2,2,2,2,2,2,2,1)", ad["accuracy"])],
-                     "Fig. 7: approximate NBG test accuracy per chain")
+    _box_with_points(
+        plt,
+        out / FIGURES["fig7"],
+        [("MLP(2,2,1)", ash["accuracy"]), ("MLP(2,2,2,2,2,2,2,1)", ad["accuracy"])],
+        "Fig. 7: approximate NBG test accuracy per chain",
+    )
 
 
 def _box_with_points(plt, path: Path, groups, title: str) -> None:

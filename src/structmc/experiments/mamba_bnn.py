@@ -88,28 +88,48 @@ from . import resolve_preset
 from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import step_size_lines
 from ._report import write_rows_report
-from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable
+from ._shared import pyplot, restores_globals
+from ._shared import threads as torch_threads
+from ._shared import versions as _versions
 
 # -- what the paper publishes ------------------------------------------------------------------
 SAMPLERS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = ("MAMBA", "Grid", "Heuristic")
 #: Table 3 (ECE and MCE in %, one entry per sampler in SAMPLERS order).
-PAPER_ECE = {"MAMBA": [1.0, 0.9, 0.7, 0.7, 9.3, 0.9], "Grid": [14.6, 8.8, 20.1, 25.1, 5.4, 7.7],
-             "Heuristic": [0.8, 0.7, 50.9, 40.8, 6.2, 7.0]}
-PAPER_MCE = {"MAMBA": [36.4, 15.7, 47.1, 21.3, 45.7, 27.4], "Grid": [42.1, 40.7, 65.5, 55.2, 42.2, 42.3],
-             "Heuristic": [23.3, 22.0, 71.6, 74.8, 43.2, 51.5]}
+PAPER_ECE = {
+    "MAMBA": [1.0, 0.9, 0.7, 0.7, 9.3, 0.9],
+    "Grid": [14.6, 8.8, 20.1, 25.1, 5.4, 7.7],
+    "Heuristic": [0.8, 0.7, 50.9, 40.8, 6.2, 7.0],
+}
+PAPER_MCE = {
+    "MAMBA": [36.4, 15.7, 47.1, 21.3, 45.7, 27.4],
+    "Grid": [42.1, 40.7, 65.5, 55.2, 42.2, 42.3],
+    "Heuristic": [23.3, 22.0, 71.6, 74.8, 43.2, 51.5],
+}
 #: Table 9: test accuracy (%) and number of samples (iterations) of the 300 s runs.
-PAPER_ACCURACY = {"MAMBA": [93.1, 93.1, 93.0, 93.1, 94.0, 93.1], "Grid": [93.8, 94.2, 92.5, 82.9, 95.1, 94.6],
-                  "Heuristic": [93.3, 93.2, 91.7, 90.1, 95.2, 95.0]}
-PAPER_NUM_SAMPLES = {"MAMBA": [96_922, 67_395, 23_671, 15_327, 88_021, 62_389],
-                     "Grid": [16_343, 9_659, 1_761, 1_013, 17_062, 9_372],
-                     "Heuristic": [15_192, 9_534, 1_717, 984, 16_727, 9_382]}
+PAPER_ACCURACY = {
+    "MAMBA": [93.1, 93.1, 93.0, 93.1, 94.0, 93.1],
+    "Grid": [93.8, 94.2, 92.5, 82.9, 95.1, 94.6],
+    "Heuristic": [93.3, 93.2, 91.7, 90.1, 95.2, 95.0],
+}
+PAPER_NUM_SAMPLES = {
+    "MAMBA": [96_922, 67_395, 23_671, 15_327, 88_021, 62_389],
+    "Grid": [16_343, 9_659, 1_761, 1_013, 17_062, 9_372],
+    "Heuristic": [15_192, 9_534, 1_717, 984, 16_727, 9_382],
+}
 #: Table 8: chosen log10 h, batch (% of N) and L (SGHMC) per method.
-PAPER_LOG10_H = {"MAMBA": [-5.5, -5.5, -6.5, -6.0, -5.0, -7.5], "Grid": [-3.5, -3.5, -5.0, -5.0, -5.0, -4.5],
-                 "Heuristic": [-4.8] * 6}
+PAPER_LOG10_H = {
+    "MAMBA": [-5.5, -5.5, -6.5, -6.0, -5.0, -7.5],
+    "Grid": [-3.5, -3.5, -5.0, -5.0, -5.0, -4.5],
+    "Heuristic": [-4.8] * 6,
+}
 PAPER_BATCH_PCT = {"MAMBA": [1] * 6, "Grid": [10] * 6, "Heuristic": [10] * 6}
-PAPER_LEAPFROG = {"MAMBA": {"SGHMC": 5, "SGHMC-CV": 5}, "Grid": {"SGHMC": 10, "SGHMC-CV": 10},
-                  "Heuristic": {"SGHMC": 10, "SGHMC-CV": 10}}
+PAPER_LEAPFROG = {
+    "MAMBA": {"SGHMC": 5, "SGHMC-CV": 5},
+    "Grid": {"SGHMC": 10, "SGHMC-CV": 10},
+    "Heuristic": {"SGHMC": 10, "SGHMC-CV": 10},
+}
 PAPER_LOG10_GRID = (-2.0, -2.5, -3.0, -3.5, -4.0, -4.5, -5.0, -5.5, -6.0, -6.5, -7.0, -7.5)
 PAPER_RETRY_GRID = (-5.0, -5.5, -6.0, -6.5, -7.0, -7.5)
 
@@ -178,15 +198,49 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(data="auto", num_train=300, num_test=200, hidden=16, map_steps=30, log10_h=(-3.0, -5.0),
-                   leapfrog=(2, 3), heuristic_leapfrog=3,
-                   budget="iterations", mamba_R=32, thin=1, max_samples=8,
-                   score_data=100, warmup=0, grid_iterations=10, grid_thin=2, grid_max_samples=5, eval_seconds=None,
-                   eval_iterations=24, eval_thin=2, eval_max_draws=8, retry_log10_h=(-6.0,), curve_points=4,
-                   num_threads=1),
-    "quick": Config(map_steps=1_000, log10_h=(-2.0, -3.0, -4.0, -5.0, -6.0, -7.0), mamba_R=2.5, thin=5,
-                    max_samples=20, score_data=5_000, warmup=0, grid_iterations=12, grid_thin=2, grid_max_samples=6,
-                    grid_points=2_000, eval_seconds=6.0, eval_thin=1, eval_max_draws=20, num_threads=1),
+    "tiny": Config(
+        data="auto",
+        num_train=300,
+        num_test=200,
+        hidden=16,
+        map_steps=30,
+        log10_h=(-3.0, -5.0),
+        leapfrog=(2, 3),
+        heuristic_leapfrog=3,
+        budget="iterations",
+        mamba_R=32,
+        thin=1,
+        max_samples=8,
+        score_data=100,
+        warmup=0,
+        grid_iterations=10,
+        grid_thin=2,
+        grid_max_samples=5,
+        eval_seconds=None,
+        eval_iterations=24,
+        eval_thin=2,
+        eval_max_draws=8,
+        retry_log10_h=(-6.0,),
+        curve_points=4,
+        num_threads=1,
+    ),
+    "quick": Config(
+        map_steps=1_000,
+        log10_h=(-2.0, -3.0, -4.0, -5.0, -6.0, -7.0),
+        mamba_R=2.5,
+        thin=5,
+        max_samples=20,
+        score_data=5_000,
+        warmup=0,
+        grid_iterations=12,
+        grid_thin=2,
+        grid_max_samples=6,
+        grid_points=2_000,
+        eval_seconds=6.0,
+        eval_thin=1,
+        eval_max_draws=20,
+        num_threads=1,
+    ),
     "full": Config(),
 }
 
@@ -196,14 +250,27 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------
 def make_energy(cfg: Config, num_data: int):
     """``mlp_mamba`` (784-``hidden``-10, ``activation``), N(0, prior_std²), categorical."""
-    return energy_for("mlp_mamba", num_data=num_data, hidden=(cfg.hidden,), activation=cfg.activation,
-                      prior_std=cfg.prior_std, seed=cfg.seed)
+    return energy_for(
+        "mlp_mamba",
+        num_data=num_data,
+        hidden=(cfg.hidden,),
+        activation=cfg.activation,
+        prior_std=cfg.prior_std,
+        seed=cfg.seed,
+    )
 
 
 def compute_map(energy, x: Tensor, y: Tensor, *, steps: int, lr: float, batch: float, seed: int) -> Tensor:
     b = max(1, int(math.floor(batch * len(y))))
-    return find_map(energy, energy.initial_position(), data=(x, y), batch_size=None if b >= len(y) else b,
-                    num_steps=steps, lr=lr, seed=seed)
+    return find_map(
+        energy,
+        energy.initial_position(),
+        data=(x, y),
+        batch_size=None if b >= len(y) else b,
+        num_steps=steps,
+        lr=lr,
+        seed=seed,
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,8 +300,13 @@ def batch_pct(arm: Arm, num_data: int) -> float:
 
 
 def describe_arm(arm: Arm, num_data: int) -> dict:
-    out = {"label": arm.label, "log10_h": log10_h(arm), "batch_pct": batch_pct(arm, num_data),
-           "batch": arm.batch_count(num_data) or num_data, "arm": arm.to_dict()}
+    out = {
+        "label": arm.label,
+        "log10_h": log10_h(arm),
+        "batch_pct": batch_pct(arm, num_data),
+        "batch": arm.batch_count(num_data) or num_data,
+        "arm": arm.to_dict(),
+    }
     if "num_leapfrog" in arm.sampler:
         out["L"] = int(arm.sampler["num_leapfrog"])
     return out
@@ -242,9 +314,8 @@ def describe_arm(arm: Arm, num_data: int) -> dict:
 
 def tuning_arms(name: str, cfg: Config, log10s, batches) -> list[Arm]:
     base, gradient, fixed, axes = sampler_spec(name, cfg)
-    lrs = [lr_from_paper(base, 10.0 ** x) for x in log10s]
-    return grid(base, lr=lrs, batch_size=[None if b == 1.0 else b for b in batches], gradient=gradient, **fixed,
-                **axes)
+    lrs = [lr_from_paper(base, 10.0**x) for x in log10s]
+    return grid(base, lr=lrs, batch_size=[None if b == 1.0 else b for b in batches], gradient=gradient, **fixed, **axes)
 
 
 def heuristic_arm(name: str, cfg: Config, num_data: int) -> Arm:
@@ -262,36 +333,71 @@ def heuristic_arm(name: str, cfg: Config, num_data: int) -> Arm:
 def _tune_mamba(name, cfg, problem, log10s, out: Path, progress, seed: int):
     arms = tuning_arms(name, cfg, log10s, cfg.batch_sizes)
     budget = mamba_budget(cfg, len(arms))
-    res = mamba(None, None, arms, budget, problem=problem, eta=cfg.eta, metric=KSD(), seed=seed, thin=cfg.thin,
-                max_samples=cfg.max_samples, metric_cost=cfg.metric_cost, warmup=cfg.warmup, out_dir=out,
-                progress=progress)
+    res = mamba(
+        None,
+        None,
+        arms,
+        budget,
+        problem=problem,
+        eta=cfg.eta,
+        metric=KSD(),
+        seed=seed,
+        thin=cfg.thin,
+        max_samples=cfg.max_samples,
+        metric_cost=cfg.metric_cost,
+        warmup=cfg.warmup,
+        out_dir=out,
+        progress=progress,
+    )
     return res, budget
 
 
 def _tune_grid(name, cfg, problem, log10s, out: Path, progress, seed: int):
     arms = tuning_arms(name, cfg, log10s, (cfg.grid_batch,))
     budget = Budget(iterations=cfg.grid_iterations)
-    res = grid_search(None, None, arms, budget, problem=problem, batch_size=cfg.grid_batch,
-                      metric=FunctionMetric(log_loss_metric, "test log-loss" if cfg.grid_data == "test" else
-                                            "validation log-loss"),
-                      seed=seed, thin=cfg.grid_thin, max_samples=cfg.grid_max_samples, metric_cost=None, warmup=0,
-                      out_dir=out, progress=progress)
+    res = grid_search(
+        None,
+        None,
+        arms,
+        budget,
+        problem=problem,
+        batch_size=cfg.grid_batch,
+        metric=FunctionMetric(log_loss_metric, "test log-loss" if cfg.grid_data == "test" else "validation log-loss"),
+        seed=seed,
+        thin=cfg.grid_thin,
+        max_samples=cfg.grid_max_samples,
+        metric_cost=None,
+        warmup=0,
+        out_dir=out,
+        progress=progress,
+    )
     return res, budget
 
 
 def _tuning_record(res, budget: Budget, num_data: int, log10s) -> dict:
-    return {"chosen": describe_arm(res.best, num_data), "num_arms": len(res.arms), "rounds": len(res.rounds),
-            "round_sizes": [len(r["arms"]) for r in res.rounds], "log10_h_grid": list(log10s),
-            "budget": {k: getattr(budget, k) for k in ("seconds", "iterations", "grad_evals") if getattr(budget, k)},
-            "metric": res.settings.get("metric", {}).get("name"), "timing": res.timing,
-            "best_metric": min((x["metric"] for x in res.rounds[-1]["results"]), default=None),
-            "failed": sum(1 for r in res.rounds for x in r["results"] if x["error"]),
-            "summary": res.summary()}
+    return {
+        "chosen": describe_arm(res.best, num_data),
+        "num_arms": len(res.arms),
+        "rounds": len(res.rounds),
+        "round_sizes": [len(r["arms"]) for r in res.rounds],
+        "log10_h_grid": list(log10s),
+        "budget": {k: getattr(budget, k) for k in ("seconds", "iterations", "grad_evals") if getattr(budget, k)},
+        "metric": res.settings.get("metric", {}).get("name"),
+        "timing": res.timing,
+        "best_metric": min((x["metric"] for x in res.rounds[-1]["results"]), default=None),
+        "failed": sum(1 for r in res.rounds for x in r["results"] if x["error"]),
+        "summary": res.summary(),
+    }
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-bnn", progress: bool | None = None, *,
-        seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/mamba-bnn",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``, MAMBA's ``metric_by_round.png``)
@@ -306,13 +412,26 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-bnn", 
     report["wall_seconds"] = time.perf_counter() - t_start
     notes = []
     if isinstance(report.get("data"), dict) and report["data"].get("source") == "synthetic":
-        notes.append("DATA: synthetic stand-in for MNIST (the files were not found): the paper's numbers are shown "
-                     "but the data differ.")
+        notes.append(
+            "DATA: synthetic stand-in for MNIST (the files were not found): the paper's numbers are shown "
+            "but the data differ."
+        )
     legacy = _jsonable(report)
-    return write_rows_report(out, "mamba-bnn", preset=preset, cfg=asdict(cfg), seed=cfg.seed,
-                             legacy=legacy, rows=legacy["rows"], wall_time_s=report["wall_seconds"],
-                             reductions=report["reduced"], figures=list(FIGURES.values()), markdown=_markdown,
-                             step_sizes=step_size_lines(report["num_train"], cfg.samplers), notes=notes)
+    return write_rows_report(
+        out,
+        "mamba-bnn",
+        preset=preset,
+        cfg=asdict(cfg),
+        seed=cfg.seed,
+        legacy=legacy,
+        rows=legacy["rows"],
+        wall_time_s=report["wall_seconds"],
+        reductions=report["reduced"],
+        figures=list(FIGURES.values()),
+        markdown=_markdown,
+        step_sizes=step_size_lines(report["num_train"], cfg.samplers),
+        notes=notes,
+    )
 
 
 def _check(cfg: Config) -> None:
@@ -338,11 +457,13 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
     N = len(data.y_train)
     energy = make_energy(cfg, N)
     t0 = time.perf_counter()
-    theta_map = compute_map(energy, data.x_train, data.y_train, steps=cfg.map_steps, lr=cfg.map_lr,
-                            batch=cfg.map_batch, seed=cfg.seed)
+    theta_map = compute_map(
+        energy, data.x_train, data.y_train, steps=cfg.map_steps, lr=cfg.map_lr, batch=cfg.map_batch, seed=cfg.seed
+    )
     map_s = time.perf_counter() - t0
-    map_metrics = classification_metrics(predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test,
-                                         cfg.ece_bins)
+    map_metrics = classification_metrics(
+        predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test, cfg.ece_bins
+    )
     train = (data.x_train, data.y_train)
     gx, gy = (data.x_test, data.y_test) if cfg.grid_data == "test" else data.validation()
     if cfg.grid_points is not None:
@@ -352,13 +473,24 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
     p_mamba = Problem(energy, theta_map, data=train, centre=theta_map, score_data=cfg.score_data, seed=cfg.seed)
     p_grid = Problem(energy, grid_init, data=train, centre=theta_map, validation=(gx, gy), seed=cfg.seed)
     p_eval = Problem(energy, theta_map, data=train, centre=theta_map, seed=cfg.seed)
-    eval_budget = (Budget(seconds=cfg.eval_seconds) if cfg.budget == "seconds"
-                   else Budget(iterations=cfg.eval_iterations))
+    eval_budget = (
+        Budget(seconds=cfg.eval_seconds) if cfg.budget == "seconds" else Budget(iterations=cfg.eval_iterations)
+    )
 
     def evaluate(arm, k):
-        return evaluate_arm(p_eval, arm, eval_budget, thin=cfg.eval_thin, max_draws=cfg.eval_max_draws,
-                            burn_in=cfg.eval_burn_in, x_test=data.x_test, y_test=data.y_test,
-                            seed=cfg.seed * 1000 + k, num_bins=cfg.ece_bins, curve_points=cfg.curve_points)
+        return evaluate_arm(
+            p_eval,
+            arm,
+            eval_budget,
+            thin=cfg.eval_thin,
+            max_draws=cfg.eval_max_draws,
+            burn_in=cfg.eval_burn_in,
+            x_test=data.x_test,
+            y_test=data.y_test,
+            seed=cfg.seed * 1000 + k,
+            num_bins=cfg.ece_bins,
+            curve_points=cfg.curve_points,
+        )
 
     results: dict[str, dict] = {}
     for si, name in enumerate(cfg.samplers):
@@ -381,23 +513,40 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
                 entry["retuned"] = False
             rec[method] = entry
         arm = heuristic_arm(name, cfg, N)
-        rec["Heuristic"] = {"tuning": {"chosen": describe_arm(arm, N), "rule": "h = 1/N, batch 10 %"},
-                            "eval": evaluate(arm, 10 * si + 2), "retuned": False}
+        rec["Heuristic"] = {
+            "tuning": {"chosen": describe_arm(arm, N), "rule": "h = 1/N, batch 10 %"},
+            "eval": evaluate(arm, 10 * si + 2),
+            "retuned": False,
+        }
         results[name] = rec
     rows = _rows(results, cfg)
     report = {
         "experiment": "mamba-bnn: MAMBA vs grid search vs heuristic on a 784-100-10 BNN, MNIST "
-                      "(Coullon, South & Nemeth 2023, Table 3)",
-        "preset": preset, "config": asdict(cfg), "seed": cfg.seed, "data": data.source,
-        "num_train": N, "num_test": len(data.y_test), "dim": energy.space.dim,
+        "(Coullon, South & Nemeth 2023, Table 3)",
+        "preset": preset,
+        "config": asdict(cfg),
+        "seed": cfg.seed,
+        "data": data.source,
+        "num_train": N,
+        "num_test": len(data.y_test),
+        "dim": energy.space.dim,
         "model": f"MLP(784, {cfg.hidden}, 10), {cfg.activation} hidden activation, N(0, {cfg.prior_std:g}²) prior",
         "map": {"steps": cfg.map_steps, "seconds": map_s, "test": map_metrics},
-        "results": results, "rows": rows,
+        "results": results,
+        "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "n/a")},
-        "reduced": _reduced(cfg), "versions": _versions(), "figures": dict(FIGURES),
-        "paper": {"ece_pct": PAPER_ECE, "mce_pct": PAPER_MCE, "accuracy_pct": PAPER_ACCURACY,
-                  "num_samples": PAPER_NUM_SAMPLES, "log10_h": PAPER_LOG10_H, "batch_pct": PAPER_BATCH_PCT,
-                  "leapfrog": PAPER_LEAPFROG},
+        "reduced": _reduced(cfg),
+        "versions": _versions(),
+        "figures": dict(FIGURES),
+        "paper": {
+            "ece_pct": PAPER_ECE,
+            "mce_pct": PAPER_MCE,
+            "accuracy_pct": PAPER_ACCURACY,
+            "num_samples": PAPER_NUM_SAMPLES,
+            "log10_h": PAPER_LOG10_H,
+            "batch_pct": PAPER_BATCH_PCT,
+            "leapfrog": PAPER_LEAPFROG,
+        },
     }
     _plot(out, report)
     return report
@@ -412,14 +561,33 @@ def _value_row(key, quantity, source, paper, ours, tol, unit="%") -> dict:
     else:
         verdict = "agrees" if abs(ours - paper) <= tol + 1e-9 else "differs"
     rule = f"abs(ours - paper) <= {tol:g}" + (" pp" if unit == "%" else "")
-    return {"key": key, "quantity": quantity, "source": source, "paper": paper, "ours": ours, "unit": unit,
-            "rule": rule, "verdict": verdict, "kind": "value", "tol": tol}
+    return {
+        "key": key,
+        "quantity": quantity,
+        "source": source,
+        "paper": paper,
+        "ours": ours,
+        "unit": unit,
+        "rule": rule,
+        "verdict": verdict,
+        "kind": "value",
+        "tol": tol,
+    }
 
 
 def _claim_row(key, quantity, source, paper_text, ours_text, holds, rule) -> dict:
     verdict = "n/a" if holds is None else ("agrees" if holds else "differs")
-    return {"key": key, "quantity": quantity, "source": source, "paper": paper_text, "ours": ours_text, "unit": "",
-            "rule": rule, "verdict": verdict, "kind": "claim"}
+    return {
+        "key": key,
+        "quantity": quantity,
+        "source": source,
+        "paper": paper_text,
+        "ours": ours_text,
+        "unit": "",
+        "rule": rule,
+        "verdict": verdict,
+        "kind": "claim",
+    }
 
 
 def _pct(m: dict | None, k: str) -> float | None:
@@ -434,34 +602,91 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
         i = SAMPLERS.index(s)
         for m in METHODS:
             met = get(s, m)
-            rows.append(_value_row(f"ece_{m}_{s}".lower(), f"{s}, {m}: ECE", "Table 3", PAPER_ECE[m][i],
-                                   _pct(met, "ece"), cfg.tol_ece_pp))
-            rows.append(_value_row(f"mce_{m}_{s}".lower(), f"{s}, {m}: MCE", "Table 3", PAPER_MCE[m][i],
-                                   _pct(met, "mce"), cfg.tol_mce_pp))
-            rows.append(_value_row(f"acc_{m}_{s}".lower(), f"{s}, {m}: test accuracy", "Table 9",
-                                   PAPER_ACCURACY[m][i], _pct(met, "accuracy"), cfg.tol_acc_pp))
+            rows.append(
+                _value_row(
+                    f"ece_{m}_{s}".lower(),
+                    f"{s}, {m}: ECE",
+                    "Table 3",
+                    PAPER_ECE[m][i],
+                    _pct(met, "ece"),
+                    cfg.tol_ece_pp,
+                )
+            )
+            rows.append(
+                _value_row(
+                    f"mce_{m}_{s}".lower(),
+                    f"{s}, {m}: MCE",
+                    "Table 3",
+                    PAPER_MCE[m][i],
+                    _pct(met, "mce"),
+                    cfg.tol_mce_pp,
+                )
+            )
+            rows.append(
+                _value_row(
+                    f"acc_{m}_{s}".lower(),
+                    f"{s}, {m}: test accuracy",
+                    "Table 9",
+                    PAPER_ACCURACY[m][i],
+                    _pct(met, "accuracy"),
+                    cfg.tol_acc_pp,
+                )
+            )
         for m in ("MAMBA", "Grid"):
             ch = results[s][m]["tuning"]["chosen"]
-            rows.append(_value_row(f"log10h_{m}_{s}".lower(), f"{s}, {m}: chosen log10 h", "Table 8",
-                                   PAPER_LOG10_H[m][i], ch["log10_h"], cfg.tol_log10_h, unit="log10"))
+            rows.append(
+                _value_row(
+                    f"log10h_{m}_{s}".lower(),
+                    f"{s}, {m}: chosen log10 h",
+                    "Table 8",
+                    PAPER_LOG10_H[m][i],
+                    ch["log10_h"],
+                    cfg.tol_log10_h,
+                    unit="log10",
+                )
+            )
         ch = results[s]["MAMBA"]["tuning"]["chosen"]
-        rows.append(_claim_row(f"batch_mamba_{s}".lower(), f"{s}, MAMBA: chosen batch", "Table 8, Sect. 4.3", "1 %",
-                               f"{ch['batch_pct']:g} % ({ch['batch']} points)", ch["batch_pct"] == 1.0,
-                               "ours is the 1 % batch"))
+        rows.append(
+            _claim_row(
+                f"batch_mamba_{s}".lower(),
+                f"{s}, MAMBA: chosen batch",
+                "Table 8, Sect. 4.3",
+                "1 %",
+                f"{ch['batch_pct']:g} % ({ch['batch']} points)",
+                ch["batch_pct"] == 1.0,
+                "ours is the 1 % batch",
+            )
+        )
         if s in PAPER_LEAPFROG["MAMBA"]:
             for m in ("MAMBA", "Grid"):
                 L = results[s][m]["tuning"]["chosen"].get("L")
-                rows.append(_claim_row(f"leapfrog_{m}_{s}".lower(), f"{s}, {m}: chosen L", "Table 8",
-                                       str(PAPER_LEAPFROG[m][s]), str(L), L == PAPER_LEAPFROG[m][s], "same L"))
+                rows.append(
+                    _claim_row(
+                        f"leapfrog_{m}_{s}".lower(),
+                        f"{s}, {m}: chosen L",
+                        "Table 8",
+                        str(PAPER_LEAPFROG[m][s]),
+                        str(L),
+                        L == PAPER_LEAPFROG[m][s],
+                        "same L",
+                    )
+                )
         # MAMBA vs grid, per sampler: the sign of the ECE difference
         pm, pg = PAPER_ECE["MAMBA"][i], PAPER_ECE["Grid"][i]
         om, og = _pct(get(s, "MAMBA"), "ece"), _pct(get(s, "Grid"), "ece")
         holds = None if om is None or og is None else ((om <= og) == (pm <= pg))
-        rows.append(_claim_row(f"order_mamba_grid_{s}".lower(), f"{s}: ECE, MAMBA vs grid", "Table 3",
-                               f"{pm:g} {'<=' if pm <= pg else '>'} {pg:g}",
-                               "-" if om is None or og is None else f"{om:.2f} {'<=' if om <= og else '>'} {og:.2f}",
-                               holds,
-                               "same direction as the paper"))
+        rows.append(
+            _claim_row(
+                f"order_mamba_grid_{s}".lower(),
+                f"{s}: ECE, MAMBA vs grid",
+                "Table 3",
+                f"{pm:g} {'<=' if pm <= pg else '>'} {pg:g}",
+                "-" if om is None or og is None else f"{om:.2f} {'<=' if om <= og else '>'} {og:.2f}",
+                holds,
+                "same direction as the paper",
+            )
+        )
+
     # aggregate claims
     def _count(pred):
         vals = [pred(s) for s in names]
@@ -473,8 +698,17 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
 
     k, n = _count(lambda s: results[s]["MAMBA"]["tuning"]["chosen"]["batch_pct"] == 1.0)
     paper_k = len(names)
-    rows.append(_claim_row("mamba_batch_1pct", "MAMBA finds an optimal batch of 1 % for all samplers", "Sect. 4.3",
-                           f"{paper_k} of {paper_k}", f"{k} of {n}", k == n and n > 0, "all samplers"))
+    rows.append(
+        _claim_row(
+            "mamba_batch_1pct",
+            "MAMBA finds an optimal batch of 1 % for all samplers",
+            "Sect. 4.3",
+            f"{paper_k} of {paper_k}",
+            f"{k} of {n}",
+            k == n and n > 0,
+            "all samplers",
+        )
+    )
 
     def close(s):
         e = [ece(s, m) for m in METHODS]
@@ -482,43 +716,85 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
             return None
         return e[0] <= min(e[1:]) + cfg.close_pp
 
-    paper_close = sum(PAPER_ECE["MAMBA"][SAMPLERS.index(s)] <= min(PAPER_ECE["Grid"][SAMPLERS.index(s)],
-                                                                 PAPER_ECE["Heuristic"][SAMPLERS.index(s)]) + cfg.close_pp
-                      for s in names)
+    paper_close = sum(
+        PAPER_ECE["MAMBA"][SAMPLERS.index(s)]
+        <= min(PAPER_ECE["Grid"][SAMPLERS.index(s)], PAPER_ECE["Heuristic"][SAMPLERS.index(s)]) + cfg.close_pp
+        for s in names
+    )
     k, n = _count(close)
-    rows.append(_claim_row("mamba_best_or_close", f"MAMBA's ECE is the best or within {cfg.close_pp:g} pp of the best",
-                           "Sect. 4.3", f"{paper_close} of {len(names)}", f"{k} of {n}",
-                           None if n == 0 else k > n / 2, "holds for a majority of the samplers"))
+    rows.append(
+        _claim_row(
+            "mamba_best_or_close",
+            f"MAMBA's ECE is the best or within {cfg.close_pp:g} pp of the best",
+            "Sect. 4.3",
+            f"{paper_close} of {len(names)}",
+            f"{k} of {n}",
+            None if n == 0 else k > n / 2,
+            "holds for a majority of the samplers",
+        )
+    )
     paper_mg = sum(PAPER_ECE["MAMBA"][SAMPLERS.index(s)] <= PAPER_ECE["Grid"][SAMPLERS.index(s)] for s in names)
-    k, n = _count(lambda s: None if ece(s, "MAMBA") is None or ece(s, "Grid") is None else ece(s, "MAMBA") <= ece(s, "Grid"))
-    rows.append(_claim_row("mamba_le_grid", "MAMBA's ECE <= grid search's ECE", "Table 3",
-                           f"{paper_mg} of {len(names)}", f"{k} of {n}", None if n == 0 else k > n / 2,
-                           "holds for a majority of the samplers"))
+    k, n = _count(
+        lambda s: None if ece(s, "MAMBA") is None or ece(s, "Grid") is None else ece(s, "MAMBA") <= ece(s, "Grid")
+    )
+    rows.append(
+        _claim_row(
+            "mamba_le_grid",
+            "MAMBA's ECE <= grid search's ECE",
+            "Table 3",
+            f"{paper_mg} of {len(names)}",
+            f"{k} of {n}",
+            None if n == 0 else k > n / 2,
+            "holds for a majority of the samplers",
+        )
+    )
 
     def more(s):
         it = {m: results[s][m]["eval"]["iterations"] for m in METHODS}
         return it["MAMBA"] > max(it["Grid"], it["Heuristic"])
 
     k, n = _count(more)
-    rows.append(_claim_row("mamba_more_samples", "MAMBA's choice draws more samples in the evaluation budget than grid "
-                           "and heuristic (10 % batch)", "Table 9", f"{len(names)} of {len(names)}", f"{k} of {n}",
-                           k == n and n > 0, "all samplers"))
+    rows.append(
+        _claim_row(
+            "mamba_more_samples",
+            "MAMBA's choice draws more samples in the evaluation budget than grid and heuristic (10 % batch)",
+            "Table 9",
+            f"{len(names)} of {len(names)}",
+            f"{k} of {n}",
+            k == n and n > 0,
+            "all samplers",
+        )
+    )
     for s in (x for x in ("SGHMC", "SGHMC-CV") if x in names):
         i = SAMPLERS.index(s)
         e = {m: ece(s, m) for m in METHODS}
         holds = None if None in e.values() else e["Heuristic"] > max(e["MAMBA"], e["Grid"])
-        rows.append(_claim_row(f"heuristic_worst_{s}".lower(), f"{s}: the heuristic has the worst ECE", "Table 3",
-                               f"{PAPER_ECE['Heuristic'][i]:g} > {PAPER_ECE['Grid'][i]:g}, {PAPER_ECE['MAMBA'][i]:g}",
-                               "-" if holds is None else
-                               f"{e['Heuristic']:.2f} vs {e['Grid']:.2f}, {e['MAMBA']:.2f}", holds,
-                               "heuristic ECE > MAMBA's and grid's"))
+        rows.append(
+            _claim_row(
+                f"heuristic_worst_{s}".lower(),
+                f"{s}: the heuristic has the worst ECE",
+                "Table 3",
+                f"{PAPER_ECE['Heuristic'][i]:g} > {PAPER_ECE['Grid'][i]:g}, {PAPER_ECE['MAMBA'][i]:g}",
+                "-" if holds is None else f"{e['Heuristic']:.2f} vs {e['Grid']:.2f}, {e['MAMBA']:.2f}",
+                holds,
+                "heuristic ECE > MAMBA's and grid's",
+            )
+        )
     if "SGNHT" in names:
         r = results["SGNHT"]
         div = [m for m in ("MAMBA", "Grid") if r[m].get("retuned")]
-        rows.append(_claim_row("sgnht_unstable", "SGNHT: MAMBA's and grid search's first choices lose stability in the "
-                               "evaluation run (re-tuned on log10 h <= -5)", "Sect. 4.3", "both diverged",
-                               ", ".join(div) + " diverged" if div else "none diverged", len(div) == 2,
-                               "both first choices diverge"))
+        rows.append(
+            _claim_row(
+                "sgnht_unstable",
+                "SGNHT: MAMBA's and grid search's first choices lose stability in the "
+                "evaluation run (re-tuned on log10 h <= -5)",
+                "Sect. 4.3",
+                "both diverged",
+                ", ".join(div) + " diverged" if div else "none diverged",
+                len(div) == 2,
+                "both first choices diverge",
+            )
+        )
     return rows
 
 
@@ -531,32 +807,44 @@ def _reduced(cfg: Config) -> list[str]:
     full = PRESETS["full"]
     notes = []
     if cfg.budget != "seconds":
-        notes.append("iteration budgets instead of seconds (deterministic, for tests): the time trade-off that makes "
-                     "MAMBA prefer small batches is absent, so the batch choice is not a test of the paper's claim.")
+        notes.append(
+            "iteration budgets instead of seconds (deterministic, for tests): the time trade-off that makes "
+            "MAMBA prefer small batches is absent, so the batch choice is not a test of the paper's claim."
+        )
     if cfg.num_train is not None or cfg.num_test is not None or cfg.hidden != full.hidden:
-        notes.append(f"a reduced problem: {cfg.num_train or 60000} training / {cfg.num_test or 10000} test images, "
-                     f"{cfg.hidden} hidden units.")
+        notes.append(
+            f"a reduced problem: {cfg.num_train or 60000} training / {cfg.num_test or 10000} test images, "
+            f"{cfg.hidden} hidden units."
+        )
     if cfg.mamba_R != full.mamba_R or tuple(cfg.log10_h) != tuple(full.log10_h):
-        notes.append(f"MAMBA: R = {cfg.mamba_R:g} {cfg.budget} for the longest-running arm instead of 10 s, step-size "
-                     f"grid log10 h in {list(cfg.log10_h)} instead of the paper's 12 values (every 0.5 from -2 to "
-                     "-7.5): chosen log10 h can only be one of these values, and the short rounds make KSD noisier.")
+        notes.append(
+            f"MAMBA: R = {cfg.mamba_R:g} {cfg.budget} for the longest-running arm instead of 10 s, step-size "
+            f"grid log10 h in {list(cfg.log10_h)} instead of the paper's 12 values (every 0.5 from -2 to "
+            "-7.5): chosen log10 h can only be one of these values, and the short rounds make KSD noisier."
+        )
     if cfg.score_data is not None or cfg.max_samples != full.max_samples:
-        notes.append(f"KSD: the N/m-scaled stochastic KSD on a fixed subset of {cfg.score_data} training points and "
-                     f"at most {cfg.max_samples} samples per arm and round (thinned by {cfg.thin}), instead of "
-                     "full-data scores of every 10th sample: one full-data score costs a full-batch gradient "
-                     "(P = 79,510, N = 60,000).")
+        notes.append(
+            f"KSD: the N/m-scaled stochastic KSD on a fixed subset of {cfg.score_data} training points and "
+            f"at most {cfg.max_samples} samples per arm and round (thinned by {cfg.thin}), instead of "
+            "full-data scores of every 10th sample: one full-data score costs a full-batch gradient "
+            "(P = 79,510, N = 60,000)."
+        )
     if cfg.grid_iterations != full.grid_iterations or cfg.grid_points is not None:
-        notes.append(f"grid search: {cfg.grid_iterations} iterations per grid point instead of 1,000, log-loss on "
-                     f"{cfg.grid_points or 'all'} test points from {cfg.grid_max_samples} draws: from the noisy start "
-                     "(MAP + N(0, 1)) such short runs favour the largest stable step, as the paper's does.")
+        notes.append(
+            f"grid search: {cfg.grid_iterations} iterations per grid point instead of 1,000, log-loss on "
+            f"{cfg.grid_points or 'all'} test points from {cfg.grid_max_samples} draws: from the noisy start "
+            "(MAP + N(0, 1)) such short runs favour the largest stable step, as the paper's does."
+        )
     ev = cfg.eval_seconds if cfg.budget == "seconds" else cfg.eval_iterations
     if ev != full.eval_seconds:
         unit = "s" if cfg.budget == "seconds" else "iterations"
-        notes.append(f"evaluation runs of {ev:g} {unit} instead of 300 s, at most {cfg.eval_max_draws} draws averaged: "
-                     "chains started at the MAP barely move in so short a run, so every method's ECE stays close to "
-                     "the MAP's, the large ECEs of the paper's badly tuned samplers (which come from 300 s of "
-                     "drifting) need not appear, and the ECE/MCE value rows are expected to differ; the orderings "
-                     "and the chosen hyperparameters are the comparison.")
+        notes.append(
+            f"evaluation runs of {ev:g} {unit} instead of 300 s, at most {cfg.eval_max_draws} draws averaged: "
+            "chains started at the MAP barely move in so short a run, so every method's ECE stays close to "
+            "the MAP's, the large ECEs of the paper's badly tuned samplers (which come from 300 s of "
+            "drifting) need not appear, and the ECE/MCE value rows are expected to differ; the orderings "
+            "and the chosen hyperparameters are the comparison."
+        )
     return notes
 
 
@@ -571,11 +859,11 @@ def _fmt(v, unit="%"):
 def _markdown(report: dict) -> str:
     cfg = report["config"]
     src = report["data"]
-    data_line = (f"MNIST IDX files from `{src['folder']}`" if src["source"] == "files" else
-                 f"{src['description']}")
+    data_line = f"MNIST IDX files from `{src['folder']}`" if src["source"] == "files" else f"{src['description']}"
     res = report["results"]
     lines = [
-        "# MAMBA on a Bayesian neural network, MNIST (Coullon, South & Nemeth 2023, Table 3)", "",
+        "# MAMBA on a Bayesian neural network, MNIST (Coullon, South & Nemeth 2023, Table 3)",
+        "",
         f"Preset `{report['preset'] or 'custom'}`; data: {data_line}; {report['num_train']:,} training / "
         f"{report['num_test']:,} test images; {report['model']}, P = {report['dim']:,}. MAP after "
         f"{report['map']['steps']} Adam steps: test accuracy {100 * report['map']['test']['accuracy']:.2f} %, ECE "
@@ -589,8 +877,10 @@ def _markdown(report: dict) -> str:
         f"{cfg['eval_seconds'] if cfg['budget'] == 'seconds' else cfg['eval_iterations']:g} "
         f"{'s' if cfg['budget'] == 'seconds' else 'iterations'} (paper 300 s), first "
         f"{100 * cfg['eval_burn_in']:g} % dropped, ECE/MCE with {cfg['ece_bins']} fixed bins of the averaged "
-        "probabilities.", "",
-        "## Table 3 (and Table 9): ours vs paper", "",
+        "probabilities.",
+        "",
+        "## Table 3 (and Table 9): ours vs paper",
+        "",
         "| sampler | method | ECE paper | ECE ours | MCE paper | MCE ours | acc. paper | acc. ours | iterations "
         "paper | iterations ours | verdicts (ECE / MCE / acc.) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -605,16 +895,24 @@ def _markdown(report: dict) -> str:
             v = " / ".join(rows[f"{q}_{k}"]["verdict"] for q in ("ece", "mce", "acc"))
             note = " (diverged)" if e["diverged"] else ""
             note += " (re-tuned)" if rec[m].get("retuned") else ""
-            lines.append(f"| {s} | {m}{note} | {PAPER_ECE[m][i]:g} | {_fmt(_pct(met or None, 'ece'))} | "
-                         f"{PAPER_MCE[m][i]:g} | {_fmt(_pct(met or None, 'mce'))} | {PAPER_ACCURACY[m][i]:g} | "
-                         f"{_fmt(_pct(met or None, 'accuracy'))} | {PAPER_NUM_SAMPLES[m][i]:,} | {e['iterations']:,} | "
-                         f"{v} |")
-    lines += ["", "ECE, MCE and accuracy in %. Value rules: ECE within "
-              f"{cfg['tol_ece_pp']:g} pp, MCE within {cfg['tol_mce_pp']:g} pp, accuracy within {cfg['tol_acc_pp']:g} pp "
-              "of the paper.", "",
-              "## Chosen hyperparameters (Table 8)", "",
-              "| sampler | method | log10 h paper | log10 h ours | batch paper | batch ours | L paper | L ours | "
-              "tuning metric of the choice | tuning wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {s} | {m}{note} | {PAPER_ECE[m][i]:g} | {_fmt(_pct(met or None, 'ece'))} | "
+                f"{PAPER_MCE[m][i]:g} | {_fmt(_pct(met or None, 'mce'))} | {PAPER_ACCURACY[m][i]:g} | "
+                f"{_fmt(_pct(met or None, 'accuracy'))} | {PAPER_NUM_SAMPLES[m][i]:,} | {e['iterations']:,} | "
+                f"{v} |"
+            )
+    lines += [
+        "",
+        "ECE, MCE and accuracy in %. Value rules: ECE within "
+        f"{cfg['tol_ece_pp']:g} pp, MCE within {cfg['tol_mce_pp']:g} pp, accuracy within {cfg['tol_acc_pp']:g} pp "
+        "of the paper.",
+        "",
+        "## Chosen hyperparameters (Table 8)",
+        "",
+        "| sampler | method | log10 h paper | log10 h ours | batch paper | batch ours | L paper | L ours | "
+        "tuning metric of the choice | tuning wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for s, rec in res.items():
         i = SAMPLERS.index(s)
         for m in METHODS:
@@ -623,53 +921,87 @@ def _markdown(report: dict) -> str:
             Lp = PAPER_LEAPFROG[m].get(s, "")
             bm = t.get("best_metric")
             wall = t.get("timing", {}).get("wall")
-            lines.append(f"| {s} | {m} | {PAPER_LOG10_H[m][i]:g} | {ch['log10_h']:g} | {PAPER_BATCH_PCT[m][i]:g} % | "
-                         f"{ch['batch_pct']:g} % | {Lp} | {ch.get('L', '')} | "
-                         f"{'' if bm is None else f'{bm:.4g}'} | {'' if wall is None else f'{wall:.1f}'} |")
-    lines += ["", "Heuristic log10 h = log10(1/N); the paper's -4.8 is log10(1/60,000). MAMBA's metric is KSD, grid "
-              "search's the log-loss.", "", "## Claims and orderings", "",
-              "| claim | source | paper | ours | rule | verdict |", "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {s} | {m} | {PAPER_LOG10_H[m][i]:g} | {ch['log10_h']:g} | {PAPER_BATCH_PCT[m][i]:g} % | "
+                f"{ch['batch_pct']:g} % | {Lp} | {ch.get('L', '')} | "
+                f"{'' if bm is None else f'{bm:.4g}'} | {'' if wall is None else f'{wall:.1f}'} |"
+            )
+    lines += [
+        "",
+        "Heuristic log10 h = log10(1/N); the paper's -4.8 is log10(1/60,000). MAMBA's metric is KSD, grid "
+        "search's the log-loss.",
+        "",
+        "## Claims and orderings",
+        "",
+        "| claim | source | paper | ours | rule | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["rows"]:
         if r["kind"] == "claim":
-            lines.append(f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | "
-                         f"**{r['verdict']}** |")
-    lines += ["", "## All value rows", "", "| quantity | source | paper | ours | rule | verdict |",
-              "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | **{r['verdict']}** |"
+            )
+    lines += [
+        "",
+        "## All value rows",
+        "",
+        "| quantity | source | paper | ours | rule | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["rows"]:
         if r["kind"] == "value":
-            lines.append(f"| {r['quantity']} | {r['source']} | {_fmt(r['paper'], r['unit'])} | "
-                         f"{_fmt(r['ours'], r['unit'])} | {r['rule']} | **{r['verdict']}** |")
+            lines.append(
+                f"| {r['quantity']} | {r['source']} | {_fmt(r['paper'], r['unit'])} | "
+                f"{_fmt(r['ours'], r['unit'])} | {r['rule']} | **{r['verdict']}** |"
+            )
     v = report["verdicts"]
     lines += ["", f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.", ""]
     if report["reduced"]:
-        lines += ["## Reduced run", "", *[f"- {n}" for n in report["reduced"]],
-                  "- the verdicts above compare this reduced run with the paper's numbers.", ""]
-    div = [(s, m, rec[m]) for s, rec in res.items() for m in METHODS if rec[m].get("retuned") or rec[m]["eval"]["diverged"]]
+        lines += [
+            "## Reduced run",
+            "",
+            *[f"- {n}" for n in report["reduced"]],
+            "- the verdicts above compare this reduced run with the paper's numbers.",
+            "",
+        ]
+    div = [
+        (s, m, rec[m]) for s, rec in res.items() for m in METHODS if rec[m].get("retuned") or rec[m]["eval"]["diverged"]
+    ]
     if div:
         lines += ["## Divergences", ""]
         for s, m, r in div:
             first = r.get("first_choice")
             if first:
-                lines.append(f"- {s}, {m}: first choice `{first['tuning']['chosen']['label']}` diverged "
-                             f"({first['eval']['diverged']}); re-tuned on log10 h in {r['tuning']['log10_h_grid']}, "
-                             f"chose `{r['tuning']['chosen']['label']}`"
-                             + (f", which diverged too ({r['eval']['diverged']})" if r["eval"]["diverged"] else "") + ".")
+                lines.append(
+                    f"- {s}, {m}: first choice `{first['tuning']['chosen']['label']}` diverged "
+                    f"({first['eval']['diverged']}); re-tuned on log10 h in {r['tuning']['log10_h_grid']}, "
+                    f"chose `{r['tuning']['chosen']['label']}`"
+                    + (f", which diverged too ({r['eval']['diverged']})" if r["eval"]["diverged"] else "")
+                    + "."
+                )
             else:
-                lines.append(f"- {s}, {m}: `{r['tuning']['chosen']['label']}` diverged ({r['eval']['diverged']}); "
-                             "metrics from the draws before the divergence.")
+                lines.append(
+                    f"- {s}, {m}: `{r['tuning']['chosen']['label']}` diverged ({r['eval']['diverged']}); "
+                    "metrics from the draws before the divergence."
+                )
         lines.append("")
-    lines += ["## Notes", "",
-              f"- Model: {report['model']}. The paper (App. C.3.1) and the reference code apply a softmax to the "
-              "hidden layer; we follow them.",
-              "- Step sizes: the paper's h; SGLD lr = 2h, SGHMC/SGNHT lr = h (docs/conventions.md).",
-              "- MAMBA's budget: the paper's 'R = 10 s (time of longest running sampler)' read as the sampling time of "
-              "the arm surviving every round; T = R · rounds / Σ 1/|S_i|. Sampling time only: KSD scoring and set-up "
-              "are off the clock (as the reference).",
-              "- Grid search ranks by the log-loss on the test set, as the paper (App. B.1); the ECE of its choice is "
-              "then measured on the same test set.",
-              "- ECE/MCE: 10 equal-width bins on [0, 1] of the top-label confidence of the averaged predictive "
-              "probabilities (the reference averages log-probabilities and bins over the observed range).", "",
-              *[f"![{k}]({f})" for k, f in FIGURES.items()], ""]
+    lines += [
+        "## Notes",
+        "",
+        f"- Model: {report['model']}. The paper (App. C.3.1) and the reference code apply a softmax to the "
+        "hidden layer; we follow them.",
+        "- Step sizes: the paper's h; SGLD lr = 2h, SGHMC/SGNHT lr = h (docs/conventions.md).",
+        "- MAMBA's budget: the paper's 'R = 10 s (time of longest running sampler)' read as the sampling time of "
+        "the arm surviving every round; T = R · rounds / Σ 1/|S_i|. Sampling time only: KSD scoring and set-up "
+        "are off the clock (as the reference).",
+        "- Grid search ranks by the log-loss on the test set, as the paper (App. B.1); the ECE of its choice is "
+        "then measured on the same test set.",
+        "- ECE/MCE: 10 equal-width bins on [0, 1] of the top-label confidence of the averaged predictive "
+        "probabilities (the reference averages log-probabilities and bins over the observed range).",
+        "",
+        *[f"![{k}]({f})" for k, f in FIGURES.items()],
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -687,11 +1019,12 @@ def _plot(out: Path, report: dict) -> None:
         for m in METHODS:
             c = res[s][m]["eval"]["curve"]
             if c:
-                ax.plot([p["seconds"] for p in c], [100 * p["ece"] for p in c], marker="o", ms=3, color=colours[m],
-                        label=m)
+                ax.plot(
+                    [p["seconds"] for p in c], [100 * p["ece"] for p in c], marker="o", ms=3, color=colours[m], label=m
+                )
         ax.set(title=s, xlabel="sampling time (s)", ylabel="ECE (%)")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(names):]:
+    for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     fig.suptitle("Fig. 3: ECE of the running posterior predictive, evaluation runs from the MAP")
     fig.tight_layout()
@@ -705,8 +1038,9 @@ def _plot(out: Path, report: dict) -> None:
             xs = [k + (j - 1) * 2 * width for k in range(len(names))]
             ours = [_pct(res[s][m]["eval"]["metrics"], q) or 0.0 for s in names]
             pap = [paper[m][SAMPLERS.index(s)] for s in names]
-            ax.bar([x - width / 2 for x in xs], pap, width, color=colours[m], alpha=0.4, hatch="//",
-                   label=f"{m} (paper)")
+            ax.bar(
+                [x - width / 2 for x in xs], pap, width, color=colours[m], alpha=0.4, hatch="//", label=f"{m} (paper)"
+            )
             ax.bar([x + width / 2 for x in xs], ours, width, color=colours[m], label=f"{m} (ours)")
         ax.set_xticks(range(len(names)), names)
         ax.set(ylabel=f"{q.upper()} (%)", title=f"Table 3: {q.upper()}, paper (hatched) vs ours")
@@ -716,5 +1050,20 @@ def _plot(out: Path, report: dict) -> None:
     plt.close(fig)
 
 
-__all__ = ["Config", "PRESETS", "run", "SAMPLERS", "METHODS", "PAPER_ECE", "PAPER_MCE", "load_data", "make_energy",
-           "evaluate_arm", "tuning_arms", "heuristic_arm", "mamba_budget", "sampler_spec", "log10_h"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "run",
+    "SAMPLERS",
+    "METHODS",
+    "PAPER_ECE",
+    "PAPER_MCE",
+    "load_data",
+    "make_energy",
+    "evaluate_arm",
+    "tuning_arms",
+    "heuristic_arm",
+    "mamba_budget",
+    "sampler_spec",
+    "log10_h",
+]

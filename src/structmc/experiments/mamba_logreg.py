@@ -52,9 +52,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -80,12 +81,18 @@ PAPER_TABLE4 = {
     "SGNHT-CV": {"M-KSD": (-5.5, 1), "M-FSSD": (-5, 10), "Grid": (-4.5, 10), "Heuristic": (-6, 10)},
 }
 # Table 5: number of samples in the 10 s evaluation runs and test accuracy (%)
-PAPER_SAMPLES = {"M-KSD": [22255, 55580, 28268, 24001, 21955, 19323],
-                 "M-FSSD": [21851, 18792, 5145, 4194, 19845, 3105],
-                 "Grid": [4005, 3232, 435, 355, 4055, 3329],
-                 "Heuristic": [3484, 2809, 428, 346, 4056, 3329]}
-PAPER_ACCURACY = {"M-KSD": [93.9] * 6, "M-FSSD": [93.9] * 6, "Grid": [93.9] * 6,
-                  "Heuristic": [93.9, 93.9, 92.7, 92.7, 93.9, 93.9]}
+PAPER_SAMPLES = {
+    "M-KSD": [22255, 55580, 28268, 24001, 21955, 19323],
+    "M-FSSD": [21851, 18792, 5145, 4194, 19845, 3105],
+    "Grid": [4005, 3232, 435, 355, 4055, 3329],
+    "Heuristic": [3484, 2809, 428, 346, 4056, 3329],
+}
+PAPER_ACCURACY = {
+    "M-KSD": [93.9] * 6,
+    "M-FSSD": [93.9] * 6,
+    "Grid": [93.9] * 6,
+    "Heuristic": [93.9, 93.9, 92.7, 92.7, 93.9, 93.9],
+}
 
 
 @dataclass
@@ -133,10 +140,27 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(num_data=2500, log10_h=(-3.0, -4.0, -5.0), batches=(1.0, 0.1, 0.01), R=16, budget_kind="iterations",
-                   grid_iterations=20, thin=1, min_samples=4, max_samples=32, fssd_steps=5, eval_budget=60,
-                   eval_kind="iterations", eval_thin=2, eval_ksd_samples=30, map_steps=100, plot_traces=False,
-                   reference="mala", reference_warmup=150, reference_samples=600),
+    "tiny": Config(
+        num_data=2500,
+        log10_h=(-3.0, -4.0, -5.0),
+        batches=(1.0, 0.1, 0.01),
+        R=16,
+        budget_kind="iterations",
+        grid_iterations=20,
+        thin=1,
+        min_samples=4,
+        max_samples=32,
+        fssd_steps=5,
+        eval_budget=60,
+        eval_kind="iterations",
+        eval_thin=2,
+        eval_ksd_samples=30,
+        map_steps=100,
+        plot_traces=False,
+        reference="mala",
+        reference_warmup=150,
+        reference_samples=600,
+    ),
     "quick": Config(num_data=100_000, grid_iterations=500, eval_budget=2.0, eval_ksd_samples=1000),
     "full": Config(),
 }
@@ -146,8 +170,12 @@ PRESETS = {
 # model
 # ---------------------------------------------------------------------------------------------
 def make_energy(cfg: Config, num_train: int) -> LogDensityEnergy:
-    return LogDensityEnergy(dim=cfg.dim, log_likelihood=logistic_log_likelihood,
-                            log_prior=GaussianLogPrior(cfg.prior_var), num_data=num_train)
+    return LogDensityEnergy(
+        dim=cfg.dim,
+        log_likelihood=logistic_log_likelihood,
+        log_prior=GaussianLogPrior(cfg.prior_var),
+        num_data=num_train,
+    )
 
 
 @torch.no_grad()
@@ -155,7 +183,7 @@ def predictive_probs(samples: Tensor, x: Tensor, chunk: int = 256) -> Tensor:
     """Posterior predictive P(y = 1 | x) averaged over ``samples [S, d]``."""
     total = torch.zeros(x.shape[0], dtype=torch.float64)
     for i in range(0, samples.shape[0], chunk):
-        total += torch.sigmoid(x @ samples[i:i + chunk].T.to(x)).to(torch.float64).sum(1)
+        total += torch.sigmoid(x @ samples[i : i + chunk].T.to(x)).to(torch.float64).sum(1)
     return total / samples.shape[0]
 
 
@@ -200,7 +228,7 @@ def laplace(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor, chunk: int = 1
     m = theta_map.to(torch.float64)
     H = torch.eye(cfg.dim, dtype=torch.float64) / cfg.prior_var
     for i in range(0, x.shape[0], chunk):
-        xb = x[i:i + chunk].to(torch.float64)
+        xb = x[i : i + chunk].to(torch.float64)
         p = torch.sigmoid(xb @ m)
         H += (xb * (p * (1 - p)).unsqueeze(1)).T @ xb
     return H
@@ -213,8 +241,8 @@ def posterior_mode(cfg: Config, theta: Tensor, x: Tensor, y: Tensor, steps: int 
     for _ in range(int(steps)):
         grad = -m / cfg.prior_var
         for i in range(0, x.shape[0], chunk):
-            xb = x[i:i + chunk].to(torch.float64)
-            grad += xb.T @ (y[i:i + chunk].to(torch.float64) - torch.sigmoid(xb @ m))
+            xb = x[i : i + chunk].to(torch.float64)
+            grad += xb.T @ (y[i : i + chunk].to(torch.float64) - torch.sigmoid(xb @ m))
         step = torch.linalg.solve(laplace(cfg, m, x, y, chunk), grad)
         m = m + step
         if float(step.norm()) < 1e-10 * (1.0 + float(m.norm())):
@@ -249,30 +277,57 @@ def _reference_mala(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) -> dic
     H = laplace(cfg, m, x, y)
     C = torch.linalg.cholesky(H)
     L = torch.linalg.inv(C).T  # L Lᵀ = H⁻¹
-    energy = LogDensityEnergy(dim=cfg.dim, log_likelihood=WhitenedLogLik(m.to(x.dtype), L.to(x.dtype)),
-                              log_prior=WhitenedLogPrior(m.to(x.dtype), L.to(x.dtype), cfg.prior_var),
-                              num_data=x.shape[0])
-    sampler = MetropolisWithinGibbs(fully_joint(cfg.dim), proposal_var=1.65 ** 2 / cfg.dim ** (1 / 3), scaling="N/n",
-                                    adapt=Adapt(steps=cfg.reference_warmup, target=0.574, by="block"), mala=True)
+    energy = LogDensityEnergy(
+        dim=cfg.dim,
+        log_likelihood=WhitenedLogLik(m.to(x.dtype), L.to(x.dtype)),
+        log_prior=WhitenedLogPrior(m.to(x.dtype), L.to(x.dtype), cfg.prior_var),
+        num_data=x.shape[0],
+    )
+    sampler = MetropolisWithinGibbs(
+        fully_joint(cfg.dim),
+        proposal_var=1.65**2 / cfg.dim ** (1 / 3),
+        scaling="N/n",
+        adapt=Adapt(steps=cfg.reference_warmup, target=0.574, by="block"),
+        mala=True,
+    )
     chains = int(cfg.reference_chains)
     per_chain = int(math.ceil(cfg.reference_samples / chains))
     t0 = time.perf_counter()
-    chain = sample(energy, torch.zeros(cfg.dim, dtype=x.dtype), sampler, cfg.reference_warmup + per_chain,
-                   data=(x, y), batch_size=None, burn_in=cfg.reference_warmup, num_chains=chains,
-                   seed=cfg.seed + 777, progress=False)
+    chain = sample(
+        energy,
+        torch.zeros(cfg.dim, dtype=x.dtype),
+        sampler,
+        cfg.reference_warmup + per_chain,
+        data=(x, y),
+        batch_size=None,
+        burn_in=cfg.reference_warmup,
+        num_chains=chains,
+        seed=cfg.seed + 777,
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     z = chain.samples.to(torch.float64)  # [C, S, d]
     theta = m + z @ L.T
     flat = theta.reshape(-1, cfg.dim)
-    accept = float(torch.as_tensor(chain.info["accept"], dtype=torch.float64)[..., cfg.reference_warmup:].mean())
+    accept = float(torch.as_tensor(chain.info["accept"], dtype=torch.float64)[..., cfg.reference_warmup :].mean())
     e = ess(theta.to(torch.float32))
-    return {"method": "mala", "description": (
-                f"full-batch MALA (structmc.gibbs.MetropolisWithinGibbs, one block, mala=True) in Laplace-whitened "
-                f"coordinates, {cfg.reference_warmup:,} adaptive warm-up + {per_chain * chains:,} draws "
-                f"({chains} chain{'s' * (chains > 1)}), acceptance {100 * accept:.1f} %"),
-            "sd": flat.std(0).tolist(), "mean": flat.mean(0).tolist(), "num_samples": int(flat.shape[0]),
-            "ess_min": float(e.min()), "ess_median": float(e.median()), "acceptance": accept, "seconds": seconds,
-            "laplace_sd": torch.linalg.inv(H).diagonal().sqrt().tolist(), "mode": m.tolist()}
+    return {
+        "method": "mala",
+        "description": (
+            f"full-batch MALA (structmc.gibbs.MetropolisWithinGibbs, one block, mala=True) in Laplace-whitened "
+            f"coordinates, {cfg.reference_warmup:,} adaptive warm-up + {per_chain * chains:,} draws "
+            f"({chains} chain{'s' * (chains > 1)}), acceptance {100 * accept:.1f} %"
+        ),
+        "sd": flat.std(0).tolist(),
+        "mean": flat.mean(0).tolist(),
+        "num_samples": int(flat.shape[0]),
+        "ess_min": float(e.min()),
+        "ess_median": float(e.median()),
+        "acceptance": accept,
+        "seconds": seconds,
+        "laplace_sd": torch.linalg.inv(H).diagonal().sqrt().tolist(),
+        "mode": m.tolist(),
+    }
 
 
 def _reference_nuts(cfg: Config, backend: str, x: Tensor, y: Tensor) -> dict:  # pragma: no cover - optional deps
@@ -290,8 +345,7 @@ def _reference_nuts(cfg: Config, backend: str, x: Tensor, y: Tensor) -> dict:  #
             theta = numpyro.sample("theta", dist.Normal(0.0, sd_prior).expand([cfg.dim]).to_event(1))
             numpyro.sample("y", dist.Bernoulli(logits=X @ theta), obs=Y)
 
-        mcmc = MCMC(NUTS(model), num_warmup=cfg.reference_warmup, num_samples=cfg.reference_samples,
-                    progress_bar=False)
+        mcmc = MCMC(NUTS(model), num_warmup=cfg.reference_warmup, num_samples=cfg.reference_samples, progress_bar=False)
         mcmc.run(jax.random.PRNGKey(cfg.seed), x.numpy(), y.numpy())
         draws = np.asarray(mcmc.get_samples()["theta"], dtype=np.float64)
     else:
@@ -304,18 +358,26 @@ def _reference_nuts(cfg: Config, backend: str, x: Tensor, y: Tensor) -> dict:  #
             pyro.sample("y", pdist.Bernoulli(logits=X @ theta), obs=Y)
 
         pyro.set_rng_seed(cfg.seed)
-        mcmc = MCMC(NUTS(model), num_samples=cfg.reference_samples, warmup_steps=cfg.reference_warmup,
-                    disable_progbar=True)
+        mcmc = MCMC(
+            NUTS(model), num_samples=cfg.reference_samples, warmup_steps=cfg.reference_warmup, disable_progbar=True
+        )
         mcmc.run(x, y)
         draws = mcmc.get_samples()["theta"].detach().to(torch.float64).numpy()
     t = torch.from_numpy(draws)
     from ..diagnostics import ess
 
     e = ess(t.unsqueeze(0).to(torch.float32))
-    return {"method": "nuts", "description": f"NUTS ({backend}), {cfg.reference_warmup:,} warm-up + "
-                                             f"{cfg.reference_samples:,} draws, full data",
-            "sd": t.std(0).tolist(), "mean": t.mean(0).tolist(), "num_samples": int(t.shape[0]),
-            "ess_min": float(e.min()), "ess_median": float(e.median()), "seconds": time.perf_counter() - t0}
+    return {
+        "method": "nuts",
+        "description": f"NUTS ({backend}), {cfg.reference_warmup:,} warm-up + "
+        f"{cfg.reference_samples:,} draws, full data",
+        "sd": t.std(0).tolist(),
+        "mean": t.mean(0).tolist(),
+        "num_samples": int(t.shape[0]),
+        "ess_min": float(e.min()),
+        "ess_median": float(e.median()),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) -> dict:
@@ -333,8 +395,10 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
             method = "nuts"
     elif method != "mala":
         raise ValueError(f"Config.reference must be 'auto', 'nuts' or 'mala', got {cfg.reference!r}")
-    key = (f"logreg_d{cfg.dim}_N{cfg.num_data}_seed{cfg.data_seed}_pv{cfg.prior_var:g}_{method}"
-           f"_w{cfg.reference_warmup}_s{cfg.reference_samples}_c{cfg.reference_chains}.pt")
+    key = (
+        f"logreg_d{cfg.dim}_N{cfg.num_data}_seed{cfg.data_seed}_pv{cfg.prior_var:g}_{method}"
+        f"_w{cfg.reference_warmup}_s{cfg.reference_samples}_c{cfg.reference_chains}.pt"
+    )
     folder = _cache_dir(cfg)
     path = None if folder is None else folder / key
     if path is not None and path.is_file():
@@ -361,8 +425,13 @@ def reference_posterior(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) ->
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-logreg", progress: bool | None = None, *,
-        seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/mamba-logreg",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
@@ -392,8 +461,15 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     phases["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    theta_map = find_map(energy, torch.zeros(cfg.dim), data=(x, y), batch_size=max(1, int(cfg.map_batch * n_train)),
-                         num_steps=cfg.map_steps, lr=cfg.map_lr, seed=cfg.seed)
+    theta_map = find_map(
+        energy,
+        torch.zeros(cfg.dim),
+        data=(x, y),
+        batch_size=max(1, int(cfg.map_batch * n_train)),
+        num_steps=cfg.map_steps,
+        lr=cfg.map_lr,
+        seed=cfg.seed,
+    )
     phases["map"] = time.perf_counter() - t0
     say(f"MAP in {phases['map']:.1f} s")
 
@@ -401,66 +477,136 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     ref = reference_posterior(cfg, theta_map, x, y)
     phases["reference"] = time.perf_counter() - t0
     ref_sd = torch.tensor(ref["sd"], dtype=torch.float64)
-    say(f"reference ({ref['method']}{', cached' if ref['cached'] else ''}) in {phases['reference']:.1f} s, "
-        f"min ESS {ref['ess_min']:.0f}")
+    say(
+        f"reference ({ref['method']}{', cached' if ref['cached'] else ''}) in {phases['reference']:.1f} s, "
+        f"min ESS {ref['ess_min']:.0f}"
+    )
 
     centre_ref = torch.tensor(ref.get("mode") or ref["mean"], dtype=torch.float64)
     map_offset = float(((theta_map.to(torch.float64) - centre_ref) / ref_sd).abs().max())
-    problem = Problem(energy, theta_map, data=(x, y), centre=theta_map, batching=cfg.batching,
-                      validation=(x_te, y_te), seed=cfg.seed)
+    problem = Problem(
+        energy, theta_map, data=(x, y), centre=theta_map, batching=cfg.batching, validation=(x_te, y_te), seed=cfg.seed
+    )
     g = torch.Generator().manual_seed(cfg.seed + 13)
     noisy = theta_map + cfg.grid_noise * torch.randn(cfg.dim, generator=g)
-    grid_problem = Problem(energy, noisy, data=(x, y), centre=theta_map, batching=cfg.batching,
-                           validation=(x_te, y_te), seed=cfg.seed)
+    grid_problem = Problem(
+        energy, noisy, data=(x, y), centre=theta_map, batching=cfg.batching, validation=(x_te, y_te), seed=cfg.seed
+    )
     grid_metric = FunctionMetric(heldout_log_loss, "test_log_loss") if cfg.grid_metric == "test" else "ksd"
-    settings = M.TuningSettings(log10_h=cfg.log10_h, batch_fractions=cfg.batches, R=cfg.R, budget_kind=cfg.budget_kind,
-                                grid_budget=Budget(iterations=cfg.grid_iterations), grid_metric=grid_metric,
-                                eta=cfg.eta, thin=cfg.thin, max_samples=cfg.max_samples, min_samples=cfg.min_samples,
-                                metric_cost=cfg.metric_cost, restart=cfg.restart, fssd_steps=cfg.fssd_steps,
-                                fssd_kernel=cfg.fssd_kernel, executor=cfg.executor, seed=cfg.seed)
+    settings = M.TuningSettings(
+        log10_h=cfg.log10_h,
+        batch_fractions=cfg.batches,
+        R=cfg.R,
+        budget_kind=cfg.budget_kind,
+        grid_budget=Budget(iterations=cfg.grid_iterations),
+        grid_metric=grid_metric,
+        eta=cfg.eta,
+        thin=cfg.thin,
+        max_samples=cfg.max_samples,
+        min_samples=cfg.min_samples,
+        metric_cost=cfg.metric_cost,
+        restart=cfg.restart,
+        fssd_steps=cfg.fssd_steps,
+        fssd_kernel=cfg.fssd_kernel,
+        executor=cfg.executor,
+        seed=cfg.seed,
+    )
     t0 = time.perf_counter()
-    tuned = M.tune_all(cfg.samplers, cfg.methods, settings, problem=problem, grid_problem=grid_problem, out_dir=out,
-                       log=log, plot_traces=cfg.plot_traces)
+    tuned = M.tune_all(
+        cfg.samplers,
+        cfg.methods,
+        settings,
+        problem=problem,
+        grid_problem=grid_problem,
+        out_dir=out,
+        log=log,
+        plot_traces=cfg.plot_traces,
+    )
     phases["tuning"] = time.perf_counter() - t0
 
     def extra(draws: Tensor) -> dict:
         p = predictive_probs(draws, x_te)
-        return {"test_accuracy": float(((p > 0.5).to(y_te.dtype) == y_te).to(torch.float64).mean()),
-                "test_log_loss": log_loss(p, y_te)}
+        return {
+            "test_accuracy": float(((p > 0.5).to(y_te.dtype) == y_te).to(torch.float64).mean()),
+            "test_log_loss": log_loss(p, y_te),
+        }
 
-    eval_budget = Budget(seconds=float(cfg.eval_budget)) if cfg.eval_kind == "seconds" else \
-        Budget(iterations=int(cfg.eval_budget))
+    eval_budget = (
+        Budget(seconds=float(cfg.eval_budget))
+        if cfg.eval_kind == "seconds"
+        else Budget(iterations=int(cfg.eval_budget))
+    )
     t0 = time.perf_counter()
-    evals = M.evaluate_all(tuned, problem, eval_budget, seed=cfg.seed, log=log, thin=cfg.eval_thin,
-                           max_ksd_samples=cfg.eval_ksd_samples, reference_sd=ref_sd, extra=extra)
+    evals = M.evaluate_all(
+        tuned,
+        problem,
+        eval_budget,
+        seed=cfg.seed,
+        log=log,
+        thin=cfg.eval_thin,
+        max_ksd_samples=cfg.eval_ksd_samples,
+        reference_sd=ref_sd,
+        extra=extra,
+    )
     phases["evaluation"] = time.perf_counter() - t0
 
     rows = _rows(cfg, preset, tuned, evals)
     report = {
         "experiment": "mamba-logreg: MAMBA vs grid search vs heuristic on the simulated logistic regression "
-                      "(Coullon et al., Table 1)",
-        "preset": preset, "config": asdict(cfg), "seed": cfg.seed,
-        "data": {"source": "simulated (structmc.data.synthetic.logistic_regression_data)", "num_data": cfg.num_data,
-                 "num_train": n_train, "num_test": int(x_te.shape[0]), "dim": cfg.dim, "seed": cfg.data_seed,
-                 "u": ds.meta["u"], "theta_true": ds.meta["theta_true"]},
-        "map": theta_map, "map_offset_sd": map_offset, "reference": ref, "samplers": list(cfg.samplers), "methods": list(cfg.methods),
-        "tuning": M.tuned_json(tuned, n_train), "evaluation": evals, "rows": rows,
+        "(Coullon et al., Table 1)",
+        "preset": preset,
+        "config": asdict(cfg),
+        "seed": cfg.seed,
+        "data": {
+            "source": "simulated (structmc.data.synthetic.logistic_regression_data)",
+            "num_data": cfg.num_data,
+            "num_train": n_train,
+            "num_test": int(x_te.shape[0]),
+            "dim": cfg.dim,
+            "seed": cfg.data_seed,
+            "u": ds.meta["u"],
+            "theta_true": ds.meta["theta_true"],
+        },
+        "map": theta_map,
+        "map_offset_sd": map_offset,
+        "reference": ref,
+        "samplers": list(cfg.samplers),
+        "methods": list(cfg.methods),
+        "tuning": M.tuned_json(tuned, n_train),
+        "evaluation": evals,
+        "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "n/a")},
-        "comparable": preset == "full", "reduced": _reduced(cfg), "phases_seconds": phases,
-        "versions": M.versions(), "figures": dict(FIGURES),
+        "comparable": preset == "full",
+        "reduced": _reduced(cfg),
+        "phases_seconds": phases,
+        "versions": M.versions(),
+        "figures": dict(FIGURES),
     }
     _plots(out, tuned, evals, cfg)
     report["wall_seconds"] = time.perf_counter() - t_all
-    return write_rows_report(out, "mamba-logreg", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                             figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
-                             step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=_notes(preset))
+    return write_rows_report(
+        out,
+        "mamba-logreg",
+        preset=preset,
+        cfg=asdict(cfg),
+        seed=cfg.seed,
+        legacy=report,
+        rows=rows,
+        wall_time_s=report["wall_seconds"],
+        reductions=report["reduced"],
+        figures=list(FIGURES.values()),
+        markdown=lambda r: _markdown(r, tuned, n_train),
+        step_sizes=M.step_size_lines(n_train, cfg.samplers),
+        notes=_notes(preset),
+    )
 
 
 def _notes(preset) -> list[str]:
-    return ["Method rows compare orderings, not magnitudes: on how many samplers a method is within the factor of "
-            "the best method, ours against the paper's count; magnitudes are on the paper's scale only in the "
-            "full preset" + (" (this run)." if preset == "full" else " (not this run).")]
+    return [
+        "Method rows compare orderings, not magnitudes: on how many samplers a method is within the factor of "
+        "the best method, ours against the paper's count; magnitudes are on the paper's scale only in the "
+        "full preset" + (" (this run)." if preset == "full" else " (not this run).")
+    ]
 
 
 FIGURES = {"fig1": "fig1_ksd_curves.png", "tuning_time": "tuning_time.png"}
@@ -468,7 +614,9 @@ FIGURES = {"fig1": "fig1_ksd_curves.png", "tuning_time": "tuning_time.png"}
 
 def _plots(out: Path, tuned, evals, cfg: Config) -> None:
     try:
-        M.plot_ksd_curves(out / FIGURES["fig1"], evals, "Fig. 1 (ours): KSD of the evaluation runs, logistic regression")
+        M.plot_ksd_curves(
+            out / FIGURES["fig1"], evals, "Fig. 1 (ours): KSD of the evaluation runs, logistic regression"
+        )
         M.plot_tuning_time(out / FIGURES["tuning_time"], tuned, cfg.wall_target)
     except ImportError:  # pragma: no cover - matplotlib missing
         pass
@@ -494,10 +642,20 @@ def _rows(cfg: Config, preset, tuned, evals) -> list[dict]:
     ours_xi = M.values_table(full_evals, "xi", methods, samplers)
     comparable = preset == "full"
     rows = []
-    for m_rows in (M.method_rows("ksd", "KSD", "Table 1", ours_ksd, paper_ksd, samplers, factor=cfg.factor,
-                                 comparable=comparable),
-                   M.method_rows("xi", "xi(sigma) x 10^2", "Table 1", ours_xi, paper_xi, samplers, factor=cfg.factor,
-                                 scale=100.0, comparable=comparable)):
+    for m_rows in (
+        M.method_rows("ksd", "KSD", "Table 1", ours_ksd, paper_ksd, samplers, factor=cfg.factor, comparable=comparable),
+        M.method_rows(
+            "xi",
+            "xi(sigma) x 10^2",
+            "Table 1",
+            ours_xi,
+            paper_xi,
+            samplers,
+            factor=cfg.factor,
+            scale=100.0,
+            comparable=comparable,
+        ),
+    ):
         for r in m_rows:
             r["metric_label"] = "KSD" if r["metric"] == "ksd" else "ξ(σ̂)×10²"
         rows += m_rows
@@ -523,52 +681,117 @@ def _claims(cfg, tuned, evals, samplers, methods, paper_ksd, ours_ksd) -> list[d
     if mam and len(methods) > len(mam):
         idx = range(len(samplers))
         p = _count(lambda j: best_mamba(paper_ksd, j) <= lowest(paper_ksd, j), idx)
-        o = _count(lambda j: math.isfinite(best_mamba(ours_ksd, j)) and best_mamba(ours_ksd, j) <= lowest(ours_ksd, j), idx)
-        rows.append(M.claim_row("claim_mamba_lowest", "MAMBA (KSD or FSSD) gives the lowest KSD of the methods",
-                                "Sect. 4.1, Fig. 1, Table 1", f"{p} of 6 samplers", f"{o} of {len(samplers)} samplers",
-                                o >= p - 1, f"ours >= paper - 1 (= {p - 1})"))
+        o = _count(
+            lambda j: math.isfinite(best_mamba(ours_ksd, j)) and best_mamba(ours_ksd, j) <= lowest(ours_ksd, j), idx
+        )
+        rows.append(
+            M.claim_row(
+                "claim_mamba_lowest",
+                "MAMBA (KSD or FSSD) gives the lowest KSD of the methods",
+                "Sect. 4.1, Fig. 1, Table 1",
+                f"{p} of 6 samplers",
+                f"{o} of {len(samplers)} samplers",
+                o >= p - 1,
+                f"ours >= paper - 1 (= {p - 1})",
+            )
+        )
         if "Grid" in methods:
             p = _count(lambda j: best_mamba(paper_ksd, j) < M._clean(paper_ksd["Grid"][j]), idx)
             o = _count(lambda j: best_mamba(ours_ksd, j) < M._clean(ours_ksd["Grid"][j]), idx)
-            rows.append(M.claim_row("claim_mamba_beats_grid", "MAMBA's KSD below grid search's", "Table 1",
-                                    f"{p} of 6 samplers", f"{o} of {len(samplers)} samplers", o >= p - 1,
-                                    f"ours >= paper - 1 (= {p - 1})"))
+            rows.append(
+                M.claim_row(
+                    "claim_mamba_beats_grid",
+                    "MAMBA's KSD below grid search's",
+                    "Table 1",
+                    f"{p} of 6 samplers",
+                    f"{o} of {len(samplers)} samplers",
+                    o >= p - 1,
+                    f"ours >= paper - 1 (= {p - 1})",
+                )
+            )
     if "M-KSD" in methods:
-        small = [s for s in samplers if (tuned.get(s, {}).get("M-KSD") or {}).get("arm") is not None
-                 and M.arm_summary(tuned[s]["M-KSD"]["arm"], 1)["batch_pct"] <= 1.0 + 1e-9]
-        rows.append(M.claim_row("claim_small_batch", "MAMBA-KSD chooses a batch of at most 1 %", "Sect. 4.1, Table 4",
-                                "6 of 6 samplers (1 % or 0.1 %)", f"{len(small)} of {len(samplers)} samplers",
-                                len(small) >= 5, "ours >= 5"))
+        small = [
+            s
+            for s in samplers
+            if (tuned.get(s, {}).get("M-KSD") or {}).get("arm") is not None
+            and M.arm_summary(tuned[s]["M-KSD"]["arm"], 1)["batch_pct"] <= 1.0 + 1e-9
+        ]
+        rows.append(
+            M.claim_row(
+                "claim_small_batch",
+                "MAMBA-KSD chooses a batch of at most 1 %",
+                "Sect. 4.1, Table 4",
+                "6 of 6 samplers (1 % or 0.1 %)",
+                f"{len(small)} of {len(samplers)} samplers",
+                len(small) >= 5,
+                "ours >= 5",
+            )
+        )
         pairs = [("SGLD", "SGLD-CV"), ("SGHMC", "SGHMC-CV"), ("SGNHT", "SGNHT-CV")]
         pk = dict(zip(samplers, paper_ksd["M-KSD"]))
         ok = dict(zip(samplers, ours_ksd["M-KSD"]))
         p = _count(lambda ab: M._clean(pk[ab[1]]) < M._clean(pk[ab[0]]), pairs)
         o = _count(lambda ab: M._clean(ok[ab[1]]) < M._clean(ok[ab[0]]), pairs)
-        rows.append(M.claim_row("claim_cv_helps", "MAMBA-KSD: the control-variate sampler has lower KSD than its plain "
-                                "version", "Table 1", f"{p} of 3 pairs", f"{o} of 3 pairs", o >= p - 1,
-                                f"ours >= paper - 1 (= {p - 1})"))
+        rows.append(
+            M.claim_row(
+                "claim_cv_helps",
+                "MAMBA-KSD: the control-variate sampler has lower KSD than its plain version",
+                "Table 1",
+                f"{p} of 3 pairs",
+                f"{o} of 3 pairs",
+                o >= p - 1,
+                f"ours >= paper - 1 (= {p - 1})",
+            )
+        )
     if "Heuristic" in methods:
         hs = [j for j, s in enumerate(samplers) if s in ("SGHMC", "SGHMC-CV")]
         o = _count(lambda j: M._clean(ours_ksd["Heuristic"][j]) >= 10 * lowest(ours_ksd, j), hs)
-        rows.append(M.claim_row("claim_heuristic_sghmc", "heuristic h = 1/N with SGHMC / SGHMC-CV (L = 10): KSD at least "
-                                "10x the best method's", "Table 1", "2 of 2 (53,972 and 51,565 vs 56 and 18)",
-                                f"{o} of 2", o == 2, "both"))
+        rows.append(
+            M.claim_row(
+                "claim_heuristic_sghmc",
+                "heuristic h = 1/N with SGHMC / SGHMC-CV (L = 10): KSD at least 10x the best method's",
+                "Table 1",
+                "2 of 2 (53,972 and 51,565 vs 56 and 18)",
+                f"{o} of 2",
+                o == 2,
+                "both",
+            )
+        )
     if "M-KSD" in methods and "Grid" in methods:
         its = M.values_table(evals, "iterations", methods, samplers)
         o = _count(lambda j: (its["M-KSD"][j] or 0) > (its["Grid"][j] or 0), range(len(samplers)))
         holds = None if cfg.eval_kind != "seconds" else o >= 5
-        rows.append(M.claim_row("claim_more_samples", "MAMBA-KSD's arm runs more iterations than grid search's in the "
-                                "same evaluation time", "Table 5", "6 of 6 samplers",
-                                f"{o} of {len(samplers)} samplers" + ("" if holds is not None else
-                                                                      " (iteration budget: equal by construction)"),
-                                holds, "ours >= 5; n/a for an iteration evaluation budget"))
+        rows.append(
+            M.claim_row(
+                "claim_more_samples",
+                "MAMBA-KSD's arm runs more iterations than grid search's in the same evaluation time",
+                "Table 5",
+                "6 of 6 samplers",
+                f"{o} of {len(samplers)} samplers"
+                + ("" if holds is not None else " (iteration budget: equal by construction)"),
+                holds,
+                "ours >= 5; n/a for an iteration evaluation budget",
+            )
+        )
         acc = M.values_table(evals, "test_accuracy", methods, samplers)
-        o = _count(lambda j: acc["M-KSD"][j] is not None and
-                   acc["M-KSD"][j] >= max(a for a in (acc[m][j] for m in methods) if a is not None) - 0.005,
-                   range(len(samplers)))
-        rows.append(M.claim_row("claim_accuracy", "MAMBA-KSD's test accuracy within 0.5 pp of the best method",
-                                "Table 5", "6 of 6 samplers (93.9 % everywhere)", f"{o} of {len(samplers)} samplers",
-                                o >= 5, "ours >= 5"))
+        o = _count(
+            lambda j: (
+                acc["M-KSD"][j] is not None
+                and acc["M-KSD"][j] >= max(a for a in (acc[m][j] for m in methods) if a is not None) - 0.005
+            ),
+            range(len(samplers)),
+        )
+        rows.append(
+            M.claim_row(
+                "claim_accuracy",
+                "MAMBA-KSD's test accuracy within 0.5 pp of the best method",
+                "Table 5",
+                "6 of 6 samplers (93.9 % everywhere)",
+                f"{o} of {len(samplers)} samplers",
+                o >= 5,
+                "ours >= 5",
+            )
+        )
     rows.append(M.wall_claim(tuned, cfg.wall_target))
     return rows
 
@@ -577,24 +800,32 @@ def _reduced(cfg: Config) -> list[str]:
     full = PRESETS["full"]
     notes = []
     if cfg.num_data != full.num_data:
-        notes.append(f"N = {cfg.num_data:,} rows instead of {full.num_data:,}: the posterior is wider, the scores "
-                     "smaller and the best step sizes larger (the heuristic h = 1/N moves with N), so KSD and "
-                     "hyperparameter choices are not comparable in magnitude with the paper's.")
+        notes.append(
+            f"N = {cfg.num_data:,} rows instead of {full.num_data:,}: the posterior is wider, the scores "
+            "smaller and the best step sizes larger (the heuristic h = 1/N moves with N), so KSD and "
+            "hyperparameter choices are not comparable in magnitude with the paper's."
+        )
     if tuple(cfg.log10_h) != tuple(full.log10_h) or tuple(cfg.batches) != tuple(full.batches):
-        notes.append(f"reduced grids: log10 h in {list(cfg.log10_h)}, batches {list(cfg.batches)} "
-                     f"(paper: 14 step sizes x 4 batches).")
+        notes.append(
+            f"reduced grids: log10 h in {list(cfg.log10_h)}, batches {list(cfg.batches)} "
+            f"(paper: 14 step sizes x 4 batches)."
+        )
     if cfg.budget_kind != "seconds" or cfg.R != full.R:
         notes.append(f"MAMBA budget R = {cfg.R:g} {cfg.budget_kind} per surviving arm (paper: R = 1 s).")
     if cfg.thin != full.thin and cfg.budget_kind == "seconds":
-        notes.append(f"the tuner starts from thin {cfg.thin} (then thins evenly past {2 * cfg.max_samples} draws) "
-                     f"instead of keeping every {full.thin}th draw: at this R most first-round SGHMC arms run fewer than "
-                     f"{full.thin} iterations and would keep no draw at all.")
+        notes.append(
+            f"the tuner starts from thin {cfg.thin} (then thins evenly past {2 * cfg.max_samples} draws) "
+            f"instead of keeping every {full.thin}th draw: at this R most first-round SGHMC arms run fewer than "
+            f"{full.thin} iterations and would keep no draw at all."
+        )
     if cfg.grid_iterations != full.grid_iterations:
         notes.append(f"grid search runs {cfg.grid_iterations:,} iterations per arm (paper: 5,000).")
     if cfg.eval_kind != "seconds" or cfg.eval_budget != full.eval_budget:
-        notes.append(f"evaluation runs of {cfg.eval_budget:g} {cfg.eval_kind} (paper: 10 s), KSD on at most "
-                     f"{cfg.eval_ksd_samples} draws: the V-statistic KSD has an upward bias that shrinks with the "
-                     "number of draws, another reason magnitudes differ.")
+        notes.append(
+            f"evaluation runs of {cfg.eval_budget:g} {cfg.eval_kind} (paper: 10 s), KSD on at most "
+            f"{cfg.eval_ksd_samples} draws: the V-statistic KSD has an upward bias that shrinks with the "
+            "number of draws, another reason magnitudes differ."
+        )
     if cfg.reference_samples != full.reference_samples:
         notes.append(f"reference posterior of {cfg.reference_samples:,} draws (paper: 20,000 NUTS draws).")
     return notes
@@ -606,7 +837,8 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
     rows = report["rows"]
     v = report["verdicts"]
     lines = [
-        "# MAMBA on the simulated logistic regression (Coullon, South & Nemeth, Table 1)", "",
+        "# MAMBA on the simulated logistic regression (Coullon, South & Nemeth, Table 1)",
+        "",
         f"Preset `{report['preset'] or 'custom'}`; d = {cfg['dim']}, N = {cfg['num_data']:,} simulated rows "
         f"({report['data']['num_train']:,} train / {report['data']['num_test']:,} test, data seed {cfg['data_seed']}); "
         f"prior N(0, {cfg['prior_var']:g} I); MAP by Adam (lr {cfg['map_lr']:g}, batch {100 * cfg['map_batch']:g} %, "
@@ -623,25 +855,45 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
         f"lies up to {report['map_offset_sd']:.2f} reference standard deviations from the "
         f"{'exact mode' if ref.get('mode') else 'reference mean'} in one coordinate.",
         "",
-        f"Wall time {report['wall_seconds']:.1f} s (" + ", ".join(f"{k} {v_:.1f} s" for k, v_ in
-                                                                report["phases_seconds"].items()) + ").", "",
-        "## Table 1: ours (paper)", "",
+        f"Wall time {report['wall_seconds']:.1f} s ("
+        + ", ".join(f"{k} {v_:.1f} s" for k, v_ in report["phases_seconds"].items())
+        + ").",
+        "",
+        "## Table 1: ours (paper)",
+        "",
         "Cells are `ours (paper)`. Verdict: an ordering check — on how many samplers the method is within "
         f"x{cfg['factor']:g} of the best of the four methods, ours vs the paper's count, agreeing within one sampler. "
-        + ("Magnitudes are on the paper's scale (full preset)." if report["comparable"] else
-           "**Magnitudes are not comparable at this scale** (N, budgets and the number of draws differ from the "
-           "paper's; KSD grows with N and the number of draws)."), "",
-        *M.markdown_report_table(rows, samplers), "",
-        "## The paper's claims", "", *M.markdown_claims(rows), "",
-        f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.", "",
+        + (
+            "Magnitudes are on the paper's scale (full preset)."
+            if report["comparable"]
+            else "**Magnitudes are not comparable at this scale** (N, budgets and the number of draws differ from the "
+            "paper's; KSD grows with N and the number of draws)."
+        ),
+        "",
+        *M.markdown_report_table(rows, samplers),
+        "",
+        "## The paper's claims",
+        "",
+        *M.markdown_claims(rows),
+        "",
+        f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.",
+        "",
     ]
     if report["reduced"]:
         lines += ["## Reduced run", "", *[f"- {n}" for n in report["reduced"]], ""]
-    lines += ["## Chosen hyperparameters: ours (paper, Table 4)", "",
-              *M.markdown_choices(tuned, n_train, PAPER_TABLE4), ""]
+    lines += [
+        "## Chosen hyperparameters: ours (paper, Table 4)",
+        "",
+        *M.markdown_choices(tuned, n_train, PAPER_TABLE4),
+        "",
+    ]
     ev = report["evaluation"]
-    lines += ["## Evaluation runs: iterations and test accuracy, ours (paper, Table 5)", "",
-              "| method | quantity | " + " | ".join(samplers) + " |", "|---|---|" + "---|" * len(samplers)]
+    lines += [
+        "## Evaluation runs: iterations and test accuracy, ours (paper, Table 5)",
+        "",
+        "| method | quantity | " + " | ".join(samplers) + " |",
+        "|---|---|" + "---|" * len(samplers),
+    ]
     for m in report["methods"]:
         its, acc = [], []
         for j, s in enumerate(samplers):
@@ -651,13 +903,26 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
             acc.append(f"{a:.1f} ({PAPER_ACCURACY[m][j]})" if a is not None else "-")
         lines.append(f"| {m} | # of samples | " + " | ".join(its) + " |")
         lines.append(f"| {m} | test acc. (%) | " + " | ".join(acc) + " |")
-    lines += ["", "## Tuning wall time (the tuner's split, seconds)", "",
-              f"Issue target: whole MAMBA tuning wall time <= {cfg['wall_target']:g} x T. Grid search rows: T is "
-              "iterations per arm (no seconds budget).", "", *M.markdown_timing(tuned, cfg["wall_target"]), "",
-              "## Errors", ""]
+    lines += [
+        "",
+        "## Tuning wall time (the tuner's split, seconds)",
+        "",
+        f"Issue target: whole MAMBA tuning wall time <= {cfg['wall_target']:g} x T. Grid search rows: T is "
+        "iterations per arm (no seconds budget).",
+        "",
+        *M.markdown_timing(tuned, cfg["wall_target"]),
+        "",
+        "## Errors",
+        "",
+    ]
     errs = [f"- {s} {m}: tuning: {r['error']}" for s, by in tuned.items() for m, r in by.items() if r["error"]]
     errs += [f"- {s} {m}: evaluation: {e['error']}" for s, by in ev.items() for m, e in by.items() if e and e["error"]]
     lines += errs or ["none"]
-    lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in report["figures"].values())
-              + "; tuning traces in `tuning/<sampler>/<method>/`.", ""]
+    lines += [
+        "",
+        "Figures: "
+        + ", ".join(f"`{f}`" for f in report["figures"].values())
+        + "; tuning traces in `tuning/<sampler>/<method>/`.",
+        "",
+    ]
     return "\n".join(lines)

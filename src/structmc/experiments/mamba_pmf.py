@@ -49,9 +49,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -78,10 +79,16 @@ PAPER_TABLE6 = {
     "SGNHT-CV": {"MAMBA": (-5, 10), "Grid": (-5.5, 10), "Heuristic": (-4.9, 10)},
 }
 # Table 7: test RMSE and number of samples of the 20 s evaluation runs
-PAPER_RMSE = {"MAMBA": [1.13, 1.13, 1.13, 1.10, 1.12, 1.12], "Grid": [1.25, 1.25, 1.25, 1.25, 1.15, 1.16],
-              "Heuristic": [1.13, 1.13, 1.25, 1.25, 1.11, 1.11]}
-PAPER_SAMPLES = {"MAMBA": [15681, 11774, 3503, 2045, 9687, 6527], "Grid": [10099, 6827, 1184, 848, 9743, 5930],
-                 "Heuristic": [9946, 6897, 1021, 847, 9683, 6546]}
+PAPER_RMSE = {
+    "MAMBA": [1.13, 1.13, 1.13, 1.10, 1.12, 1.12],
+    "Grid": [1.25, 1.25, 1.25, 1.25, 1.15, 1.16],
+    "Heuristic": [1.13, 1.13, 1.25, 1.25, 1.11, 1.11],
+}
+PAPER_SAMPLES = {
+    "MAMBA": [15681, 11774, 3503, 2045, 9687, 6527],
+    "Grid": [10099, 6827, 1184, 848, 9743, 5930],
+    "Heuristic": [9946, 6897, 1021, 847, 9683, 6546],
+}
 
 
 @dataclass
@@ -135,13 +142,41 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(data="simulated", sim_users=40, sim_items=50, sim_ratings=800, sim_rank=3, latent_dim=3,
-                   log10_h=(-3.0, -4.0, -5.0), batches=(1.0, 0.1, 0.01), R=8, budget_kind="iterations",
-                   grid_iterations=12, thin=1, min_samples=2, max_samples=32, eval_budget=40, eval_kind="iterations",
-                   eval_thin=2, eval_ksd_samples=20, map_steps=100, plot_traces=False, ref_log10_h=-4.0,
-                   ref_iterations=400, ref_burn_in=100),
-    "quick": Config(R=1.5, thin=1, grid_iterations=60, eval_budget=3.0, eval_ksd_samples=150, map_steps=2000,
-                    ref_iterations=12_000, ref_burn_in=2000),
+    "tiny": Config(
+        data="simulated",
+        sim_users=40,
+        sim_items=50,
+        sim_ratings=800,
+        sim_rank=3,
+        latent_dim=3,
+        log10_h=(-3.0, -4.0, -5.0),
+        batches=(1.0, 0.1, 0.01),
+        R=8,
+        budget_kind="iterations",
+        grid_iterations=12,
+        thin=1,
+        min_samples=2,
+        max_samples=32,
+        eval_budget=40,
+        eval_kind="iterations",
+        eval_thin=2,
+        eval_ksd_samples=20,
+        map_steps=100,
+        plot_traces=False,
+        ref_log10_h=-4.0,
+        ref_iterations=400,
+        ref_burn_in=100,
+    ),
+    "quick": Config(
+        R=1.5,
+        thin=1,
+        grid_iterations=60,
+        eval_budget=3.0,
+        eval_ksd_samples=150,
+        map_steps=2000,
+        ref_iterations=12_000,
+        ref_burn_in=2000,
+    ),
     "full": Config(),
 }
 
@@ -151,8 +186,16 @@ PRESETS = {
 # ---------------------------------------------------------------------------------------------
 
 
-def simulated_ratings(num_users: int = 943, num_items: int = 1682, num_ratings: int = 100_000, *, rank: int = 5,
-                      noise_sd: float = 0.9, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+def simulated_ratings(
+    num_users: int = 943,
+    num_items: int = 1682,
+    num_ratings: int = 100_000,
+    *,
+    rank: int = 5,
+    noise_sd: float = 0.9,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> Dataset:
     """A MovieLens-shaped stand-in: low-rank ratings ``clip(round(3.5 + aᵢᵀbⱼ + ε), 1, 5)`` with
     aᵢ, bⱼ ~ N(0, I/√rank), ε ~ N(0, noise_sd²), on ``num_ratings`` distinct (user, item) pairs
     drawn with Zipf-like user activity and item popularity (every user rates at least one
@@ -160,8 +203,8 @@ def simulated_ratings(num_users: int = 943, num_items: int = 1682, num_ratings: 
     if num_ratings > num_users * num_items // 2:
         raise ValueError("num_ratings must be at most half of num_users x num_items")
     g = torch.Generator().manual_seed(int(seed) + 9173)
-    a = torch.randn(num_users, rank, generator=g, dtype=torch.float64) / rank ** 0.25
-    b = torch.randn(num_items, rank, generator=g, dtype=torch.float64) / rank ** 0.25
+    a = torch.randn(num_users, rank, generator=g, dtype=torch.float64) / rank**0.25
+    b = torch.randn(num_items, rank, generator=g, dtype=torch.float64) / rank**0.25
     w_u = 1.0 / torch.arange(1, num_users + 1, dtype=torch.float64) ** 0.6
     w_i = 1.0 / torch.arange(1, num_items + 1, dtype=torch.float64) ** 0.9
     w_u, w_i = w_u[torch.randperm(num_users, generator=g)], w_i[torch.randperm(num_items, generator=g)]
@@ -182,9 +225,16 @@ def simulated_ratings(num_users: int = 943, num_items: int = 1682, num_ratings: 
     x = torch.stack([users, items], 1)
     n_te = int(round(test_fraction * keys.numel()))
     n_tr = keys.numel() - n_te
-    meta = {"source": "simulated", "num_users": num_users, "num_items": num_items,
-            "mean_rating": float(r[:n_tr].double().mean()), "seed": seed, "rank": rank, "noise_sd": noise_sd,
-            "split": f"random {1 - test_fraction:.0%}/{test_fraction:.0%} (seed {seed})"}
+    meta = {
+        "source": "simulated",
+        "num_users": num_users,
+        "num_items": num_items,
+        "mean_rating": float(r[:n_tr].double().mean()),
+        "seed": seed,
+        "rank": rank,
+        "noise_sd": noise_sd,
+        "split": f"random {1 - test_fraction:.0%}/{test_fraction:.0%} (seed {seed})",
+    }
     return Dataset("movielens-simulated", "ratings", x[:n_tr], r[:n_tr], x[n_tr:], r[n_tr:], meta=meta)
 
 
@@ -201,19 +251,34 @@ def load_data(cfg: Config) -> tuple[Dataset, dict]:
         try:
             if root is None and not cfg.download:
                 raise DataError("no data folder: set STRUCTMC_DATA or Config.data_dir")
-            ds = load_movielens_100k(data_dir=root, download=cfg.download, test_fraction=cfg.test_fraction,
-                                     seed=cfg.data_seed)
-            return ds, {"source": "files", "where": ds.meta.get("source"), "split": ds.meta.get("split"),
-                        "description": "MovieLens-100K u.data (GroupLens), 943 users x 1,682 movies"}
+            ds = load_movielens_100k(
+                data_dir=root, download=cfg.download, test_fraction=cfg.test_fraction, seed=cfg.data_seed
+            )
+            return ds, {
+                "source": "files",
+                "where": ds.meta.get("source"),
+                "split": ds.meta.get("split"),
+                "description": "MovieLens-100K u.data (GroupLens), 943 users x 1,682 movies",
+            }
         except (DataError, OSError) as err:
             if cfg.data == "files":
                 raise
             reason = f"MovieLens files not found ({err})"
-    ds = simulated_ratings(cfg.sim_users, cfg.sim_items, cfg.sim_ratings, rank=cfg.sim_rank,
-                           test_fraction=cfg.test_fraction, seed=cfg.data_seed)
-    return ds, {"source": "simulated", "reason": reason, "split": ds.meta["split"],
-                "description": f"simulated low-rank ratings (rank {cfg.sim_rank}), {cfg.sim_users} users x "
-                               f"{cfg.sim_items} items, {cfg.sim_ratings:,} ratings (mamba_pmf.simulated_ratings)"}
+    ds = simulated_ratings(
+        cfg.sim_users,
+        cfg.sim_items,
+        cfg.sim_ratings,
+        rank=cfg.sim_rank,
+        test_fraction=cfg.test_fraction,
+        seed=cfg.data_seed,
+    )
+    return ds, {
+        "source": "simulated",
+        "reason": reason,
+        "split": ds.meta["split"],
+        "description": f"simulated low-rank ratings (rank {cfg.sim_rank}), {cfg.sim_users} users x "
+        f"{cfg.sim_items} items, {cfg.sim_ratings:,} ratings (mamba_pmf.simulated_ratings)",
+    }
 
 
 def heldout_rmse(samples: Tensor, problem) -> float:
@@ -239,9 +304,11 @@ def _cache_dir(cfg: Config) -> Path | None:
 def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -> dict:
     """Standard deviations (and means) of a long SGLD-CV chain from the MAP (see the module
     docstring); cached on disk."""
-    key = (f"pmf_{source['source']}_{'x'.join(map(str, shape))}_d{cfg.latent_dim}_seed{cfg.data_seed}"
-           f"_h{cfg.ref_log10_h:g}_b{cfg.ref_batch:g}_i{cfg.ref_iterations}_w{cfg.ref_burn_in}_map{cfg.map_steps}"
-           f"_{cfg.batching}.pt")
+    key = (
+        f"pmf_{source['source']}_{'x'.join(map(str, shape))}_d{cfg.latent_dim}_seed{cfg.data_seed}"
+        f"_h{cfg.ref_log10_h:g}_b{cfg.ref_batch:g}_i{cfg.ref_iterations}_w{cfg.ref_burn_in}_map{cfg.map_steps}"
+        f"_{cfg.batching}.pt"
+    )
     folder = _cache_dir(cfg)
     path = None if folder is None else folder / key
     if path is not None and path.is_file():
@@ -252,20 +319,34 @@ def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -
         except Exception:
             pass
     spec = M.SAMPLERS["SGLD-CV"]
-    arm = Arm(spec.config(10.0 ** cfg.ref_log10_h), cfg.ref_batch, "cv")
+    arm = Arm(spec.config(10.0**cfg.ref_log10_h), cfg.ref_batch, "cv")
     burn = cfg.ref_burn_in / cfg.ref_iterations
     t0 = time.perf_counter()
-    ev = M.evaluate_arm(problem, arm, Budget(iterations=cfg.ref_iterations), seed=cfg.seed + 555, thin=100,
-                        max_ksd_samples=None, burn_in=burn)
+    ev = M.evaluate_arm(
+        problem,
+        arm,
+        Budget(iterations=cfg.ref_iterations),
+        seed=cfg.seed + 555,
+        thin=100,
+        max_ksd_samples=None,
+        burn_in=burn,
+    )
     if ev["error"] is not None or ev["sd"] is None:
         raise FloatingPointError(f"the reference chain failed: {ev['error']}")
-    ref = {"method": "sgld-cv",
-           "description": (f"long SGLD-CV chain (batch {100 * cfg.ref_batch:g} %, h = 10^{cfg.ref_log10_h:g} in the "
-                           f"paper's units, lr = {arm.sampler['lr']:.3g}), {cfg.ref_iterations:,} iterations from the "
-                           f"MAP, first {cfg.ref_burn_in:,} discarded; not NUTS (the paper's, six hours): its standard "
-                           "deviations carry its own discretisation and mixing error"),
-           "sd": ev["sd"], "mean": ev["mean"], "num_samples": ev["iterations"], "ksd": ev["ksd"],
-           "seconds": time.perf_counter() - t0}
+    ref = {
+        "method": "sgld-cv",
+        "description": (
+            f"long SGLD-CV chain (batch {100 * cfg.ref_batch:g} %, h = 10^{cfg.ref_log10_h:g} in the "
+            f"paper's units, lr = {arm.sampler['lr']:.3g}), {cfg.ref_iterations:,} iterations from the "
+            f"MAP, first {cfg.ref_burn_in:,} discarded; not NUTS (the paper's, six hours): its standard "
+            "deviations carry its own discretisation and mixing error"
+        ),
+        "sd": ev["sd"],
+        "mean": ev["mean"],
+        "num_samples": ev["iterations"],
+        "ksd": ev["ksd"],
+        "seconds": time.perf_counter() - t0,
+    }
     ref["cached"], ref["path"] = False, None if path is None else str(path)
     if path is not None and not save_cache({k: v for k, v in ref.items() if k not in ("cached", "path")}, path):
         ref["path"] = None  # a read-only cache is not an error
@@ -278,8 +359,13 @@ def reference_chain(cfg: Config, problem: Problem, source: dict, shape: tuple) -
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-pmf", progress: bool | None = None, *,
-        seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/mamba-pmf",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
@@ -305,21 +391,35 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     x, y, x_te, y_te = ds.x_train, ds.y_train, ds.x_test, ds.y_test
     assert x_te is not None and y_te is not None  # load_data always splits off the test ratings
     n_train = int(y.shape[0])
-    energy = energy_for("pmf", num_data=n_train, num_users=ds.meta["num_users"], num_items=ds.meta["num_items"],
-                        dim=cfg.latent_dim, mean_rating=ds.meta["mean_rating"])
+    energy = energy_for(
+        "pmf",
+        num_data=n_train,
+        num_users=ds.meta["num_users"],
+        num_items=ds.meta["num_items"],
+        dim=cfg.latent_dim,
+        mean_rating=ds.meta["mean_rating"],
+    )
     pmf = energy.model
     phases["data"] = time.perf_counter() - t0
     say(f"data: {source['source']}, {n_train:,} train ratings, {pmf.dim:,} parameters")
 
     t0 = time.perf_counter()
-    theta_map = find_map(energy, pmf.init(seed=cfg.seed), data=(x, y), batch_size=max(1, int(cfg.map_batch * n_train)),
-                         num_steps=cfg.map_steps, lr=cfg.map_lr, seed=cfg.seed)
+    theta_map = find_map(
+        energy,
+        pmf.init(seed=cfg.seed),
+        data=(x, y),
+        batch_size=max(1, int(cfg.map_batch * n_train)),
+        num_steps=cfg.map_steps,
+        lr=cfg.map_lr,
+        seed=cfg.seed,
+    )
     phases["map"] = time.perf_counter() - t0
     map_rmse = pmf.rmse(theta_map, x_te[:, 0], x_te[:, 1], y_te)
     say(f"MAP in {phases['map']:.1f} s, test RMSE {map_rmse:.3f}")
 
-    problem = Problem(energy, theta_map, data=(x, y), centre=theta_map, batching=cfg.batching,
-                      validation=(x_te, y_te), seed=cfg.seed)
+    problem = Problem(
+        energy, theta_map, data=(x, y), centre=theta_map, batching=cfg.batching, validation=(x_te, y_te), seed=cfg.seed
+    )
     t0 = time.perf_counter()
     ref = reference_chain(cfg, problem, source, (ds.meta["num_users"], ds.meta["num_items"], n_train))
     phases["reference"] = time.perf_counter() - t0
@@ -328,27 +428,60 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
 
     g = torch.Generator().manual_seed(cfg.seed + 13)
     noisy = theta_map + cfg.grid_noise * torch.randn(theta_map.shape, generator=g)
-    grid_problem = Problem(energy, noisy, data=(x, y), centre=theta_map, batching=cfg.batching,
-                           validation=(x_te, y_te), seed=cfg.seed)
+    grid_problem = Problem(
+        energy, noisy, data=(x, y), centre=theta_map, batching=cfg.batching, validation=(x_te, y_te), seed=cfg.seed
+    )
     grid_metric = FunctionMetric(heldout_rmse, "test_rmse") if cfg.grid_metric == "test" else "ksd"
-    settings = M.TuningSettings(log10_h=cfg.log10_h, batch_fractions=cfg.batches, R=cfg.R, budget_kind=cfg.budget_kind,
-                                grid_budget=Budget(iterations=cfg.grid_iterations), grid_metric=grid_metric,
-                                eta=cfg.eta, thin=cfg.thin, max_samples=cfg.max_samples, min_samples=cfg.min_samples,
-                                metric_cost=cfg.metric_cost, restart=cfg.restart, executor=cfg.executor, seed=cfg.seed)
+    settings = M.TuningSettings(
+        log10_h=cfg.log10_h,
+        batch_fractions=cfg.batches,
+        R=cfg.R,
+        budget_kind=cfg.budget_kind,
+        grid_budget=Budget(iterations=cfg.grid_iterations),
+        grid_metric=grid_metric,
+        eta=cfg.eta,
+        thin=cfg.thin,
+        max_samples=cfg.max_samples,
+        min_samples=cfg.min_samples,
+        metric_cost=cfg.metric_cost,
+        restart=cfg.restart,
+        executor=cfg.executor,
+        seed=cfg.seed,
+    )
     t0 = time.perf_counter()
-    tuned = M.tune_all(cfg.samplers, cfg.methods, settings, problem=problem, grid_problem=grid_problem, out_dir=out,
-                       log=log, plot_traces=cfg.plot_traces)
+    tuned = M.tune_all(
+        cfg.samplers,
+        cfg.methods,
+        settings,
+        problem=problem,
+        grid_problem=grid_problem,
+        out_dir=out,
+        log=log,
+        plot_traces=cfg.plot_traces,
+    )
     phases["tuning"] = time.perf_counter() - t0
 
     def extra(draws: Tensor) -> dict:
         return {"test_rmse": pmf.rmse(draws, x_te[:, 0], x_te[:, 1], y_te)}
 
-    eval_budget = Budget(seconds=float(cfg.eval_budget)) if cfg.eval_kind == "seconds" else \
-        Budget(iterations=int(cfg.eval_budget))
+    eval_budget = (
+        Budget(seconds=float(cfg.eval_budget))
+        if cfg.eval_kind == "seconds"
+        else Budget(iterations=int(cfg.eval_budget))
+    )
     t0 = time.perf_counter()
-    evals = M.evaluate_all(tuned, problem, eval_budget, seed=cfg.seed, log=log, thin=cfg.eval_thin,
-                           max_ksd_samples=cfg.eval_ksd_samples, burn_in=cfg.eval_burn_in, reference_sd=ref_sd,
-                           extra=extra)
+    evals = M.evaluate_all(
+        tuned,
+        problem,
+        eval_budget,
+        seed=cfg.seed,
+        log=log,
+        thin=cfg.eval_thin,
+        max_ksd_samples=cfg.eval_ksd_samples,
+        burn_in=cfg.eval_burn_in,
+        reference_sd=ref_sd,
+        extra=extra,
+    )
     for by_m in evals.values():  # the moments of 52,580 numbers: keep the report small
         for ev in by_m.values():
             if ev is not None:
@@ -360,15 +493,28 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     rows = _rows(cfg, tuned, evals, comparable)
     report = {
         "experiment": "mamba-pmf: MAMBA vs grid search vs heuristic on PMF of MovieLens-100K (Coullon et al., Table 2)",
-        "preset": preset, "config": asdict(cfg), "seed": cfg.seed, "data": source,
-        "num_train": n_train, "num_test": int(y_te.shape[0]), "num_users": ds.meta["num_users"],
-        "num_items": ds.meta["num_items"], "num_params": pmf.dim, "map_test_rmse": map_rmse,
+        "preset": preset,
+        "config": asdict(cfg),
+        "seed": cfg.seed,
+        "data": source,
+        "num_train": n_train,
+        "num_test": int(y_te.shape[0]),
+        "num_users": ds.meta["num_users"],
+        "num_items": ds.meta["num_items"],
+        "num_params": pmf.dim,
+        "map_test_rmse": map_rmse,
         "reference": {k: v for k, v in ref.items() if k not in ("sd", "mean")},
-        "samplers": list(cfg.samplers), "methods": list(cfg.methods),
-        "tuning": M.tuned_json(tuned, n_train), "evaluation": evals, "rows": rows,
+        "samplers": list(cfg.samplers),
+        "methods": list(cfg.methods),
+        "tuning": M.tuned_json(tuned, n_train),
+        "evaluation": evals,
+        "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "n/a")},
-        "comparable": comparable, "reduced": _reduced(cfg, source), "phases_seconds": phases,
-        "versions": M.versions(), "figures": dict(FIGURES),
+        "comparable": comparable,
+        "reduced": _reduced(cfg, source),
+        "phases_seconds": phases,
+        "versions": M.versions(),
+        "figures": dict(FIGURES),
     }
     try:
         M.plot_ksd_curves(out / FIGURES["fig2"], evals, "Fig. 2 (ours): KSD of the evaluation runs, PMF")
@@ -376,15 +522,28 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     except ImportError:  # pragma: no cover
         pass
     report["wall_seconds"] = time.perf_counter() - t_all
-    notes = ["Method rows compare orderings, not magnitudes: on how many samplers a method is within the factor of "
-             "the best method, ours against the paper's count; magnitudes are on the paper's scale only in the full "
-             "preset on the MovieLens files" + (" (this run)." if comparable else " (not this run).")]
+    notes = [
+        "Method rows compare orderings, not magnitudes: on how many samplers a method is within the factor of "
+        "the best method, ours against the paper's count; magnitudes are on the paper's scale only in the full "
+        "preset on the MovieLens files" + (" (this run)." if comparable else " (not this run).")
+    ]
     if source.get("source") != "files":
         notes.append(f"DATA: {source.get('description', source.get('source'))} — not MovieLens-100K itself.")
-    return write_rows_report(out, "mamba-pmf", preset=preset, cfg=asdict(cfg), seed=cfg.seed, legacy=report,
-                             rows=rows, wall_time_s=report["wall_seconds"], reductions=report["reduced"],
-                             figures=list(FIGURES.values()), markdown=lambda r: _markdown(r, tuned, n_train),
-                             step_sizes=M.step_size_lines(n_train, cfg.samplers), notes=notes)
+    return write_rows_report(
+        out,
+        "mamba-pmf",
+        preset=preset,
+        cfg=asdict(cfg),
+        seed=cfg.seed,
+        legacy=report,
+        rows=rows,
+        wall_time_s=report["wall_seconds"],
+        reductions=report["reduced"],
+        figures=list(FIGURES.values()),
+        markdown=lambda r: _markdown(r, tuned, n_train),
+        step_sizes=M.step_size_lines(n_train, cfg.samplers),
+        notes=notes,
+    )
 
 
 FIGURES = {"fig2": "fig2_ksd_curves.png", "tuning_time": "tuning_time.png"}
@@ -411,12 +570,41 @@ def _rows(cfg: Config, tuned, evals, comparable: bool) -> list[dict]:
     ours_xi = M.values_table(full, "xi", methods, samplers)
     ours_rmse = M.values_table(full, "test_rmse", methods, samplers)
     rows = []
-    for m_rows, label in ((M.method_rows("ksd", "KSD", "Table 2", ours_ksd, paper_ksd, samplers, factor=cfg.factor,
-                                         comparable=comparable), "KSD"),
-                          (M.method_rows("xi", "xi(sigma) x 10^2", "Table 2", ours_xi, paper_xi, samplers,
-                                         factor=cfg.factor, scale=100.0, comparable=comparable), "ξ(σ̂)×10²"),
-                          (M.method_rows("rmse", "test RMSE", "Table 7 (App. C.2)", ours_rmse, paper_rmse, samplers,
-                                         factor=cfg.rmse_factor, comparable=comparable), "test RMSE")):
+    for m_rows, label in (
+        (
+            M.method_rows(
+                "ksd", "KSD", "Table 2", ours_ksd, paper_ksd, samplers, factor=cfg.factor, comparable=comparable
+            ),
+            "KSD",
+        ),
+        (
+            M.method_rows(
+                "xi",
+                "xi(sigma) x 10^2",
+                "Table 2",
+                ours_xi,
+                paper_xi,
+                samplers,
+                factor=cfg.factor,
+                scale=100.0,
+                comparable=comparable,
+            ),
+            "ξ(σ̂)×10²",
+        ),
+        (
+            M.method_rows(
+                "rmse",
+                "test RMSE",
+                "Table 7 (App. C.2)",
+                ours_rmse,
+                paper_rmse,
+                samplers,
+                factor=cfg.rmse_factor,
+                comparable=comparable,
+            ),
+            "test RMSE",
+        ),
+    ):
         for r in m_rows:
             r["metric_label"] = label
         rows += m_rows
@@ -427,29 +615,68 @@ def _rows(cfg: Config, tuned, evals, comparable: bool) -> list[dict]:
 
     if "MAMBA" in methods and len(methods) > 1:
         p = sum(1 for j in idx if M._clean(paper_ksd["MAMBA"][j]) <= lowest(paper_ksd, j))
-        o = sum(1 for j in idx if math.isfinite(M._clean(ours_ksd["MAMBA"][j]))
-                and M._clean(ours_ksd["MAMBA"][j]) <= lowest(ours_ksd, j))
-        rows.append(M.claim_row("claim_mamba_lowest", "MAMBA consistently gives the lowest KSD", "Sect. 4.2, Fig. 2",
-                                f"{p} of 6 samplers", f"{o} of {len(samplers)} samplers", o >= p - 1,
-                                f"ours >= paper - 1 (= {p - 1})"))
+        o = sum(
+            1
+            for j in idx
+            if math.isfinite(M._clean(ours_ksd["MAMBA"][j])) and M._clean(ours_ksd["MAMBA"][j]) <= lowest(ours_ksd, j)
+        )
+        rows.append(
+            M.claim_row(
+                "claim_mamba_lowest",
+                "MAMBA consistently gives the lowest KSD",
+                "Sect. 4.2, Fig. 2",
+                f"{p} of 6 samplers",
+                f"{o} of {len(samplers)} samplers",
+                o >= p - 1,
+                f"ours >= paper - 1 (= {p - 1})",
+            )
+        )
         if "Heuristic" in methods:
             p = sum(1 for j in idx if M._clean(paper_xi["Heuristic"][j]) < M._clean(paper_xi["MAMBA"][j]))
             o = sum(1 for j in idx if M._clean(ours_xi["Heuristic"][j]) < M._clean(ours_xi["MAMBA"][j]))
-            rows.append(M.claim_row("claim_heuristic_sd", "for some samplers the heuristic has a lower sd error than "
-                                    "MAMBA", "Sect. 4.2", f"{p} of 6 samplers (SGHMC, SGHMC-CV, SGNHT)",
-                                    f"{o} of {len(samplers)} samplers", o >= 1, "ours >= 1"))
+            rows.append(
+                M.claim_row(
+                    "claim_heuristic_sd",
+                    "for some samplers the heuristic has a lower sd error than MAMBA",
+                    "Sect. 4.2",
+                    f"{p} of 6 samplers (SGHMC, SGHMC-CV, SGNHT)",
+                    f"{o} of {len(samplers)} samplers",
+                    o >= 1,
+                    "ours >= 1",
+                )
+            )
             hs = [j for j, s in enumerate(samplers) if s in ("SGHMC", "SGHMC-CV")]
             o = sum(1 for j in hs if M._clean(ours_ksd["Heuristic"][j]) >= 3 * M._clean(ours_ksd["MAMBA"][j]))
-            rows.append(M.claim_row("claim_heuristic_sghmc", "heuristic SGHMC / SGHMC-CV (L = 10): KSD at least 3x "
-                                    "MAMBA's", "Table 2", "2 of 2 (3,942 vs 438; 4,546 vs 543)", f"{o} of 2", o == 2,
-                                    "both"))
+            rows.append(
+                M.claim_row(
+                    "claim_heuristic_sghmc",
+                    "heuristic SGHMC / SGHMC-CV (L = 10): KSD at least 3x MAMBA's",
+                    "Table 2",
+                    "2 of 2 (3,942 vs 438; 4,546 vs 543)",
+                    f"{o} of 2",
+                    o == 2,
+                    "both",
+                )
+            )
         if "Grid" in methods:
             p = sum(1 for j in idx if paper_rmse["MAMBA"][j] <= paper_rmse["Grid"][j])
-            o = sum(1 for j in idx if ours_rmse["MAMBA"][j] is not None
-                    and M._clean(ours_rmse["MAMBA"][j]) <= M._clean(ours_rmse["Grid"][j]))
-            rows.append(M.claim_row("claim_rmse_vs_grid", "MAMBA's test RMSE at most grid search's", "Table 7",
-                                    f"{p} of 6 samplers", f"{o} of {len(samplers)} samplers", o >= p - 1,
-                                    f"ours >= paper - 1 (= {p - 1})"))
+            o = sum(
+                1
+                for j in idx
+                if ours_rmse["MAMBA"][j] is not None
+                and M._clean(ours_rmse["MAMBA"][j]) <= M._clean(ours_rmse["Grid"][j])
+            )
+            rows.append(
+                M.claim_row(
+                    "claim_rmse_vs_grid",
+                    "MAMBA's test RMSE at most grid search's",
+                    "Table 7",
+                    f"{p} of 6 samplers",
+                    f"{o} of {len(samplers)} samplers",
+                    o >= p - 1,
+                    f"ours >= paper - 1 (= {p - 1})",
+                )
+            )
     rows.append(M.wall_claim(tuned, cfg.wall_target))
     return rows
 
@@ -458,28 +685,40 @@ def _reduced(cfg: Config, source: dict) -> list[str]:
     full = PRESETS["full"]
     notes = []
     if source["source"] != "files":
-        notes.append(f"simulated ratings instead of MovieLens-100K ({source.get('reason', '')}): numbers are not "
-                     "comparable with the paper's at all.")
+        notes.append(
+            f"simulated ratings instead of MovieLens-100K ({source.get('reason', '')}): numbers are not "
+            "comparable with the paper's at all."
+        )
     if cfg.latent_dim != full.latent_dim:
         notes.append(f"d = {cfg.latent_dim} latent dimensions (paper: 20).")
     if tuple(cfg.log10_h) != tuple(full.log10_h) or tuple(cfg.batches) != tuple(full.batches):
-        notes.append(f"reduced grids: log10 h in {list(cfg.log10_h)}, batches {list(cfg.batches)} "
-                     f"(paper: 12 step sizes x 3 batches).")
+        notes.append(
+            f"reduced grids: log10 h in {list(cfg.log10_h)}, batches {list(cfg.batches)} "
+            f"(paper: 12 step sizes x 3 batches)."
+        )
     if cfg.budget_kind != "seconds" or cfg.R != full.R:
-        notes.append(f"MAMBA budget R = {cfg.R:g} {cfg.budget_kind} per surviving arm (paper: R = 10 s), so each "
-                     "first-round arm samples for only a fraction of a second and its KSD is scored on few draws.")
+        notes.append(
+            f"MAMBA budget R = {cfg.R:g} {cfg.budget_kind} per surviving arm (paper: R = 10 s), so each "
+            "first-round arm samples for only a fraction of a second and its KSD is scored on few draws."
+        )
     if cfg.thin != full.thin and cfg.budget_kind == "seconds":
-        notes.append(f"the tuner starts from thin {cfg.thin} (then thins evenly past {2 * cfg.max_samples} draws) "
-                     f"instead of keeping every {full.thin}th draw: at this R most first-round SGHMC arms run fewer than "
-                     f"{full.thin} iterations and would keep no draw at all (with thin 10 every SGHMC-CV arm failed "
-                     "its first round in a trial run).")
+        notes.append(
+            f"the tuner starts from thin {cfg.thin} (then thins evenly past {2 * cfg.max_samples} draws) "
+            f"instead of keeping every {full.thin}th draw: at this R most first-round SGHMC arms run fewer than "
+            f"{full.thin} iterations and would keep no draw at all (with thin 10 every SGHMC-CV arm failed "
+            "its first round in a trial run)."
+        )
     if cfg.grid_iterations != full.grid_iterations:
-        notes.append(f"grid search runs {cfg.grid_iterations:,} iterations per arm (paper: 2,000), from the MAP plus "
-                     "N(0, 1) noise: with so few iterations the arms barely leave the noisy start, which favours "
-                     "large step sizes.")
+        notes.append(
+            f"grid search runs {cfg.grid_iterations:,} iterations per arm (paper: 2,000), from the MAP plus "
+            "N(0, 1) noise: with so few iterations the arms barely leave the noisy start, which favours "
+            "large step sizes."
+        )
     if cfg.eval_kind != "seconds" or cfg.eval_budget != full.eval_budget:
-        notes.append(f"evaluation runs of {cfg.eval_budget:g} {cfg.eval_kind} (paper: 20 s), KSD on at most "
-                     f"{cfg.eval_ksd_samples} draws (the V-statistic's upward bias shrinks with the number of draws).")
+        notes.append(
+            f"evaluation runs of {cfg.eval_budget:g} {cfg.eval_kind} (paper: 20 s), KSD on at most "
+            f"{cfg.eval_ksd_samples} draws (the V-statistic's upward bias shrinks with the number of draws)."
+        )
     if cfg.ref_iterations != full.ref_iterations:
         notes.append(f"reference chain of {cfg.ref_iterations:,} iterations (full preset: 200,000; paper: NUTS).")
     return notes
@@ -490,10 +729,14 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
     samplers = report["samplers"]
     rows = report["rows"]
     v = report["verdicts"]
-    data_line = (f"MovieLens-100K (`{src['where']}`, {src['split']})" if src["source"] == "files" else
-                 f"**simulated** ratings ({src['description']}; {src['reason']})")
+    data_line = (
+        f"MovieLens-100K (`{src['where']}`, {src['split']})"
+        if src["source"] == "files"
+        else f"**simulated** ratings ({src['description']}; {src['reason']})"
+    )
     lines = [
-        "# MAMBA on probabilistic matrix factorisation (Coullon, South & Nemeth, Table 2)", "",
+        "# MAMBA on probabilistic matrix factorisation (Coullon, South & Nemeth, Table 2)",
+        "",
         f"Preset `{report['preset'] or 'custom'}`; data: {data_line}; {report['num_train']:,} training / "
         f"{report['num_test']:,} test ratings, {report['num_users']} users x {report['num_items']} items, "
         f"d = {cfg['latent_dim']} ({report['num_params']:,} parameters). MAP by Adam (lr {cfg['map_lr']:g}, batch "
@@ -504,41 +747,76 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
         f"{cfg['grid_noise']:g}²), ranked by {'test RMSE' if cfg['grid_metric'] == 'test' else 'KSD'}; heuristic "
         f"h = 1/N = {1 / n_train:.3g}. Evaluation: {cfg['eval_budget']:g} {cfg['eval_kind']} from the MAP, the "
         f"first {100 * cfg['eval_burn_in']:g} % discarded; KSD on the draws thinned by {cfg['eval_thin']} (at most "
-        f"{cfg['eval_ksd_samples']}), full-data scores.", "",
-        f"**Reference posterior**: {ref['description']}{' (read from the cache)' if ref.get('cached') else ''}.", "",
-        f"Wall time {report['wall_seconds']:.1f} s (" + ", ".join(f"{k} {v_:.1f} s" for k, v_ in
-                                                                report["phases_seconds"].items()) + ").", "",
-        "## Table 2 (and Table 7's RMSE): ours (paper)", "",
+        f"{cfg['eval_ksd_samples']}), full-data scores.",
+        "",
+        f"**Reference posterior**: {ref['description']}{' (read from the cache)' if ref.get('cached') else ''}.",
+        "",
+        f"Wall time {report['wall_seconds']:.1f} s ("
+        + ", ".join(f"{k} {v_:.1f} s" for k, v_ in report["phases_seconds"].items())
+        + ").",
+        "",
+        "## Table 2 (and Table 7's RMSE): ours (paper)",
+        "",
         "Cells are `ours (paper)`. Verdict: an ordering check — on how many samplers the method is within "
         f"x{cfg['factor']:g} (RMSE: x{cfg['rmse_factor']:g}) of the best of the three methods, ours vs the paper's "
         "count, agreeing within one sampler. "
-        + ("Magnitudes are on the paper's scale (full preset, MovieLens files)." if report["comparable"] else
-           "**Magnitudes are not comparable at this scale** (budgets, the number of draws and the reference "
-           "differ from the paper's)."), "",
-        *M.markdown_report_table(rows, samplers), "",
-        "## The paper's claims", "", *M.markdown_claims(rows), "",
-        f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.", "",
+        + (
+            "Magnitudes are on the paper's scale (full preset, MovieLens files)."
+            if report["comparable"]
+            else "**Magnitudes are not comparable at this scale** (budgets, the number of draws and the reference "
+            "differ from the paper's)."
+        ),
+        "",
+        *M.markdown_report_table(rows, samplers),
+        "",
+        "## The paper's claims",
+        "",
+        *M.markdown_claims(rows),
+        "",
+        f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.",
+        "",
     ]
     if report["reduced"]:
         lines += ["## Reduced run", "", *[f"- {n}" for n in report["reduced"]], ""]
-    lines += ["## Chosen hyperparameters: ours (paper, Table 6)", "",
-              *M.markdown_choices(tuned, n_train, PAPER_TABLE6), ""]
+    lines += [
+        "## Chosen hyperparameters: ours (paper, Table 6)",
+        "",
+        *M.markdown_choices(tuned, n_train, PAPER_TABLE6),
+        "",
+    ]
     ev = report["evaluation"]
-    lines += ["## Evaluation runs: iterations after burn-in, ours (paper's samples, Table 7)", "",
-              "| method | " + " | ".join(samplers) + " |", "|---|" + "---|" * len(samplers)]
+    lines += [
+        "## Evaluation runs: iterations after burn-in, ours (paper's samples, Table 7)",
+        "",
+        "| method | " + " | ".join(samplers) + " |",
+        "|---|" + "---|" * len(samplers),
+    ]
     for m in report["methods"]:
         cells = []
         for j, s in enumerate(samplers):
             e = (ev.get(s) or {}).get(m)
             cells.append(f"{e['iterations']:,} ({PAPER_SAMPLES[m][j]:,})" if e else "-")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", "## Tuning wall time (the tuner's split, seconds)", "",
-              f"Issue target: whole MAMBA tuning wall time <= {cfg['wall_target']:g} x T. Grid search rows: T is "
-              "iterations per arm (no seconds budget).", "", *M.markdown_timing(tuned, cfg["wall_target"]), "",
-              "## Errors", ""]
+    lines += [
+        "",
+        "## Tuning wall time (the tuner's split, seconds)",
+        "",
+        f"Issue target: whole MAMBA tuning wall time <= {cfg['wall_target']:g} x T. Grid search rows: T is "
+        "iterations per arm (no seconds budget).",
+        "",
+        *M.markdown_timing(tuned, cfg["wall_target"]),
+        "",
+        "## Errors",
+        "",
+    ]
     errs = [f"- {s} {m}: tuning: {r['error']}" for s, by in tuned.items() for m, r in by.items() if r["error"]]
     errs += [f"- {s} {m}: evaluation: {e['error']}" for s, by in ev.items() for m, e in by.items() if e and e["error"]]
     lines += errs or ["none"]
-    lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in report["figures"].values())
-              + "; tuning traces in `tuning/<sampler>/<method>/`.", ""]
+    lines += [
+        "",
+        "Figures: "
+        + ", ".join(f"`{f}`" for f in report["figures"].values())
+        + "; tuning traces in `tuning/<sampler>/<method>/`.",
+        "",
+    ]
     return "\n".join(lines)

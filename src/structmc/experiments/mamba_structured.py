@@ -67,7 +67,10 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
-from ._shared import jsonable as _jsonable, pyplot, restores_globals, threads as torch_threads, versions as _versions
+from ._shared import jsonable as _jsonable
+from ._shared import pyplot, restores_globals
+from ._shared import threads as torch_threads
+from ._shared import versions as _versions
 
 #: Alexos, Boyd & Mandt (2022), Sect. 9.1 (MNIST, 784-50-50-10, 100,000 samples after 150,000 burn-in).
 PAPER_ACCURACY = {"defaults": 96.3, "pSGLD": 94.2}
@@ -122,20 +125,48 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(num_train=400, num_test=200, num_val=100, hidden=(16, 16), map_steps=30, batch_size=50,
-                   history=20, rho=(0.3, 0.7), num_copies=(1, 2), num_groups=(4, "all"), budget="iterations",
-                   mamba_R=36, thin=1, max_samples=6, warmup=0, eval_seconds=None, eval_iterations=30, eval_thin=2,
-                   eval_max_draws=8, curve_points=4, num_threads=1),
-    "quick": Config(map_steps=1_000, history=100, rho=(0.1, 0.3, 0.5, 0.9), num_copies=(1, 4, 16),
-                    num_groups=(4, 32, 1024, "all"), val_points=2_000, mamba_R=20.0, max_samples=20,
-                    eval_seconds=40.0, eval_max_draws=40, num_threads=1),
+    "tiny": Config(
+        num_train=400,
+        num_test=200,
+        num_val=100,
+        hidden=(16, 16),
+        map_steps=30,
+        batch_size=50,
+        history=20,
+        rho=(0.3, 0.7),
+        num_copies=(1, 2),
+        num_groups=(4, "all"),
+        budget="iterations",
+        mamba_R=36,
+        thin=1,
+        max_samples=6,
+        warmup=0,
+        eval_seconds=None,
+        eval_iterations=30,
+        eval_thin=2,
+        eval_max_draws=8,
+        curve_points=4,
+        num_threads=1,
+    ),
+    "quick": Config(
+        map_steps=1_000,
+        history=100,
+        rho=(0.1, 0.3, 0.5, 0.9),
+        num_copies=(1, 4, 16),
+        num_groups=(4, 32, 1024, "all"),
+        val_points=2_000,
+        mamba_R=20.0,
+        max_samples=20,
+        eval_seconds=40.0,
+        eval_max_draws=40,
+        num_threads=1,
+    ),
     "full": Config(),
 }
 
 
 def make_energy(cfg: Config, num_data: int):
-    return energy_for("mlp_mnist", num_data=num_data, hidden=tuple(cfg.hidden), prior_std=cfg.prior_std,
-                      seed=cfg.seed)
+    return energy_for("mlp_mnist", num_data=num_data, hidden=tuple(cfg.hidden), prior_std=cfg.prior_std, seed=cfg.seed)
 
 
 def _groups(m, dim: int | None) -> int:
@@ -151,9 +182,15 @@ def psgld_arm(cfg: Config, num_data: int, structure: dict | None = None, dim: in
     sampler = {"name": "psgld", "lr": 2.0 * cfg.psgld_step / num_data, "alpha": cfg.alpha}
     if structure is None:
         return Arm(sampler, cfg.batch_size)
-    s = {"partition": "round_robin", "num_groups": _groups(structure["num_groups"], dim), "mask": "bernoulli",
-         "rho": float(structure["rho"]), "num_copies": int(structure["num_copies"]), "history": int(cfg.history),
-         "seed": int(cfg.seed)}
+    s = {
+        "partition": "round_robin",
+        "num_groups": _groups(structure["num_groups"], dim),
+        "mask": "bernoulli",
+        "rho": float(structure["rho"]),
+        "num_copies": int(structure["num_copies"]),
+        "history": int(cfg.history),
+        "seed": int(cfg.seed),
+    }
     return Arm(sampler, cfg.batch_size, structured=s)
 
 
@@ -162,22 +199,36 @@ def structure_of(arm: Arm, dim: int) -> dict:
         return {"kind": "pSGLD", "rho": 1.0, "num_groups": None, "num_copies": 1, "label": "plain pSGLD"}
     s = arm.structured
     M = int(s["num_groups"])
-    return {"kind": "Sd-pSGLD", "rho": float(s["rho"]), "num_groups": M, "num_copies": int(s["num_copies"]),
-            "fully_factorised": M == dim,
-            "label": f"Sd-pSGLD rho={float(s['rho']):g} K={int(s['num_copies'])} M={'P' if M == dim else M}"}
+    return {
+        "kind": "Sd-pSGLD",
+        "rho": float(s["rho"]),
+        "num_groups": M,
+        "num_copies": int(s["num_copies"]),
+        "fully_factorised": M == dim,
+        "label": f"Sd-pSGLD rho={float(s['rho']):g} K={int(s['num_copies'])} M={'P' if M == dim else M}",
+    }
 
 
 def mamba_arms(cfg: Config, num_data: int, dim: int) -> list[Arm]:
-    arms = [psgld_arm(cfg, num_data, {"rho": r, "num_groups": m, "num_copies": k}, dim)
-            for r in cfg.rho for k in cfg.num_copies for m in cfg.num_groups]
+    arms = [
+        psgld_arm(cfg, num_data, {"rho": r, "num_groups": m, "num_copies": k}, dim)
+        for r in cfg.rho
+        for k in cfg.num_copies
+        for m in cfg.num_groups
+    ]
     if cfg.include_plain:
         arms.append(psgld_arm(cfg, num_data))
     return arms
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-structured",
-        progress: bool | None = None, *, seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/mamba-structured",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` in the common report format
     (structmc.experiments._report; this experiment's own record under ``numbers``), the
     figures and MAMBA's trace (``tuning/trace.json``, ``tuning/metric_by_round.png``) to
@@ -198,16 +249,24 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/mamba-struct
     from . import REGISTRY
     from ._report import write_report
 
-    return write_report(out, experiment=REGISTRY.get("mamba-structured"), preset=preset, config=asdict(cfg),
-                        seed=cfg.seed, comparisons=_comparisons(report, cfg), numbers=_jsonable(report),
-                        wall_time_s=report["wall_seconds"],
-                        step_sizes=[f"pSGLD ε = {cfg.psgld_step:g} on the per-datum loss → PSGLD(lr = 2ε/N = "
-                                    f"{report['lr']:.3g}); MAMBA's arms keep this lr and vary rho, K and M"],
-                        reductions=report["reduced"],
-                        figures=[*FIGURES.values(), "tuning/metric_by_round.png"],
-                        notes=["beyond the papers: the rows marked 'hypothesis' are this experiment's, not a "
-                               "published claim"],
-                        extra_md=_markdown(report))
+    return write_report(
+        out,
+        experiment=REGISTRY.get("mamba-structured"),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=_comparisons(report, cfg),
+        numbers=_jsonable(report),
+        wall_time_s=report["wall_seconds"],
+        step_sizes=[
+            f"pSGLD ε = {cfg.psgld_step:g} on the per-datum loss → PSGLD(lr = 2ε/N = "
+            f"{report['lr']:.3g}); MAMBA's arms keep this lr and vary rho, K and M"
+        ],
+        reductions=report["reduced"],
+        figures=[*FIGURES.values(), "tuning/metric_by_round.png"],
+        notes=["beyond the papers: the rows marked 'hypothesis' are this experiment's, not a published claim"],
+        extra_md=_markdown(report),
+    )
 
 
 def _comparisons(report: dict, cfg: Config) -> list:
@@ -219,13 +278,22 @@ def _comparisons(report: dict, cfg: Config) -> list:
     out = []
     for r in report["rows"]:
         if r["key"] in ("acc_defaults", "acc_psgld"):
-            out.append(Comparison(r["quantity"], r["ours"], r["paper"], Tolerance(abs=cfg.tol_acc_pp), unit="%",
-                                  note=r["source"]))
+            out.append(
+                Comparison(
+                    r["quantity"], r["ours"], r["paper"], Tolerance(abs=cfg.tol_acc_pp), unit="%", note=r["source"]
+                )
+            )
         elif r["key"] == "order_sd_above_psgld":
             d, p = _pct(evals["defaults"], "accuracy"), _pct(evals["pSGLD"], "accuracy")
-            out.append(Comparison(r["quantity"], [d, p], [PAPER_ACCURACY["defaults"], PAPER_ACCURACY["pSGLD"]],
-                                  Ordering(("Sd-pSGLD", "pSGLD"), lower_is_better=False, margin=0.0),
-                                  note=r["source"]))
+            out.append(
+                Comparison(
+                    r["quantity"],
+                    [d, p],
+                    [PAPER_ACCURACY["defaults"], PAPER_ACCURACY["pSGLD"]],
+                    Ordering(("Sd-pSGLD", "pSGLD"), lower_is_better=False, margin=0.0),
+                    note=r["source"],
+                )
+            )
         else:
             holds = {"holds": True, "fails": False}.get(r["verdict"])
 
@@ -234,8 +302,14 @@ def _comparisons(report: dict, cfg: Config) -> list:
                     raise ValueError("no value to test")
                 return h
 
-            out.append(Comparison(r["quantity"], r["ours"], "hypothesis (not in the papers)",
-                                  Claim(f"{r['rule']} (this experiment's hypothesis)", test)))
+            out.append(
+                Comparison(
+                    r["quantity"],
+                    r["ours"],
+                    "hypothesis (not in the papers)",
+                    Claim(f"{r['rule']} (this experiment's hypothesis)", test),
+                )
+            )
     return out
 
 
@@ -248,39 +322,82 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
 
     t0 = time.perf_counter()
     b = max(1, int(cfg.map_batch * N))
-    theta_map = find_map(energy, energy.initial_position(), data=(data.x_train, data.y_train),
-                         batch_size=b if b < N else None, num_steps=cfg.map_steps, lr=cfg.map_lr, seed=cfg.seed)
+    theta_map = find_map(
+        energy,
+        energy.initial_position(),
+        data=(data.x_train, data.y_train),
+        batch_size=b if b < N else None,
+        num_steps=cfg.map_steps,
+        lr=cfg.map_lr,
+        seed=cfg.seed,
+    )
     map_s = time.perf_counter() - t0
-    map_test = classification_metrics(predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test,
-                                       cfg.ece_bins)
+    map_test = classification_metrics(
+        predictive(energy, theta_map[None], data.x_test)["probs"], data.y_test, cfg.ece_bins
+    )
     xv, yv = data.validation()
     if cfg.val_points is not None:
         xv, yv = xv[: cfg.val_points], yv[: cfg.val_points]
     train = (data.x_train, data.y_train)
-    metric = (FunctionMetric(log_loss_metric, "validation NLL") if cfg.metric == "val_nll" else KSD())
-    problem = Problem(energy, theta_map, data=train, validation=(xv, yv), seed=cfg.seed,
-                      score_data=cfg.score_data if cfg.metric == "ksd" else None)
+    metric = FunctionMetric(log_loss_metric, "validation NLL") if cfg.metric == "val_nll" else KSD()
+    problem = Problem(
+        energy,
+        theta_map,
+        data=train,
+        validation=(xv, yv),
+        seed=cfg.seed,
+        score_data=cfg.score_data if cfg.metric == "ksd" else None,
+    )
     arms = mamba_arms(cfg, N, dim)
     budget = mamba_budget(cfg, len(arms))
     t0 = time.perf_counter()
-    res = mamba(None, None, arms, budget, problem=problem, eta=cfg.eta, metric=metric, seed=cfg.seed, thin=cfg.thin,
-                max_samples=cfg.max_samples, metric_cost=None, warmup=cfg.warmup, out_dir=out / "tuning",
-                progress=progress)
+    res = mamba(
+        None,
+        None,
+        arms,
+        budget,
+        problem=problem,
+        eta=cfg.eta,
+        metric=metric,
+        seed=cfg.seed,
+        thin=cfg.thin,
+        max_samples=cfg.max_samples,
+        metric_cost=None,
+        warmup=cfg.warmup,
+        out_dir=out / "tuning",
+        progress=progress,
+    )
     tuning_s = time.perf_counter() - t0
     first = res.rounds[0]
-    round0 = [{**structure_of(arms[r["index"]], dim), "metric": r["metric"], "iterations": r["iterations"],
-               "error": r["error"]} for r in first["results"]]
+    round0 = [
+        {
+            **structure_of(arms[r["index"]], dim),
+            "metric": r["metric"],
+            "iterations": r["iterations"],
+            "error": r["error"],
+        }
+        for r in first["results"]
+    ]
     ranking = sorted(res.rounds[-1]["results"], key=lambda r: r["metric"])
     best = res.best
     assert best is not None  # mamba() raises when every arm fails
-    tuning = {"chosen": structure_of(best, dim), "chosen_arm": best.to_dict(), "num_arms": len(arms),
-              "round_sizes": [len(r["arms"]) for r in res.rounds],
-              "budget": {k: getattr(budget, k) for k in ("seconds", "iterations") if getattr(budget, k)},
-              "metric": metric.name if hasattr(metric, "name") else cfg.metric, "seconds": tuning_s,
-              "timing": res.timing, "final_round": [{**structure_of(arms[r["index"]], dim), "metric": r["metric"],
-                                                     "iterations": r["iterations"]} for r in ranking],
-              "round0": round0, "failed": sum(1 for r in res.rounds for x in r["results"] if x["error"]),
-              "summary": res.summary()}
+    tuning = {
+        "chosen": structure_of(best, dim),
+        "chosen_arm": best.to_dict(),
+        "num_arms": len(arms),
+        "round_sizes": [len(r["arms"]) for r in res.rounds],
+        "budget": {k: getattr(budget, k) for k in ("seconds", "iterations") if getattr(budget, k)},
+        "metric": metric.name if hasattr(metric, "name") else cfg.metric,
+        "seconds": tuning_s,
+        "timing": res.timing,
+        "final_round": [
+            {**structure_of(arms[r["index"]], dim), "metric": r["metric"], "iterations": r["iterations"]}
+            for r in ranking
+        ],
+        "round0": round0,
+        "failed": sum(1 for r in res.rounds for x in r["results"] if x["error"]),
+        "summary": res.summary(),
+    }
     rho, M, K = cfg.defaults
     configs = {"MAMBA": best}
     if best.structured is None:
@@ -289,32 +406,58 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
             sd = [r for r in sorted(rnd["results"], key=lambda r: r["metric"]) if arms[r["index"]].structured]
             if sd:
                 configs["MAMBA-Sd"] = arms[sd[0]["index"]]
-                tuning["best_structured"] = {**structure_of(arms[sd[0]["index"]], dim), "round": rnd["round"],
-                                             "metric": sd[0]["metric"]}
+                tuning["best_structured"] = {
+                    **structure_of(arms[sd[0]["index"]], dim),
+                    "round": rnd["round"],
+                    "metric": sd[0]["metric"],
+                }
                 break
     configs["defaults"] = psgld_arm(cfg, N, {"rho": rho, "num_groups": M, "num_copies": K}, dim)
     configs["pSGLD"] = psgld_arm(cfg, N)
     p_eval = Problem(energy, theta_map, data=train, seed=cfg.seed)
-    eval_budget = Budget(seconds=cfg.eval_seconds) if cfg.budget == "seconds" else Budget(iterations=cfg.eval_iterations)
+    eval_budget = (
+        Budget(seconds=cfg.eval_seconds) if cfg.budget == "seconds" else Budget(iterations=cfg.eval_iterations)
+    )
     evals = {}
     for name, arm in configs.items():
-        e = evaluate_arm(p_eval, arm, eval_budget, thin=cfg.eval_thin, max_draws=cfg.eval_max_draws,
-                         burn_in=cfg.eval_burn_in, x_test=data.x_test, y_test=data.y_test, seed=cfg.seed * 1000 + 1,
-                         num_bins=cfg.ece_bins, curve_points=cfg.curve_points)
+        e = evaluate_arm(
+            p_eval,
+            arm,
+            eval_budget,
+            thin=cfg.eval_thin,
+            max_draws=cfg.eval_max_draws,
+            burn_in=cfg.eval_burn_in,
+            x_test=data.x_test,
+            y_test=data.y_test,
+            seed=cfg.seed * 1000 + 1,
+            num_bins=cfg.ece_bins,
+            curve_points=cfg.curve_points,
+        )
         e["structure"] = structure_of(arm, dim)
         # the tuning metric on the validation set, for the same draws' configuration
         evals[name] = e
     rows = _rows(evals, tuning, cfg)
     report = {
         "experiment": "mamba-structured: MAMBA choosing rho, K and M of Sd-pSGLD on an MNIST MLP (beyond the papers)",
-        "preset": preset, "config": asdict(cfg), "seed": cfg.seed, "data": data.source, "num_train": N,
-        "num_val": len(data.validation()[1]), "val_points": len(yv), "num_test": len(data.y_test), "dim": dim,
+        "preset": preset,
+        "config": asdict(cfg),
+        "seed": cfg.seed,
+        "data": data.source,
+        "num_train": N,
+        "num_val": len(data.validation()[1]),
+        "val_points": len(yv),
+        "num_test": len(data.y_test),
+        "dim": dim,
         "model": f"MLP(784, {', '.join(map(str, cfg.hidden))}, 10), ReLU, N(0, {cfg.prior_std:g}²) prior",
         "lr": 2.0 * cfg.psgld_step / N,
         "map": {"steps": cfg.map_steps, "seconds": map_s, "test": map_test},
-        "tuning": tuning, "evaluation": evals, "rows": rows,
+        "tuning": tuning,
+        "evaluation": evals,
+        "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "holds", "fails", "n/a")},
-        "reduced": _reduced(cfg), "versions": _versions(), "figures": dict(FIGURES),
+        "reduced": _reduced(cfg),
+        "versions": _versions(),
+        "figures": dict(FIGURES),
         "paper": {"accuracy_pct": PAPER_ACCURACY, "defaults": DEFAULTS},
     }
     _plot(out, report)
@@ -328,45 +471,86 @@ def _pct(e: dict, k: str):
 
 def _rows(evals: dict, tuning: dict, cfg: Config) -> list[dict]:
     rows = []
-    for key, name in (("defaults", "Sd-pSGLD, rho = 0.5, M = 32 (the paper's best MNIST setting)"),
-                      ("pSGLD", "pSGLD")):
+    for key, name in (("defaults", "Sd-pSGLD, rho = 0.5, M = 32 (the paper's best MNIST setting)"), ("pSGLD", "pSGLD")):
         ours = _pct(evals[key], "accuracy")
         paper = PAPER_ACCURACY[key]
         verdict = "n/a" if ours is None else ("agrees" if abs(ours - paper) <= cfg.tol_acc_pp + 1e-9 else "differs")
-        rows.append({"key": f"acc_{key}".lower(), "quantity": f"{name}: test accuracy (%)",
-                     "source": "Alexos et al. (2022), Sect. 9.1, Fig. 3a", "paper": paper, "ours": ours,
-                     "rule": f"abs(ours - paper) <= {cfg.tol_acc_pp:g} pp", "verdict": verdict, "kind": "paper"})
+        rows.append(
+            {
+                "key": f"acc_{key}".lower(),
+                "quantity": f"{name}: test accuracy (%)",
+                "source": "Alexos et al. (2022), Sect. 9.1, Fig. 3a",
+                "paper": paper,
+                "ours": ours,
+                "rule": f"abs(ours - paper) <= {cfg.tol_acc_pp:g} pp",
+                "verdict": verdict,
+                "kind": "paper",
+            }
+        )
     d, p = _pct(evals["defaults"], "accuracy"), _pct(evals["pSGLD"], "accuracy")
     holds = None if d is None or p is None else d > p
-    rows.append({"key": "order_sd_above_psgld", "quantity": "Sd-pSGLD (rho = 0.5, M = 32) accuracy above pSGLD's",
-                 "source": "Alexos et al. (2022), Sect. 9.1", "paper": "96.3 > 94.2",
-                 "ours": "-" if holds is None else f"{d:.2f} {'>' if d > p else '<='} {p:.2f}",
-                 "rule": "same ordering", "verdict": "n/a" if holds is None else ("agrees" if holds else "differs"),
-                 "kind": "paper"})
+    rows.append(
+        {
+            "key": "order_sd_above_psgld",
+            "quantity": "Sd-pSGLD (rho = 0.5, M = 32) accuracy above pSGLD's",
+            "source": "Alexos et al. (2022), Sect. 9.1",
+            "paper": "96.3 > 94.2",
+            "ours": "-" if holds is None else f"{d:.2f} {'>' if d > p else '<='} {p:.2f}",
+            "rule": "same ordering",
+            "verdict": "n/a" if holds is None else ("agrees" if holds else "differs"),
+            "kind": "paper",
+        }
+    )
 
     def hyp(key, quantity, ours_text, holds, rule):
-        rows.append({"key": key, "quantity": quantity, "source": "this experiment (hypothesis)", "paper": "-",
-                     "ours": ours_text, "rule": rule,
-                     "verdict": "n/a" if holds is None else ("holds" if holds else "fails"), "kind": "hypothesis"})
+        rows.append(
+            {
+                "key": key,
+                "quantity": quantity,
+                "source": "this experiment (hypothesis)",
+                "paper": "-",
+                "ours": ours_text,
+                "rule": rule,
+                "verdict": "n/a" if holds is None else ("holds" if holds else "fails"),
+                "kind": "hypothesis",
+            }
+        )
 
     for q, label in (("nll", "test NLL"), ("ece", "test ECE")):
         m, dflt = _pct(evals["MAMBA"], q), _pct(evals["defaults"], q)
         scale = 1 / 100 if q == "nll" else 1
-        hyp(f"mamba_{q}_le_defaults", f"MAMBA's choice: {label} <= the defaults' (same budget)",
+        hyp(
+            f"mamba_{q}_le_defaults",
+            f"MAMBA's choice: {label} <= the defaults' (same budget)",
             "-" if m is None or dflt is None else f"{m * scale:.4f} vs {dflt * scale:.4f}",
-            None if m is None or dflt is None else m <= dflt, "ours <= defaults'")
+            None if m is None or dflt is None else m <= dflt,
+            "ours <= defaults'",
+        )
     m, dflt = _pct(evals["MAMBA"], "accuracy"), _pct(evals["defaults"], "accuracy")
-    hyp("mamba_acc_ge_defaults", "MAMBA's choice: test accuracy >= the defaults' (same budget)",
+    hyp(
+        "mamba_acc_ge_defaults",
+        "MAMBA's choice: test accuracy >= the defaults' (same budget)",
         "-" if m is None or dflt is None else f"{m:.2f} vs {dflt:.2f} %",
-        None if m is None or dflt is None else m >= dflt, "ours >= defaults'")
+        None if m is None or dflt is None else m >= dflt,
+        "ours >= defaults'",
+    )
     if "MAMBA-Sd" in evals:
         m, dflt = _pct(evals["MAMBA-Sd"], "nll"), _pct(evals["defaults"], "nll")
-        hyp("mamba_sd_nll_le_defaults", "MAMBA's best Sd-pSGLD arm: test NLL <= the defaults' (same budget)",
+        hyp(
+            "mamba_sd_nll_le_defaults",
+            "MAMBA's best Sd-pSGLD arm: test NLL <= the defaults' (same budget)",
             "-" if m is None or dflt is None else f"{m / 100:.4f} vs {dflt / 100:.4f}",
-            None if m is None or dflt is None else m <= dflt, "ours <= defaults'")
+            None if m is None or dflt is None else m <= dflt,
+            "ours <= defaults'",
+        )
     ch = tuning["chosen"]
-    hyp("mamba_picks_structure", "MAMBA picks a structured sampler (Sd-pSGLD) over plain pSGLD", ch["label"],
-        ch["kind"] == "Sd-pSGLD", "chosen arm is Sd-pSGLD")
+    hyp(
+        "mamba_picks_structure",
+        "MAMBA picks a structured sampler (Sd-pSGLD) over plain pSGLD",
+        ch["label"],
+        ch["kind"] == "Sd-pSGLD",
+        "chosen arm is Sd-pSGLD",
+    )
     return rows
 
 
@@ -374,22 +558,34 @@ def _reduced(cfg: Config) -> list[str]:
     full = PRESETS["full"]
     notes = []
     if cfg.budget != "seconds":
-        notes.append("iteration budgets (deterministic, for tests): K's cost per step is not charged, so MAMBA's "
-                     "choice of K is not meaningful.")
+        notes.append(
+            "iteration budgets (deterministic, for tests): K's cost per step is not charged, so MAMBA's "
+            "choice of K is not meaningful."
+        )
     if cfg.num_train is not None or tuple(cfg.hidden) != tuple(full.hidden):
-        notes.append(f"a reduced problem: {cfg.num_train} training images (before the validation split), hidden "
-                     f"widths {tuple(cfg.hidden)}.")
+        notes.append(
+            f"a reduced problem: {cfg.num_train} training images (before the validation split), hidden "
+            f"widths {tuple(cfg.hidden)}."
+        )
     if cfg.mamba_R != full.mamba_R:
-        notes.append(f"MAMBA: the surviving arm samples for R = {cfg.mamba_R:g} {cfg.budget} (full: "
-                     f"{full.mamba_R:g} s); grid rho {list(cfg.rho)}, K {list(cfg.num_copies)}, M "
-                     f"{list(cfg.num_groups)}"
-                     + ("; the first round gives each arm about a second of sampling, so K = 16 arms take few steps "
-                        "and the first cut is noisy." if cfg.budget == "seconds" else "."))
+        notes.append(
+            f"MAMBA: the surviving arm samples for R = {cfg.mamba_R:g} {cfg.budget} (full: "
+            f"{full.mamba_R:g} s); grid rho {list(cfg.rho)}, K {list(cfg.num_copies)}, M "
+            f"{list(cfg.num_groups)}"
+            + (
+                "; the first round gives each arm about a second of sampling, so K = 16 arms take few steps "
+                "and the first cut is noisy."
+                if cfg.budget == "seconds"
+                else "."
+            )
+        )
     ev = cfg.eval_seconds if cfg.budget == "seconds" else cfg.eval_iterations
-    notes.append(f"evaluation: {ev:g} {'s' if cfg.budget == 'seconds' else 'iterations'} from the MAP per "
-                 "configuration; the structured paper's accuracies come from 100,000 posterior samples after a 150,000 "
-                 "burn-in, started from a random initialisation, so its value rows are a loose comparison: "
-                 "ours stay near the MAP's accuracy.")
+    notes.append(
+        f"evaluation: {ev:g} {'s' if cfg.budget == 'seconds' else 'iterations'} from the MAP per "
+        "configuration; the structured paper's accuracies come from 100,000 posterior samples after a 150,000 "
+        "burn-in, started from a random initialisation, so its value rows are a loose comparison: "
+        "ours stay near the MAP's accuracy."
+    )
     return notes
 
 
@@ -400,23 +596,31 @@ def _markdown(report: dict) -> str:
     ev = report["evaluation"]
     data_line = f"MNIST IDX files from `{src['folder']}`" if src["source"] == "files" else src["description"]
     lines = [
-        "# MAMBA choosing the structure of Sd-pSGLD on MNIST (beyond the papers)", "",
+        "# MAMBA choosing the structure of Sd-pSGLD on MNIST (beyond the papers)",
+        "",
         f"Preset `{report['preset'] or 'custom'}`; data: {data_line}; {report['num_train']:,} training / "
         f"{report['num_val']:,} validation ({report['val_points']:,} scored) / {report['num_test']:,} test images; "
         f"{report['model']}, P = {report['dim']:,}. pSGLD ε = {report['lr']:.3g} (2 × {cfg['psgld_step']:g} / N), "
         f"batch {cfg['batch_size']}, history window {cfg['history']}; every run starts at the MAP ("
         f"{cfg['map_steps']} Adam steps; test accuracy {100 * report['map']['test']['accuracy']:.2f} %). Seed "
-        f"{report['seed']}; wall time {report['wall_seconds']:.1f} s.", "",
+        f"{report['seed']}; wall time {report['wall_seconds']:.1f} s.",
+        "",
         f"MAMBA: {t['num_arms']} arms (rho {cfg['rho']}, K {cfg['num_copies']}, M {cfg['num_groups']}"
         f"{', plus plain pSGLD' if cfg['include_plain'] else ''}), rounds of {t['round_sizes']} arms, budget "
         f"{t['budget']} (the surviving arm samples for {cfg['mamba_R']:g} {cfg['budget']}), metric: "
-        f"**{t['metric']}** (lower is better; see the notes for why not KSD); tuning took {t['seconds']:.1f} s.", "",
+        f"**{t['metric']}** (lower is better; see the notes for why not KSD); tuning took {t['seconds']:.1f} s.",
+        "",
         f"**MAMBA's choice: {t['chosen']['label']}**"
-        + (f" (its best Sd-pSGLD arm, evaluated as MAMBA-Sd: {t['best_structured']['label']}, round "
-           f"{t['best_structured']['round']})" if "best_structured" in t else "")
+        + (
+            f" (its best Sd-pSGLD arm, evaluated as MAMBA-Sd: {t['best_structured']['label']}, round "
+            f"{t['best_structured']['round']})"
+            if "best_structured" in t
+            else ""
+        )
         + f"; the defaults: Sd-pSGLD rho = {cfg['defaults'][0]:g}, M = {cfg['defaults'][1]}, K = {cfg['defaults'][2]}.",
         "",
-        "## Same evaluation budget", "",
+        "## Same evaluation budget",
+        "",
         "| configuration | rho | K | M | iterations | test accuracy (%) | test NLL | ECE (%) | MCE (%) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -426,36 +630,68 @@ def _markdown(report: dict) -> str:
         m = e.get("metrics") or {}
         M = "-" if s["num_groups"] is None else ("P" if s.get("fully_factorised") else s["num_groups"])
         div = " (diverged)" if e.get("diverged") else ""
-        lines.append(f"| {name}{div}: {s['label']} | {s['rho']:g} | {s['num_copies']} | {M} | {e['iterations']:,} | "
-                     + (" | ".join(["-"] * 4) if not m else
-                        f"{100 * m['accuracy']:.2f} | {m['nll']:.4f} | {100 * m['ece']:.2f} | {100 * m['mce']:.2f}")
-                     + " |")
+        lines.append(
+            f"| {name}{div}: {s['label']} | {s['rho']:g} | {s['num_copies']} | {M} | {e['iterations']:,} | "
+            + (
+                " | ".join(["-"] * 4)
+                if not m
+                else f"{100 * m['accuracy']:.2f} | {m['nll']:.4f} | {100 * m['ece']:.2f} | {100 * m['mce']:.2f}"
+            )
+            + " |"
+        )
     budget = cfg["eval_seconds"] if cfg["budget"] == "seconds" else cfg["eval_iterations"]
-    lines += ["", "MAMBA and pSGLD are the same arm when MAMBA picks plain pSGLD (their numbers differ only by the "
-              "iterations each got in the same seconds).", f"Each configuration: {budget:g} {'s' if cfg['budget'] == 'seconds' else 'iterations'} of sampling "
-              f"from the MAP, first {100 * cfg['eval_burn_in']:g} % dropped, at most {cfg['eval_max_draws']} draws "
-              "averaged.", "", "## Rows and verdicts", "",
-              "| quantity | source | paper | ours | rule | verdict |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "MAMBA and pSGLD are the same arm when MAMBA picks plain pSGLD (their numbers differ only by the "
+        "iterations each got in the same seconds).",
+        f"Each configuration: {budget:g} {'s' if cfg['budget'] == 'seconds' else 'iterations'} of sampling "
+        f"from the MAP, first {100 * cfg['eval_burn_in']:g} % dropped, at most {cfg['eval_max_draws']} draws "
+        "averaged.",
+        "",
+        "## Rows and verdicts",
+        "",
+        "| quantity | source | paper | ours | rule | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["rows"]:
         paper = r["paper"] if isinstance(r["paper"], str) else f"{r['paper']:.1f}"
         ours = r["ours"] if isinstance(r["ours"], str) or r["ours"] is None else f"{r['ours']:.2f}"
-        lines.append(f"| {r['quantity']} | {r['source']} | {paper} | {ours or '-'} | {r['rule']} | **{r['verdict']}** |")
+        lines.append(
+            f"| {r['quantity']} | {r['source']} | {paper} | {ours or '-'} | {r['rule']} | **{r['verdict']}** |"
+        )
     v = report["verdicts"]
-    lines += ["", "Verdicts: " + ", ".join(f"{n} {k}" for k, n in v.items()) + ". Paper rows: agrees / differs; "
-              "this experiment's hypotheses: holds / fails.", "",
-              "## MAMBA's last round", "", f"| arm | {t['metric']} | iterations |", "|---|---|---|"]
+    lines += [
+        "",
+        "Verdicts: " + ", ".join(f"{n} {k}" for k, n in v.items()) + ". Paper rows: agrees / differs; "
+        "this experiment's hypotheses: holds / fails.",
+        "",
+        "## MAMBA's last round",
+        "",
+        f"| arm | {t['metric']} | iterations |",
+        "|---|---|---|",
+    ]
     for r in t["final_round"]:
         lines.append(f"| {r['label']} | {r['metric']:.4g} | {r['iterations']:,} |")
-    lines += ["", "## Reduced run", "", *[f"- {n}" for n in report["reduced"]], "",
-              "## Notes", "",
-              "- Metric: validation NLL of the round's samples. Sd-SGMCMC targets a factorised approximation of the "
-              "posterior, so KSD against the exact posterior would reward removing the structure (rho -> 1); the "
-              "structured paper itself judges its samplers by predictive accuracy.",
-              "- The defaults: rho = 0.5 and M = 32 from the structured paper's best MNIST result; K = 16 from the "
-              "authors' code (the paper's appendix says K = 300 for MNIST). Groups are round-robin (even sizes).",
-              "- Under a time budget a copy costs a forward and backward pass, so K trades mixing per step against the "
-              "number of steps; MAMBA sees that trade-off, an iteration budget would not.", "",
-              *[f"![{k}]({f})" for k, f in FIGURES.items()], "![MAMBA rounds](tuning/metric_by_round.png)", ""]
+    lines += [
+        "",
+        "## Reduced run",
+        "",
+        *[f"- {n}" for n in report["reduced"]],
+        "",
+        "## Notes",
+        "",
+        "- Metric: validation NLL of the round's samples. Sd-SGMCMC targets a factorised approximation of the "
+        "posterior, so KSD against the exact posterior would reward removing the structure (rho -> 1); the "
+        "structured paper itself judges its samplers by predictive accuracy.",
+        "- The defaults: rho = 0.5 and M = 32 from the structured paper's best MNIST result; K = 16 from the "
+        "authors' code (the paper's appendix says K = 300 for MNIST). Groups are round-robin (even sizes).",
+        "- Under a time budget a copy costs a forward and backward pass, so K trades mixing per step against the "
+        "number of steps; MAMBA sees that trade-off, an iteration budget would not.",
+        "",
+        *[f"![{k}]({f})" for k, f in FIGURES.items()],
+        "![MAMBA rounds](tuning/metric_by_round.png)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -471,8 +707,11 @@ def _plot(out: Path, report: dict) -> None:
     plain = [r for r in t["round0"] if r["kind"] == "pSGLD"]
     for ax, K in zip(axes[0], Ks):
         for rho in sorted({r["rho"] for r in r0}):
-            pts = sorted((r["num_groups"], r["metric"]) for r in r0 if r["num_copies"] == K and r["rho"] == rho
-                         and math.isfinite(r["metric"]))
+            pts = sorted(
+                (r["num_groups"], r["metric"])
+                for r in r0
+                if r["num_copies"] == K and r["rho"] == rho and math.isfinite(r["metric"])
+            )
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"rho={rho:g}")
         if plain and math.isfinite(plain[0]["metric"]):

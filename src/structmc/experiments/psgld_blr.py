@@ -192,8 +192,9 @@ def a9a_like(ds, quantiles: int = 5) -> tuple[Tensor, Tensor, list[str], dict]:
     return x_tr, x_te, names + list(ds.feature_names[k:]), edges
 
 
-def synthetic_adult(num_train: int = PAPER_N_TRAIN, num_test: int = PAPER_N_TEST, *, seed: int = 0,
-                    positive_rate: float = 0.24) -> dict:
+def synthetic_adult(
+    num_train: int = PAPER_N_TRAIN, num_test: int = PAPER_N_TEST, *, seed: int = 0, positive_rate: float = 0.24
+) -> dict:
     """A stand-in with a9a's shape: 14 attributes with a9a's numbers of bins/categories (123
     one-hot features, category frequencies ∝ 1/rank^1.2 in a random order), θ_true ~ N(0, I),
     y ~ Bernoulli(σ(xᵀθ_true + b)) with b set for ``positive_rate`` positives."""
@@ -213,8 +214,13 @@ def synthetic_adult(num_train: int = PAPER_N_TRAIN, num_test: int = PAPER_N_TEST
         lo, hi = (b, hi) if float(torch.sigmoid(logits + b).mean()) < positive_rate else (lo, b)
     y = torch.bernoulli(torch.sigmoid(logits + (lo + hi) / 2), generator=g).to(torch.float32)
     names = [f"attr{a}={j}" for a, k in enumerate(A9A_BLOCKS) for j in range(k)]
-    return {"x_train": x[:num_train], "y_train": y[:num_train], "x_test": x[num_train:], "y_test": y[num_train:],
-            "names": names}
+    return {
+        "x_train": x[:num_train],
+        "y_train": y[:num_train],
+        "x_test": x[num_train:],
+        "y_test": y[num_train:],
+        "names": names,
+    }
 
 
 def _subset(x: Tensor, y: Tensor, n: int | None, g: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -249,10 +255,12 @@ def load_data(cfg: Config, data_dir=None) -> dict:
             raise
         except DataError as err:
             if cfg.data == "files":
-                raise DataError(f"psgld-blr needs the UCI Adult files adult/adult.data and adult/adult.test under "
-                                f"the data folder ({root}; set $STRUCTMC_DATA or pass data_dir), or "
-                                f"Config(download=True), or Config(data='auto') for the synthetic stand-in: "
-                                f"{err}") from err
+                raise DataError(
+                    f"psgld-blr needs the UCI Adult files adult/adult.data and adult/adult.test under "
+                    f"the data folder ({root}; set $STRUCTMC_DATA or pass data_dir), or "
+                    f"Config(download=True), or Config(data='auto') for the synthetic stand-in: "
+                    f"{err}"
+                ) from err
             reason = f"Adult files not found ({err})"
         else:
             encodings = {"standardized": (ds.x_train, ds.x_test, list(ds.feature_names), None), "a9a-like": a9a}
@@ -263,21 +271,35 @@ def load_data(cfg: Config, data_dir=None) -> dict:
                 gs = torch.Generator().manual_seed(int(cfg.data_seed))  # the same rows for every encoding
                 x_tr, y_tr = _subset(x_tr, ds.y_train, cfg.num_train, gs)
                 x_te, y_te = _subset(x_te, ds.y_test, cfg.num_test, gs)
-                out[name] = {"x_train": x_tr, "y_train": y_tr, "x_test": x_te, "y_test": y_te, "names": names,
-                             "edges": edges}
+                out[name] = {
+                    "x_train": x_tr,
+                    "y_train": y_tr,
+                    "x_test": x_te,
+                    "y_test": y_te,
+                    "names": names,
+                    "edges": edges,
+                }
             data = dict(out[cfg.encoding])
             data["other"] = {k: v for k, v in out.items() if k != cfg.encoding}
-            data["source"] = {"source": "files", "files": ds.meta["source"], "encoding": cfg.encoding,
-                              "description": "UCI Adult (adult.data / adult.test, the rows of a9a)"}
+            data["source"] = {
+                "source": "files",
+                "files": ds.meta["source"],
+                "encoding": cfg.encoding,
+                "description": "UCI Adult (adult.data / adult.test, the rows of a9a)",
+            }
             return data
     n_tr = PAPER_N_TRAIN if cfg.num_train is None else int(cfg.num_train)
     n_te = PAPER_N_TEST if cfg.num_test is None else int(cfg.num_test)
     data = synthetic_adult(n_tr, n_te, seed=cfg.data_seed)
     data.update(edges=None, other={})
-    data["source"] = {"source": "synthetic", "seed": cfg.data_seed, "reason": reason,
-                      "encoding": "one-hot (a9a's shape)",
-                      "description": "synthetic stand-in (psgld_blr.synthetic_adult): 14 one-hot blocks of a9a's "
-                                     "sizes, 123 features, 24 % positives, y from a random true θ"}
+    data["source"] = {
+        "source": "synthetic",
+        "seed": cfg.data_seed,
+        "reason": reason,
+        "encoding": "one-hot (a9a's shape)",
+        "description": "synthetic stand-in (psgld_blr.synthetic_adult): 14 one-hot blocks of a9a's "
+        "sizes, 123 features, 24 % positives, y from a random true θ",
+    }
     return data
 
 
@@ -285,9 +307,11 @@ def load_data(cfg: Config, data_dir=None) -> dict:
 # model and evaluation
 # ---------------------------------------------------------------------------------------------
 
+
 def make_energy(cfg: Config, dim: int, num_train: int) -> LogDensityEnergy:
-    return LogDensityEnergy(dim=dim, log_likelihood=logistic_log_likelihood,
-                            log_prior=GaussianLogPrior(cfg.prior_var), num_data=num_train)
+    return LogDensityEnergy(
+        dim=dim, log_likelihood=logistic_log_likelihood, log_prior=GaussianLogPrior(cfg.prior_var), num_data=num_train
+    )
 
 
 def library_lr(step: float, num_train: int) -> float:
@@ -337,9 +361,14 @@ def evaluate(samples: Tensor, steps: Tensor, x: Tensor, y: Tensor, burn_in: int,
     running[has] = running_kept[count[has] - 1]
     p_bar = cum[:, -1].clamp(1e-12, 1 - 1e-12)
     nll = float(-(y.to(torch.float64) * p_bar.log() + (1 - y.to(torch.float64)) * (1 - p_bar).log()).mean())
-    return {"steps": torch.as_tensor(steps).tolist(), "per_draw": per_draw.cpu().tolist(),
-            "posterior_predictive": running.cpu().tolist(), "test_error": float(running_kept[-1]),
-            "test_nll": nll, "num_kept": k}
+    return {
+        "steps": torch.as_tensor(steps).tolist(),
+        "per_draw": per_draw.cpu().tolist(),
+        "posterior_predictive": running.cpu().tolist(),
+        "test_error": float(running_kept[-1]),
+        "test_nll": nll,
+        "num_kept": k,
+    }
 
 
 def settle_iteration(steps, curve, level: float) -> int | None:
@@ -378,10 +407,17 @@ def map_reference(x: Tensor, y: Tensor, x_te: Tensor, y_te: Tensor, prior_var: f
             break
     p = torch.sigmoid(x @ m)
     H = (x * (p * (1 - p)).unsqueeze(1)).T @ x + eye
-    err = 100 * float(((torch.sigmoid(x_te.to(torch.float64) @ m) > 0.5).to(torch.float64)
-                       != y_te.to(torch.float64)).to(torch.float64).mean())
-    return {"test_error": err, "hessian_max_eigenvalue": float(torch.linalg.eigvalsh(H)[-1]), "dim": x.shape[1],
-            "laplace_sd": torch.linalg.inv(H).diagonal().sqrt().cpu().tolist()}
+    err = 100 * float(
+        ((torch.sigmoid(x_te.to(torch.float64) @ m) > 0.5).to(torch.float64) != y_te.to(torch.float64))
+        .to(torch.float64)
+        .mean()
+    )
+    return {
+        "test_error": err,
+        "hessian_max_eigenvalue": float(torch.linalg.eigvalsh(H)[-1]),
+        "dim": x.shape[1],
+        "laplace_sd": torch.linalg.inv(H).diagonal().sqrt().cpu().tolist(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,16 +433,30 @@ def _check(cfg: Config) -> None:
             raise ValueError(f"unknown sampler {s!r}; choose from {list(SAMPLERS)}")
 
 
-def _run_one(name: str, seed: int, cfg: Config, energy, data: dict, folder: Path, device, resume: bool,
-             progress) -> dict:
+def _run_one(
+    name: str, seed: int, cfg: Config, energy, data: dict, folder: Path, device, resume: bool, progress
+) -> dict:
     dim = data["x_train"].shape[1]
     n = len(data["y_train"])
     g = record_every(cfg)
     t0 = time.perf_counter()
-    chain = sample(energy, torch.zeros(dim, device=device), make_sampler(name, cfg, n), cfg.num_steps,
-                   data=(data["x_train"], data["y_train"]), batch_size=cfg.batch_size, batching=cfg.batching,
-                   burn_in=0, thin=g, seed=seed, out_dir=folder, checkpoint_every=cfg.checkpoint_every,
-                   resume=resume, overwrite=not resume, progress=progress)
+    chain = sample(
+        energy,
+        torch.zeros(dim, device=device),
+        make_sampler(name, cfg, n),
+        cfg.num_steps,
+        data=(data["x_train"], data["y_train"]),
+        batch_size=cfg.batch_size,
+        batching=cfg.batching,
+        burn_in=0,
+        thin=g,
+        seed=seed,
+        out_dir=folder,
+        checkpoint_every=cfg.checkpoint_every,
+        resume=resume,
+        overwrite=not resume,
+        progress=progress,
+    )
     seconds = time.perf_counter() - t0
     ev = evaluate(chain.samples[0], chain.draw_steps, data["x_test"], data["y_test"], cfg.burn_in, cfg.thin)
     keep = kept_mask(chain.draw_steps, cfg.burn_in, cfg.thin)
@@ -421,9 +471,16 @@ def _mean(curves: list[list[float]]) -> list[float]:
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-blr", progress: bool | None = None, *,
-        device: str = "cpu", seed: int | None = None, resume: bool = False,
-        data_dir: str | Path | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/psgld-blr",
+    progress: bool | None = None,
+    *,
+    device: str = "cpu",
+    seed: int | None = None,
+    resume: bool = False,
+    data_dir: str | Path | None = None,
+) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` and the Fig. 3 PNG to
     ``out_dir``, the chains to ``out_dir/runs/<sampler>-seed<k>`` (checkpointed every
     ``checkpoint_every`` iterations; ``resume=True`` continues them, a finished one is read
@@ -448,7 +505,8 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
     refs = {}
     if cfg.map_reference:
         refs[cfg.encoding if files else "synthetic"] = map_reference(
-            data["x_train"], data["y_train"], data["x_test"], data["y_test"], cfg.prior_var)
+            data["x_train"], data["y_train"], data["x_test"], data["y_test"], cfg.prior_var
+        )
         for enc, d in data["other"].items():
             refs[enc] = map_reference(d["x_train"], d["y_train"], d["x_test"], d["y_test"], cfg.prior_var)
     energy = make_energy(cfg, dim, n)
@@ -459,35 +517,59 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
             folder = out / "runs" / f"{name.lower()}-seed{s}"
             runs[name][s] = _run_one(name, s, cfg, energy, data, folder, device, resume, progress)
             if log:
-                log(f"{name} seed {s}: test error {runs[name][s]['test_error']:.2f} % "
-                    f"({runs[name][s]['seconds']:.1f} s)")
+                log(
+                    f"{name} seed {s}: test error {runs[name][s]['test_error']:.2f} % "
+                    f"({runs[name][s]['seconds']:.1f} s)"
+                )
     results = _summarise(cfg, runs)
     ref = refs.get(cfg.encoding if files else "synthetic")
     for name in cfg.samplers:  # spread of the draws against the Laplace approximation (N large: near exact)
         if ref is not None:
             ratio = torch.tensor(results[name]["draw_sd"]) / torch.tensor(ref["laplace_sd"])
-            results[name]["draw_sd_over_laplace_sd"] = {"median": float(ratio.median()), "min": float(ratio.min()),
-                                                        "max": float(ratio.max())}
+            results[name]["draw_sd_over_laplace_sd"] = {
+                "median": float(ratio.median()),
+                "min": float(ratio.min()),
+                "max": float(ratio.max()),
+            }
     rows = _comparisons(cfg, results, files)
     steps = results[cfg.samplers[0]]["steps"]
     figures = [FIGURE] if _plot(out / FIGURE, cfg, results, files) else []
     numbers = {
-        "data": {**data["source"], "num_train": n, "num_test": len(data["y_test"]), "dim": dim,
-                 "positive_rate_train": float(data["y_train"].mean()),
-                 "majority_error_test_pct": 100 * min(float(data["y_test"].mean()), 1 - float(data["y_test"].mean())),
-                 "quantile_edges": data.get("edges")},
-        "library_lr": library_lr(cfg.step, n), "seeds": seeds, "record_every": record_every(cfg),
+        "data": {
+            **data["source"],
+            "num_train": n,
+            "num_test": len(data["y_test"]),
+            "dim": dim,
+            "positive_rate_train": float(data["y_train"].mean()),
+            "majority_error_test_pct": 100 * min(float(data["y_test"].mean()), 1 - float(data["y_test"].mean())),
+            "quantile_edges": data.get("edges"),
+        },
+        "library_lr": library_lr(cfg.step, n),
+        "seeds": seeds,
+        "record_every": record_every(cfg),
         "map_reference": refs,
-        "samplers": {name: {k: v for k, v in r.items() if k != "steps"} for name, r in results.items()
-                     if name != "_claim"},
+        "samplers": {
+            name: {k: v for k, v in r.items() if k != "steps"} for name, r in results.items() if name != "_claim"
+        },
         "convergence_claim": results.get("_claim"),
         "curve_iterations": steps,
     }
     notes = _notes(cfg, data, refs, results, n, dim, files)
-    return write_report(out, experiment=REGISTRY.get(NAME), preset=preset, config=asdict(cfg), seed=cfg.seed,
-                        comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start, device=device,
-                        step_sizes=_step_sizes(cfg, n, refs), reductions=_reductions(cfg), figures=figures,
-                        notes=notes)
+    return write_report(
+        out,
+        experiment=REGISTRY.get(NAME),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        device=device,
+        step_sizes=_step_sizes(cfg, n, refs),
+        reductions=_reductions(cfg),
+        figures=figures,
+        notes=notes,
+    )
 
 
 def _summarise(cfg: Config, runs: dict) -> dict:
@@ -502,20 +584,29 @@ def _summarise(cfg: Config, runs: dict) -> dict:
         final = float(np.mean(errs))
         level = final + cfg.converge_pp
         out[name] = {
-            "steps": steps, "test_error_pct": final,
+            "steps": steps,
+            "test_error_pct": final,
             "test_error_sd_over_seeds": float(np.std(errs, ddof=1)) if len(errs) > 1 else None,
-            "test_error_per_seed": errs, "test_nll": float(np.mean([e["test_nll"] for e in evs])),
+            "test_error_per_seed": errs,
+            "test_nll": float(np.mean([e["test_nll"] for e in evs])),
             "num_kept_draws": evs[0]["num_kept"],
             "converged_at": settle_iteration(steps, pp, level),
             "first_within": first_iteration(steps, pp, level),
-            "converged_at_per_seed": [settle_iteration(steps, e["posterior_predictive"],
-                                                       e["test_error"] + cfg.converge_pp) for e in evs],
+            "converged_at_per_seed": [
+                settle_iteration(steps, e["posterior_predictive"], e["test_error"] + cfg.converge_pp) for e in evs
+            ],
             "per_draw_converged_at": settle_iteration(steps, per, per[-1] + cfg.converge_pp) if len(per) else None,
-            "curve": {"posterior_predictive": pp, "per_draw": per,
-                      "per_seed": {str(s): {"posterior_predictive": e["posterior_predictive"],
-                                            "per_draw": e["per_draw"]} for s, e in by_seed.items()}},
+            "curve": {
+                "posterior_predictive": pp,
+                "per_draw": per,
+                "per_seed": {
+                    str(s): {"posterior_predictive": e["posterior_predictive"], "per_draw": e["per_draw"]}
+                    for s, e in by_seed.items()
+                },
+            },
             "draw_sd": _mean([e["draw_sd"] for e in evs]),
-            "seconds": [e["seconds"] for e in evs], "sampling_seconds": [e["sampling_seconds"] for e in evs],
+            "seconds": [e["seconds"] for e in evs],
+            "sampling_seconds": [e["sampling_seconds"] for e in evs],
         }
     if "pSGLD" in out and "SGLD" in out:
         p, s = out["pSGLD"], out["SGLD"]
@@ -525,8 +616,13 @@ def _summarise(cfg: Config, runs: dict) -> dict:
         s["psgld_level_pct"] = level
         t_p = p["converged_at"]
         ratio = math.inf if t_s is None and t_p else (None if not t_p else t_s / t_p)
-        out["_claim"] = {"psgld_converged_at": t_p, "sgld_reaches_psgld_level_at": t_s, "ratio": ratio,
-                         "sgld_own_converged_at": s["converged_at"], "never_reached": t_s is None}
+        out["_claim"] = {
+            "psgld_converged_at": t_p,
+            "sgld_reaches_psgld_level_at": t_s,
+            "ratio": ratio,
+            "sgld_own_converged_at": s["converged_at"],
+            "never_reached": t_s is None,
+        }
     return out
 
 
@@ -543,73 +639,136 @@ def _comparisons(cfg: Config, res: dict, files: bool) -> list[Comparison]:
         r = res[name]
         sd = r["test_error_sd_over_seeds"]
         spread = f"; sd over {len(r['test_error_per_seed'])} seeds {sd:.3f} pp" if sd is not None else ""
-        rows.append(Comparison(f"{name} test error (posterior predictive of {r['num_kept_draws']} draws)",
-                               r["test_error_pct"], pub[name], tol if files else None, unit="%",
-                               note=stand_in or (f"mean over seeds{spread}; tolerance ±{cfg.tol_pp:g} pp: the "
-                                                 "encoding is a9a-like, not a9a (see Notes)")))
+        rows.append(
+            Comparison(
+                f"{name} test error (posterior predictive of {r['num_kept_draws']} draws)",
+                r["test_error_pct"],
+                pub[name],
+                tol if files else None,
+                unit="%",
+                note=stand_in
+                or (
+                    f"mean over seeds{spread}; tolerance ±{cfg.tol_pp:g} pp: the "
+                    "encoding is a9a-like, not a9a (see Notes)"
+                ),
+            )
+        )
     if "pSGLD" in res and "SGLD" in res:
         p, s = res["pSGLD"]["test_error_pct"], res["SGLD"]["test_error_pct"]
         worse = max(p, s)
-        rows.append(Comparison("pSGLD − SGLD test error (the paper: equal)", p - s, pub["pSGLD"] - pub["SGLD"],
-                               Tolerance(abs=cfg.tol_gap_pp) if files else None, unit="pp",
-                               note=stand_in or f"equal within {cfg.tol_gap_pp:g} pp"))
-        rows.append(Comparison("both SG-MCMC below DSVI (the worse of pSGLD, SGLD vs DSVI's published 15.20 %)",
-                               [worse, pub["DSVI"]], [max(pub["pSGLD"], pub["SGLD"]), pub["DSVI"]],
-                               Ordering(("SG-MCMC (worse of the two)", "DSVI"), margin=0.5) if files else None,
-                               unit="%", note=stand_in or "DSVI is not run: its value is the paper's; reproduced when "
-                               "ours is below 15.20 % by at least half the paper's 0.35 pp margin"))
+        rows.append(
+            Comparison(
+                "pSGLD − SGLD test error (the paper: equal)",
+                p - s,
+                pub["pSGLD"] - pub["SGLD"],
+                Tolerance(abs=cfg.tol_gap_pp) if files else None,
+                unit="pp",
+                note=stand_in or f"equal within {cfg.tol_gap_pp:g} pp",
+            )
+        )
+        rows.append(
+            Comparison(
+                "both SG-MCMC below DSVI (the worse of pSGLD, SGLD vs DSVI's published 15.20 %)",
+                [worse, pub["DSVI"]],
+                [max(pub["pSGLD"], pub["SGLD"]), pub["DSVI"]],
+                Ordering(("SG-MCMC (worse of the two)", "DSVI"), margin=0.5) if files else None,
+                unit="%",
+                note=stand_in
+                or "DSVI is not run: its value is the paper's; reproduced when "
+                "ours is below 15.20 % by at least half the paper's 0.35 pp margin",
+            )
+        )
         best_vi = min(pub["L-BFGS-SGVI"], pub["HFSGVI"], pub["DSVI"])
-        rows.append(Comparison("both SG-MCMC below every variational method (worse of pSGLD, SGLD vs L-BFGS-SGVI's "
-                               "14.91 %, the best of DSVI, L-BFGS-SGVI, HFSGVI)", [worse, best_vi],
-                               [max(pub["pSGLD"], pub["SGLD"]), best_vi],
-                               Ordering(("SG-MCMC (worse of the two)", "best VI"), margin=0.5) if files else None,
-                               unit="%", note=stand_in or "the paper's margin is 0.06 pp = 10 of 16,281 test rows, "
-                               "below what the encoding difference alone moves (see the MAP rows)"))
+        rows.append(
+            Comparison(
+                "both SG-MCMC below every variational method (worse of pSGLD, SGLD vs L-BFGS-SGVI's "
+                "14.91 %, the best of DSVI, L-BFGS-SGVI, HFSGVI)",
+                [worse, best_vi],
+                [max(pub["pSGLD"], pub["SGLD"]), best_vi],
+                Ordering(("SG-MCMC (worse of the two)", "best VI"), margin=0.5) if files else None,
+                unit="%",
+                note=stand_in
+                or "the paper's margin is 0.06 pp = 10 of 16,281 test rows, "
+                "below what the encoding difference alone moves (see the MAP rows)",
+            )
+        )
         c = res["_claim"]
         t_p = c["psgld_converged_at"]
-        rows.append(Comparison(f"pSGLD converges (learning curve stays within {cfg.converge_pp:g} pp of its final "
-                               "error) in fewer than 4,000 iterations", t_p, PAPER_CONVERGE,
-                               Claim(f"iteration < {PAPER_CONVERGE:,}", lambda v: v is not None and v < PAPER_CONVERGE)
-                               if files else None, unit="iterations",
-                               note=stand_in or "seed-mean learning curve of the posterior predictive (kept draws "
-                               "so far); the paper gives only the bound"))
+        rows.append(
+            Comparison(
+                f"pSGLD converges (learning curve stays within {cfg.converge_pp:g} pp of its final "
+                "error) in fewer than 4,000 iterations",
+                t_p,
+                PAPER_CONVERGE,
+                Claim(f"iteration < {PAPER_CONVERGE:,}", lambda v: v is not None and v < PAPER_CONVERGE)
+                if files
+                else None,
+                unit="iterations",
+                note=stand_in
+                or "seed-mean learning curve of the posterior predictive (kept draws "
+                "so far); the paper gives only the bound",
+            )
+        )
         t_s = c["sgld_reaches_psgld_level_at"]
-        rows.append(Comparison("SGLD needs at least double pSGLD's iterations to reach pSGLD's converged accuracy "
-                               "(ratio of iterations, SGLD / pSGLD)", c["ratio"], PAPER_RATIO,
-                               Claim("ratio ≥ 2 (SGLD never reaching it within T counts as ≥ 2)",
-                                     lambda v: v is not None and v >= PAPER_RATIO) if files else None,
-                               note=stand_in or (f"pSGLD converged at {t_p} and SGLD's curve stays below pSGLD's "
-                                                 f"level {res['SGLD']['psgld_level_pct']:.2f} % from "
-                                                 f"{'never (within T)' if t_s is None else t_s}")))
+        rows.append(
+            Comparison(
+                "SGLD needs at least double pSGLD's iterations to reach pSGLD's converged accuracy "
+                "(ratio of iterations, SGLD / pSGLD)",
+                c["ratio"],
+                PAPER_RATIO,
+                Claim(
+                    "ratio ≥ 2 (SGLD never reaching it within T counts as ≥ 2)",
+                    lambda v: v is not None and v >= PAPER_RATIO,
+                )
+                if files
+                else None,
+                note=stand_in
+                or (
+                    f"pSGLD converged at {t_p} and SGLD's curve stays below pSGLD's "
+                    f"level {res['SGLD']['psgld_level_pct']:.2f} % from "
+                    f"{'never (within T)' if t_s is None else t_s}"
+                ),
+            )
+        )
     return rows
 
 
 def _step_sizes(cfg: Config, n: int, refs: dict) -> list[str]:
     lr = library_lr(cfg.step, n)
     lam = next((r["hessian_max_eigenvalue"] for r in refs.values()), None)
-    lines = [f"paper ε = {cfg.step:g} for pSGLD and SGLD, a step on the per-datum (batch-mean) log-likelihood as in "
-             f"the authors' Matlab code → PSGLD(lr=2ε/N) = SGLD(lr=2ε/N) = 2·{cfg.step:g}/{n:,} = {lr:.4g} "
-             f"(drift (lr/2)∇Û = ε·ḡ, resp. ε·G·ḡ, with ∇Û = N·ḡ)",
-             f"temperature T = {cfg.temperature:g} (the posterior); the Matlab code divides its noise by N, i.e. "
-             f"T = 1/N = {1 / n:.3g}"]
+    lines = [
+        f"paper ε = {cfg.step:g} for pSGLD and SGLD, a step on the per-datum (batch-mean) log-likelihood as in "
+        f"the authors' Matlab code → PSGLD(lr=2ε/N) = SGLD(lr=2ε/N) = 2·{cfg.step:g}/{n:,} = {lr:.4g} "
+        f"(drift (lr/2)∇Û = ε·ḡ, resp. ε·G·ḡ, with ∇Û = N·ḡ)",
+        f"temperature T = {cfg.temperature:g} (the posterior); the Matlab code divides its noise by N, i.e. "
+        f"T = 1/N = {1 / n:.3g}",
+    ]
     if lam is not None:
-        lines.append(f"why not the summed scale of eq. (2): the full-data Hessian at the MAP has λ_max = "
-                     f"{lam:,.0f}, so SGLD(lr={cfg.step:g}) would have (ε/2)·λ_max = {cfg.step / 2 * lam:,.0f} ≫ 2 "
-                     f"and diverge; with lr = {lr:.4g} it is {lr / 2 * lam:.3f}")
-    lines.append(f"pSGLD: α = {cfg.alpha:g}, λ = {cfg.lam:g}, V₀ = {'0' if cfg.v_init == 'zeros' else 'ḡ₁²'}, Γ omitted")
+        lines.append(
+            f"why not the summed scale of eq. (2): the full-data Hessian at the MAP has λ_max = "
+            f"{lam:,.0f}, so SGLD(lr={cfg.step:g}) would have (ε/2)·λ_max = {cfg.step / 2 * lam:,.0f} ≫ 2 "
+            f"and diverge; with lr = {lr:.4g} it is {lr / 2 * lam:.3f}"
+        )
+    lines.append(
+        f"pSGLD: α = {cfg.alpha:g}, λ = {cfg.lam:g}, V₀ = {'0' if cfg.v_init == 'zeros' else 'ḡ₁²'}, Γ omitted"
+    )
     return lines
 
 
 def _reductions(cfg: Config) -> list[str]:
     out = []
     if cfg.num_train is not None or cfg.num_test is not None:
-        out.append(f"{cfg.num_train or PAPER_N_TRAIN:,} training and {cfg.num_test or PAPER_N_TEST:,} test rows "
-                   f"(random subsets) instead of {PAPER_N_TRAIN:,} / {PAPER_N_TEST:,}: a noisier posterior and test "
-                   "error (± ~0.6 pp from the test subset alone); lr = 2ε/N follows the smaller N")
+        out.append(
+            f"{cfg.num_train or PAPER_N_TRAIN:,} training and {cfg.num_test or PAPER_N_TEST:,} test rows "
+            f"(random subsets) instead of {PAPER_N_TRAIN:,} / {PAPER_N_TEST:,}: a noisier posterior and test "
+            "error (± ~0.6 pp from the test subset alone); lr = 2ε/N follows the smaller N"
+        )
     if (cfg.num_steps, cfg.burn_in, cfg.thin) != (15_000, 500, 50):
-        out.append(f"{cfg.num_steps:,} iterations, burn-in {cfg.burn_in:,}, thinning {cfg.thin} instead of 15,000, "
-                   "500, 50: SGLD's slow coordinates (rare categories) are far from converged, so its error is "
-                   "expected higher and the convergence claims are not tested at the paper's scale")
+        out.append(
+            f"{cfg.num_steps:,} iterations, burn-in {cfg.burn_in:,}, thinning {cfg.thin} instead of 15,000, "
+            "500, 50: SGLD's slow coordinates (rare categories) are far from converged, so its error is "
+            "expected higher and the convergence claims are not tested at the paper's scale"
+        )
     if cfg.batch_size != 50 or cfg.prior_var != 10.0 or cfg.step != PAPER_STEP:
         out.append(f"batch {cfg.batch_size}, σ² = {cfg.prior_var:g}, ε = {cfg.step:g} (paper: 50, 10, 5e-2)")
     return out
@@ -619,47 +778,68 @@ def _notes(cfg: Config, data: dict, refs: dict, res: dict, n: int, dim: int, fil
     notes = []
     src = data["source"]
     if not files:
-        notes.append(f"DATA: {src['description']}, seed {src['seed']} — {src['reason']}. The paper's numbers are for "
-                     "a9a and are shown but not judged.")
+        notes.append(
+            f"DATA: {src['description']}, seed {src['seed']} — {src['reason']}. The paper's numbers are for "
+            "a9a and are shown but not judged."
+        )
     elif cfg.encoding == "a9a-like":
-        notes.append(f"Encoding (a9a-like): the 8 categorical attributes one-hot over the 99 categories of adult.data "
-                     f"(missing = all-zero block, as a9a), the 6 continuous ones cut at their training quintiles "
-                     f"(equal cut points merged) and one-hot: {dim} features instead of a9a's 123 — capital-gain and "
-                     "capital-loss get 2 bins (0 / > 0) as in a9a, but ties at 9 years of education and at 40 hours "
-                     "a week merge one quintile bin each where a9a keeps 5 (its cut points are not published).")
+        notes.append(
+            f"Encoding (a9a-like): the 8 categorical attributes one-hot over the 99 categories of adult.data "
+            f"(missing = all-zero block, as a9a), the 6 continuous ones cut at their training quintiles "
+            f"(equal cut points merged) and one-hot: {dim} features instead of a9a's 123 — capital-gain and "
+            "capital-loss get 2 bins (0 / > 0) as in a9a, but ties at 9 years of education and at 40 hours "
+            "a week merge one quintile bin each where a9a keeps 5 (its cut points are not published)."
+        )
     else:
-        notes.append(f"Encoding (standardized): the loader's {dim} features — 99 one-hot categories and the 6 "
-                     "continuous attributes standardised (a9a quantises them into 24 binary features).")
+        notes.append(
+            f"Encoding (standardized): the loader's {dim} features — 99 one-hot categories and the 6 "
+            "continuous attributes standardised (a9a quantises them into 24 binary features)."
+        )
     if len(refs) > 1:
-        notes.append("MAP test error (Newton's method, full data, no sampling) per encoding: "
-                     + ", ".join(f"{k} {v['test_error']:.2f} % (D = {v['dim']})" for k, v in refs.items())
-                     + ": what the encoding alone moves; hence the ±" + f"{cfg.tol_pp:g} pp tolerance, together with "
-                     "the spread over seeds (sd in the rows) and the paper's method gaps (0.06–0.35 pp), which a "
-                     "wider tolerance could not resolve.")
+        notes.append(
+            "MAP test error (Newton's method, full data, no sampling) per encoding: "
+            + ", ".join(f"{k} {v['test_error']:.2f} % (D = {v['dim']})" for k, v in refs.items())
+            + ": what the encoding alone moves; hence the ±"
+            + f"{cfg.tol_pp:g} pp tolerance, together with "
+            "the spread over seeds (sd in the rows) and the paper's method gaps (0.06–0.35 pp), which a "
+            "wider tolerance could not resolve."
+        )
     elif refs:
-        notes.append("MAP test error (Newton's method, full data): "
-                     + ", ".join(f"{k} {v['test_error']:.2f} %" for k, v in refs.items()) + ".")
+        notes.append(
+            "MAP test error (Newton's method, full data): "
+            + ", ".join(f"{k} {v['test_error']:.2f} %" for k, v in refs.items())
+            + "."
+        )
     if cfg.num_seeds > 1:
-        notes.append(f"{cfg.num_seeds} runs per sampler (seeds {cfg.seed}..{cfg.seed + cfg.num_seeds - 1}); the "
-                     "paper reports one. Test errors and learning curves are seed means; per-seed values in numbers.")
+        notes.append(
+            f"{cfg.num_seeds} runs per sampler (seeds {cfg.seed}..{cfg.seed + cfg.num_seeds - 1}); the "
+            "paper reports one. Test errors and learning curves are seed means; per-seed values in numbers."
+        )
     if "pSGLD" in res and "SGLD" in res:
         p, s = res["pSGLD"], res["SGLD"]
-        notes.append(f"Single draws: the last draw's test error is {p['curve']['per_draw'][-1]:.2f} % for pSGLD and "
-                     f"{s['curve']['per_draw'][-1]:.2f} % for SGLD (posterior predictive {p['test_error_pct']:.2f} / "
-                     f"{s['test_error_pct']:.2f} %). pSGLD's preconditioner G ≈ 1/√V gives rare categories "
-                     "large steps, and its larger steps let it move along the directions the one-hot blocks leave "
-                     "to the prior (every block sums to 1: adding c to one block's weights and subtracting it from "
-                     "another's changes only the prior), so its draws spread far more than SGLD's (still less than "
-                     "the posterior within T) and single draws err more; SGLD's uniform step barely moves along them."
-                     + ("" if "draw_sd_over_laplace_sd" not in p else
-                        " Median ratio of the draws' standard deviation to the Laplace approximation's (√diag H⁻¹ at "
-                        f"the MAP): pSGLD {p['draw_sd_over_laplace_sd']['median']:.2f}, SGLD "
-                        f"{s['draw_sd_over_laplace_sd']['median']:.2f} (1 = the posterior's spread; both chains "
-                        "are under-dispersed within T, SGLD far more)."))
-    notes.append(f"Learning curve: the test error of the posterior predictive of the draws kept so far, every "
-                 f"{record_every(cfg)} iterations from the first kept draw (iteration {cfg.burn_in + cfg.thin}); the "
-                 f"dotted lines are single draws. Convergence: the first iteration from which the curve stays within "
-                 f"{cfg.converge_pp:g} pp of its final value.")
+        notes.append(
+            f"Single draws: the last draw's test error is {p['curve']['per_draw'][-1]:.2f} % for pSGLD and "
+            f"{s['curve']['per_draw'][-1]:.2f} % for SGLD (posterior predictive {p['test_error_pct']:.2f} / "
+            f"{s['test_error_pct']:.2f} %). pSGLD's preconditioner G ≈ 1/√V gives rare categories "
+            "large steps, and its larger steps let it move along the directions the one-hot blocks leave "
+            "to the prior (every block sums to 1: adding c to one block's weights and subtracting it from "
+            "another's changes only the prior), so its draws spread far more than SGLD's (still less than "
+            "the posterior within T) and single draws err more; SGLD's uniform step barely moves along them."
+            + (
+                ""
+                if "draw_sd_over_laplace_sd" not in p
+                else " Median ratio of the draws' standard deviation to the Laplace approximation's (√diag H⁻¹ at "
+                f"the MAP): pSGLD {p['draw_sd_over_laplace_sd']['median']:.2f}, SGLD "
+                f"{s['draw_sd_over_laplace_sd']['median']:.2f} (1 = the posterior's spread; both chains "
+                "are under-dispersed within T, SGLD far more)."
+            )
+        )
+    notes.append(
+        f"Learning curve: the test error of the posterior predictive of the draws kept so far, every "
+        f"{record_every(cfg)} iterations from the first kept draw (iteration {cfg.burn_in + cfg.thin}); the "
+        f"dotted lines are single draws. Convergence: the first iteration from which the curve stays within "
+        f"{cfg.converge_pp:g} pp of its final value."
+    )
     return notes
 
 
@@ -679,8 +859,13 @@ def _plot(path: Path, cfg: Config, res: dict, files: bool) -> bool:
         finals.append(r["test_error_pct"])
         axes[0].plot(steps, per, color=colors.get(name), lw=0.7, ls=":", alpha=0.8, label=f"{name}: single draw")
         for ax in axes:
-            ax.plot(steps, pp, color=colors.get(name), lw=1.8,
-                    label=f"{name}: posterior predictive ({r['test_error_pct']:.2f} %)")
+            ax.plot(
+                steps,
+                pp,
+                color=colors.get(name),
+                lw=1.8,
+                label=f"{name}: posterior predictive ({r['test_error_pct']:.2f} %)",
+            )
             if r["converged_at"] is not None:
                 ax.axvline(r["converged_at"], color=colors.get(name), lw=0.8, ls="--", alpha=0.6)
     for ax in axes:
@@ -696,8 +881,11 @@ def _plot(path: Path, cfg: Config, res: dict, files: bool) -> bool:
     axes[0].set_title("learning curves (Fig. 3, ours)", fontsize=10)
     axes[1].set_title(f"zoom on the posterior predictive; dashed: convergence (±{cfg.converge_pp:g} pp)", fontsize=10)
     axes[0].legend(fontsize=7, loc="upper right")
-    fig.suptitle(f"BLR on {'Adult (' + cfg.encoding + ')' if files else 'synthetic stand-in'}: pSGLD vs SGLD, "
-                 f"batch {cfg.batch_size}, ε = {cfg.step:g} (per datum)", fontsize=10)
+    fig.suptitle(
+        f"BLR on {'Adult (' + cfg.encoding + ')' if files else 'synthetic stand-in'}: pSGLD vs SGLD, "
+        f"batch {cfg.batch_size}, ε = {cfg.step:g} (per datum)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

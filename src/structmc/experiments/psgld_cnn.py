@@ -67,8 +67,10 @@ PRESETS = {
 def _reductions(cfg: Config) -> list[str]:
     out = []
     if cfg.epochs < 20:
-        out.append(f"{cfg.epochs} epoch(s) instead of 20: errors are expected well above the paper's (a CNN "
-                   "needs several epochs to get below 1%), and the sampler/optimiser gap may not show")
+        out.append(
+            f"{cfg.epochs} epoch(s) instead of 20: errors are expected well above the paper's (a CNN "
+            "needs several epochs to get below 1%), and the sampler/optimiser gap may not show"
+        )
     if cfg.num_train is not None or cfg.num_test is not None:
         out.append(f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images")
     if cfg.burn_in != 300:
@@ -77,8 +79,14 @@ def _reductions(cfg: Config) -> list[str]:
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", progress: bool | None = None,
-        *, seed: int | None = None, resume: bool = False) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/psgld-cnn",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+    resume: bool = False,
+) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)
     unknown = [m for m in cfg.methods if m not in PAPER_ERROR_PCT]
     if unknown:
@@ -96,23 +104,40 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", 
         results = {}
         for method in cfg.methods:
             torch.manual_seed(cfg.seed)
-            energy = ModuleEnergy(ConvNet(padding=cfg.padding), "categorical", prior_std=math.sqrt(cfg.prior_var),
-                                  num_data=N)
+            energy = ModuleEnergy(
+                ConvNet(padding=cfg.padding), "categorical", prior_std=math.sqrt(cfg.prior_var), num_data=N
+            )
             lr = StepDecay(2 * EPSILON[method] / N, every=cfg.halve_every_epochs * steps_per_epoch, factor=0.5)
-            sampler = (PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=cfg.temperature)
-                       if method == "pSGLD"
-                       else SGLD(lr, temperature=0.0))
+            sampler = (
+                PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=cfg.temperature)
+                if method == "pSGLD"
+                else SGLD(lr, temperature=0.0)
+            )
             # SGD keeps its last iterate (no averaging): its "predictive" is the last draw's error
             r = run_one(energy, sampler, images, cfg, log, folder=out / "runs" / method, resume=resume)
             if method == "SGD":
                 r["test_error_pct"] = r["last_draw_error_pct"][-1]
             results[method] = r
     synthetic = data.source["source"] != "files"
-    rows = [Comparison(f"test error, {m}", results[m]["test_error_pct"], None if synthetic else PAPER_ERROR_PCT[m],
-                       Tolerance(abs=cfg.tolerance_pct), unit="%") for m in cfg.methods]
+    rows = [
+        Comparison(
+            f"test error, {m}",
+            results[m]["test_error_pct"],
+            None if synthetic else PAPER_ERROR_PCT[m],
+            Tolerance(abs=cfg.tolerance_pct),
+            unit="%",
+        )
+        for m in cfg.methods
+    ]
     if set(cfg.methods) == {"pSGLD", "SGD"} and not synthetic:
-        rows.append(Comparison("pSGLD beats SGD", [results[m]["test_error_pct"] for m in ("pSGLD", "SGD")],
-                               [PAPER_ERROR_PCT[m] for m in ("pSGLD", "SGD")], Ordering(("pSGLD", "SGD"), margin=0.5)))
+        rows.append(
+            Comparison(
+                "pSGLD beats SGD",
+                [results[m]["test_error_pct"] for m in ("pSGLD", "SGD")],
+                [PAPER_ERROR_PCT[m] for m in ("pSGLD", "SGD")],
+                Ordering(("pSGLD", "SGD"), margin=0.5),
+            )
+        )
     figures = []
     plt = pyplot()
     if plt is not None:
@@ -128,19 +153,32 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-cnn", 
         fig.savefig(out / "learning_curves.png", dpi=100)
         plt.close(fig)
         figures.append("learning_curves.png")
-    notes = [f"data: {data.source['description']}",
-             "SGD's step for the CNN is not in the paper: its FNN value ε = 0.5 is used; the prior variance and the "
-             "convolution padding are not stated either (σ² = 1, padding 0)"]
+    notes = [
+        f"data: {data.source['description']}",
+        "SGD's step for the CNN is not in the paper: its FNN value ε = 0.5 is used; the prior variance and the "
+        "convolution padding are not stated either (σ² = 1, padding 0)",
+    ]
     if synthetic:
         notes.append("the MNIST files were not found: the synthetic stand-in is not comparable, no row is judged")
-    step_sizes = [f"pSGLD ε = 5e-4 on the per-datum loss → PSGLD(lr=2ε/N = {2 * 5e-4 / N:.3g}, alpha={cfg.alpha}, "
-                  f"eps={cfg.eps}, v_init='first')",
-                  f"SGD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}, temperature=0): step (lr/2)∇Û = ε ḡ"]
-    return write_report(out, experiment=REGISTRY.get("psgld-cnn"), preset=preset, config=asdict(cfg), seed=cfg.seed,
-                        comparisons=rows, numbers={"results": results, "paper_error_pct": PAPER_ERROR_PCT,
-                                                   "num_train": N, "num_test": len(data.y_test)},
-                        wall_time_s=time.perf_counter() - t_start, step_sizes=step_sizes,
-                        reductions=_reductions(cfg), figures=figures, notes=notes)
+    step_sizes = [
+        f"pSGLD ε = 5e-4 on the per-datum loss → PSGLD(lr=2ε/N = {2 * 5e-4 / N:.3g}, alpha={cfg.alpha}, "
+        f"eps={cfg.eps}, v_init='first')",
+        f"SGD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}, temperature=0): step (lr/2)∇Û = ε ḡ",
+    ]
+    return write_report(
+        out,
+        experiment=REGISTRY.get("psgld-cnn"),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers={"results": results, "paper_error_pct": PAPER_ERROR_PCT, "num_train": N, "num_test": len(data.y_test)},
+        wall_time_s=time.perf_counter() - t_start,
+        step_sizes=step_sizes,
+        reductions=_reductions(cfg),
+        figures=figures,
+        notes=notes,
+    )
 
 
 __all__ = ["Config", "PRESETS", "run", "PAPER_ERROR_PCT"]

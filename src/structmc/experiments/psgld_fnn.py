@@ -27,8 +27,8 @@ from torch import nn
 from .. import PSGLD, SGLD, ModuleEnergy
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
-from ._report import Comparison, Ordering, Tolerance, write_report
 from ._common import load_data, run_one
+from ._report import Comparison, Ordering, Tolerance, write_report
 from ._shared import progress_log, pyplot, restores_globals, threads
 
 PAPER_ERROR_PCT = {  # Table 2
@@ -61,8 +61,16 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(widths=(50,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=1, num_train=1000, num_test=500,
-                   burn_in=5, draws_per_epoch=2, data="auto"),
+    "tiny": Config(
+        widths=(50,),
+        methods=("pSGLD (σ² = 100)", "SGLD"),
+        epochs=1,
+        num_train=1000,
+        num_test=500,
+        burn_in=5,
+        draws_per_epoch=2,
+        data="auto",
+    ),
     "quick": Config(widths=(400,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=20),
     "full": Config(),
 }
@@ -71,17 +79,24 @@ PRESETS = {
 def _reductions(cfg: Config) -> list[str]:
     out = []
     if cfg.epochs < 100:
-        halving = (f", the step halved every {cfg.halve_every_epochs} epochs instead of 20"
-                   if cfg.halve_every_epochs != 20 else "")
-        out.append(f"{cfg.epochs} epochs instead of 100{halving}: test errors are expected above the paper's, "
-                   "and the gap between the samplers may not show yet")
+        halving = (
+            f", the step halved every {cfg.halve_every_epochs} epochs instead of 20"
+            if cfg.halve_every_epochs != 20
+            else ""
+        )
+        out.append(
+            f"{cfg.epochs} epochs instead of 100{halving}: test errors are expected above the paper's, "
+            "and the gap between the samplers may not show yet"
+        )
     if tuple(cfg.widths) != (400, 800, 1200):
         out.append(f"widths {list(cfg.widths)} only")
     if tuple(cfg.methods) != tuple(METHODS):
         out.append(f"methods {list(cfg.methods)} only")
     if cfg.num_train is not None or cfg.num_test is not None:
-        out.append(f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images: errors are not "
-                   "comparable with the paper's")
+        out.append(
+            f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images: errors are not "
+            "comparable with the paper's"
+        )
     return out
 
 
@@ -99,8 +114,14 @@ def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config):
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", progress: bool | None = None,
-        *, seed: int | None = None, resume: bool = False) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/psgld-fnn",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+    resume: bool = False,
+) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)
     unknown = [m for m in cfg.methods if m not in METHODS]
     if unknown:
@@ -121,8 +142,15 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
                 energy = make_energy(width, prior_var, N, cfg.seed)
                 sampler = make_sampler(kind, N, steps_per_epoch, cfg)
                 folder = out / "runs" / f"{kind}-var{prior_var:g}-{width}"
-                r = run_one(energy, sampler, (data.x_train, data.y_train, data.x_test, data.y_test), cfg, log,
-                            folder=folder, resume=resume)
+                r = run_one(
+                    energy,
+                    sampler,
+                    (data.x_train, data.y_train, data.x_test, data.y_test),
+                    cfg,
+                    log,
+                    folder=folder,
+                    resume=resume,
+                )
                 results.setdefault(method, {})[width] = r
     rows = []
     synthetic = data.source["source"] != "files"
@@ -130,15 +158,27 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
         for width in cfg.widths:
             ours = results[method][width]["test_error_pct"]
             paper = PAPER_ERROR_PCT[method].get(width)
-            rows.append(Comparison(f"test error, {method}, {width}-{width}", ours, None if synthetic else paper,
-                                   Tolerance(abs=cfg.tolerance_pct), unit="%"))
+            rows.append(
+                Comparison(
+                    f"test error, {method}, {width}-{width}",
+                    ours,
+                    None if synthetic else paper,
+                    Tolerance(abs=cfg.tolerance_pct),
+                    unit="%",
+                )
+            )
     psgld = [m for m in cfg.methods if m.startswith("pSGLD (σ² = 100)")]
     if psgld and "SGLD" in cfg.methods and not synthetic:
         for width in (w for w in cfg.widths if w in PAPER_ERROR_PCT["SGLD"]):
             labels = ("pSGLD (σ² = 100)", "SGLD")
-            rows.append(Comparison(f"pSGLD beats SGLD, {width}-{width}",
-                                   [results[m][width]["test_error_pct"] for m in labels],
-                                   [PAPER_ERROR_PCT[m][width] for m in labels], Ordering(labels, margin=0.5)))
+            rows.append(
+                Comparison(
+                    f"pSGLD beats SGLD, {width}-{width}",
+                    [results[m][width]["test_error_pct"] for m in labels],
+                    [PAPER_ERROR_PCT[m][width] for m in labels],
+                    Ordering(labels, margin=0.5),
+                )
+            )
     figures = []
     plt = pyplot()
     if plt is not None:
@@ -150,8 +190,12 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
                 paper = PAPER_ERROR_PCT[method].get(width)
                 if paper is not None and not synthetic:
                     ax.axhline(paper, ls="--", lw=0.8, color=ax.lines[-1].get_color())
-            ax.set(title=f"{width}-{width} (dashed: paper, 100 epochs)", xlabel="epoch",
-                   ylabel="test error (%)", yscale="log")
+            ax.set(
+                title=f"{width}-{width} (dashed: paper, 100 epochs)",
+                xlabel="epoch",
+                ylabel="test error (%)",
+                yscale="log",
+            )
             ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out / "learning_curves.png", dpi=100)
@@ -159,18 +203,37 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-fnn", 
         figures.append("learning_curves.png")
     notes = [f"data: {data.source['description']}"]
     if synthetic:
-        notes.append("the MNIST files were not found: the synthetic stand-in is not comparable with the paper, so no "
-                     "row is judged")
-    step_sizes = [f"pSGLD ε = 5e-4 on the per-datum loss → PSGLD(lr=2ε/N = {2 * 5e-4 / N:.3g}, alpha={cfg.alpha}, "
-                  f"eps={cfg.eps}, v_init='first'), halved every {cfg.halve_every_epochs} epochs",
-                  f"SGLD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}), same schedule",
-                  "prior N(0, σ²) on every weight and bias: ModuleEnergy(prior_std=σ)"]
-    numbers = {"results": {m: {str(w): r for w, r in v.items()} for m, v in results.items()},
-               "paper_error_pct": {m: {str(w): v for w, v in d.items()} for m, d in PAPER_ERROR_PCT.items()},
-               "num_train": N, "num_test": len(data.y_test), "steps_per_epoch": steps_per_epoch}
-    return write_report(out, experiment=REGISTRY.get("psgld-fnn"), preset=preset, config=asdict(cfg), seed=cfg.seed,
-                        comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start,
-                        step_sizes=step_sizes, reductions=_reductions(cfg), figures=figures, notes=notes)
+        notes.append(
+            "the MNIST files were not found: the synthetic stand-in is not comparable with the paper, so no "
+            "row is judged"
+        )
+    step_sizes = [
+        f"pSGLD ε = 5e-4 on the per-datum loss → PSGLD(lr=2ε/N = {2 * 5e-4 / N:.3g}, alpha={cfg.alpha}, "
+        f"eps={cfg.eps}, v_init='first'), halved every {cfg.halve_every_epochs} epochs",
+        f"SGLD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}), same schedule",
+        "prior N(0, σ²) on every weight and bias: ModuleEnergy(prior_std=σ)",
+    ]
+    numbers = {
+        "results": {m: {str(w): r for w, r in v.items()} for m, v in results.items()},
+        "paper_error_pct": {m: {str(w): v for w, v in d.items()} for m, d in PAPER_ERROR_PCT.items()},
+        "num_train": N,
+        "num_test": len(data.y_test),
+        "steps_per_epoch": steps_per_epoch,
+    }
+    return write_report(
+        out,
+        experiment=REGISTRY.get("psgld-fnn"),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        step_sizes=step_sizes,
+        reductions=_reductions(cfg),
+        figures=figures,
+        notes=notes,
+    )
 
 
 __all__ = ["Config", "PRESETS", "run", "run_one", "make_energy", "make_sampler", "PAPER_ERROR_PCT", "METHODS"]

@@ -66,9 +66,10 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -112,10 +113,12 @@ PRESETS = {
 }
 
 REDUCTIONS = {
-    "tiny": ["2,000 steps per run instead of 20,000: the covariance error grows (Monte Carlo error ~√10 larger, and "
-             "pSGLD's start-up with V₁ = ḡ₁² ≈ 0.01 weighs 10x more), and the autocorrelation time of the slow "
-             "coordinate is estimated on fewer lags; with 4 replicas the tolerances are rough. A smoke test, not a "
-             "reproduction."],
+    "tiny": [
+        "2,000 steps per run instead of 20,000: the covariance error grows (Monte Carlo error ~√10 larger, and "
+        "pSGLD's start-up with V₁ = ḡ₁² ≈ 0.01 weighs 10x more), and the autocorrelation time of the slow "
+        "coordinate is estimated on fewer lags; with 4 replicas the tolerances are rough. A smoke test, not a "
+        "reproduction."
+    ],
     "quick": [],
     "full": [],
 }
@@ -191,8 +194,16 @@ def covariance_error(x, cov) -> Tensor:
     return (S - torch.as_tensor(cov, dtype=S.dtype, device=S.device)).abs().mean((1, 2))
 
 
-def mean_field_second_moment(sampler: str, eta: float, precision: float, num_steps: int, *, grad_noise: float = 0.1,
-                             alpha: float = 0.9999, eps: float = 1e-4) -> float:
+def mean_field_second_moment(
+    sampler: str,
+    eta: float,
+    precision: float,
+    num_steps: int,
+    *,
+    grad_noise: float = 0.1,
+    alpha: float = 0.9999,
+    eps: float = 1e-4,
+) -> float:
     """Expected time-average of E[x_t²], t = 1..L, for one coordinate of precision λ started at
     x₀ = 0, in the code's parameterisation (η = lr/2): x ← x − ηG(λx + σn) + √(2ηG) ξ with G = 1
     (SGLD) or G_t = 1/(√V_t + λ_pSGLD), V_t = αV_{t−1} + (1−α)E[ḡ_t²], V₁ = E[ḡ₁²] (pSGLD, V's
@@ -248,18 +259,30 @@ def simulate(cfg: Config, name: str, index: int, *, device: str = "cpu") -> Tens
     eta = float(cfg.step_sizes[index])
     energy = make_energy(cfg, _stream_seed(cfg.seed, index, "gradient-noise"))
     init = torch.zeros(2, dtype=torch.float64, device=torch.device(device))
-    chain = sample(energy, init, make_sampler(name, eta, cfg), cfg.num_steps,
-                   seed=_stream_seed(cfg.seed, index, "langevin"), num_chains=cfg.num_chains, progress=False,
-                   on_blowup="ignore")
+    chain = sample(
+        energy,
+        init,
+        make_sampler(name, eta, cfg),
+        cfg.num_steps,
+        seed=_stream_seed(cfg.seed, index, "langevin"),
+        num_chains=cfg.num_chains,
+        progress=False,
+        on_blowup="ignore",
+    )
     return chain.samples.to(torch.float64)
 
 
 def _stats(x: Tensor, cfg: Config) -> dict:
     """Per-replica statistics of one run ``x [C, L, 2]`` (on the CPU)."""
     act_c = paper_act(x, cfg.act_threshold)  # [C, 2]
-    return {"act": act_c.mean(1), "act_coord": act_c, "err": covariance_error(x, torch.diag(torch.tensor(TARGET_VAR))),
-            "act_rho": act_rho_weighted(x, cfg.act_threshold).mean(1), "iac": integrated_time(x),
-            "cov": sample_covariance(x).mean(0)}
+    return {
+        "act": act_c.mean(1),
+        "act_coord": act_c,
+        "err": covariance_error(x, torch.diag(torch.tensor(TARGET_VAR))),
+        "act_rho": act_rho_weighted(x, cfg.act_threshold).mean(1),
+        "iac": integrated_time(x),
+        "cov": sample_covariance(x).mean(0),
+    }
 
 
 def _summ(v: Tensor) -> dict:
@@ -270,16 +293,28 @@ def _summ(v: Tensor) -> dict:
     med = float(v.median())
     rsd = 1.4826 * float((v - med).abs().median())
     far = v[(v - med).abs() > 6 * rsd].tolist() if rsd > 0 else []
-    return {"mean": float(v.mean()), "sd": sd, "se": sd / math.sqrt(C), "median": med, "robust_sd": rsd,
-            "outliers": far}
+    return {
+        "mean": float(v.mean()),
+        "sd": sd,
+        "se": sd / math.sqrt(C),
+        "median": med,
+        "robust_sd": rsd,
+        "outliers": far,
+    }
 
 
 # ---------------------------------------------------------------------------------------
 # The experiment
 # ---------------------------------------------------------------------------------------
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussian-2d", progress: bool | None = None,
-        *, device: str = "cpu", seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/psgld-gaussian-2d",
+    progress: bool | None = None,
+    *,
+    device: str = "cpu",
+    seed: int | None = None,
+) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)
     cfg = replace(cfg, step_sizes=tuple(float(s) for s in cfg.step_sizes))
     if cfg.num_chains < 2:
@@ -291,9 +326,12 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
     pub = entry.published
     t_start = time.perf_counter()
 
-    per: dict[str, dict[str, list]] = {s: {"act": [], "err": [], "act_rho": [], "iac": [], "act_coord": [], "cov": []}
-                                       for s in SAMPLERS}
-    raw: dict[str, dict[str, list]] = {s: {"act": [], "err": []} for s in SAMPLERS}  # per-replica values, for paired differences
+    per: dict[str, dict[str, list]] = {
+        s: {"act": [], "err": [], "act_rho": [], "iac": [], "act_coord": [], "cov": []} for s in SAMPLERS
+    }
+    raw: dict[str, dict[str, list]] = {
+        s: {"act": [], "err": []} for s in SAMPLERS
+    }  # per-replica values, for paired differences
     trace = {}
     big = max(range(len(cfg.step_sizes)), key=lambda i: cfg.step_sizes[i])  # Fig. 1(b): the largest step
     with threads(cfg.num_threads):
@@ -312,18 +350,30 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
                 if i == big:
                     trace[s] = x[0, : cfg.trace_steps].tolist()
                 if log:
-                    log(f"{s} eps={eta:g} (lr={2 * eta:g}): tau {per[s]['act'][-1]['mean']:.2f}, "
-                        f"error {per[s]['err'][-1]['mean']:.4f} ({time.perf_counter() - t0:.1f} s)")
-    mean_field = {s: [[mean_field_second_moment(s, eta, 1.0 / v, cfg.num_steps, grad_noise=cfg.grad_noise,
-                                                alpha=cfg.alpha, eps=cfg.eps) for v in TARGET_VAR]
-                      for eta in cfg.step_sizes] for s in SAMPLERS}
+                    log(
+                        f"{s} eps={eta:g} (lr={2 * eta:g}): tau {per[s]['act'][-1]['mean']:.2f}, "
+                        f"error {per[s]['err'][-1]['mean']:.4f} ({time.perf_counter() - t0:.1f} s)"
+                    )
+    mean_field = {
+        s: [
+            [
+                mean_field_second_moment(
+                    s, eta, 1.0 / v, cfg.num_steps, grad_noise=cfg.grad_noise, alpha=cfg.alpha, eps=cfg.eps
+                )
+                for v in TARGET_VAR
+            ]
+            for eta in cfg.step_sizes
+        ]
+        for s in SAMPLERS
+    }
     mf_bias = {s: [sum(abs(m - v) for m, v in zip(mm, TARGET_VAR)) / 4 for mm in mean_field[s]] for s in SAMPLERS}
 
     C = cfg.num_chains
     k = cfg.tolerance_sigmas
     paper_steps = [float(e) for e in pub["step_sizes"]]
     aligned = len(cfg.step_sizes) == len(paper_steps) and all(
-        math.isclose(a, b, rel_tol=1e-9) for a, b in zip(cfg.step_sizes, paper_steps))
+        math.isclose(a, b, rel_tol=1e-9) for a, b in zip(cfg.step_sizes, paper_steps)
+    )
     labels = {"autocorrelation_time": "autocorrelation time", "covariance_error": "covariance error mean|Ĉ − C|"}
     statkey = {"autocorrelation_time": "act", "covariance_error": "err"}
     rows: list[Comparison] = []
@@ -333,18 +383,26 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
                 m = per[s][statkey[q]][i]
                 paper = pub[q][s][i] if aligned else None
                 tol = k * m["sd"] * math.sqrt(1 + 1 / C) + ROUNDING[q]
-                note = (f"mean of {C} replicas; one {cfg.num_steps:,}-step realisation (the paper's) has sd "
-                        f"{m['sd']:.3g}: tolerance {k:g}·sd·√(1 + 1/{C}) + {ROUNDING[q]:g} (rounding)"
-                        if (s, i) == ("SGLD", 0) else f"sd of one realisation {m['sd']:.3g}")
+                note = (
+                    f"mean of {C} replicas; one {cfg.num_steps:,}-step realisation (the paper's) has sd "
+                    f"{m['sd']:.3g}: tolerance {k:g}·sd·√(1 + 1/{C}) + {ROUNDING[q]:g} (rounding)"
+                    if (s, i) == ("SGLD", 0)
+                    else f"sd of one realisation {m['sd']:.3g}"
+                )
                 if m["outliers"]:
                     far = ", ".join(f"{v:.3g}" for v in m["outliers"])
-                    note += (f"; {len(m['outliers'])} replica(s) far in the tail ({far}; median {m['median']:.3g}, "
-                             f"robust sd {m['robust_sd']:.3g})")
+                    note += (
+                        f"; {len(m['outliers'])} replica(s) far in the tail ({far}; median {m['median']:.3g}, "
+                        f"robust sd {m['robust_sd']:.3g})"
+                    )
                     if s == "pSGLD":
-                        note += (": pSGLD's start-up, V₁ = ḡ₁² with ḡ₁ = 0.1·N(0, 1) at θ₀ = 0 near 0 makes G₁ huge "
-                                 "and the first step jumps far out (the reference code has the same start)")
-                rows.append(Comparison(f"{labels[q]}, {s}, ε = {eta:g}", m["mean"], paper, Tolerance(abs=tol),
-                                       note=note))
+                        note += (
+                            ": pSGLD's start-up, V₁ = ḡ₁² with ḡ₁ = 0.1·N(0, 1) at θ₀ = 0 near 0 makes G₁ huge "
+                            "and the first step jumps far out (the reference code has the same start)"
+                        )
+                rows.append(
+                    Comparison(f"{labels[q]}, {s}, ε = {eta:g}", m["mean"], paper, Tolerance(abs=tol), note=note)
+                )
 
     def paired_tie(q, i):
         d = raw["SGLD"][q][i] - raw["pSGLD"][q][i]
@@ -357,56 +415,83 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
                 ours = [per["pSGLD"][key][i]["mean"], per["SGLD"][key][i]["mean"]]
                 paper = [pub[q]["pSGLD"][i], pub[q]["SGLD"][i]]
                 tie = paired_tie(key, i)
-                rows.append(Comparison(
-                    f"claim: pSGLD has a lower {labels[q].split(' mean')[0]} than SGLD at ε = {eta:g}", ours, paper,
-                    Ordering(("pSGLD", "SGLD"), tie=tie),
-                    note=(f"ties within 2 standard errors of the paired (common random numbers) difference over {C} "
-                          f"replicas; margin: our gap ≥ 0.5× the paper's" if i == 0 else "")))
+                rows.append(
+                    Comparison(
+                        f"claim: pSGLD has a lower {labels[q].split(' mean')[0]} than SGLD at ε = {eta:g}",
+                        ours,
+                        paper,
+                        Ordering(("pSGLD", "SGLD"), tie=tie),
+                        note=(
+                            f"ties within 2 standard errors of the paired (common random numbers) difference over {C} "
+                            f"replicas; margin: our gap ≥ 0.5× the paper's"
+                            if i == 0
+                            else ""
+                        ),
+                    )
+                )
         order = sorted(range(len(cfg.step_sizes)), key=lambda i: cfg.step_sizes[i])  # small step first
         step_labels = tuple(f"ε={cfg.step_sizes[i]:g}" for i in order)
         se = [per["SGLD"]["err"][i]["se"] for i in order]
-        rows.append(Comparison(
-            "claim: the SGLD covariance error falls as the step size falls",
-            [per["SGLD"]["err"][i]["mean"] for i in order], [pub["covariance_error"]["SGLD"][i] for i in order],
-            Ordering(step_labels, tie=2 * math.sqrt(2) * max(se)),
-            note="labels ordered by step size; ties within 2√2 standard errors (independent runs)"))
+        rows.append(
+            Comparison(
+                "claim: the SGLD covariance error falls as the step size falls",
+                [per["SGLD"]["err"][i]["mean"] for i in order],
+                [pub["covariance_error"]["SGLD"][i] for i in order],
+                Ordering(step_labels, tie=2 * math.sqrt(2) * max(se)),
+                note="labels ordered by step size; ties within 2√2 standard errors (independent runs)",
+            )
+        )
         gaps = [float((raw["SGLD"]["err"][i] - raw["pSGLD"]["err"][i]).mean()) for i in order]
         gap_se = [paired_tie("err", i) / 2 for i in order]
-        rows.append(Comparison(
-            "claim: pSGLD's advantage in covariance error is largest at large step sizes "
-            "(gap SGLD − pSGLD grows with the step)", gaps,
-            [pub["covariance_error"]["SGLD"][i] - pub["covariance_error"]["pSGLD"][i] for i in order],
-            Ordering(step_labels, tie=2 * math.sqrt(2) * max(gap_se)),
-            note="'particularly with larger stepsize' (the paper's text); the stored autocorrelation-time gaps "
-                 "(1, 1, 4, 5, 5) do not grow with the step, so only the error gap is checked"))
+        rows.append(
+            Comparison(
+                "claim: pSGLD's advantage in covariance error is largest at large step sizes "
+                "(gap SGLD − pSGLD grows with the step)",
+                gaps,
+                [pub["covariance_error"]["SGLD"][i] - pub["covariance_error"]["pSGLD"][i] for i in order],
+                Ordering(step_labels, tie=2 * math.sqrt(2) * max(gap_se)),
+                note="'particularly with larger stepsize' (the paper's text); the stored autocorrelation-time gaps "
+                "(1, 1, 4, 5, 5) do not grow with the step, so only the error gap is checked",
+            )
+        )
         for s in SAMPLERS:
             se = [per[s]["act"][i]["se"] for i in order]
-            rows.append(Comparison(
-                f"claim: the {s} autocorrelation time rises as the step size falls",
-                [per[s]["act"][i]["mean"] for i in reversed(order)],
-                [pub["autocorrelation_time"][s][i] for i in reversed(order)],
-                Ordering(tuple(reversed(step_labels)), tie=2 * math.sqrt(2) * max(se)),
-                note="'when the stepsize is small enough, the sampler does not move much'; stored values monotone"
-                     if s == "SGLD" else ""))
+            rows.append(
+                Comparison(
+                    f"claim: the {s} autocorrelation time rises as the step size falls",
+                    [per[s]["act"][i]["mean"] for i in reversed(order)],
+                    [pub["autocorrelation_time"][s][i] for i in reversed(order)],
+                    Ordering(tuple(reversed(step_labels)), tie=2 * math.sqrt(2) * max(se)),
+                    note="'when the stepsize is small enough, the sampler does not move much'; stored values monotone"
+                    if s == "SGLD"
+                    else "",
+                )
+            )
 
     numbers = {
         "step_sizes_paper": list(cfg.step_sizes),
         "lr": [2 * e for e in cfg.step_sizes],
         "replicas": C,
         "published": {"autocorrelation_time": pub["autocorrelation_time"], "covariance_error": pub["covariance_error"]},
-        "autocorrelation_time": {s: {f: [r[f] for r in per[s]["act"]] for f in ("mean", "sd", "se", "median")}
-                                 for s in SAMPLERS},
+        "autocorrelation_time": {
+            s: {f: [r[f] for r in per[s]["act"]] for f in ("mean", "sd", "se", "median")} for s in SAMPLERS
+        },
         "autocorrelation_time_per_coordinate": {s: per[s]["act_coord"] for s in SAMPLERS},
-        "covariance_error": {s: {f: [r[f] for r in per[s]["err"]] for f in ("mean", "sd", "se", "median", "outliers")}
-                             for s in SAMPLERS},
+        "covariance_error": {
+            s: {f: [r[f] for r in per[s]["err"]] for f in ("mean", "sd", "se", "median", "outliers")} for s in SAMPLERS
+        },
         "act_rho_weighted": {s: {f: [r[f] for r in per[s]["act_rho"]] for f in ("mean", "sd", "se")} for s in SAMPLERS},
-        "iac_sokal": {s: {"per_coordinate": per[s]["iac"], "mean": [sum(v) / len(v) for v in per[s]["iac"]]}
-                      for s in SAMPLERS},
+        "iac_sokal": {
+            s: {"per_coordinate": per[s]["iac"], "mean": [sum(v) / len(v) for v in per[s]["iac"]]} for s in SAMPLERS
+        },
         "sample_covariance_mean": {s: per[s]["cov"] for s in SAMPLERS},
         "mean_field_variance": mean_field,
         "mean_field_error_bias": mf_bias,
-        "trace": {"step_size": cfg.step_sizes[big], "chain": 0,
-                  "draws": {s: [[round(a, 5), round(b, 5)] for a, b in trace[s]] for s in SAMPLERS}},
+        "trace": {
+            "step_size": cfg.step_sizes[big],
+            "chain": 0,
+            "draws": {s: [[round(a, 5), round(b, 5)] for a, b in trace[s]] for s in SAMPLERS},
+        },
     }
     _plot(out / FIGURE, cfg, numbers, pub if aligned else None)
     notes = [
@@ -431,18 +516,37 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/psgld-gaussi
     ]
     if not aligned:
         notes.append("custom step sizes differ from the paper's: no published value to compare")
-    step_lines = [f"paper ε = {e:g} (the code's eta: θ ← θ − η∇Ũ + √(2η)ξ) → SGLD(lr={2 * e:g}), "
-                  f"PSGLD(lr={2 * e:g}, alpha={cfg.alpha:g}, eps={cfg.eps:g}, v_init={cfg.v_init!r}); T = 1, "
-                  f"no num_data (ḡ = ∇Û)" for e in cfg.step_sizes]
-    return write_report(out, experiment=entry, preset=preset, config=asdict(cfg), seed=cfg.seed, comparisons=rows,
-                        numbers=numbers, wall_time_s=time.perf_counter() - t_start, device=device,
-                        step_sizes=step_lines, reductions=_reductions(cfg, preset), figures=[FIGURE], notes=notes)
+    step_lines = [
+        f"paper ε = {e:g} (the code's eta: θ ← θ − η∇Ũ + √(2η)ξ) → SGLD(lr={2 * e:g}), "
+        f"PSGLD(lr={2 * e:g}, alpha={cfg.alpha:g}, eps={cfg.eps:g}, v_init={cfg.v_init!r}); T = 1, "
+        f"no num_data (ḡ = ∇Û)"
+        for e in cfg.step_sizes
+    ]
+    return write_report(
+        out,
+        experiment=entry,
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        device=device,
+        step_sizes=step_lines,
+        reductions=_reductions(cfg, preset),
+        figures=[FIGURE],
+        notes=notes,
+    )
 
 
 def _rel_range(per: dict, key: str) -> str:
     """'a-b%': the range over rows of sd/mean (the robust sd for rows with far replicas)."""
-    rel = [(r["robust_sd"] if r["outliers"] else r["sd"]) / abs(r["mean"]) for s in SAMPLERS for r in per[s][key]
-           if r["mean"]]
+    rel = [
+        (r["robust_sd"] if r["outliers"] else r["sd"]) / abs(r["mean"])
+        for s in SAMPLERS
+        for r in per[s][key]
+        if r["mean"]
+    ]
     return f"{100 * min(rel):.0f}-{100 * max(rel):.0f}%" if rel else "n/a"
 
 
@@ -450,8 +554,10 @@ def _reductions(cfg: Config, preset: str) -> list[str]:
     if preset in REDUCTIONS:
         return list(REDUCTIONS[preset])
     if cfg.num_steps < 20_000:
-        return [f"custom config: {cfg.num_steps:,} steps per run instead of the paper's 20,000 (larger Monte Carlo "
-                f"error, pSGLD's start-up transient weighs more)"]
+        return [
+            f"custom config: {cfg.num_steps:,} steps per run instead of the paper's 20,000 (larger Monte Carlo "
+            f"error, pSGLD's start-up transient weighs more)"
+        ]
     return []
 
 
@@ -462,19 +568,30 @@ def _plot(path: Path, cfg: Config, numbers: dict, pub: Mapping[str, Any] | None)
     colors = {"SGLD": "tab:red", "pSGLD": "black"}
     eps_ = numbers["step_sizes_paper"]
     fig, axes = plt.subplots(2, 3, figsize=(15, 9))
-    for col, (q, ylabel) in enumerate((("autocorrelation_time", "autocorrelation time (paper's definition)"),
-                                       ("covariance_error", "mean |Ĉ − C| (4 entries)"))):
+    for col, (q, ylabel) in enumerate(
+        (
+            ("autocorrelation_time", "autocorrelation time (paper's definition)"),
+            ("covariance_error", "mean |Ĉ − C| (4 entries)"),
+        )
+    ):
         ax = axes[0, col]
         for s in SAMPLERS:
             m, sd = numbers[q][s]["mean"], numbers[q][s]["sd"]
             ax.plot(eps_, m, "-o", color=colors[s], label=f"{s} (ours, mean ± sd of one run)")
-            ax.fill_between(eps_, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=colors[s],
-                            alpha=0.15)
+            ax.fill_between(
+                eps_, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=colors[s], alpha=0.15
+            )
             if pub is not None:
                 ax.plot(eps_, pub[q][s], "--s", color=colors[s], mfc="white", label=f"{s} (paper, stored)")
             if q == "covariance_error":
-                ax.plot(eps_, numbers["mean_field_error_bias"][s], ":", color=colors[s], lw=1,
-                        label=f"{s} mean-field bias (no MC error)")
+                ax.plot(
+                    eps_,
+                    numbers["mean_field_error_bias"][s],
+                    ":",
+                    color=colors[s],
+                    lw=1,
+                    label=f"{s} mean-field bias (no MC error)",
+                )
         ax.set(xlabel="step size ε (paper; lr = 2ε)", ylabel=ylabel)
         if q == "covariance_error":
             ax.set_yscale("log")
@@ -487,40 +604,78 @@ def _plot(path: Path, cfg: Config, numbers: dict, pub: Mapping[str, Any] | None)
         for i, (xx, yy) in enumerate(zip(a, e)):
             ax.annotate(str(i + 1), (xx, yy), textcoords="offset points", xytext=(-8, 4), fontsize=8, color=colors[s])
         if pub is not None:
-            ax.plot(pub["autocorrelation_time"][s], pub["covariance_error"][s], "--s", color=colors[s], mfc="white",
-                    label=f"{s} (paper, stored)")
-    ax.set(xlabel="autocorrelation time", ylabel="average absolute error of sample covariance", yscale="log",
-           title="Fig. 1(a) form (labels: step index i, ε = 0.3·0.8^(i−1))")
+            ax.plot(
+                pub["autocorrelation_time"][s],
+                pub["covariance_error"][s],
+                "--s",
+                color=colors[s],
+                mfc="white",
+                label=f"{s} (paper, stored)",
+            )
+    ax.set(
+        xlabel="autocorrelation time",
+        ylabel="average absolute error of sample covariance",
+        yscale="log",
+        title="Fig. 1(a) form (labels: step index i, ε = 0.3·0.8^(i−1))",
+    )
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     # Fig. 1(b): first draws at the largest step, over the target's density contours
     g = torch.linspace(-4, 4, 201)
     X, Y = torch.meshgrid(g, g, indexing="xy")
-    Z = torch.exp(-0.5 * (X ** 2 / TARGET_VAR[0] + Y ** 2 / TARGET_VAR[1]))
+    Z = torch.exp(-0.5 * (X**2 / TARGET_VAR[0] + Y**2 / TARGET_VAR[1]))
     tr = numbers["trace"]
     for col, s in enumerate(SAMPLERS):
         ax = axes[1, col]
         ax.contour(X.numpy(), Y.numpy(), Z.numpy(), levels=6, cmap="viridis")
         d = torch.tensor(tr["draws"][s])
         ax.plot(d[:, 0].numpy(), d[:, 1].numpy(), ".", color="0.55", ms=4, label=s)
-        ax.set(xlim=(-4.1, 4), ylim=(-4.1, 4), xlabel="x", ylabel="y", aspect="equal",
-               title=f"Fig. 1(b): first {len(d)} draws of {s}, ε = {tr['step_size']:g} (replica 0)")
+        ax.set(
+            xlim=(-4.1, 4),
+            ylim=(-4.1, 4),
+            xlabel="x",
+            ylabel="y",
+            aspect="equal",
+            title=f"Fig. 1(b): first {len(d)} draws of {s}, ε = {tr['step_size']:g} (replica 0)",
+        )
         ax.legend(loc="upper right", fontsize=8)
     ax = axes[1, 2]
     for s in SAMPLERS:
         ax.plot(eps_, numbers["iac_sokal"][s]["mean"], "-^", color=colors[s], label=f"{s}: library IAC (Sokal)")
-        ax.plot(eps_, numbers["act_rho_weighted"][s]["mean"], ":v", color=colors[s],
-                label=f"{s}: 1 + 2Σ(1 − j/L)ρ_j, ρ ≥ 0.1")
-    ax.set(xlabel="step size ε (paper)", ylabel="integrated autocorrelation time (mean of 2 coordinates)",
-           title="other autocorrelation times (not the paper's)")
+        ax.plot(
+            eps_,
+            numbers["act_rho_weighted"][s]["mean"],
+            ":v",
+            color=colors[s],
+            label=f"{s}: 1 + 2Σ(1 − j/L)ρ_j, ρ ≥ 0.1",
+        )
+    ax.set(
+        xlabel="step size ε (paper)",
+        ylabel="integrated autocorrelation time (mean of 2 coordinates)",
+        title="other autocorrelation times (not the paper's)",
+    )
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.suptitle(f"pSGLD vs SGLD on N(0, diag(0.16, 1)): {cfg.num_steps:,} steps per run, "
-                 f"{numbers['replicas']} replicas", fontsize=11)
+    fig.suptitle(
+        f"pSGLD vs SGLD on N(0, diag(0.16, 1)): {cfg.num_steps:,} steps per run, {numbers['replicas']} replicas",
+        fontsize=11,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
-__all__ = ["Config", "PRESETS", "run", "paper_act", "act_rho_weighted", "raw_autocovariance", "sample_covariance",
-           "covariance_error", "mean_field_second_moment", "simulate", "make_energy", "make_sampler"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "run",
+    "paper_act",
+    "act_rho_weighted",
+    "raw_autocovariance",
+    "sample_covariance",
+    "covariance_error",
+    "mean_field_second_moment",
+    "simulate",
+    "make_energy",
+    "make_sampler",
+]

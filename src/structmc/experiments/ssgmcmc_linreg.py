@@ -34,8 +34,15 @@ import torch
 from torch import nn
 
 from .. import SGLD, ModuleEnergy, sample
-from ..structured import BernoulliMask, ChainHistory, StructuredEnergy, custom, fully_factorized, fully_joint
-from ..structured import structured_optimum_gaussian
+from ..structured import (
+    BernoulliMask,
+    ChainHistory,
+    StructuredEnergy,
+    custom,
+    fully_factorized,
+    fully_joint,
+    structured_optimum_gaussian,
+)
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Tolerance, write_report
 from ._shared import pyplot, restores_globals
@@ -68,8 +75,10 @@ PRESETS = {
 }
 
 REDUCTIONS = {
-    "tiny": ["600 steps x 2 chains instead of 200,000 x 32: the sample moments carry Monte Carlo errors of "
-             "about 0.1-0.3, so most moment rows are expected to fail; only the set-up is exercised"],
+    "tiny": [
+        "600 steps x 2 chains instead of 200,000 x 32: the sample moments carry Monte Carlo errors of "
+        "about 0.1-0.3, so most moment rows are expected to fail; only the set-up is exercised"
+    ],
     "quick": ["20,000 steps x 16 chains (burn-in 4,000) instead of 200,000 x 32: moment errors ~0.02-0.05"],
     "full": [],
 }
@@ -98,15 +107,21 @@ def fit_covariate_law(num_data: int = 100, target=PAPER_MAP) -> tuple[torch.Tens
     theta, m = torch.tensor(TRUTH, dtype=dt), torch.tensor(target, dtype=dt)
     mu = torch.zeros(3, dtype=dt, requires_grad=True)
     raw = torch.eye(3, dtype=dt).requires_grad_(True)
-    opt = torch.optim.LBFGS([mu, raw], max_iter=300, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
-                            tolerance_change=1e-14, history_size=20)
+    opt = torch.optim.LBFGS(
+        [mu, raw],
+        max_iter=300,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+        history_size=20,
+    )
 
     def loss():
         opt.zero_grad()
         L = torch.tril(raw)
         M = _second_moment(mu, L)
         err = torch.linalg.solve(M + torch.eye(4, dtype=dt) / num_data, M @ theta) - m
-        value = 1e6 * (err ** 2).sum() + ((L @ L.T - torch.eye(3, dtype=dt)) ** 2).sum() + (mu ** 2).sum()
+        value = 1e6 * (err**2).sum() + ((L @ L.T - torch.eye(3, dtype=dt)) ** 2).sum() + (mu**2).sum()
         value.backward()
         return value
 
@@ -131,8 +146,14 @@ def paper_like_data(cfg: Config) -> dict:
         post_mean = torch.linalg.solve(precision, A.T @ y)
         dist = float((post_mean - torch.tensor(PAPER_MAP, dtype=x.dtype)).norm())
         if best is None or dist < best["distance"]:
-            best = {"x": x, "y": y.unsqueeze(1), "precision": precision, "mean": post_mean, "distance": dist,
-                    "data_seed": seed}
+            best = {
+                "x": x,
+                "y": y.unsqueeze(1),
+                "precision": precision,
+                "mean": post_mean,
+                "distance": dist,
+                "data_seed": seed,
+            }
     assert best is not None  # at least one seed was tried
     best.update(mu=mu, cov=cov)
     return best
@@ -154,8 +175,7 @@ def _scenarios(cfg: Config):
 def _moments(x: torch.Tensor) -> dict:
     cov = torch.cov(x.T)
     sd = cov.diagonal().sqrt()
-    return {"mean": x.mean(0).tolist(), "var": cov.diagonal().tolist(),
-            "corr": (cov / sd.outer(sd)).tolist()}
+    return {"mean": x.mean(0).tolist(), "var": cov.diagonal().tolist(), "corr": (cov / sd.outer(sd)).tolist()}
 
 
 def _cov_summary(cov: torch.Tensor) -> dict:
@@ -178,8 +198,13 @@ PAIRS = ((0, 1), (0, 2), (2, 3))
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linreg", progress: bool | None = None,
-        *, seed: int | None = None) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/ssgmcmc-linreg",
+    progress: bool | None = None,
+    *,
+    seed: int | None = None,
+) -> dict:
     cfg, preset = resolve_preset(config, PRESETS, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -192,30 +217,58 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linr
     base = ModuleEnergy(nn.Linear(3, 1).double(), "gaussian", noise_std=1.0, prior_std=1.0)
     results, draws, rows, targets = {}, {}, [], {}
     for k, j in enumerate(range(4)):
-        rows.append(Comparison(f"exact MAP {NAMES[j]}", float(post_mean[j]), PAPER_MAP[j], Tolerance(abs=0.1),
-                               note="ours: the exact posterior mode of our data set" if k == 0 else ""))
+        rows.append(
+            Comparison(
+                f"exact MAP {NAMES[j]}",
+                float(post_mean[j]),
+                PAPER_MAP[j],
+                Tolerance(abs=0.1),
+                note="ours: the exact posterior mode of our data set" if k == 0 else "",
+            )
+        )
     sample_corr12 = {}
     for name, (partition, mask) in _scenarios(cfg).items():
-        energy = StructuredEnergy(base, partition, ChainHistory(cfg.history), mask=mask,
-                                  num_copies=cfg.num_copies if mask is not None else None, seed=cfg.seed)
+        energy = StructuredEnergy(
+            base,
+            partition,
+            ChainHistory(cfg.history),
+            mask=mask,
+            num_copies=cfg.num_copies if mask is not None else None,
+            seed=cfg.seed,
+        )
         t0 = time.perf_counter()
-        chain = sample(energy, post_mean, SGLD(cfg.lr), cfg.num_steps, data=(x, y), batch_size=cfg.batch_size,
-                       burn_in=cfg.burn_in, thin=cfg.thin, seed=cfg.seed, num_chains=cfg.num_chains, progress=progress)
+        chain = sample(
+            energy,
+            post_mean,
+            SGLD(cfg.lr),
+            cfg.num_steps,
+            data=(x, y),
+            batch_size=cfg.batch_size,
+            burn_in=cfg.burn_in,
+            thin=cfg.thin,
+            seed=cfg.seed,
+            num_chains=cfg.num_chains,
+            progress=progress,
+        )
         d = chain.flat_draws()
         _, optimum = structured_optimum_gaussian(post_mean, precision, partition)
         target = post_cov if name == "SGLD" else optimum
         if name != "SGLD":
             targets[name] = optimum
-        results[name] = {"samples": _moments(d), "exact_posterior" if name == "SGLD" else "exact_structured_optimum":
-                         _cov_summary(target), "num_groups": partition.num_groups, "seconds": time.perf_counter() - t0}
+        results[name] = {
+            "samples": _moments(d),
+            "exact_posterior" if name == "SGLD" else "exact_structured_optimum": _cov_summary(target),
+            "num_groups": partition.num_groups,
+            "seconds": time.perf_counter() - t0,
+        }
         draws[name] = d
         sample_corr12[name] = results[name]["samples"]["corr"][0][1]
         if mask is not None:
             continue  # Sd-SGLD's exact law is not known in closed form: checked by the claims below
         var_c, corr_c = _per_chain(chain.samples)
         C = chain.samples.shape[0]
-        se_var = var_c.std(0) / C ** 0.5 if C > 1 else var_c.abs().mean(0)
-        se_corr = corr_c.std(0) / C ** 0.5 if C > 1 else torch.ones(4, 4)
+        se_var = var_c.std(0) / C**0.5 if C > 1 else var_c.abs().mean(0)
+        se_corr = corr_c.std(0) / C**0.5 if C > 1 else torch.ones(4, 4)
         ref = "exact posterior" if name == "SGLD" else "exact structured optimum (Theorem 1)"
         tv = target.diagonal()
         tsd = tv.sqrt()
@@ -223,49 +276,102 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-linr
         s_m = results[name]["samples"]
         for j in range(4):  # variances within 10% (discretisation and minibatch noise) + 4 standard errors
             tol = 0.10 * float(tv[j]) + 4 * float(se_var[j])
-            rows.append(Comparison(f"{name}: var {NAMES[j]} (vs the {ref})", s_m["var"][j], float(tv[j]),
-                                   Tolerance(abs=tol)))
+            rows.append(
+                Comparison(f"{name}: var {NAMES[j]} (vs the {ref})", s_m["var"][j], float(tv[j]), Tolerance(abs=tol))
+            )
         for i, j in PAIRS:
             tol = 0.05 + 4 * float(se_corr[i, j])
-            rows.append(Comparison(f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})", s_m["corr"][i][j],
-                                   float(tcorr[i, j].nan_to_num()), Tolerance(abs=tol)))
+            rows.append(
+                Comparison(
+                    f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})",
+                    s_m["corr"][i][j],
+                    float(tcorr[i, j].nan_to_num()),
+                    Tolerance(abs=tol),
+                )
+            )
     scen = list(results)
     sgld, s2, s4, sd2, sd4 = (sample_corr12[n] for n in scen)
-    rows.append(Comparison("figure: SGLD shows the w1-w2 dependence, fully factorised S-SGLD removes most of it",
-                           [sgld, s4], "strong vs weak",
-                           Claim("|corr(w1,w2)| > 0.8 for SGLD, and below a third of that for S-SGLD "
-                                 "{w1},{w2},{w3},{b} (exact target 0)", lambda v: abs(v[0]) > 0.8 and
-                                 abs(v[1]) < abs(v[0]) / 3)))
-    rows.append(Comparison("figure: S-SGLD {[w1,w2],[w3,b]} keeps a w1-w2 dependence (same group)", [s2, s4],
-                           "kept", Claim("|corr(w1,w2)| of S-SGLD {[w1,w2],[w3,b]} > 0.5 (exact target 0.67) and "
-                                         "above the fully factorised one's", lambda v: abs(v[0]) > 0.5
-                                         and abs(v[0]) > abs(v[1]))))
-    rows.append(Comparison("Theorem 3: Sd-SGLD (rho = 0.5) lies between SGLD and S-SGLD", [sgld, sd4, s4],
-                           "between", Claim("|corr(w1,w2)|: S-SGLD - 0.05 <= Sd-SGLD <= SGLD + 0.05 (four groups)",
-                                            lambda v: abs(v[2]) - 0.05 <= abs(v[1]) <= abs(v[0]) + 0.05)))
+    rows.append(
+        Comparison(
+            "figure: SGLD shows the w1-w2 dependence, fully factorised S-SGLD removes most of it",
+            [sgld, s4],
+            "strong vs weak",
+            Claim(
+                "|corr(w1,w2)| > 0.8 for SGLD, and below a third of that for S-SGLD "
+                "{w1},{w2},{w3},{b} (exact target 0)",
+                lambda v: abs(v[0]) > 0.8 and abs(v[1]) < abs(v[0]) / 3,
+            ),
+        )
+    )
+    rows.append(
+        Comparison(
+            "figure: S-SGLD {[w1,w2],[w3,b]} keeps a w1-w2 dependence (same group)",
+            [s2, s4],
+            "kept",
+            Claim(
+                "|corr(w1,w2)| of S-SGLD {[w1,w2],[w3,b]} > 0.5 (exact target 0.67) and "
+                "above the fully factorised one's",
+                lambda v: abs(v[0]) > 0.5 and abs(v[0]) > abs(v[1]),
+            ),
+        )
+    )
+    rows.append(
+        Comparison(
+            "Theorem 3: Sd-SGLD (rho = 0.5) lies between SGLD and S-SGLD",
+            [sgld, sd4, s4],
+            "between",
+            Claim(
+                "|corr(w1,w2)|: S-SGLD - 0.05 <= Sd-SGLD <= SGLD + 0.05 (four groups)",
+                lambda v: abs(v[2]) - 0.05 <= abs(v[1]) <= abs(v[0]) + 0.05,
+            ),
+        )
+    )
     _plot(out / "pairs.png", draws, post_mean, post_cov, targets)
-    numbers = {"parameters": NAMES, "truth": list(TRUTH), "paper_map": list(PAPER_MAP),
-               "covariate_law": {"mean": data["mu"].tolist(), "cov": data["cov"].tolist(),
-                                 "cov_eigenvalues": torch.linalg.eigvalsh(data["cov"]).tolist()},
-               "data_seed": data["data_seed"], "map_distance_to_paper": data["distance"],
-               "exact_posterior": {"mean": post_mean.tolist(), **_cov_summary(post_cov)}, "scenarios": results}
-    notes = [f"Covariates: x ~ N(mu, Sigma), the Gaussian nearest N(0, I) whose expected exact MAP is the paper's "
-             f"(mu = {[round(v, 3) for v in data['mu'].tolist()]}, Sigma eigenvalues "
-             f"{[round(v, 4) for v in torch.linalg.eigvalsh(data['cov']).tolist()]}); data seed {data['data_seed']} "
-             f"of {max(1, cfg.seed_search)} has the exact MAP nearest the paper's: distance "
-             f"{data['distance']:.3f} (Euclidean, 4 coordinates).",
-             "The paper gives no numbers for the figure's panels: each scenario is compared with its exact "
-             "target instead (tolerances: 10% + 4 standard errors across chains for variances, 0.05 + 4 standard "
-             "errors for correlations), and the figure's visible claims are checked as stated.",
-             "S-SGLD reaches the exact structured optimum only slowly on this target: with corr(w1, w2) = -0.98 the "
-             "mean-field fixed point is approached at a rate ~ corr^2 per turnover of the history window, so the "
-             "history's mean drifts as a slow collective mode, which shows as extra variance and residual "
-             "correlation in the S-SGLD rows (the figure's qualitative picture holds: see the claims)."]
-    return write_report(out, experiment=REGISTRY.get("ssgmcmc-linreg"), preset=preset, config=asdict(cfg),
-                        seed=cfg.seed, comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start,
-                        step_sizes=[f"SGLD(lr={cfg.lr:g}): θ ← θ − (ε/2)∇Û + √ε ξ, Û scaled by N/n = "
-                                    f"{cfg.num_data}/{cfg.batch_size}; the paper does not state its step"],
-                        reductions=REDUCTIONS.get(preset, []), figures=["pairs.png"], notes=notes)
+    numbers = {
+        "parameters": NAMES,
+        "truth": list(TRUTH),
+        "paper_map": list(PAPER_MAP),
+        "covariate_law": {
+            "mean": data["mu"].tolist(),
+            "cov": data["cov"].tolist(),
+            "cov_eigenvalues": torch.linalg.eigvalsh(data["cov"]).tolist(),
+        },
+        "data_seed": data["data_seed"],
+        "map_distance_to_paper": data["distance"],
+        "exact_posterior": {"mean": post_mean.tolist(), **_cov_summary(post_cov)},
+        "scenarios": results,
+    }
+    notes = [
+        f"Covariates: x ~ N(mu, Sigma), the Gaussian nearest N(0, I) whose expected exact MAP is the paper's "
+        f"(mu = {[round(v, 3) for v in data['mu'].tolist()]}, Sigma eigenvalues "
+        f"{[round(v, 4) for v in torch.linalg.eigvalsh(data['cov']).tolist()]}); data seed {data['data_seed']} "
+        f"of {max(1, cfg.seed_search)} has the exact MAP nearest the paper's: distance "
+        f"{data['distance']:.3f} (Euclidean, 4 coordinates).",
+        "The paper gives no numbers for the figure's panels: each scenario is compared with its exact "
+        "target instead (tolerances: 10% + 4 standard errors across chains for variances, 0.05 + 4 standard "
+        "errors for correlations), and the figure's visible claims are checked as stated.",
+        "S-SGLD reaches the exact structured optimum only slowly on this target: with corr(w1, w2) = -0.98 the "
+        "mean-field fixed point is approached at a rate ~ corr^2 per turnover of the history window, so the "
+        "history's mean drifts as a slow collective mode, which shows as extra variance and residual "
+        "correlation in the S-SGLD rows (the figure's qualitative picture holds: see the claims).",
+    ]
+    return write_report(
+        out,
+        experiment=REGISTRY.get("ssgmcmc-linreg"),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        step_sizes=[
+            f"SGLD(lr={cfg.lr:g}): θ ← θ − (ε/2)∇Û + √ε ξ, Û scaled by N/n = "
+            f"{cfg.num_data}/{cfg.batch_size}; the paper does not state its step"
+        ],
+        reductions=REDUCTIONS.get(preset, []),
+        figures=["pairs.png"],
+        notes=notes,
+    )
 
 
 def _ellipse(ax, mean, cov, i, j, **kw) -> None:
@@ -300,8 +406,9 @@ def _plot(path: Path, draws: dict, mean: torch.Tensor, cov: torch.Tensor, target
             if row == 0:
                 ax.set_title(name, fontsize=9)
     axes[0, -1].legend(fontsize=7, loc="upper right")
-    fig.suptitle("2-sigma ellipses: exact posterior (dotted), exact structured optimum of the partition (dashed)",
-                 fontsize=9)
+    fig.suptitle(
+        "2-sigma ellipses: exact posterior (dotted), exact structured optimum of the partition (dashed)", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -129,10 +129,29 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(sd_groups=(4, 32), s_groups=(4, 8), rhos=(0.5,), num_copies=2, num_steps=60, batch_size=100,
-                   num_train=2000, num_test=1000, warmup_epochs=0.25, num_draws=10, trace_params=50),
-    "quick": Config(sd_groups=(4, 32, 512, NUM_PARAMS), s_groups=(4, 32), rhos=(0.5,), num_copies=4, epochs=3,
-                    warmup_epochs=0.5, keep_fraction=0.5, num_draws=50),
+    "tiny": Config(
+        sd_groups=(4, 32),
+        s_groups=(4, 8),
+        rhos=(0.5,),
+        num_copies=2,
+        num_steps=60,
+        batch_size=100,
+        num_train=2000,
+        num_test=1000,
+        warmup_epochs=0.25,
+        num_draws=10,
+        trace_params=50,
+    ),
+    "quick": Config(
+        sd_groups=(4, 32, 512, NUM_PARAMS),
+        s_groups=(4, 32),
+        rhos=(0.5,),
+        num_copies=4,
+        epochs=3,
+        warmup_epochs=0.5,
+        keep_fraction=0.5,
+        num_draws=50,
+    ),
     "full": Config(),
 }
 
@@ -140,8 +159,13 @@ PRESETS = {
 def make_energy(cfg: Config, num_data: int, device: str = "cpu") -> ModuleEnergy:
     """784-50-50-10 ReLU without biases (42,200 weights), N(0, prior_std²), categorical."""
     torch.manual_seed(cfg.seed)
-    net = nn.Sequential(nn.Linear(784, 50, bias=False), nn.ReLU(), nn.Linear(50, 50, bias=False), nn.ReLU(),
-                        nn.Linear(50, 10, bias=False)).to(device)
+    net = nn.Sequential(
+        nn.Linear(784, 50, bias=False),
+        nn.ReLU(),
+        nn.Linear(50, 50, bias=False),
+        nn.ReLU(),
+        nn.Linear(50, 10, bias=False),
+    ).to(device)
     return ModuleEnergy(net, "categorical", prior_std=cfg.prior_std, num_data=num_data)
 
 
@@ -165,8 +189,18 @@ def trace_indices(cfg: Config, dim: int) -> torch.Tensor:
     return torch.randperm(dim, generator=g)[: min(cfg.trace_params, dim)].sort().values
 
 
-def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float | None, device: str = "cpu",
-            log=None, *, folder: Path | None = None, resume: bool = False) -> dict:
+def run_one(
+    cfg: Config,
+    data,
+    method: str,
+    num_groups: int | None,
+    rho: float | None,
+    device: str = "cpu",
+    log=None,
+    *,
+    folder: Path | None = None,
+    resume: bool = False,
+) -> dict:
     """One chain of ``method`` ("pSGLD", "S-pSGLD" or "Sd-pSGLD"): accuracy of the posterior
     predictive over ``num_draws`` kept draws, mean IAC and ESS over the traced weights. With
     ``folder``, checkpointed there every epoch (``resume=True`` continues it; a finished run's
@@ -187,20 +221,35 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
         partition = make_partition(num_groups, base.space)
         sd = method == "Sd-pSGLD"
         assert rho is not None or not sd  # Sd-pSGLD runs name their ρ
-        energy = StructuredEnergy(base, partition, ChainHistory(min(cfg.history, steps + 1)),
-                                  mask=BernoulliMask(rho) if sd and rho is not None else None,
-                                  num_copies=cfg.num_copies if sd else None,
-                                  max_copies_per_call=cfg.max_copies_per_call, seed=cfg.seed, warmup_steps=warm)
+        energy = StructuredEnergy(
+            base,
+            partition,
+            ChainHistory(min(cfg.history, steps + 1)),
+            mask=BernoulliMask(rho) if sd and rho is not None else None,
+            num_copies=cfg.num_copies if sd else None,
+            max_copies_per_call=cfg.max_copies_per_call,
+            seed=cfg.seed,
+            warmup_steps=warm,
+        )
     keep = max(2, int(round(cfg.keep_fraction * steps)))
     first_kept = steps - keep + 1
     thin = max(1, keep // cfg.num_draws)
     idx = trace_indices(cfg, base.space.dim).to(device)
-    run = Run(energy, base.initial_position(), make_sampler(cfg, N), data=(x, y), batch_size=cfg.batch_size,
-              seed=cfg.seed)
+    run = Run(
+        energy, base.initial_position(), make_sampler(cfg, N), data=(x, y), batch_size=cfg.batch_size, seed=cfg.seed
+    )
     carry: dict[str, list[torch.Tensor]] = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
-    for t, state, _ in resumable_iterate(run, steps, folder, resume=resume, every=per_epoch, carry=carry,
-                                         progress=log is not None, desc=_key(method, num_groups, rho)):
+    for t, state, _ in resumable_iterate(
+        run,
+        steps,
+        folder,
+        resume=resume,
+        every=per_epoch,
+        carry=carry,
+        progress=log is not None,
+        desc=_key(method, num_groups, rho),
+    ):
         if t >= first_kept:
             theta = state.theta[0]
             trace.append(theta[idx].detach().to("cpu", torch.float64))
@@ -213,15 +262,29 @@ def run_one(cfg: Config, data, method: str, num_groups: int | None, rho: float |
     tr = torch.stack(trace).unsqueeze(0)  # [1, D, params]
     iac = integrated_time(tr).double()
     ess = ess_tfp(tr).double()
-    out = {"method": method, "num_groups": num_groups, "rho": rho, "accuracy_pct": acc,
-           "iac": float(iac.mean()), "ess": float(ess.mean()), "iac_median": float(iac.median()),
-           "ess_median": float(ess.median()), "trace_length": int(tr.shape[1]), "num_draws": int(draws_t.shape[0]),
-           "steps": steps, "epochs": steps / per_epoch, "warmup_steps": warm if method != "pSGLD" else 0,
-           "evaluations_per_step": energy.num_copies if isinstance(energy, StructuredEnergy) else 1,
-           "seconds": seconds, "ms_per_step": 1000 * seconds / steps}
+    out = {
+        "method": method,
+        "num_groups": num_groups,
+        "rho": rho,
+        "accuracy_pct": acc,
+        "iac": float(iac.mean()),
+        "ess": float(ess.mean()),
+        "iac_median": float(iac.median()),
+        "ess_median": float(ess.median()),
+        "trace_length": int(tr.shape[1]),
+        "num_draws": int(draws_t.shape[0]),
+        "steps": steps,
+        "epochs": steps / per_epoch,
+        "warmup_steps": warm if method != "pSGLD" else 0,
+        "evaluations_per_step": energy.num_copies if isinstance(energy, StructuredEnergy) else 1,
+        "seconds": seconds,
+        "ms_per_step": 1000 * seconds / steps,
+    }
     if log:
-        log(f"{method:8s} M={num_groups!s:>6} ρ={rho!s:>4}: accuracy {acc:.2f}%, IAC {out['iac']:.1f}, "
-            f"ESS {out['ess']:.1f} ({seconds:.1f} s)")
+        log(
+            f"{method:8s} M={num_groups!s:>6} ρ={rho!s:>4}: accuracy {acc:.2f}%, IAC {out['iac']:.1f}, "
+            f"ESS {out['ess']:.1f} ({seconds:.1f} s)"
+        )
     save_result(folder, out)
     return out
 
@@ -238,31 +301,46 @@ def _reductions(cfg: Config) -> list[str]:
     full, out = Config(), []
     if cfg.num_steps is not None or cfg.epochs < full.epochs:
         what = f"{cfg.num_steps} iterations" if cfg.num_steps is not None else f"{cfg.epochs} epochs"
-        out.append(f"{what} instead of 500 epochs: the chains are far from stationary and short; accuracies are "
-                   "expected below the paper's for the structured samplers (the θ̃ history holds only early, poor "
-                   "positions), IACs are biased low (Sokal's window on a short trace) and ESS counts a much "
-                   "shorter chain")
+        out.append(
+            f"{what} instead of 500 epochs: the chains are far from stationary and short; accuracies are "
+            "expected below the paper's for the structured samplers (the θ̃ history holds only early, poor "
+            "positions), IACs are biased low (Sokal's window on a short trace) and ESS counts a much "
+            "shorter chain"
+        )
     if cfg.num_copies < full.num_copies:
-        out.append(f"K = {cfg.num_copies} mask copies for Sd-pSGLD instead of 300: noisier structured gradients "
-                   "(the paper found K = 2 as good as 200–300 on FMNIST)")
+        out.append(
+            f"K = {cfg.num_copies} mask copies for Sd-pSGLD instead of 300: noisier structured gradients "
+            "(the paper found K = 2 as good as 200–300 on FMNIST)"
+        )
     if tuple(cfg.sd_groups) != full.sd_groups:
         out.append(f"Sd-pSGLD at M ∈ {list(cfg.sd_groups)} only (paper: {list(full.sd_groups)})")
     if tuple(cfg.s_groups) != full.s_groups:
-        out.append(f"S-pSGLD at M ∈ {list(cfg.s_groups)} only (paper: {list(full.s_groups)}): it costs M model "
-                   "evaluations per step")
+        out.append(
+            f"S-pSGLD at M ∈ {list(cfg.s_groups)} only (paper: {list(full.s_groups)}): it costs M model "
+            "evaluations per step"
+        )
     if tuple(cfg.rhos) != full.rhos:
         out.append(f"ρ ∈ {list(cfg.rhos)} only (paper: 0.1, 0.3, 0.5)")
     if cfg.num_draws < full.num_draws:
         out.append(f"{cfg.num_draws} draws in the predictive ensemble instead of 100")
     if cfg.num_train is not None or cfg.num_test is not None:
-        out.append(f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images: accuracies are not "
-                   "comparable with the paper's")
+        out.append(
+            f"{cfg.num_train or 60000} training and {cfg.num_test or 10000} test images: accuracies are not "
+            "comparable with the paper's"
+        )
     return out
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", progress: bool | None = None, *,
-        device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = f"runs/{NAME}",
+    progress: bool | None = None,
+    *,
+    device: str = "cpu",
+    seed: int | None = None,
+    resume: bool = False,
+) -> dict:
     """Run the experiment into ``out_dir``: each chain is checkpointed every epoch under
     ``out_dir/runs/<method>``, and ``resume=True`` continues an interrupted run (finished
     chains are read back, the interrupted one continues from its last checkpoint)."""
@@ -280,44 +358,73 @@ def run(config: Config | str = "quick", out_dir: str | Path = f"runs/{NAME}", pr
     with threads(cfg.threads):
         data = load_data(cfg)
         results: dict[str, dict] = {}
-        jobs = [("pSGLD", None, None)] + [("S-pSGLD", M, None) for M in cfg.s_groups] + \
-               [("Sd-pSGLD", M, r) for r in cfg.rhos for M in cfg.sd_groups]
+        jobs = (
+            [("pSGLD", None, None)]
+            + [("S-pSGLD", M, None) for M in cfg.s_groups]
+            + [("Sd-pSGLD", M, r) for r in cfg.rhos for M in cfg.sd_groups]
+        )
         for method, M, rho in jobs:
             key = _key(method, M, rho)
-            results[key] = run_one(cfg, data, method, M, rho, device, log,
-                                   folder=out / "runs" / key.replace(" ", "_"), resume=resume)
+            results[key] = run_one(
+                cfg, data, method, M, rho, device, log, folder=out / "runs" / key.replace(" ", "_"), resume=resume
+            )
     synthetic = data.source["source"] != "files"
     N = len(data.y_train)
     rows = _comparisons(cfg, results, synthetic)
     figures = _figure(cfg, results, out, synthetic)
     steps, per_epoch = steps_for(cfg, N)
-    notes = [f"data: {data.source['description']}",
-             f"{steps} iterations of batch {cfg.batch_size} ({steps / per_epoch:.3g} epochs of {N} images); the last "
-             f"{cfg.keep_fraction:.0%} kept: IAC/ESS over {len(trace_indices(cfg, NUM_PARAMS))} fixed random weights "
-             f"traced at every kept iteration (mean over weights; medians in numbers), accuracy of the predictive over "
-             f"{cfg.num_draws} evenly spaced kept draws",
-             "network 784-50-50-10 ReLU without biases: 42,200 weights, the paper's parameter count (the reference "
-             "code keeps biases deterministic)",
-             "groups: parameter i in group i mod M (the paper's ordered grouping); M = 42,200 is fully factorised"]
+    notes = [
+        f"data: {data.source['description']}",
+        f"{steps} iterations of batch {cfg.batch_size} ({steps / per_epoch:.3g} epochs of {N} images); the last "
+        f"{cfg.keep_fraction:.0%} kept: IAC/ESS over {len(trace_indices(cfg, NUM_PARAMS))} fixed random weights "
+        f"traced at every kept iteration (mean over weights; medians in numbers), accuracy of the predictive over "
+        f"{cfg.num_draws} evenly spaced kept draws",
+        "network 784-50-50-10 ReLU without biases: 42,200 weights, the paper's parameter count (the reference "
+        "code keeps biases deterministic)",
+        "groups: parameter i in group i mod M (the paper's ordered grouping); M = 42,200 is fully factorised",
+    ]
     if synthetic:
-        notes.append("the MNIST files were not found: the synthetic stand-in is not comparable with the paper, so no "
-                     "row is judged")
-    step_sizes = [f"the authors' η = {cfg.lr:g}, α = {cfg.alpha}, λ′ = {cfg.eps:g} (drift η·∇U/(√V+λ′), V from the "
-                  f"N-scaled gradient, noise N(0, η/(√V+λ′))) → PSGLD(lr=2η/N = {2 * cfg.lr / N:.3g}, alpha={cfg.alpha}, "
-                  f"eps=λ′/N = {cfg.eps / N:.3g}), the same drift; their noise is temperature 1/2 in our convention, we "
-                  "sample at T = 1",
-                  "our PSGLD keeps V on the per-datum gradient ∇Û/N, hence the 1/N (the same form as psgld-fnn's "
-                  "lr = 2ε/N); Û = −log p(θ) − (N/n)Σ log p(y|x, θ) is the authors' loss",
-                  f"S-pSGLD / Sd-pSGLD: the same PSGLD on StructuredEnergy (Sd: Bernoulli(ρ) masks, K = "
-                  f"{cfg.num_copies}, likelihood scaled by M/(K·Mρ)); the first {cfg.warmup_epochs:g} epoch(s) plain "
-                  "pSGLD",
-                  f"prior N(0, {cfg.prior_std:g}²) on every weight: ModuleEnergy(prior_std={cfg.prior_std:g})"]
-    numbers = {"results": results, "paper_accuracy_pct": PAPER_ACC_PCT, "num_params": NUM_PARAMS, "num_train": N,
-               "num_test": len(data.y_test), "steps": steps, "steps_per_epoch": per_epoch,
-               "trace_indices": trace_indices(cfg, NUM_PARAMS).tolist()}
-    return write_report(out, experiment=REGISTRY.get(NAME), preset=preset, config=asdict(cfg), seed=cfg.seed,
-                        comparisons=rows, numbers=numbers, wall_time_s=time.perf_counter() - t_start, device=device,
-                        step_sizes=step_sizes, reductions=_reductions(cfg), figures=figures, notes=notes)
+        notes.append(
+            "the MNIST files were not found: the synthetic stand-in is not comparable with the paper, so no "
+            "row is judged"
+        )
+    step_sizes = [
+        f"the authors' η = {cfg.lr:g}, α = {cfg.alpha}, λ′ = {cfg.eps:g} (drift η·∇U/(√V+λ′), V from the "
+        f"N-scaled gradient, noise N(0, η/(√V+λ′))) → PSGLD(lr=2η/N = {2 * cfg.lr / N:.3g}, alpha={cfg.alpha}, "
+        f"eps=λ′/N = {cfg.eps / N:.3g}), the same drift; their noise is temperature 1/2 in our convention, we "
+        "sample at T = 1",
+        "our PSGLD keeps V on the per-datum gradient ∇Û/N, hence the 1/N (the same form as psgld-fnn's "
+        "lr = 2ε/N); Û = −log p(θ) − (N/n)Σ log p(y|x, θ) is the authors' loss",
+        f"S-pSGLD / Sd-pSGLD: the same PSGLD on StructuredEnergy (Sd: Bernoulli(ρ) masks, K = "
+        f"{cfg.num_copies}, likelihood scaled by M/(K·Mρ)); the first {cfg.warmup_epochs:g} epoch(s) plain "
+        "pSGLD",
+        f"prior N(0, {cfg.prior_std:g}²) on every weight: ModuleEnergy(prior_std={cfg.prior_std:g})",
+    ]
+    numbers = {
+        "results": results,
+        "paper_accuracy_pct": PAPER_ACC_PCT,
+        "num_params": NUM_PARAMS,
+        "num_train": N,
+        "num_test": len(data.y_test),
+        "steps": steps,
+        "steps_per_epoch": per_epoch,
+        "trace_indices": trace_indices(cfg, NUM_PARAMS).tolist(),
+    }
+    return write_report(
+        out,
+        experiment=REGISTRY.get(NAME),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        device=device,
+        step_sizes=step_sizes,
+        reductions=_reductions(cfg),
+        figures=figures,
+        notes=notes,
+    )
 
 
 def _comparisons(cfg: Config, results: dict, synthetic: bool) -> list[Comparison]:
@@ -326,38 +433,68 @@ def _comparisons(cfg: Config, results: dict, synthetic: bool) -> list[Comparison
     sd32 = results.get(_key("Sd-pSGLD", 32, 0.5))
     ps = results["pSGLD"]
     if sd32 is not None:
-        rows.append(Comparison("accuracy, Sd-pSGLD, M = 32, ρ = 0.5", sd32["accuracy_pct"],
-                               None if synthetic else PAPER_ACC_PCT["Sd-pSGLD (M = 32, ρ = 0.5)"], tol, unit="%"))
-    rows.append(Comparison("accuracy, pSGLD", ps["accuracy_pct"], None if synthetic else PAPER_ACC_PCT["pSGLD"], tol,
-                           unit="%"))
+        rows.append(
+            Comparison(
+                "accuracy, Sd-pSGLD, M = 32, ρ = 0.5",
+                sd32["accuracy_pct"],
+                None if synthetic else PAPER_ACC_PCT["Sd-pSGLD (M = 32, ρ = 0.5)"],
+                tol,
+                unit="%",
+            )
+        )
+    rows.append(
+        Comparison("accuracy, pSGLD", ps["accuracy_pct"], None if synthetic else PAPER_ACC_PCT["pSGLD"], tol, unit="%")
+    )
     if synthetic:
         return rows
     if sd32 is not None:
         labels = ("Sd-pSGLD M=32 ρ=0.5", "pSGLD")
-        rows.append(Comparison("Sd-pSGLD beats pSGLD in accuracy at M = 32", [sd32["accuracy_pct"], ps["accuracy_pct"]],
-                               [96.3, 94.2], Ordering(labels, lower_is_better=False, margin=0.5), unit="%"))
+        rows.append(
+            Comparison(
+                "Sd-pSGLD beats pSGLD in accuracy at M = 32",
+                [sd32["accuracy_pct"], ps["accuracy_pct"]],
+                [96.3, 94.2],
+                Ordering(labels, lower_is_better=False, margin=0.5),
+                unit="%",
+            )
+        )
     s_ms = sorted(cfg.s_groups)
     if len(s_ms) >= 2:
         lo, hi = results[_key("S-pSGLD", s_ms[0], None)], results[_key("S-pSGLD", s_ms[-1], None)]
         acc = [lo["accuracy_pct"], hi["accuracy_pct"]]
-        rows.append(Comparison(f"S-pSGLD accuracy (%) falls as M grows (M = {s_ms[0]} → {s_ms[-1]})", acc, True,
-                               Claim(f"accuracy at M = {s_ms[-1]} below that at M = {s_ms[0]}",
-                                     lambda v: v[1] < v[0]),
-                               note="paper: 'as we increase the number of groups the accuracy drops dramatically'"))
+        rows.append(
+            Comparison(
+                f"S-pSGLD accuracy (%) falls as M grows (M = {s_ms[0]} → {s_ms[-1]})",
+                acc,
+                True,
+                Claim(f"accuracy at M = {s_ms[-1]} below that at M = {s_ms[0]}", lambda v: v[1] < v[0]),
+                note="paper: 'as we increase the number of groups the accuracy drops dramatically'",
+            )
+        )
         iac = [lo["iac"], hi["iac"]]
-        rows.append(Comparison(f"S-pSGLD mixes faster as M grows (IAC, M = {s_ms[0]} → {s_ms[-1]})", iac, True,
-                               Claim(f"IAC at M = {s_ms[-1]} below that at M = {s_ms[0]}", lambda v: v[1] < v[0]),
-                               note="paper: 'as the number of groups gradually increase, we note that S-pSGLD mixes "
-                                    "faster'"))
+        rows.append(
+            Comparison(
+                f"S-pSGLD mixes faster as M grows (IAC, M = {s_ms[0]} → {s_ms[-1]})",
+                iac,
+                True,
+                Claim(f"IAC at M = {s_ms[-1]} below that at M = {s_ms[0]}", lambda v: v[1] < v[0]),
+                note="paper: 'as the number of groups gradually increase, we note that S-pSGLD mixes faster'",
+            )
+        )
     if cfg.sd_groups and cfg.rhos:
         rho, M = min(cfg.rhos), max(cfg.sd_groups)
         sd = results[_key("Sd-pSGLD", M, rho)]
         vals = [sd["iac"], ps["iac"], sd["ess"], ps["ess"]]
-        rows.append(Comparison(f"Sd-pSGLD (M = {M}, ρ = {rho:g}) mixes faster than pSGLD ([IAC Sd, IAC pSGLD, ESS Sd, "
-                               "ESS pSGLD])", vals, True,
-                               Claim("IAC below pSGLD's and ESS above pSGLD's", lambda v: v[0] < v[1] and v[2] > v[3]),
-                               note="Fig. 3(b-c) right-most points and Table 2 (Sd-pSGLD with every parameter its own "
-                                    "group mixes fastest); the paper expects ρ = 0.5 to be close to pSGLD"))
+        rows.append(
+            Comparison(
+                f"Sd-pSGLD (M = {M}, ρ = {rho:g}) mixes faster than pSGLD ([IAC Sd, IAC pSGLD, ESS Sd, ESS pSGLD])",
+                vals,
+                True,
+                Claim("IAC below pSGLD's and ESS above pSGLD's", lambda v: v[0] < v[1] and v[2] > v[3]),
+                note="Fig. 3(b-c) right-most points and Table 2 (Sd-pSGLD with every parameter its own "
+                "group mixes fastest); the paper expects ρ = 0.5 to be close to pSGLD",
+            )
+        )
     return rows
 
 
@@ -366,19 +503,26 @@ def _figure(cfg: Config, results: dict, out: Path, synthetic: bool) -> list[str]
     if plt is None:
         return []
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    panels = (("accuracy_pct", "(a) test accuracy (%)"), ("iac", "(b) IAC (mean over traced weights)"),
-              ("ess", "(c) ESS (mean over traced weights)"))
+    panels = (
+        ("accuracy_pct", "(a) test accuracy (%)"),
+        ("iac", "(b) IAC (mean over traced weights)"),
+        ("ess", "(c) ESS (mean over traced weights)"),
+    )
     for ax, (field, title) in zip(axes, panels):
         ps = results["pSGLD"][field]
         ax.axhline(ps, color="k", lw=1.2, label="pSGLD")
         if cfg.s_groups:
             ms = sorted(cfg.s_groups)
-            ax.plot(ms, [results[_key("S-pSGLD", m, None)][field] for m in ms], "o-", color="tab:red",
-                    label="S-pSGLD")
+            ax.plot(ms, [results[_key("S-pSGLD", m, None)][field] for m in ms], "o-", color="tab:red", label="S-pSGLD")
         for i, rho in enumerate(cfg.rhos):
             ms = sorted(cfg.sd_groups)
-            ax.plot(ms, [results[_key("Sd-pSGLD", m, rho)][field] for m in ms], "s--", color=f"C{i}",
-                    label=f"Sd-pSGLD ρ = {rho:g}")
+            ax.plot(
+                ms,
+                [results[_key("Sd-pSGLD", m, rho)][field] for m in ms],
+                "s--",
+                color=f"C{i}",
+                label=f"Sd-pSGLD ρ = {rho:g}",
+            )
         if field == "accuracy_pct" and not synthetic:
             ax.plot([32], [96.3], "*", ms=12, color="gold", mec="k", label="paper: Sd ρ=0.5, M=32 (96.3%)")
             ax.axhline(94.2, color="k", ls=":", lw=1, label="paper: pSGLD (94.2%)")
@@ -391,5 +535,15 @@ def _figure(cfg: Config, results: dict, out: Path, synthetic: bool) -> list[str]
     return [FIGURE]
 
 
-__all__ = ["Config", "PRESETS", "run", "run_one", "make_energy", "make_partition", "make_sampler", "trace_indices",
-           "PAPER_ACC_PCT", "NUM_PARAMS"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "run",
+    "run_one",
+    "make_energy",
+    "make_partition",
+    "make_sampler",
+    "trace_indices",
+    "PAPER_ACC_PCT",
+    "NUM_PARAMS",
+]

@@ -123,12 +123,23 @@ NAME = "ssgmcmc-uci"
 PAPER_LRS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 
 #: our partition names -> the paper's row labels (Tables 1, 3, 4)
-PARTITIONS = {"random": "Random (M = 3)", "layer": "By Layer", "neuron": "By Neurons",
-              "factorized": "Fully-Factorized", "joint": "SGLD (no partition)"}
+PARTITIONS = {
+    "random": "Random (M = 3)",
+    "layer": "By Layer",
+    "neuron": "By Neurons",
+    "factorized": "Fully-Factorized",
+    "joint": "SGLD (no partition)",
+}
 
 #: the paper's column names -> the loader's data-set names
-PAPER_DATASETS = {"wine": "wine-red", "housing": "boston", "obesity": "obesity", "bike": "seoul-bike",
-                  "concrete": "concrete", "airfoil": "airfoil"}
+PAPER_DATASETS = {
+    "wine": "wine-red",
+    "housing": "boston",
+    "obesity": "obesity",
+    "bike": "seoul-bike",
+    "concrete": "concrete",
+    "airfoil": "airfoil",
+}
 #: the sets with published values in the registry (Housing and Concrete): the default. Their
 #: files are ``uci/boston.csv`` or UCI's ``housing.data``, and ``uci/concrete.csv`` or UCI's
 #: ``Concrete_Data.xls`` (needs xlrd); the project's ``shared/data`` holds the CSV copies, and
@@ -139,23 +150,52 @@ DEFAULT_SETS = ("boston", "concrete")
 #: identical cell for cell in the paper (a copy error there); housing and concrete are also
 #: the registry's ``published`` values.
 PAPER_MSE = {
-    "Random (M = 3)": {"wine": (0.0454, 0.001), "housing": (0.0233, 0.003), "obesity": (0.0232, 0.005),
-                       "bike": (0.0242, 0.001), "concrete": (0.0226, 0.003), "airfoil": (0.0454, 0.001)},
-    "By Layer": {"wine": (0.0494, 0.001), "housing": (0.0236, 0.003), "obesity": (0.0274, 0.002),
-                 "bike": (0.0247, 0.001), "concrete": (0.0243, 0.003), "airfoil": (0.0494, 0.001)},
-    "By Neurons": {"wine": (0.0496, 0.001), "housing": (0.0233, 0.003), "obesity": (0.0262, 0.003),
-                   "bike": (0.0247, 0.001), "concrete": (0.0238, 0.003), "airfoil": (0.0496, 0.001)},
-    "Fully-Factorized": {"wine": (0.0478, 0.002), "housing": (0.0236, 0.002), "obesity": (0.0227, 0.002),
-                         "bike": (0.025, 0.001), "concrete": (0.0238, 0.001), "airfoil": (0.0478, 0.002)},
+    "Random (M = 3)": {
+        "wine": (0.0454, 0.001),
+        "housing": (0.0233, 0.003),
+        "obesity": (0.0232, 0.005),
+        "bike": (0.0242, 0.001),
+        "concrete": (0.0226, 0.003),
+        "airfoil": (0.0454, 0.001),
+    },
+    "By Layer": {
+        "wine": (0.0494, 0.001),
+        "housing": (0.0236, 0.003),
+        "obesity": (0.0274, 0.002),
+        "bike": (0.0247, 0.001),
+        "concrete": (0.0243, 0.003),
+        "airfoil": (0.0494, 0.001),
+    },
+    "By Neurons": {
+        "wine": (0.0496, 0.001),
+        "housing": (0.0233, 0.003),
+        "obesity": (0.0262, 0.003),
+        "bike": (0.0247, 0.001),
+        "concrete": (0.0238, 0.003),
+        "airfoil": (0.0496, 0.001),
+    },
+    "Fully-Factorized": {
+        "wine": (0.0478, 0.002),
+        "housing": (0.0236, 0.002),
+        "obesity": (0.0227, 0.002),
+        "bike": (0.025, 0.001),
+        "concrete": (0.0238, 0.001),
+        "airfoil": (0.0478, 0.002),
+    },
 }
 #: Table 4, the best learning rate per partition and data set
 PAPER_LR = {
-    "Random (M = 3)": {"wine": 1e-3, "housing": 1e-5, "obesity": 1e-5, "bike": 1e-4, "concrete": 1e-5,
-                       "airfoil": 1e-4},
+    "Random (M = 3)": {"wine": 1e-3, "housing": 1e-5, "obesity": 1e-5, "bike": 1e-4, "concrete": 1e-5, "airfoil": 1e-4},
     "By Layer": {"wine": 1e-3, "housing": 1e-5, "obesity": 1e-4, "bike": 1e-4, "concrete": 1e-5, "airfoil": 1e-4},
     "By Neurons": {"wine": 1e-3, "housing": 1e-5, "obesity": 1e-4, "bike": 1e-4, "concrete": 1e-5, "airfoil": 1e-5},
-    "Fully-Factorized": {"wine": 1e-5, "housing": 1e-4, "obesity": 1e-5, "bike": 1e-4, "concrete": 1e-4,
-                         "airfoil": 1e-3},
+    "Fully-Factorized": {
+        "wine": 1e-5,
+        "housing": 1e-4,
+        "obesity": 1e-5,
+        "bike": 1e-4,
+        "concrete": 1e-4,
+        "airfoil": 1e-3,
+    },
 }
 
 FIGURE_MSE = "mse_by_partition.png"
@@ -201,8 +241,9 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(datasets=("boston",), lrs=(1e-4,), seeds=2, num_steps=60, num_draws=20, noise_check=None,
-                   download=False),
+    "tiny": Config(
+        datasets=("boston",), lrs=(1e-4,), seeds=2, num_steps=60, num_draws=20, noise_check=None, download=False
+    ),
     "quick": Config(lrs=(1e-4, 1e-5), seeds=3, epochs=60),
     "full": Config(),
 }
@@ -245,15 +286,28 @@ def load_split(cfg: Config, name: str, split_seed: int, data_dir=None) -> dict:
     key = dataset_key(name)
     root = data_dir or cfg.data_dir or default_data_dir()
     try:
-        ds = load_uci(key, data_dir=root, download=cfg.download, split=tuple(cfg.split),
-                      seed=int(split_seed), standardize_x=False, standardize_y=False, dtype=torch.float32)
+        ds = load_uci(
+            key,
+            data_dir=root,
+            download=cfg.download,
+            split=tuple(cfg.split),
+            seed=int(split_seed),
+            standardize_x=False,
+            standardize_y=False,
+            dtype=torch.float32,
+        )
     except (DataError, ImportError) as err:  # ImportError: Concrete_Data.xls without xlrd
-        how = ("downloading is off (Config.download=False, as in the tiny preset): set Config.download=True to "
-               "download it" if not cfg.download else "it could not be downloaded")
-        raise DataError(f"ssgmcmc-uci: data set {name!r} ({key}) is not available: {how}, or put the file in "
-                        f"{Path(root).expanduser() / 'uci'} (or in <dir>/uci/ with $STRUCTMC_DATA=<dir> or "
-                        f"Config.data_dir=<dir>), or leave {name!r} out of Config.datasets. The loader says: "
-                        f"{err}") from err
+        how = (
+            "downloading is off (Config.download=False, as in the tiny preset): set Config.download=True to download it"
+            if not cfg.download
+            else "it could not be downloaded"
+        )
+        raise DataError(
+            f"ssgmcmc-uci: data set {name!r} ({key}) is not available: {how}, or put the file in "
+            f"{Path(root).expanduser() / 'uci'} (or in <dir>/uci/ with $STRUCTMC_DATA=<dir> or "
+            f"Config.data_dir=<dir>), or leave {name!r} out of Config.datasets. The loader says: "
+            f"{err}"
+        ) from err
     if ds.x_val is None or ds.x_test is None:
         raise ValueError(f"{name}: the split {cfg.split} leaves no validation or no test rows")
     if cfg.scaling not in ("minmax", "standard"):
@@ -262,10 +316,20 @@ def load_split(cfg: Config, name: str, split_seed: int, data_dir=None) -> dict:
     y_off, y_sc = _fit_scaler(ds.y_train, cfg.scaling)
     fx = lambda x: (x - x_off) / x_sc  # noqa: E731
     fy = lambda y: (y - y_off) / y_sc  # noqa: E731
-    return {"name": key, "paper": paper_column(key), "source": ds.meta["source"],
-            "x_train": fx(ds.x_train), "y_train": fy(ds.y_train), "x_val": fx(ds.x_val), "y_val": fy(ds.y_val),
-            "x_test": fx(ds.x_test), "y_test": fy(ds.y_test), "y_scale": float(y_sc), "y_offset": float(y_off),
-            "raw": {"y_train": ds.y_train, "y_test": ds.y_test}}
+    return {
+        "name": key,
+        "paper": paper_column(key),
+        "source": ds.meta["source"],
+        "x_train": fx(ds.x_train),
+        "y_train": fy(ds.y_train),
+        "x_val": fx(ds.x_val),
+        "y_val": fy(ds.y_val),
+        "x_test": fx(ds.x_test),
+        "y_test": fy(ds.y_test),
+        "y_scale": float(y_sc),
+        "y_offset": float(y_off),
+        "raw": {"y_train": ds.y_train, "y_test": ds.y_test},
+    }
 
 
 def scaling_evidence(data: dict) -> dict:
@@ -274,9 +338,15 @@ def scaling_evidence(data: dict) -> dict:
     ytr, yte = data["raw"]["y_train"].double(), data["raw"]["y_test"].double()
     raw = float((yte - ytr.mean()).square().mean())
     rng = float(ytr.max() - ytr.min())
-    return {"mean_predictor_mse_raw": raw, "mean_predictor_mse_minmax": raw / rng ** 2,
-            "mean_predictor_mse_standardized": raw / float(ytr.var()), "y_range": rng, "y_sd": float(ytr.std()),
-            "num_train": int(len(ytr)), "num_test": int(len(yte))}
+    return {
+        "mean_predictor_mse_raw": raw,
+        "mean_predictor_mse_minmax": raw / rng**2,
+        "mean_predictor_mse_standardized": raw / float(ytr.var()),
+        "y_range": rng,
+        "y_sd": float(ytr.std()),
+        "num_train": int(len(ytr)),
+        "num_test": int(len(yte)),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,15 +362,17 @@ def make_net(num_inputs: int, hidden=(50, 50)) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def make_energy(cfg: Config, num_inputs: int, seed: int, noise_std: float | None = None,
-                device: str = "cpu") -> ModuleEnergy:
+def make_energy(
+    cfg: Config, num_inputs: int, seed: int, noise_std: float | None = None, device: str = "cpu"
+) -> ModuleEnergy:
     """The base energy with PyTorch's default initialisation drawn from ``seed`` (the global
     RNG is left untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         net = make_net(num_inputs, cfg.hidden)
-    return ModuleEnergy(net.to(device), "gaussian", noise_std=cfg.noise_std if noise_std is None else noise_std,
-                        prior_std=cfg.prior_std)
+    return ModuleEnergy(
+        net.to(device), "gaussian", noise_std=cfg.noise_std if noise_std is None else noise_std, prior_std=cfg.prior_std
+    )
 
 
 def make_partition(cfg: Config, kind: str, base: ModuleEnergy, seed: int) -> Partition:
@@ -318,14 +390,22 @@ def make_partition(cfg: Config, kind: str, base: ModuleEnergy, seed: int) -> Par
     raise ValueError(f"unknown partition {kind!r}; choose from {sorted(PARTITIONS)}")
 
 
-def structured_energy(cfg: Config, kind: str, base: ModuleEnergy, partition: Partition, seed: int,
-                      warmup_steps: int) -> StructuredEnergy:
+def structured_energy(
+    cfg: Config, kind: str, base: ModuleEnergy, partition: Partition, seed: int, warmup_steps: int
+) -> StructuredEnergy:
     """S-SGLD's energy for the partition (Sd-SGLD for the fully factorised one with
     ``factorized="sd"``)."""
     sd = kind == "factorized" and cfg.factorized == "sd"
-    return StructuredEnergy(base, partition, ChainHistory(cfg.history),
-                            mask=BernoulliMask(cfg.rho) if sd else None, num_copies=cfg.num_copies if sd else None,
-                            max_copies_per_call=cfg.max_copies_per_call, seed=int(seed), warmup_steps=warmup_steps)
+    return StructuredEnergy(
+        base,
+        partition,
+        ChainHistory(cfg.history),
+        mask=BernoulliMask(cfg.rho) if sd else None,
+        num_copies=cfg.num_copies if sd else None,
+        max_copies_per_call=cfg.max_copies_per_call,
+        seed=int(seed),
+        warmup_steps=warmup_steps,
+    )
 
 
 def steps_for(cfg: Config, num_train: int) -> tuple[int, int]:
@@ -338,8 +418,9 @@ def _mse(pred: Tensor, y: Tensor) -> float:
     return float((pred.reshape(-1).double() - y.reshape(-1).double()).square().mean())
 
 
-def run_one(cfg: Config, data: dict, kind: str, lr: float, seed: int, device: str = "cpu",
-            noise_std: float | None = None) -> dict:
+def run_one(
+    cfg: Config, data: dict, kind: str, lr: float, seed: int, device: str = "cpu", noise_std: float | None = None
+) -> dict:
     """One chain: validation and test MSE of the posterior predictive mean."""
     x, y = data["x_train"].to(device), data["y_train"].to(device)
     base = make_energy(cfg, x.shape[1], seed, noise_std, device)
@@ -350,24 +431,52 @@ def run_one(cfg: Config, data: dict, kind: str, lr: float, seed: int, device: st
     burn = int(cfg.burn_in * steps)
     thin = max(1, (steps - burn) // cfg.num_draws)
     burn = steps - thin * min(cfg.num_draws, (steps - burn) // thin)  # exactly num_draws draws, the last at the end
-    out = {"partition": kind, "lr": lr, "seed": seed, "num_groups": partition.num_groups, "steps": steps,
-           "epochs": steps / per_epoch, "diverged": False}
+    out = {
+        "partition": kind,
+        "lr": lr,
+        "seed": seed,
+        "num_groups": partition.num_groups,
+        "steps": steps,
+        "epochs": steps / per_epoch,
+        "diverged": False,
+    }
     t0 = time.perf_counter()
     try:
-        chain = sample(energy, base.initial_position(), SGLD(2 * lr, temperature=cfg.temperature), steps,
-                       data=(x, y), batch_size=cfg.batch_size, burn_in=burn, thin=thin, seed=int(seed),
-                       progress=False, on_blowup="raise")
+        chain = sample(
+            energy,
+            base.initial_position(),
+            SGLD(2 * lr, temperature=cfg.temperature),
+            steps,
+            data=(x, y),
+            batch_size=cfg.batch_size,
+            burn_in=burn,
+            thin=thin,
+            seed=int(seed),
+            progress=False,
+            on_blowup="raise",
+        )
     except DivergenceError as err:
-        out.update(diverged=True, val_mse=math.inf, test_mse=math.inf, seconds=time.perf_counter() - t0,
-                   diverged_at=int(err.step))
+        out.update(
+            diverged=True,
+            val_mse=math.inf,
+            test_mse=math.inf,
+            seconds=time.perf_counter() - t0,
+            diverged_at=int(err.step),
+        )
         return out
     seconds = time.perf_counter() - t0
     draws = chain.samples[0]
     val = predictive(base, draws, data["x_val"].to(device))["mean"]
     test = predictive(base, draws, data["x_test"].to(device))["mean"]
     grad_evals = float(torch.as_tensor(chain.info["grad_evals"], dtype=torch.float64).sum())
-    out.update(val_mse=_mse(val.cpu(), data["y_val"]), test_mse=_mse(test.cpu(), data["y_test"]), seconds=seconds,
-               ms_per_step=1000 * seconds / steps, num_draws=int(draws.shape[0]), grad_evals=grad_evals)
+    out.update(
+        val_mse=_mse(val.cpu(), data["y_val"]),
+        test_mse=_mse(test.cpu(), data["y_test"]),
+        seconds=seconds,
+        ms_per_step=1000 * seconds / steps,
+        num_draws=int(draws.shape[0]),
+        grad_evals=grad_evals,
+    )
     return out
 
 
@@ -399,8 +508,15 @@ def _stats(values) -> tuple[float, float]:
 
 
 @restores_globals
-def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci", progress: bool | None = None, *,
-        device: str = "cpu", seed: int | None = None, resume: bool = False) -> dict:
+def run(
+    config: Config | str = "quick",
+    out_dir: str | Path = "runs/ssgmcmc-uci",
+    progress: bool | None = None,
+    *,
+    device: str = "cpu",
+    seed: int | None = None,
+    resume: bool = False,
+) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` and the two PNGs to
     ``out_dir`` and return the report. ``seed`` overrides the config's first seed. Each
     chain's result is kept under ``out_dir/runs``; ``resume=True`` reads finished chains back
@@ -436,15 +552,22 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
                         runs[p][lr].append(r)
                         groups[p] = r["num_groups"]
                         if log:
-                            log(f"{key} seed {s} {p:10s} lr {lr:g}: " + (
-                                f"diverged at iteration {r['diverged_at']}" if r["diverged"] else
-                                f"val {r['val_mse']:.4f} test {r['test_mse']:.4f} ({r['seconds']:.1f} s)"))
+                            log(
+                                f"{key} seed {s} {p:10s} lr {lr:g}: "
+                                + (
+                                    f"diverged at iteration {r['diverged_at']}"
+                                    if r["diverged"]
+                                    else f"val {r['val_mse']:.4f} test {r['test_mse']:.4f} ({r['seconds']:.1f} s)"
+                                )
+                            )
                 if cfg.temperature_check is not None and cfg.temperature_check != cfg.temperature:
                     r = run_one(replace(cfg, temperature=cfg.temperature_check), data, tpart, t_lr, s, device)
                     tcheck.append(r)
                     if log:
-                        log(f"{key} seed {s} {tpart} lr {t_lr:g} at T = {cfg.temperature_check:g}: "
-                            + ("diverged" if r["diverged"] else f"test {r['test_mse']:.4f}"))
+                        log(
+                            f"{key} seed {s} {tpart} lr {t_lr:g} at T = {cfg.temperature_check:g}: "
+                            + ("diverged" if r["diverged"] else f"test {r['test_mse']:.4f}")
+                        )
                 if noise is None and cfg.noise_check is not None:
                     noise = run_one(cfg, data, "joint", cfg.noise_check_lr, s, device, noise_std=cfg.noise_check)
                     noise["noise_std"] = cfg.noise_check
@@ -457,10 +580,22 @@ def run(config: Config | str = "quick", out_dir: str | Path = "runs/ssgmcmc-uci"
         figures = _plot(cfg, results, out)
         numbers = _numbers(cfg, results)
         # inside ``threads``: the report records the thread count the runs used
-        return write_report(out, experiment=REGISTRY.get(NAME), preset=preset, config=asdict(cfg), seed=cfg.seed,
-                            comparisons=rows, numbers=numbers, wall_time_s=wall, device=device,
-                            step_sizes=_step_sizes(cfg), reductions=_reductions(cfg), figures=figures,
-                            notes=_notes(cfg, results), extra_md=_markdown(cfg, results))
+        return write_report(
+            out,
+            experiment=REGISTRY.get(NAME),
+            preset=preset,
+            config=asdict(cfg),
+            seed=cfg.seed,
+            comparisons=rows,
+            numbers=numbers,
+            wall_time_s=wall,
+            device=device,
+            step_sizes=_step_sizes(cfg),
+            reductions=_reductions(cfg),
+            figures=figures,
+            notes=_notes(cfg, results),
+            extra_md=_markdown(cfg, results),
+        )
 
 
 def _summarise(cfg: Config, key: str, runs: dict, evidence: list, groups: dict, noise, source) -> dict:
@@ -471,23 +606,40 @@ def _summarise(cfg: Config, key: str, runs: dict, evidence: list, groups: dict, 
         for lr, rs in by_lr.items():
             val_m, val_s = _stats(r["val_mse"] for r in rs)
             test_m, test_s = _stats(r["test_mse"] for r in rs)
-            per_lr[p][lr] = {"val_mse": [r["val_mse"] for r in rs], "test_mse": [r["test_mse"] for r in rs],
-                             "val_mean": val_m, "val_sd": val_s, "test_mean": test_m, "test_sd": test_s,
-                             "diverged": sum(r["diverged"] for r in rs),
-                             "seconds": sum(r["seconds"] for r in rs),
-                             "ms_per_step": _stats(r["ms_per_step"] for r in rs if not r["diverged"])[0]
-                             if any(not r["diverged"] for r in rs) else None,
-                             "epochs": rs[0]["epochs"], "steps": rs[0]["steps"]}
+            per_lr[p][lr] = {
+                "val_mse": [r["val_mse"] for r in rs],
+                "test_mse": [r["test_mse"] for r in rs],
+                "val_mean": val_m,
+                "val_sd": val_s,
+                "test_mean": test_m,
+                "test_sd": test_s,
+                "diverged": sum(r["diverged"] for r in rs),
+                "seconds": sum(r["seconds"] for r in rs),
+                "ms_per_step": _stats(r["ms_per_step"] for r in rs if not r["diverged"])[0]
+                if any(not r["diverged"] for r in rs)
+                else None,
+                "epochs": rs[0]["epochs"],
+                "steps": rs[0]["steps"],
+            }
         finite = [lr for lr in by_lr if math.isfinite(per_lr[p][lr]["val_mean"])]
         best = min(finite, key=lambda lr: per_lr[p][lr]["val_mean"]) if finite else None
-        chosen[p] = {"lr": best, "test_mean": per_lr[p][best]["test_mean"] if best else math.nan,
-                     "test_sd": per_lr[p][best]["test_sd"] if best else math.nan,
-                     "test_mse": per_lr[p][best]["test_mse"] if best else [],
-                     "val_mean": per_lr[p][best]["val_mean"] if best else math.nan}
+        chosen[p] = {
+            "lr": best,
+            "test_mean": per_lr[p][best]["test_mean"] if best else math.nan,
+            "test_sd": per_lr[p][best]["test_sd"] if best else math.nan,
+            "test_mse": per_lr[p][best]["test_mse"] if best else [],
+            "val_mean": per_lr[p][best]["val_mean"] if best else math.nan,
+        }
     ev = {k: _stats(e[k] for e in evidence)[0] for k in evidence[0]}  # means over the seeds' splits
     ev["num_train"], ev["num_test"] = evidence[0]["num_train"], evidence[0]["num_test"]
-    return {"per_lr": per_lr, "chosen": chosen, "scaling": ev, "num_groups": groups, "noise_check": noise,
-            "source": source}
+    return {
+        "per_lr": per_lr,
+        "chosen": chosen,
+        "scaling": ev,
+        "num_groups": groups,
+        "noise_check": noise,
+        "source": source,
+    }
 
 
 def _temperature_summary(cfg: Config, tcheck: list, runs: dict) -> dict | None:
@@ -498,10 +650,16 @@ def _temperature_summary(cfg: Config, tcheck: list, runs: dict) -> dict | None:
     m, sd = _stats(r["test_mse"] for r in tcheck)
     same = next((v for k, v in runs.get(p, {}).items() if math.isclose(k, lr)), None)
     base = _stats(r["test_mse"] for r in same) if same else (None, None)
-    return {"temperature": cfg.temperature_check, "partition": p, "lr": lr,
-            "test_mse": [r["test_mse"] for r in tcheck], "val_mse": [r["val_mse"] for r in tcheck],
-            "test_mean": m, "test_sd": sd, "at_run_temperature": {"temperature": cfg.temperature,
-                                                                  "test_mean": base[0], "test_sd": base[1]}}
+    return {
+        "temperature": cfg.temperature_check,
+        "partition": p,
+        "lr": lr,
+        "test_mse": [r["test_mse"] for r in tcheck],
+        "val_mse": [r["val_mse"] for r in tcheck],
+        "test_mean": m,
+        "test_sd": sd,
+        "at_run_temperature": {"temperature": cfg.temperature, "test_mean": base[0], "test_sd": base[1]},
+    }
 
 
 def _published(column: str | None) -> tuple[dict, dict]:
@@ -530,46 +688,79 @@ def _comparisons(cfg: Config, results: dict) -> list[Comparison]:
             if lab in mse:
                 pm, psd = mse[lab]
                 osd = ch["test_sd"] if math.isfinite(ch["test_sd"]) else 0.0
-                tol = cfg.tolerance_sds * math.sqrt(psd ** 2 + osd ** 2)
-                rows.append(Comparison(
-                    f"{label}: test MSE, {lab}", ch["test_mean"], pm, Tolerance(abs=tol),
-                    unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
-                    note=f"ours {ch['test_mean']:.4g} ± {osd:.2g} over {cfg.seeds} seeds at lr {ch['lr']!s}, paper "
-                         f"{pm} ± {psd}; tolerance {cfg.tolerance_sds:g}·√(sd_paper² + sd_ours²) = {tol:.4g}"))
+                tol = cfg.tolerance_sds * math.sqrt(psd**2 + osd**2)
+                rows.append(
+                    Comparison(
+                        f"{label}: test MSE, {lab}",
+                        ch["test_mean"],
+                        pm,
+                        Tolerance(abs=tol),
+                        unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
+                        note=f"ours {ch['test_mean']:.4g} ± {osd:.2g} over {cfg.seeds} seeds at lr {ch['lr']!s}, paper "
+                        f"{pm} ± {psd}; tolerance {cfg.tolerance_sds:g}·√(sd_paper² + sd_ours²) = {tol:.4g}",
+                    )
+                )
             if lab in lrs:
                 in_grid = any(math.isclose(lrs[lab], lr) for lr in cfg.lrs)
                 val = res["per_lr"][p]
                 curve = ", ".join(f"{lr:g}: {val[lr]['val_mean']:.4g}" for lr in cfg.lrs)
-                rows.append(Comparison(
-                    f"{label}: best learning rate, {lab}", ch["lr"], lrs[lab], None,
-                    note=("same as the paper's" if ch["lr"] is not None and math.isclose(ch["lr"], lrs[lab]) else
-                          "differs from the paper's" if in_grid else "the paper's is not in this preset's grid")
-                    + f"; ours chosen on the validation split, the paper's on the test set; validation MSE by lr: "
-                      f"{curve}"))
+                rows.append(
+                    Comparison(
+                        f"{label}: best learning rate, {lab}",
+                        ch["lr"],
+                        lrs[lab],
+                        None,
+                        note=(
+                            "same as the paper's"
+                            if ch["lr"] is not None and math.isclose(ch["lr"], lrs[lab])
+                            else "differs from the paper's"
+                            if in_grid
+                            else "the paper's is not in this preset's grid"
+                        )
+                        + f"; ours chosen on the validation split, the paper's on the test set; validation MSE by lr: "
+                        f"{curve}",
+                    )
+                )
         tc = res.get("temperature_check")
         if tc is not None and PARTITIONS[tc["partition"]] in mse:
             lab = PARTITIONS[tc["partition"]]
             at = tc["at_run_temperature"]
-            rows.append(Comparison(
-                f"{label}: test MSE, {lab}, reference-code noise (T = {tc['temperature']:g}, lr {tc['lr']:g} fixed)",
-                tc["test_mean"], mse[lab][0], None,
-                unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
-                note=f"a check, not judged: the authors' SGLD injects noise of variance η = ε/2 (T = 1/2 in our "
-                     f"convention); ours {tc['test_mean']:.4g} ± {tc['test_sd']:.2g} against "
-                     + (f"{at['test_mean']:.4g} ± {at['test_sd']:.2g} at T = {at['temperature']:g}, same lr and seeds"
-                        if at["test_mean"] is not None else "(this lr is not in the grid at T = 1)")))
+            rows.append(
+                Comparison(
+                    f"{label}: test MSE, {lab}, reference-code noise (T = {tc['temperature']:g}, lr {tc['lr']:g} fixed)",
+                    tc["test_mean"],
+                    mse[lab][0],
+                    None,
+                    unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
+                    note=f"a check, not judged: the authors' SGLD injects noise of variance η = ε/2 (T = 1/2 in our "
+                    f"convention); ours {tc['test_mean']:.4g} ± {tc['test_sd']:.2g} against "
+                    + (
+                        f"{at['test_mean']:.4g} ± {at['test_sd']:.2g} at T = {at['temperature']:g}, same lr and seeds"
+                        if at["test_mean"] is not None
+                        else "(this lr is not in the grid at T = 1)"
+                    ),
+                )
+            )
         labs = [PARTITIONS[p] for p in cfg.partitions if PARTITIONS[p] in mse]
         if len(labs) >= 2:
             ours = [res["chosen"][p] for p in cfg.partitions if PARTITIONS[p] in mse]
             o_ratio = _trend_ratio([c["test_mean"] for c in ours], [c["test_sd"] for c in ours])
             p_ratio = _trend_ratio([mse[lab][0] for lab in labs], [mse[lab][1] for lab in labs])
             k = cfg.trend_sds
-            rows.append(Comparison(
-                f"{label}: no systematic trend across partitions — (max − min of the partition means) / pooled "
-                f"seed sd", o_ratio, p_ratio,
-                Claim(f"the spread of the {len(labs)} partition means (max − min) is at most {k:g} pooled seed sds "
-                      f"(√ of the mean of their variances): ratio ≤ {k:g}", lambda r, k=k: math.isfinite(r) and r <= k),
-                note=f"the paper's own ratio is {p_ratio:.3g}; ours {o_ratio:.3g} ({', '.join(labs)})"))
+            rows.append(
+                Comparison(
+                    f"{label}: no systematic trend across partitions — (max − min of the partition means) / pooled "
+                    f"seed sd",
+                    o_ratio,
+                    p_ratio,
+                    Claim(
+                        f"the spread of the {len(labs)} partition means (max − min) is at most {k:g} pooled seed sds "
+                        f"(√ of the mean of their variances): ratio ≤ {k:g}",
+                        lambda r, k=k: math.isfinite(r) and r <= k,
+                    ),
+                    note=f"the paper's own ratio is {p_ratio:.3g}; ours {o_ratio:.3g} ({', '.join(labs)})",
+                )
+            )
     return rows
 
 
@@ -585,8 +776,16 @@ def _trend_ratio(means, sds) -> float:
 # report pieces
 # ---------------------------------------------------------------------------------------------
 def _numbers(cfg: Config, results: dict) -> dict:
-    out: dict[str, dict] = {"mse": {}, "chosen_lr": {}, "mse_by_lr": {}, "scaling": {}, "num_groups": {},
-                            "noise_check": {}, "mse_original_units": {}, "source": {}}
+    out: dict[str, dict] = {
+        "mse": {},
+        "chosen_lr": {},
+        "mse_by_lr": {},
+        "scaling": {},
+        "num_groups": {},
+        "noise_check": {},
+        "mse_original_units": {},
+        "source": {},
+    }
     for key, res in results.items():
         col = paper_column(key) or key
         rng = res["scaling"]["y_range"] if cfg.scaling == "minmax" else res["scaling"]["y_sd"]
@@ -595,7 +794,7 @@ def _numbers(cfg: Config, results: dict) -> dict:
             ch = res["chosen"][p]
             out["mse"].setdefault(lab, {})[col] = [ch["test_mean"], ch["test_sd"]]
             out["chosen_lr"].setdefault(lab, {})[col] = ch["lr"]
-            out["mse_original_units"].setdefault(lab, {})[col] = [ch["test_mean"] * rng ** 2, ch["test_sd"] * rng ** 2]
+            out["mse_original_units"].setdefault(lab, {})[col] = [ch["test_mean"] * rng**2, ch["test_sd"] * rng**2]
             out["mse_by_lr"].setdefault(col, {})[lab] = {f"{lr:g}": v for lr, v in res["per_lr"][p].items()}
             out["num_groups"].setdefault(col, {})[lab] = res["num_groups"][p]
         out["scaling"][col] = res["scaling"]
@@ -607,14 +806,21 @@ def _numbers(cfg: Config, results: dict) -> dict:
 
 def _step_sizes(cfg: Config) -> list[str]:
     lines = [f"paper η = {lr:g} → SGLD(lr = 2η = {2 * lr:g}, temperature = {cfg.temperature:g})" for lr in cfg.lrs]
-    lines.append("The authors' SGLD (mandt-lab/Structured-SG-MCMC, lvi/optimizers.py) is θ ← θ − η∇U + N(0, η) with "
-                 "U = −log p(θ) − N·mean_batch log p(y|x, θ) (lvi/components.py): η multiplies the gradient of the "
-                 "full-data energy, the same Û as the library's (N/n scaling in the energy), so the paper's η is "
-                 "neither per datum nor per batch. Our drift is (ε/2)∇Û: ε = 2η gives the same drift.")
-    lines.append("Their noise variance η = ε/2 is temperature 1/2 in our convention; "
-                 + ("we sample the posterior (T = 1)." if cfg.temperature == 1 else
-                    f"this run uses T = {cfg.temperature:g}" + (" (the reference code's chain)."
-                                                               if cfg.temperature == 0.5 else ".")))
+    lines.append(
+        "The authors' SGLD (mandt-lab/Structured-SG-MCMC, lvi/optimizers.py) is θ ← θ − η∇U + N(0, η) with "
+        "U = −log p(θ) − N·mean_batch log p(y|x, θ) (lvi/components.py): η multiplies the gradient of the "
+        "full-data energy, the same Û as the library's (N/n scaling in the energy), so the paper's η is "
+        "neither per datum nor per batch. Our drift is (ε/2)∇Û: ε = 2η gives the same drift."
+    )
+    lines.append(
+        "Their noise variance η = ε/2 is temperature 1/2 in our convention; "
+        + (
+            "we sample the posterior (T = 1)."
+            if cfg.temperature == 1
+            else f"this run uses T = {cfg.temperature:g}"
+            + (" (the reference code's chain)." if cfg.temperature == 0.5 else ".")
+        )
+    )
     return lines
 
 
@@ -622,18 +828,24 @@ def _reductions(cfg: Config) -> list[str]:
     full = PRESETS["full"]
     out = []
     if set(cfg.lrs) != set(full.lrs):
-        out.append(f"learning rates {', '.join(f'{lr:g}' for lr in cfg.lrs)} instead of the paper's "
-                   f"{', '.join(f'{lr:g}' for lr in full.lrs)}: the choice can only fall among these (the paper's "
-                   f"best for Housing and Concrete are all 1e-4 or 1e-5); 1e-3 diverges in our runs")
+        out.append(
+            f"learning rates {', '.join(f'{lr:g}' for lr in cfg.lrs)} instead of the paper's "
+            f"{', '.join(f'{lr:g}' for lr in full.lrs)}: the choice can only fall among these (the paper's "
+            f"best for Housing and Concrete are all 1e-4 or 1e-5); 1e-3 diverges in our runs"
+        )
     if cfg.seeds < full.seeds:
-        out.append(f"{cfg.seeds} seeds instead of {full.seeds}: the means and especially the sds are noisier (an sd "
-                   f"from {cfg.seeds} runs is uncertain by ≈ ±{100 / math.sqrt(2 * max(cfg.seeds - 1, 1)):.0f} %), "
-                   f"so the tolerances are less reliable")
+        out.append(
+            f"{cfg.seeds} seeds instead of {full.seeds}: the means and especially the sds are noisier (an sd "
+            f"from {cfg.seeds} runs is uncertain by ≈ ±{100 / math.sqrt(2 * max(cfg.seeds - 1, 1)):.0f} %), "
+            f"so the tolerances are less reliable"
+        )
     if cfg.num_steps is not None or cfg.epochs < full.epochs:
         what = f"{cfg.num_steps} iterations" if cfg.num_steps is not None else f"{cfg.epochs} epochs"
-        out.append(f"{what} per run instead of {full.epochs} epochs: shorter chains, whose θ̃ history still holds "
-                   f"many burn-in draws; S-SGLD is affected more than a plain chain, and the posterior predictive "
-                   f"averages over a shorter stretch of the chain, so MSEs are expected higher and more variable")
+        out.append(
+            f"{what} per run instead of {full.epochs} epochs: shorter chains, whose θ̃ history still holds "
+            f"many burn-in draws; S-SGLD is affected more than a plain chain, and the posterior predictive "
+            f"averages over a shorter stretch of the chain, so MSEs are expected higher and more variable"
+        )
     if cfg.num_draws < full.num_draws:
         out.append(f"{cfg.num_draws} draws in the posterior predictive instead of {full.num_draws}")
     if tuple(cfg.hidden) != tuple(full.hidden):
@@ -647,19 +859,26 @@ def _notes(cfg: Config, results: dict) -> list[str]:
     notes = [
         "Scaling: features and target min-max scaled to [0, 1] with the training part's min and max (the paper's "
         "MSEs are in these units; see the scaling table: the mean predictor scores ≈ 0.04 min-max, ≈ 1 standardised)."
-        if cfg.scaling == "minmax" else "Scaling: standardised (not the paper's units: no verdict is meaningful).",
+        if cfg.scaling == "minmax"
+        else "Scaling: standardised (not the paper's units: no verdict is meaningful).",
         f"Model: {'-'.join(str(h) for h in cfg.hidden)} ReLU network, Gaussian likelihood σ = {cfg.noise_std:g}, "
         f"N(0, {cfg.prior_std:g}²) priors (the reference library's FF_BNN defaults), minibatch {cfg.batch_size}, "
         f"first {cfg.warmup_epochs} epoch(s) plain SGLD, θ̃ window {cfg.history} draws, posterior predictive mean "
         f"over {cfg.num_draws} draws evenly spaced after {100 * cfg.burn_in:.0f} % burn-in.",
-        ("Fully factorised: Sd-SGLD with Bernoulli(ρ = %g) masks and K = %d copies per step (the reference drivers' "
-         "defaults), not exact S-SGLD, which needs P ≈ 3,000 model evaluations per step; Config.factorized='s' runs "
-         "it." % (cfg.rho, cfg.num_copies)) if cfg.factorized == "sd" else
-        "Fully factorised: exact S-SGLD with P copies per step.",
+        (
+            f"Fully factorised: Sd-SGLD with Bernoulli(ρ = {cfg.rho:g}) masks and K = {cfg.num_copies:d} copies per "
+            "step (the reference drivers' defaults), not exact S-SGLD, which needs P ≈ 3,000 model evaluations per "
+            "step; Config.factorized='s' runs it."
+        )
+        if cfg.factorized == "sd"
+        else "Fully factorised: exact S-SGLD with P copies per step.",
         "Learning rate chosen on the validation split (mean over seeds); the paper chose it on the test set.",
-        "Seeds: " + ("each seed draws its own 75/10/15 split, initialisation, random partition and chain."
-                     if cfg.resplit else f"one split (data seed {cfg.data_seed}); seeds vary initialisation, random "
-                                         f"partition and chain."),
+        "Seeds: "
+        + (
+            "each seed draws its own 75/10/15 split, initialisation, random partition and chain."
+            if cfg.resplit
+            else f"one split (data seed {cfg.data_seed}); seeds vary initialisation, random partition and chain."
+        ),
         "No early stopping (the paper mentions it on the validation split, without details): fixed budgets.",
         "The paper's Wine and Airfoil columns of Table 3 are identical cell for cell (a copy error in the paper).",
     ]
@@ -667,53 +886,84 @@ def _notes(cfg: Config, results: dict) -> list[str]:
         tc = res.get("temperature_check")
         if tc is not None and math.isfinite(tc["test_mean"]):
             at = tc["at_run_temperature"]
-            notes.append(f"{paper_column(key) or key}: with the reference code's noise (T = {tc['temperature']:g}) "
-                         f"{PARTITIONS[tc['partition']]} at lr {tc['lr']:g} scores {tc['test_mean']:.4f} ± "
-                         f"{tc['test_sd']:.4f}" + (f", against {at['test_mean']:.4f} ± {at['test_sd']:.4f} at "
-                                                   f"T = {at['temperature']:g}" if at["test_mean"] is not None else "")
-                         + " (the authors' chain's noise level; the paper's lr, every seed).")
-        base = res["scaling"]["mean_predictor_mse_minmax" if cfg.scaling == "minmax" else
-                              "mean_predictor_mse_standardized"]
+            notes.append(
+                f"{paper_column(key) or key}: with the reference code's noise (T = {tc['temperature']:g}) "
+                f"{PARTITIONS[tc['partition']]} at lr {tc['lr']:g} scores {tc['test_mean']:.4f} ± "
+                f"{tc['test_sd']:.4f}"
+                + (
+                    f", against {at['test_mean']:.4f} ± {at['test_sd']:.4f} at T = {at['temperature']:g}"
+                    if at["test_mean"] is not None
+                    else ""
+                )
+                + " (the authors' chain's noise level; the paper's lr, every seed)."
+            )
+        base = res["scaling"][
+            "mean_predictor_mse_minmax" if cfg.scaling == "minmax" else "mean_predictor_mse_standardized"
+        ]
         worse = [PARTITIONS[p] for p in cfg.partitions if not res["chosen"][p]["test_mean"] < base]
         if worse:
-            notes.append(f"{paper_column(key) or key}: {len(worse)} of {len(cfg.partitions)} partitions ("
-                         f"{', '.join(worse)}) score no better than predicting the training mean ({base:.4f}): with "
-                         f"σ = {cfg.noise_std:g} the posterior predictive is heavily shrunk and, on short chains, noisy.")
+            notes.append(
+                f"{paper_column(key) or key}: {len(worse)} of {len(cfg.partitions)} partitions ("
+                f"{', '.join(worse)}) score no better than predicting the training mean ({base:.4f}): with "
+                f"σ = {cfg.noise_std:g} the posterior predictive is heavily shrunk and, on short chains, noisy."
+            )
         nc = res["noise_check"]
         if nc is not None and not nc["diverged"]:
             best = min(c["test_mean"] for c in res["chosen"].values())
-            notes.append(f"{paper_column(key) or key}: plain SGLD with σ = {nc['noise_std']:g} (lr {nc['lr']:g}, one "
-                         f"seed) reaches test MSE {nc['test_mse']:.4f}, against {best:.4f} for the best partition at "
-                         f"σ = {cfg.noise_std:g}: a σ that fits the data well gives MSEs far below Table 3, which is "
-                         f"why we read the paper's σ as the reference code's 1.0.")
+            notes.append(
+                f"{paper_column(key) or key}: plain SGLD with σ = {nc['noise_std']:g} (lr {nc['lr']:g}, one "
+                f"seed) reaches test MSE {nc['test_mse']:.4f}, against {best:.4f} for the best partition at "
+                f"σ = {cfg.noise_std:g}: a σ that fits the data well gives MSEs far below Table 3, which is "
+                f"why we read the paper's σ as the reference code's 1.0."
+            )
     return notes
 
 
 def _markdown(cfg: Config, results: dict) -> str:
-    lines = ["## Scaling evidence (test MSE of predicting the training mean)", "",
-             "| data set | raw units | min-max units | standardised | target range | N train / test |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "## Scaling evidence (test MSE of predicting the training mean)",
+        "",
+        "| data set | raw units | min-max units | standardised | target range | N train / test |",
+        "|---|---|---|---|---|---|",
+    ]
     for key, res in results.items():
         s = res["scaling"]
-        lines.append(f"| {paper_column(key) or key} | {s['mean_predictor_mse_raw']:.4g} | "
-                     f"{s['mean_predictor_mse_minmax']:.4g} | {s['mean_predictor_mse_standardized']:.4g} | "
-                     f"{s['y_range']:.4g} | {s['num_train']} / {s['num_test']} |")
-    lines += ["", "The paper's MSEs (0.0226–0.0243 for Housing and Concrete) lie between the mean predictor and a "
-              "well-fitted net only in min-max units; standardised, they would mean R² ≈ 0.98.", "",
-              "## Test MSE (mean ± sd over seeds) by learning rate; validation MSE in brackets", ""]
+        lines.append(
+            f"| {paper_column(key) or key} | {s['mean_predictor_mse_raw']:.4g} | "
+            f"{s['mean_predictor_mse_minmax']:.4g} | {s['mean_predictor_mse_standardized']:.4g} | "
+            f"{s['y_range']:.4g} | {s['num_train']} / {s['num_test']} |"
+        )
+    lines += [
+        "",
+        "The paper's MSEs (0.0226–0.0243 for Housing and Concrete) lie between the mean predictor and a "
+        "well-fitted net only in min-max units; standardised, they would mean R² ≈ 0.98.",
+        "",
+        "## Test MSE (mean ± sd over seeds) by learning rate; validation MSE in brackets",
+        "",
+    ]
     for key, res in results.items():
         col = paper_column(key) or key
-        lines += [f"**{col}**", "", "| partition | groups | " + " | ".join(f"η = {lr:g}" for lr in cfg.lrs) +
-                  " | chosen η | ms / iteration |", "|---|---|" + "---|" * len(cfg.lrs) + "---|---|"]
+        lines += [
+            f"**{col}**",
+            "",
+            "| partition | groups | " + " | ".join(f"η = {lr:g}" for lr in cfg.lrs) + " | chosen η | ms / iteration |",
+            "|---|---|" + "---|" * len(cfg.lrs) + "---|---|",
+        ]
         for p in cfg.partitions:
             cells = []
             for lr in cfg.lrs:
                 v = res["per_lr"][p][lr]
-                cells.append("diverged" if not math.isfinite(v["test_mean"]) else
-                             f"{v['test_mean']:.4f} ± {v['test_sd']:.4f} ({v['val_mean']:.4f})")
+                cells.append(
+                    "diverged"
+                    if not math.isfinite(v["test_mean"])
+                    else f"{v['test_mean']:.4f} ± {v['test_sd']:.4f} ({v['val_mean']:.4f})"
+                )
             ms = [res["per_lr"][p][lr]["ms_per_step"] for lr in cfg.lrs if res["per_lr"][p][lr]["ms_per_step"]]
-            lines.append(f"| {PARTITIONS[p]} | {res['num_groups'][p]} | " + " | ".join(cells) +
-                         f" | {res['chosen'][p]['lr']!s} | {(sum(ms) / len(ms)) if ms else math.nan:.2f} |")
+            lines.append(
+                f"| {PARTITIONS[p]} | {res['num_groups'][p]} | "
+                + " | ".join(cells)
+                + f" | {res['chosen'][p]['lr']!s} | {(sum(ms) / len(ms)) if ms else math.nan:.2f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -738,17 +988,36 @@ def _plot(cfg: Config, results: dict, out: Path) -> list[str]:
         pap = [mse[lab][0] if lab in mse else float("nan") for lab in labs]
         pap_sd = [mse[lab][1] if lab in mse else 0.0 for lab in labs]
         ax.bar([x - w / 2 for x in xs], pap, w, yerr=pap_sd, capsize=3, color="0.7", label="paper (Table 3)")
-        ax.bar([x + w / 2 for x in xs], ours, w, yerr=ours_sd, capsize=3, color="tab:blue",
-               label=f"ours ({cfg.seeds} seeds)")
-        base = res["scaling"]["mean_predictor_mse_minmax" if cfg.scaling == "minmax" else
-                              "mean_predictor_mse_standardized"]
+        ax.bar(
+            [x + w / 2 for x in xs],
+            ours,
+            w,
+            yerr=ours_sd,
+            capsize=3,
+            color="tab:blue",
+            label=f"ours ({cfg.seeds} seeds)",
+        )
+        base = res["scaling"][
+            "mean_predictor_mse_minmax" if cfg.scaling == "minmax" else "mean_predictor_mse_standardized"
+        ]
         ax.axhline(base, color="tab:red", ls="--", lw=1, label="predict training mean")
         for x, p in zip(xs, cfg.partitions):
             lr = res["chosen"][p]["lr"]
-            ax.text(x + w / 2, 0.002 * (1 if cfg.scaling == "minmax" else 50), f"η={lr:g}" if lr else "div.",
-                    ha="center", va="bottom", fontsize=7, rotation=90, color="white")
-        top = max([v + e for v, e in zip(ours, ours_sd) if math.isfinite(v)] + [m + e for m, e in zip(pap, pap_sd)
-                                                                                 if math.isfinite(m)] + [base])
+            ax.text(
+                x + w / 2,
+                0.002 * (1 if cfg.scaling == "minmax" else 50),
+                f"η={lr:g}" if lr else "div.",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90,
+                color="white",
+            )
+        top = max(
+            [v + e for v, e in zip(ours, ours_sd) if math.isfinite(v)]
+            + [m + e for m, e in zip(pap, pap_sd) if math.isfinite(m)]
+            + [base]
+        )
         ax.set_ylim(0, 1.35 * top)
         ax.set_xticks(xs)
         ax.set_xticklabels([lab.replace(" (", "\n(") for lab in labs], fontsize=8)
@@ -766,9 +1035,14 @@ def _plot(cfg: Config, results: dict, out: Path) -> list[str]:
         for p in cfg.partitions:
             lrs = [lr for lr in cfg.lrs if math.isfinite(res["per_lr"][p][lr]["val_mean"])]
             if lrs:
-                ax.errorbar(lrs, [res["per_lr"][p][lr]["val_mean"] for lr in lrs],
-                            yerr=[res["per_lr"][p][lr]["val_sd"] for lr in lrs], marker="o", capsize=3,
-                            label=PARTITIONS[p])
+                ax.errorbar(
+                    lrs,
+                    [res["per_lr"][p][lr]["val_mean"] for lr in lrs],
+                    yerr=[res["per_lr"][p][lr]["val_sd"] for lr in lrs],
+                    marker="o",
+                    capsize=3,
+                    label=PARTITIONS[p],
+                )
         diverged = [lr for lr in cfg.lrs if any(res["per_lr"][p][lr]["diverged"] for p in cfg.partitions)]
         for lr in diverged:
             ax.axvline(lr, color="tab:red", ls=":", lw=1)
@@ -783,5 +1057,20 @@ def _plot(cfg: Config, results: dict, out: Path) -> list[str]:
     return [FIGURE_MSE, FIGURE_LR]
 
 
-__all__ = ["Config", "PRESETS", "PAPER_MSE", "PAPER_LR", "PAPER_LRS", "PARTITIONS", "run", "run_one", "load_split",
-           "make_net", "make_energy", "make_partition", "structured_energy", "scaling_evidence", "dataset_key"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "PAPER_MSE",
+    "PAPER_LR",
+    "PAPER_LRS",
+    "PARTITIONS",
+    "run",
+    "run_one",
+    "load_split",
+    "make_net",
+    "make_energy",
+    "make_partition",
+    "structured_energy",
+    "scaling_evidence",
+    "dataset_key",
+]

@@ -32,29 +32,98 @@ was not checked. Version-1 fingerprints (structmc 0.1, a strided sample of 4,096
 and qualified names) are still compared, on what they recorded, with a warning.
 """
 
-
 from __future__ import annotations
 
-from .hashing import (_LIBRARIES, _NOT_TARGET, MAX_DEPTH, _Hasher, _instance_state, _library_name,  # noqa: F401
-                      _loaded_globals, _origin_module, _qualified, _same_builtin, _update_tensor, tensor_digest)
-from .parts import (_DATASET_CHUNK, _PARTS, DATASET_ITEMS, _json, data_fingerprint, dataset_fingerprint,  # noqa: F401
-                    json_text, module_fingerprint, object_fingerprint, value_fingerprint)
-from .version1 import (_V1_SINCE_0_1, _compare_v1, _legacy_data, legacy_data_fingerprint,  # noqa: F401
-                       legacy_energy_fingerprint, legacy_fingerprint, legacy_tensor_fingerprint)
-from .targets import (_LEVEL_KEYS, _META, FINGERPRINT_VERSION, _change, _short, _without_code, check,  # noqa: F401
-                      compare, energy_fingerprint, fingerprint, target_fingerprint)
+from .hashing import (
+    _LIBRARIES,
+    _NOT_TARGET,
+    MAX_DEPTH,
+    _Hasher,
+    _instance_state,
+    _library_name,  # noqa: F401
+    _loaded_globals,
+    _origin_module,
+    _qualified,
+    _same_builtin,
+    _update_tensor,
+    tensor_digest,
+)
+from .parts import (
+    _DATASET_CHUNK,
+    _PARTS,
+    DATASET_ITEMS,
+    _json,
+    data_fingerprint,
+    dataset_fingerprint,  # noqa: F401
+    json_text,
+    module_fingerprint,
+    object_fingerprint,
+    value_fingerprint,
+)
+from .targets import (
+    _LEVEL_KEYS,
+    _META,
+    FINGERPRINT_VERSION,
+    _change,
+    _short,
+    _without_code,
+    check,  # noqa: F401
+    compare,
+    energy_fingerprint,
+    fingerprint,
+    target_fingerprint,
+)
+from .version1 import (
+    _V1_SINCE_0_1,
+    _compare_v1,
+    _legacy_data,
+    legacy_data_fingerprint,  # noqa: F401
+    legacy_energy_fingerprint,
+    legacy_fingerprint,
+    legacy_tensor_fingerprint,
+)
 
 # one home for the names of this package, whichever file defines them (hashing: the hasher;
 # parts: data, values, modules; targets: an energy's parts, the stored fingerprint, comparison;
 # version1: structmc 0.1's), as when it was one module: a fingerprint or a pickle that names one
 # of them names structmc.fingerprint. MAX_DEPTH and DATASET_ITEMS are read from here at call time.
-for _obj in (_Hasher, tensor_digest, data_fingerprint, dataset_fingerprint, value_fingerprint, object_fingerprint,
-             module_fingerprint, json_text, energy_fingerprint, target_fingerprint, fingerprint, compare, check,
-             legacy_fingerprint, legacy_data_fingerprint, legacy_energy_fingerprint, legacy_tensor_fingerprint):
+for _obj in (
+    _Hasher,
+    tensor_digest,
+    data_fingerprint,
+    dataset_fingerprint,
+    value_fingerprint,
+    object_fingerprint,
+    module_fingerprint,
+    json_text,
+    energy_fingerprint,
+    target_fingerprint,
+    fingerprint,
+    compare,
+    check,
+    legacy_fingerprint,
+    legacy_data_fingerprint,
+    legacy_energy_fingerprint,
+    legacy_tensor_fingerprint,
+):
     _obj.__module__ = __name__
 del _obj
 
-__all__ = ["FINGERPRINT_VERSION", "DATASET_ITEMS", "tensor_digest", "data_fingerprint", "dataset_fingerprint",
-           "value_fingerprint", "object_fingerprint", "module_fingerprint", "energy_fingerprint", "target_fingerprint",
-           "fingerprint", "compare", "check", "legacy_fingerprint", "legacy_data_fingerprint",
-           "legacy_energy_fingerprint"]
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "DATASET_ITEMS",
+    "tensor_digest",
+    "data_fingerprint",
+    "dataset_fingerprint",
+    "value_fingerprint",
+    "object_fingerprint",
+    "module_fingerprint",
+    "energy_fingerprint",
+    "target_fingerprint",
+    "fingerprint",
+    "compare",
+    "check",
+    "legacy_fingerprint",
+    "legacy_data_fingerprint",
+    "legacy_energy_fingerprint",
+]

@@ -16,9 +16,27 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor, nn
 
-MAX_DEPTH = 8             # nesting followed through closures, globals, attributes and containers
-_LIBRARIES = {"torch", "structmc", "numpy", "scipy", "math", "cmath", "builtins", "operator", "_operator",
-              "functools", "_functools", "itertools", "collections", "typing", "abc", "_abc", "random", "statistics"}
+MAX_DEPTH = 8  # nesting followed through closures, globals, attributes and containers
+_LIBRARIES = {
+    "torch",
+    "structmc",
+    "numpy",
+    "scipy",
+    "math",
+    "cmath",
+    "builtins",
+    "operator",
+    "_operator",
+    "functools",
+    "_functools",
+    "itertools",
+    "collections",
+    "typing",
+    "abc",
+    "_abc",
+    "random",
+    "statistics",
+}
 # attributes of structmc objects that are not part of the target: a bound prior's parameter
 # space (in the run's settings already) and the tensor a flat prior was bound "like" (a view of
 # the module's current parameters, which the chain overwrites); and whether a bound Normal uses
@@ -202,8 +220,16 @@ class _Hasher:
     def code_object(self, c: types.CodeType) -> None:
         # bytecode and what it refers to; not the name, file or line numbers
         self.code.update(c.co_code)
-        self.put_code(c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount, c.co_flags, c.co_names,
-                      c.co_varnames, c.co_freevars, c.co_cellvars)
+        self.put_code(
+            c.co_argcount,
+            c.co_posonlyargcount,
+            c.co_kwonlyargcount,
+            c.co_flags,
+            c.co_names,
+            c.co_varnames,
+            c.co_freevars,
+            c.co_cellvars,
+        )
         table = getattr(c, "co_exceptiontable", None)
         if table is not None:
             self.code.update(table)
@@ -237,8 +263,19 @@ class _Hasher:
         for base in c.__mro__[1:]:
             self.feed(base, f"{name} base {base.__qualname__}", depth + 1)
         for key in sorted(vars(c)):
-            if key in ("__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
-                       "__slotnames__", "__parameters__", "__orig_bases__", "__abstractmethods__", "_abc_impl"):
+            if key in (
+                "__module__",
+                "__qualname__",
+                "__doc__",
+                "__dict__",
+                "__weakref__",
+                "__annotations__",
+                "__slotnames__",
+                "__parameters__",
+                "__orig_bases__",
+                "__abstractmethods__",
+                "_abc_impl",
+            ):
                 continue
             self.put("attribute", key)
             self.feed(vars(c)[key], f"{name}.{key}", depth + 1)
@@ -266,8 +303,14 @@ class _Hasher:
             self.feed(type(sub), f"{where} (its class)", depth + 1)
             for key in sorted(vars(sub)):
                 value = vars(sub)[key]
-                if key in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-                           "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs"):
+                if key in (
+                    "_forward_hooks",
+                    "_forward_pre_hooks",
+                    "_backward_hooks",
+                    "_backward_pre_hooks",
+                    "_forward_hooks_with_kwargs",
+                    "_forward_pre_hooks_with_kwargs",
+                ):
                     if value:
                         self.put("hooks", key)
                         self.feed(list(value.values()), f"{where} {key}", depth + 1)
@@ -299,7 +342,9 @@ def _instance_state(x) -> dict | None:
     if isinstance(d, dict):
         state.update(d)
     for klass in type(x).__mro__:
-        for slot in getattr(klass, "__slots__", ()) if isinstance(getattr(klass, "__slots__", ()), (tuple, list)) else ():
+        for slot in (
+            getattr(klass, "__slots__", ()) if isinstance(getattr(klass, "__slots__", ()), (tuple, list)) else ()
+        ):
             if slot not in ("__dict__", "__weakref__") and hasattr(x, slot):
                 state[slot] = getattr(x, slot)
     if not state and d is None and not getattr(type(x), "__slots__", None):
@@ -357,9 +402,12 @@ def _library_name(obj) -> str | None:
 def _same_builtin(a, b) -> bool:
     # builtin methods are made anew on every attribute access (torch.sin is a bound method of
     # torch._C._VariableFunctions): compare what they are bound to and their name
-    return (a is not None and type(a) is type(b) and getattr(a, "__self__", None) is getattr(b, "__self__", None)
-            and getattr(a, "__name__", None) == getattr(b, "__name__", None))
-
+    return (
+        a is not None
+        and type(a) is type(b)
+        and getattr(a, "__self__", None) is getattr(b, "__self__", None)
+        and getattr(a, "__name__", None) == getattr(b, "__name__", None)
+    )
 
 
 def _values_digest(x, name: str) -> str:

@@ -13,12 +13,22 @@ from .hashing import _Hasher, _instance_state, _setting, _update_tensor, tensor_
 DATASET_ITEMS = 100_000  # a Dataset longer than this is hashed on this many evenly spaced items
 _DATASET_CHUNK = 1024
 _PARTS = {
-    "data": "the data", "data_transform": "the data's transform or collate_fn", "num_data": "the energy's num_data",
-    "energy": "the energy's kind", "module": "the module's structure or code",
-    "module_state": "the module's buffers or frozen (not sampled) parameters", "likelihood": "the likelihood",
-    "prior": "the prior", "log_prob": "the log density", "log_likelihood": "the log-likelihood",
-    "log_prior": "the log prior", "partition": "the partition", "structured": "the structured energy's settings",
-    "hierarchical": "the hierarchical prior", "noise": "the gradient noise", "energy_object": "the energy object",
+    "data": "the data",
+    "data_transform": "the data's transform or collate_fn",
+    "num_data": "the energy's num_data",
+    "energy": "the energy's kind",
+    "module": "the module's structure or code",
+    "module_state": "the module's buffers or frozen (not sampled) parameters",
+    "likelihood": "the likelihood",
+    "prior": "the prior",
+    "log_prob": "the log density",
+    "log_likelihood": "the log-likelihood",
+    "log_prior": "the log prior",
+    "partition": "the partition",
+    "structured": "the structured energy's settings",
+    "hierarchical": "the hierarchical prior",
+    "noise": "the gradient noise",
+    "energy_object": "the energy object",
 }
 
 
@@ -28,14 +38,17 @@ def data_fingerprint(data=None, source=None) -> dict:
     out: dict = {"data": None}
     unchecked: list[str] = []
     if data is not None:
-        out["data"] = [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": tensor_digest(t)}
-                       for t in data]
+        out["data"] = [
+            {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": tensor_digest(t)}
+            for t in data
+        ]
     elif source is not None and getattr(source, "dataset", None) is not None:
         out["data"], missing = dataset_fingerprint(source)
         unchecked += missing
     if source is not None and (source.transform is not None or source.collate_fn is not None):
         out["data_transform"], missing = value_fingerprint(
-            {"transform": source.transform, "collate_fn": source.collate_fn}, "the data's transform")
+            {"transform": source.transform, "collate_fn": source.collate_fn}, "the data's transform"
+        )
         unchecked += missing
     if unchecked:
         out["unfingerprintable"] = unchecked
@@ -54,15 +67,24 @@ def dataset_fingerprint(source, max_items: int | None = None) -> tuple[dict, lis
         indices = sorted({i * (n - 1) // (max_items - 1) for i in range(max_items)})
     h = hashlib.blake2b(digest_size=16)
     for start in range(0, len(indices), _DATASET_CHUNK):
-        for t in source.collate(indices[start:start + _DATASET_CHUNK]):
+        for t in source.collate(indices[start : start + _DATASET_CHUNK]):
             h.update(f"{tuple(t.shape)}{t.dtype}".encode())
             _update_tensor(h, t)
     ds = source.dataset
-    part = {"dataset": f"{type(ds).__module__}.{type(ds).__qualname__}", "len": n, "items": len(indices),
-            "hash": h.hexdigest()}
-    missing = [] if len(indices) == n else [
-        f"the data: {n - len(indices)} of the Dataset's {n} items (only {len(indices)} evenly spaced items are "
-        f"hashed; structmc.fingerprint.DATASET_ITEMS = {max_items})"]
+    part = {
+        "dataset": f"{type(ds).__module__}.{type(ds).__qualname__}",
+        "len": n,
+        "items": len(indices),
+        "hash": h.hexdigest(),
+    }
+    missing = (
+        []
+        if len(indices) == n
+        else [
+            f"the data: {n - len(indices)} of the Dataset's {n} items (only {len(indices)} evenly spaced items are "
+            f"hashed; structmc.fingerprint.DATASET_ITEMS = {max_items})"
+        ]
+    )
     return part, missing
 
 

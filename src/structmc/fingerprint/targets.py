@@ -28,8 +28,10 @@ def energy_fingerprint(energy) -> dict:
     try:
         json.dumps(level)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"{type(energy).__name__}.describe() must return a JSON-able dict (numbers, strings, lists, "
-                        f"dicts; hash tensors and functions with structmc.fingerprint): {err}") from None
+        raise TypeError(
+            f"{type(energy).__name__}.describe() must return a JSON-able dict (numbers, strings, lists, "
+            f"dicts; hash tensors and functions with structmc.fingerprint): {err}"
+        ) from None
     while isinstance(level, Mapping):
         kinds.append(level.get("kind"))
         for key, value in level.items():
@@ -47,9 +49,12 @@ def target_fingerprint(energy_parts: dict, data_parts: dict, legacy: dict | None
     """The stored fingerprint: version, Python version, the energy's and the data's parts,
     ``unfingerprintable`` and (``legacy``) the version-1 fingerprint, compared against
     checkpoints written by structmc 0.1."""
-    out = {"fingerprint_version": FINGERPRINT_VERSION, "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-           **{k: v for k, v in energy_parts.items() if k != "unfingerprintable"},
-           **{k: v for k, v in data_parts.items() if k != "unfingerprintable"}}
+    out = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        **{k: v for k, v in energy_parts.items() if k != "unfingerprintable"},
+        **{k: v for k, v in data_parts.items() if k != "unfingerprintable"},
+    }
     unchecked = [*energy_parts.get("unfingerprintable", ()), *data_parts.get("unfingerprintable", ())]
     if unchecked:
         out["unfingerprintable"] = unchecked
@@ -61,8 +66,9 @@ def target_fingerprint(energy_parts: dict, data_parts: dict, legacy: dict | None
 def fingerprint(energy, data=None, source=None, probe=None) -> dict:
     """:func:`target_fingerprint` of an energy and its data (tensors, or a DataSource whose
     first items are ``probe``), with the version-1 fingerprint alongside."""
-    return target_fingerprint(energy_fingerprint(energy), data_fingerprint(data, source),
-                              legacy_fingerprint(energy, data, source, probe))
+    return target_fingerprint(
+        energy_fingerprint(energy), data_fingerprint(data, source), legacy_fingerprint(energy, data, source, probe)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,30 +78,42 @@ def compare(old: dict | None, new: dict) -> tuple[list[str], list[str]]:
     """``(changes, warnings)`` between a stored fingerprint ``old`` and the current ``new``: each
     change names the part (``"the data (...)"``); warnings say what could not be checked."""
     if old is None:
-        return [], ["the checkpoint was written before targets were fingerprinted: the target could not be "
-                    "checked (make sure it is the one the run started with)"]
+        return [], [
+            "the checkpoint was written before targets were fingerprinted: the target could not be "
+            "checked (make sure it is the one the run started with)"
+        ]
     version = old.get("fingerprint_version", 1)
     if not isinstance(version, int) or version > FINGERPRINT_VERSION:
-        raise ValueError(f"cannot resume: the target fingerprint has version {version!r}, newer than this "
-                         f"structmc understands ({FINGERPRINT_VERSION}): upgrade structmc")
+        raise ValueError(
+            f"cannot resume: the target fingerprint has version {version!r}, newer than this "
+            f"structmc understands ({FINGERPRINT_VERSION}): upgrade structmc"
+        )
     if version == 1:
         return _compare_v1(old, new.get("v1", {})), [
             "the checkpoint was written by an older structmc: the target was checked with its weaker fingerprint "
-            "(a strided sample of the data and the names of the functions, not their code nor the module's forward)"]
+            "(a strided sample of the data and the names of the functions, not their code nor the module's forward)"
+        ]
     warns: list[str] = []
     same_python = old.get("python") == new.get("python")
     was, now = dict(old), dict(new)
     if not same_python:
         was, now = _without_code(was), _without_code(now)
-        warns.append(f"the checkpoint was written under Python {old.get('python')} and this is Python "
-                     f"{new.get('python')}: bytecode differs between them, so the code of the functions and "
-                     f"module classes was not compared (their values were)")
-    changes = [_change(key, was.get(key), now.get(key)) for key in sorted((set(was) | set(now)) - set(_META))
-               if _json(was.get(key)) != _json(now.get(key))]
+        warns.append(
+            f"the checkpoint was written under Python {old.get('python')} and this is Python "
+            f"{new.get('python')}: bytecode differs between them, so the code of the functions and "
+            f"module classes was not compared (their values were)"
+        )
+    changes = [
+        _change(key, was.get(key), now.get(key))
+        for key in sorted((set(was) | set(now)) - set(_META))
+        if _json(was.get(key)) != _json(now.get(key))
+    ]
     unchecked = list(dict.fromkeys([*old.get("unfingerprintable", ()), *new.get("unfingerprintable", ())]))
     if unchecked:
-        warns.append("these parts of the target could not be fingerprinted, so resuming cannot tell whether "
-                     "they changed: " + "; ".join(unchecked))
+        warns.append(
+            "these parts of the target could not be fingerprinted, so resuming cannot tell whether "
+            "they changed: " + "; ".join(unchecked)
+        )
     return changes, warns
 
 
@@ -103,8 +121,11 @@ def check(old: dict | None, new: dict, what: str = "the checkpoint") -> None:
     """``ValueError`` naming every changed part; ``UserWarning`` for what could not be checked."""
     changes, warns = compare(old, new)
     if changes:
-        raise ValueError(f"cannot resume: the target changed since {what}: " + "; ".join(changes) +
-                         " (resume only onto the same target; start a new run in another out_dir for this one)")
+        raise ValueError(
+            f"cannot resume: the target changed since {what}: "
+            + "; ".join(changes)
+            + " (resume only onto the same target; start a new run in another out_dir for this one)"
+        )
     for w in warns:
         warnings.warn(f"resuming from {what}: {w}", stacklevel=3)
 
@@ -132,4 +153,3 @@ def _change(key: str, was, now) -> str:
 def _short(x, n: int = 100) -> str:
     s = repr(x)
     return s if len(s) <= n else s[: n - 3] + "..."
-

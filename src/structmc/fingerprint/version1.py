@@ -12,15 +12,26 @@ from torch import Tensor
 
 from .parts import _PARTS, _json
 
-_V1_SINCE_0_1 = {"data", "num_data", "energy", "prior", "likelihood", "partition", "log_prob", "log_likelihood",
-                 "log_prior"}
+_V1_SINCE_0_1 = {
+    "data",
+    "num_data",
+    "energy",
+    "prior",
+    "likelihood",
+    "partition",
+    "log_prob",
+    "log_likelihood",
+    "log_prior",
+}
 
 
 def _compare_v1(was: dict, now: dict) -> list[str]:
     # a part the checkpoint does not record (written before it was fingerprinted) is not compared
-    return [f"{_PARTS.get(key, key)} ({key}: {was.get(key)!r} vs {now.get(key)!r})"
-            for key in sorted(set(was) | set(now))
-            if (key in was or key in _V1_SINCE_0_1) and _json(was.get(key)) != _json(now.get(key))]
+    return [
+        f"{_PARTS.get(key, key)} ({key}: {was.get(key)!r} vs {now.get(key)!r})"
+        for key in sorted(set(was) | set(now))
+        if (key in was or key in _V1_SINCE_0_1) and _json(was.get(key)) != _json(now.get(key))
+    ]
 
 
 def legacy_tensor_fingerprint(t: Tensor, samples: int = 4096) -> str:
@@ -39,8 +50,10 @@ def legacy_tensor_fingerprint(t: Tensor, samples: int = 4096) -> str:
 def _legacy_data(data) -> list | None:
     if data is None:
         return None
-    return [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": legacy_tensor_fingerprint(t)}
-            for t in data]
+    return [
+        {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "hash": legacy_tensor_fingerprint(t)}
+        for t in data
+    ]
 
 
 def legacy_fingerprint(energy, data=None, source=None, probe=None) -> dict:
@@ -69,4 +82,3 @@ def legacy_energy_fingerprint(energy) -> dict:
             out.setdefault(key, value)
     out["energy"] = kinds
     return out
-

@@ -28,7 +28,7 @@ computes, up to floating-point rounding (the tests check that the chains are ide
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -112,9 +112,16 @@ class IncrementalMLP:
             self.layers.append((space[names[id(lin.weight)]], b, act))
         # activations as plain functions over the unit dimension (no module dispatch per call)
         plain = {nn.Sigmoid: torch.sigmoid, nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.Identity: None}
-        self._act_fns = [None if act is None else plain[type(act)] if type(act) in plain
-                         else (lambda z: z.softmax(1)) if isinstance(act, nn.Softmax) else act
-                         for _, _, act in self.layers]
+        self._act_fns = [
+            None
+            if act is None
+            else plain[type(act)]
+            if type(act) in plain
+            else (lambda z: z.softmax(1))
+            if isinstance(act, nn.Softmax)
+            else act
+            for _, _, act in self.layers
+        ]
         lik = energy.likelihood
         self.lik_name = lik.name if lik.name in ("categorical", "bernoulli", "gaussian") else "custom"
         self.lik = lik
@@ -125,8 +132,11 @@ class IncrementalMLP:
 
     def _plan(self, g: int, idx: Tensor) -> dict:
         first = int(idx[0])
-        k = next(i for i, (w, b, _) in enumerate(self.layers)
-                 if w.offset <= first < w.offset + w.numel or (b is not None and b.offset <= first < b.offset + b.numel))
+        k = next(
+            i
+            for i, (w, b, _) in enumerate(self.layers)
+            if w.offset <= first < w.offset + w.numel or (b is not None and b.offset <= first < b.offset + b.numel)
+        )
         w, b, _ = self.layers[k]
         in_w = (idx >= w.offset) & (idx < w.offset + w.numel)
         in_b = torch.zeros_like(in_w) if b is None else (idx >= b.offset) & (idx < b.offset + b.numel)
@@ -135,9 +145,14 @@ class IncrementalMLP:
         fan_in = w.shape[1]
         rows = torch.cat([(idx[in_w] - w.offset) // fan_in, idx[in_b] - (b.offset if b is not None else 0)])
         unit = int(rows[0]) if bool((rows == rows[0]).all()) else -1
-        return {"layer": k, "unit": unit, "index": contiguous_index(idx),
-                "cols": contiguous_index((idx[in_w] - w.offset) % fan_in), "pos_w": contiguous_index(torch.nonzero(in_w).flatten()),
-                "pos_b": int(torch.nonzero(in_b).flatten()[0]) if bool(in_b.any()) else -1}
+        return {
+            "layer": k,
+            "unit": unit,
+            "index": contiguous_index(idx),
+            "cols": contiguous_index((idx[in_w] - w.offset) % fan_in),
+            "pos_w": contiguous_index(torch.nonzero(in_w).flatten()),
+            "pos_b": int(torch.nonzero(in_b).flatten()[0]) if bool(in_b.any()) else -1,
+        }
 
     # -- network pieces (feature-major: [C, width, n]) ------------------------------------------
     def _linear(self, k: int, a: Tensor, theta: Tensor) -> Tensor:
@@ -169,7 +184,7 @@ class IncrementalMLP:
         if self.lik_name == "bernoulli":
             return F.binary_cross_entropy_with_logits(out[:, 0], self.target, reduction="none").sum(-1)
         if self.lik_name == "gaussian":
-            return (0.5 / self.lik.noise_std ** 2) * (self.target - out[:, 0]).square().sum(-1)
+            return (0.5 / self.lik.noise_std**2) * (self.target - out[:, 0]).square().sum(-1)
         outs = out.transpose(1, 2)
         return -vmap(self.lik.log_lik)(outs, self.target_raw)
 
@@ -230,14 +245,14 @@ class IncrementalMLP:
             if k < last and (act is None or isinstance(act, _ELEMENTWISE)):
                 # only unit j's activation changes: a rank-one update of z_{k+1}; the rows of
                 # z_k and a_{k+1} are written into the caches on acceptance only
-                z_row = self.z[k][:, unit:unit + 1] + dz
+                z_row = self.z[k][:, unit : unit + 1] + dz
                 a_row = self._act(k, z_row)
-                col = self._views[k + 1][0][:, :, unit:unit + 1]  # column j of W_{k+1}
-                start, zs = k + 1, [torch.addcmul(self.z[k + 1], col, a_row - self.a[k + 1][:, unit:unit + 1])]
+                col = self._views[k + 1][0][:, :, unit : unit + 1]  # column j of W_{k+1}
+                start, zs = k + 1, [torch.addcmul(self.z[k + 1], col, a_row - self.a[k + 1][:, unit : unit + 1])]
                 row = (k, unit, z_row, a_row)
             else:
                 z_k = self.z[k].clone()
-                z_k[:, unit:unit + 1] += dz
+                z_k[:, unit : unit + 1] += dz
                 start, zs = k, [z_k]
         acts = []  # acts[i] is the activation a_{start+i+1} of zs[i]
         for m in range(start + 1, last + 1):  # the rest of the network
@@ -255,8 +270,8 @@ class IncrementalMLP:
                 return
             if row is not None:
                 k, unit, z_row, a_row = row
-                self.z[k][:, unit:unit + 1] = z_row
-                self.a[k + 1][:, unit:unit + 1] = a_row
+                self.z[k][:, unit : unit + 1] = z_row
+                self.a[k + 1][:, unit : unit + 1] = a_row
             for i, z in enumerate(zs):
                 self.z[start + i] = z
             for i, a in enumerate(acts):
@@ -266,8 +281,8 @@ class IncrementalMLP:
         keep = accepted.view(-1, 1, 1)
         if row is not None:
             k, unit, z_row, a_row = row
-            self.z[k][:, unit:unit + 1] = torch.where(keep, z_row, self.z[k][:, unit:unit + 1])
-            self.a[k + 1][:, unit:unit + 1] = torch.where(keep, a_row, self.a[k + 1][:, unit:unit + 1])
+            self.z[k][:, unit : unit + 1] = torch.where(keep, z_row, self.z[k][:, unit : unit + 1])
+            self.a[k + 1][:, unit : unit + 1] = torch.where(keep, a_row, self.a[k + 1][:, unit : unit + 1])
         for i, z in enumerate(zs):
             self.z[start + i] = torch.where(keep, z, self.z[start + i])
         for i, a in enumerate(acts):

@@ -50,8 +50,9 @@ from __future__ import annotations
 import copy
 import fnmatch
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -124,8 +125,17 @@ class MetropolisWithinGibbs:
     _layer_size: Tensor
     _first_of_layer: Tensor
 
-    def __init__(self, partition: Partition, proposal_var=1e-2, *, scaling: str = "none", adapt: Adapt | None = None,
-                 mala: bool = False, evaluator: str = "auto", record: str = "block"):
+    def __init__(
+        self,
+        partition: Partition,
+        proposal_var=1e-2,
+        *,
+        scaling: str = "none",
+        adapt: Adapt | None = None,
+        mala: bool = False,
+        evaluator: str = "auto",
+        record: str = "block",
+    ):
         if not isinstance(partition, Partition):
             raise TypeError(f"partition must be a structmc.partitions.Partition, got {type(partition).__name__}")
         if scaling not in SCALINGS:
@@ -151,7 +161,7 @@ class MetropolisWithinGibbs:
     def target_energy(self, energy):
         return energy.with_num_data(None) if self.scaling == "none" else energy
 
-    def prepare(self, energy) -> "MetropolisWithinGibbs":
+    def prepare(self, energy) -> MetropolisWithinGibbs:
         self.partition.check_space(energy.space)
         from .incremental import IncrementalMLP, why_not_incremental
 
@@ -173,7 +183,8 @@ class MetropolisWithinGibbs:
             new._num_layers = int(layer.max()) + 1
             new._layer_size = torch.bincount(layer, minlength=new._num_layers).to(torch.float64)
             new._first_of_layer = torch.zeros(new._num_layers, dtype=torch.long).scatter_reduce_(
-                0, layer, torch.arange(layer.numel()), reduce="amin", include_self=False)
+                0, layer, torch.arange(layer.numel()), reduce="amin", include_self=False
+            )
         return new
 
     def init(self, theta: Tensor, generator=None) -> MWGState:
@@ -191,13 +202,22 @@ class MetropolisWithinGibbs:
         return MWGState(**d)
 
     def __repr__(self) -> str:
-        return (f"MetropolisWithinGibbs({self.partition.kind}, {self.partition.num_groups} blocks, "
-                f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r})")
+        return (
+            f"MetropolisWithinGibbs({self.partition.kind}, {self.partition.num_groups} blocks, "
+            f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r})"
+        )
 
     def config(self) -> dict:
-        out = {"sampler": self.name, "num_blocks": self.partition.num_groups, "partition": self.partition.kind,
-               "proposal_var": _jsonable(self.proposal_var), "scaling": self.scaling, "mala": self.mala,
-               "evaluator": self.evaluator, "record": self.record}
+        out = {
+            "sampler": self.name,
+            "num_blocks": self.partition.num_groups,
+            "partition": self.partition.kind,
+            "proposal_var": _jsonable(self.proposal_var),
+            "scaling": self.scaling,
+            "mala": self.mala,
+            "evaluator": self.evaluator,
+            "record": self.record,
+        }
         if self.adapt is not None:
             out["adapt"] = vars(self.adapt) if hasattr(self.adapt, "__dict__") else dict(self.adapt.__dict__)
         return out
@@ -231,8 +251,11 @@ class MetropolisWithinGibbs:
         if self.adapt is not None and state.step < self.adapt.steps:
             self._adapt(state, accept)
         state.step += 1
-        info = {"energy": energy, "accept": accept if self.record == "block" else self._per_layer(accept),
-                "evaluations": oracle.value_evals + oracle.grad_evals - evals0}
+        info = {
+            "energy": energy,
+            "accept": accept if self.record == "block" else self._per_layer(accept),
+            "evaluations": oracle.value_evals + oracle.grad_evals - evals0,
+        }
         if self.adapt is not None:
             info["proposal_sd"] = self._adapt_groups(state.log_sd).exp()
         return state, info
@@ -286,7 +309,7 @@ class MetropolisWithinGibbs:
         accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
         for b, idx in enumerate(self._index):
             current, z = theta[:, idx], noise[:, idx]
-            step_sd = sd[:, b:b + 1]
+            step_sd = sd[:, b : b + 1]
             var = step_sd.square()
             proposal = current - 0.5 * var * grad[:, idx] + step_sd * z
             trial = theta.clone()
@@ -339,13 +362,20 @@ def _resolve_var(spec, partition: Partition) -> Tensor:
         var = torch.full((M,), float(spec), dtype=torch.float64)
     elif isinstance(spec, (Mapping, Sequence)) or callable(spec):
         if not callable(spec) and (layer is None or bool((layer < 0).any())):
-            raise ValueError("per-layer proposal variances need blocks that each lie in one layer "
-                             "(by_layer, by_neuron, by_finer_nodes, custom with layer names)")
+            raise ValueError(
+                "per-layer proposal variances need blocks that each lie in one layer "
+                "(by_layer, by_neuron, by_finer_nodes, custom with layer names)"
+            )
         if callable(spec):
             sizes = partition.sizes()
             unit = partition.unit if partition.unit is not None else torch.full((M,), -1)
-            var = torch.tensor([float(spec(b, int(layer[b]) if layer is not None else -1, int(unit[b]), int(sizes[b])))
-                                for b in range(M)], dtype=torch.float64)
+            var = torch.tensor(
+                [
+                    float(spec(b, int(layer[b]) if layer is not None else -1, int(unit[b]), int(sizes[b])))
+                    for b in range(M)
+                ],
+                dtype=torch.float64,
+            )
         elif isinstance(spec, Mapping):
             names = partition.layer_names
             if names is None:
@@ -367,7 +397,9 @@ def _resolve_var(spec, partition: Partition) -> Tensor:
                 raise ValueError(f"{len(values)} per-layer proposal variances given for {num_layers} layers")
             var = torch.tensor(values, dtype=torch.float64)[layer]
     else:
-        raise TypeError(f"proposal_var must be a number, a per-layer sequence or map, a tensor or a function; got {spec!r}")
+        raise TypeError(
+            f"proposal_var must be a number, a per-layer sequence or map, a tensor or a function; got {spec!r}"
+        )
     if not bool(torch.isfinite(var).all() & (var > 0).all()):
         bad = var[~(torch.isfinite(var) & (var > 0))][:5].tolist()
         raise ValueError(f"proposal variances must be positive and finite, got {bad}")
@@ -395,7 +427,7 @@ def acceptance(chain, partition: Partition, *, by: str = "block", window: tuple[
     lo, hi = (1, S) if window is None else window
     if not 1 <= lo <= hi <= S:
         raise ValueError(f"window must satisfy 1 <= first <= last <= {S}, got {window}")
-    rates = acc[..., lo - 1:hi].to(torch.float64).mean(-1)  # [C, M] (or [C, L] if recorded per layer)
+    rates = acc[..., lo - 1 : hi].to(torch.float64).mean(-1)  # [C, M] (or [C, L] if recorded per layer)
     if by == "block":
         if rates.shape[1] != partition.num_groups:
             raise ValueError("the chain recorded acceptance per layer, not per block")

@@ -44,8 +44,9 @@ ModelSpec(build, likelihood, prior_std))`` adds a model that :func:`build_model`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -100,8 +101,9 @@ def data_shape(data) -> dict:
     return {"in_features": int(data.num_features), "num_outputs": int(outputs), "flatten": data.x_train.dim() > 2}
 
 
-def sequential(in_features: int, hidden: Sequence[int] = (), num_outputs: int = 1, activation="relu", *,
-               flatten: bool = False) -> nn.Sequential:
+def sequential(
+    in_features: int, hidden: Sequence[int] = (), num_outputs: int = 1, activation="relu", *, flatten: bool = False
+) -> nn.Sequential:
     """``nn.Sequential([Flatten,] Linear, act, ..., Linear)``: the generic ``linear`` /
     ``mlp`` model (layers are created in order, so a seed gives the same weights as any
     stack of ``nn.Linear`` of these widths)."""
@@ -118,8 +120,9 @@ def _generic_linear(in_features: int, num_outputs: int = 1, *, flatten: bool = F
     return sequential(in_features, (), num_outputs, flatten=flatten)
 
 
-def _generic_mlp(in_features: int, hidden: Sequence[int] = (50,), num_outputs: int = 1, activation="relu", *,
-                 flatten: bool = False) -> nn.Sequential:
+def _generic_mlp(
+    in_features: int, hidden: Sequence[int] = (50,), num_outputs: int = 1, activation="relu", *, flatten: bool = False
+) -> nn.Sequential:
     return sequential(in_features, hidden, num_outputs, activation, flatten=flatten)
 
 
@@ -130,46 +133,113 @@ def _pmf(**kwargs):
 
 
 def _mlp(default_in: int, hidden, default_out: int, activation: str):
-    def build(in_features: int = default_in, hidden=hidden, num_classes: int = default_out, activation=activation,
-              **kw) -> MLP:
+    def build(
+        in_features: int = default_in, hidden=hidden, num_classes: int = default_out, activation=activation, **kw
+    ) -> MLP:
         return MLP((in_features, *hidden, num_classes), activation, **kw)
 
     return build
 
 
-MODELS: Registry[ModelSpec] = Registry("model", {
-    "linear_regression": ModelSpec(lambda in_features=3, **kw: LinearRegression(in_features, **kw), "gaussian", 1.0,
-                                   1.0, "structured-SGMCMC 3-coefficient regression, known σ² = 1"),
-    "logistic_regression": ModelSpec(lambda in_features=10, bias=False, **kw: LogisticRegression(in_features, bias=bias, **kw),
-                                     "bernoulli", SQRT10, None, "MAMBA simulated logistic regression, θ ~ N(0, 10 I)"),
-    "blr_adult": ModelSpec(lambda in_features=105, **kw: LogisticRegression(in_features, **kw), "bernoulli", SQRT10,
-                           None, "pSGLD Bayesian logistic regression on Adult, σ² = 10"),
-    "softmax_regression": ModelSpec(lambda in_features=784, num_classes=10, **kw: SoftmaxRegression(in_features, num_classes, **kw),
-                                    "categorical", 1.0),
-    "mlp_mnist": ModelSpec(_mlp(784, (50, 50), 10, "relu"), "categorical", 0.3,
-                           description="structured-SGMCMC MNIST FNN (42,200 weights)"),
-    "mlp_psgld": ModelSpec(_mlp(784, (400, 400), 10, "relu"), "categorical", 1.0,
-                           description="pSGLD MNIST FNN; hidden=(800, 800) or (1200, 1200) for the larger ones"),
-    "mlp_mamba": ModelSpec(_mlp(784, (100,), 10, "softmax"), "categorical", 1.0,
-                           description="MAMBA MNIST BNN, softmax hidden activation as in the authors' code"),
-    "mlp_gibbs": ModelSpec(_mlp(784, (10, 10, 10), 10, "sigmoid"), "categorical", SQRT10,
-                           description="blocked-Gibbs MLP(784, 10, 10, 10, 10), 8,180 parameters"),
-    "mlp_xor": ModelSpec(_mlp(2, (2,), 1, "sigmoid"), "bernoulli", SQRT10, description="blocked-Gibbs MLP(2, 2, 1)"),
-    "mlp_xor_deep": ModelSpec(_mlp(2, (2,) * 6, 1, "sigmoid"), "bernoulli", SQRT10,
-                              description="blocked-Gibbs MLP(2, 2, 2, 2, 2, 2, 2, 1)"),
-    "mlp_uci": ModelSpec(_mlp(13, (50, 50), 1, "relu"), "gaussian", 1.0, 1.0,
-                         description="structured-SGMCMC regression network, two hidden layers of 50"),
-    "cnn_psgld": ModelSpec(lambda **kw: ConvNet(**kw), "categorical", 1.0, description="pSGLD MNIST CNN"),
-    "resnet20": ModelSpec(lambda **kw: resnet20(**kw), "categorical", 0.3, description="ResNet-20, CIFAR-10 / SVHN"),
-    "resnet20_fmnist": ModelSpec(lambda **kw: resnet20(**{"in_channels": 1, **kw}), "categorical", 0.3,
-                                 description="ResNet-20, Fashion-MNIST (1 × 28 × 28)"),
-    "pmf": ModelSpec(_pmf, "gaussian", None, description="MAMBA probabilistic matrix factorisation, d = 20: a log "
-                     "density (structmc.models.PMF), not an nn.Module; hierarchical prior, α = 3"),
-    "linear": ModelSpec(_generic_linear, None, 1.0, description="generic linear model sized from a data set",
-                        from_data=data_shape),
-    "mlp": ModelSpec(_generic_mlp, None, 1.0, description="generic MLP sized from a data set (hidden widths, "
-                     "activation)", from_data=data_shape),
-}, validate=_check_spec)
+MODELS: Registry[ModelSpec] = Registry(
+    "model",
+    {
+        "linear_regression": ModelSpec(
+            lambda in_features=3, **kw: LinearRegression(in_features, **kw),
+            "gaussian",
+            1.0,
+            1.0,
+            "structured-SGMCMC 3-coefficient regression, known σ² = 1",
+        ),
+        "logistic_regression": ModelSpec(
+            lambda in_features=10, bias=False, **kw: LogisticRegression(in_features, bias=bias, **kw),
+            "bernoulli",
+            SQRT10,
+            None,
+            "MAMBA simulated logistic regression, θ ~ N(0, 10 I)",
+        ),
+        "blr_adult": ModelSpec(
+            lambda in_features=105, **kw: LogisticRegression(in_features, **kw),
+            "bernoulli",
+            SQRT10,
+            None,
+            "pSGLD Bayesian logistic regression on Adult, σ² = 10",
+        ),
+        "softmax_regression": ModelSpec(
+            lambda in_features=784, num_classes=10, **kw: SoftmaxRegression(in_features, num_classes, **kw),
+            "categorical",
+            1.0,
+        ),
+        "mlp_mnist": ModelSpec(
+            _mlp(784, (50, 50), 10, "relu"),
+            "categorical",
+            0.3,
+            description="structured-SGMCMC MNIST FNN (42,200 weights)",
+        ),
+        "mlp_psgld": ModelSpec(
+            _mlp(784, (400, 400), 10, "relu"),
+            "categorical",
+            1.0,
+            description="pSGLD MNIST FNN; hidden=(800, 800) or (1200, 1200) for the larger ones",
+        ),
+        "mlp_mamba": ModelSpec(
+            _mlp(784, (100,), 10, "softmax"),
+            "categorical",
+            1.0,
+            description="MAMBA MNIST BNN, softmax hidden activation as in the authors' code",
+        ),
+        "mlp_gibbs": ModelSpec(
+            _mlp(784, (10, 10, 10), 10, "sigmoid"),
+            "categorical",
+            SQRT10,
+            description="blocked-Gibbs MLP(784, 10, 10, 10, 10), 8,180 parameters",
+        ),
+        "mlp_xor": ModelSpec(
+            _mlp(2, (2,), 1, "sigmoid"), "bernoulli", SQRT10, description="blocked-Gibbs MLP(2, 2, 1)"
+        ),
+        "mlp_xor_deep": ModelSpec(
+            _mlp(2, (2,) * 6, 1, "sigmoid"),
+            "bernoulli",
+            SQRT10,
+            description="blocked-Gibbs MLP(2, 2, 2, 2, 2, 2, 2, 1)",
+        ),
+        "mlp_uci": ModelSpec(
+            _mlp(13, (50, 50), 1, "relu"),
+            "gaussian",
+            1.0,
+            1.0,
+            description="structured-SGMCMC regression network, two hidden layers of 50",
+        ),
+        "cnn_psgld": ModelSpec(lambda **kw: ConvNet(**kw), "categorical", 1.0, description="pSGLD MNIST CNN"),
+        "resnet20": ModelSpec(
+            lambda **kw: resnet20(**kw), "categorical", 0.3, description="ResNet-20, CIFAR-10 / SVHN"
+        ),
+        "resnet20_fmnist": ModelSpec(
+            lambda **kw: resnet20(**{"in_channels": 1, **kw}),
+            "categorical",
+            0.3,
+            description="ResNet-20, Fashion-MNIST (1 × 28 × 28)",
+        ),
+        "pmf": ModelSpec(
+            _pmf,
+            "gaussian",
+            None,
+            description="MAMBA probabilistic matrix factorisation, d = 20: a log "
+            "density (structmc.models.PMF), not an nn.Module; hierarchical prior, α = 3",
+        ),
+        "linear": ModelSpec(
+            _generic_linear, None, 1.0, description="generic linear model sized from a data set", from_data=data_shape
+        ),
+        "mlp": ModelSpec(
+            _generic_mlp,
+            None,
+            1.0,
+            description="generic MLP sized from a data set (hidden widths, activation)",
+            from_data=data_shape,
+        ),
+    },
+    validate=_check_spec,
+)
 
 
 def build_model(name: str, *, seed: int | None = None, data=None, **kwargs):

@@ -9,15 +9,23 @@ connected layer (299,306 parameters for MNIST); ``padding=2`` keeps the size ("s
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from torch import Tensor, nn
 
 
 class ConvNet(nn.Module):
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, *, input_size: int = 28,
-                 channels: Sequence[int] = (32, 64), kernel_size: int = 5, hidden: Sequence[int] = (200, 200),
-                 padding: int = 0):
+    def __init__(
+        self,
+        in_channels: int = 1,
+        num_classes: int = 10,
+        *,
+        input_size: int = 28,
+        channels: Sequence[int] = (32, 64),
+        kernel_size: int = 5,
+        hidden: Sequence[int] = (200, 200),
+        padding: int = 0,
+    ):
         super().__init__()
         convs, c_in, size = [], in_channels, int(input_size)
         for c_out in channels:

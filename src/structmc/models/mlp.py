@@ -12,11 +12,11 @@ bias, which is the per-layer ``W, b`` order of the blocked-Gibbs reference code.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 from torch import Tensor, nn
 
-ActivationSpec = Union[str, nn.Module, Callable[[], nn.Module]]  # what make_activation takes
+ActivationSpec = str | nn.Module | Callable[[], nn.Module]  # what make_activation takes
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
@@ -52,9 +52,14 @@ class MLP(nn.Module):
     two dimensions are flattened, so image tensors ``[n, 1, 28, 28]`` go in as they are.
     """
 
-    def __init__(self, widths: Sequence[int],
-                 activation: ActivationSpec | list[ActivationSpec] | tuple[ActivationSpec, ...] = "relu", *,
-                 output_activation: str | nn.Module | None = None, bias: bool = True):
+    def __init__(
+        self,
+        widths: Sequence[int],
+        activation: ActivationSpec | list[ActivationSpec] | tuple[ActivationSpec, ...] = "relu",
+        *,
+        output_activation: str | nn.Module | None = None,
+        bias: bool = True,
+    ):
         super().__init__()
         widths = tuple(int(w) for w in widths)
         if len(widths) < 2 or any(w < 1 for w in widths):

@@ -31,9 +31,19 @@ from ..space import ParamSpace
 
 
 class PMF:
-    def __init__(self, num_users: int, num_items: int, *, dim: int = 20, alpha: float = 3.0, a0: float = 4.0,
-                 b0: float = 5.0, mu0: float = 0.0, mean_rating: float = 0.0,
-                 rating_range: tuple[float, float] = (1.0, 5.0)):
+    def __init__(
+        self,
+        num_users: int,
+        num_items: int,
+        *,
+        dim: int = 20,
+        alpha: float = 3.0,
+        a0: float = 4.0,
+        b0: float = 5.0,
+        mu0: float = 0.0,
+        mean_rating: float = 0.0,
+        rating_range: tuple[float, float] = (1.0, 5.0),
+    ):
         if min(num_users, num_items, dim) < 1:
             raise ValueError("num_users, num_items and dim must be positive")
         self.num_users, self.num_items, self.d = int(num_users), int(num_items), int(dim)
@@ -41,11 +51,19 @@ class PMF:
         self.mean_rating = float(mean_rating)
         self.rating_range = rating_range
         d = self.d
-        self.space = ParamSpace([("U", (self.num_users, d)), ("V", (self.num_items, d)), ("mu_U", (d,)),
-                                 ("log_lambda_U", (d,)), ("mu_V", (d,)), ("log_lambda_V", (d,))])
+        self.space = ParamSpace(
+            [
+                ("U", (self.num_users, d)),
+                ("V", (self.num_items, d)),
+                ("mu_U", (d,)),
+                ("log_lambda_U", (d,)),
+                ("mu_V", (d,)),
+                ("log_lambda_V", (d,)),
+            ]
+        )
 
     @classmethod
-    def for_dataset(cls, ds, **kwargs) -> "PMF":
+    def for_dataset(cls, ds, **kwargs) -> PMF:
         """A PMF sized for a MovieLens :class:`~structmc.data.Dataset` (users, items, r̄)."""
         kwargs.setdefault("mean_rating", ds.meta["mean_rating"])
         return cls(ds.meta["num_users"], ds.meta["num_items"], **kwargs)
@@ -82,12 +100,14 @@ class PMF:
 
     def log_prior(self, theta: Tensor) -> Tensor:
         p = self.space.unflatten(theta)
-        return (self._log_prior_w(p["U"], p["mu_U"], p["log_lambda_U"])
-                + self._log_prior_w(p["V"], p["mu_V"], p["log_lambda_V"]))
+        return self._log_prior_w(p["U"], p["mu_U"], p["log_lambda_U"]) + self._log_prior_w(
+            p["V"], p["mu_V"], p["log_lambda_V"]
+        )
 
     # -- use -----------------------------------------------------------------------------
-    def init(self, *, seed: int = 0, generator: torch.Generator | None = None, scale: float = 0.1,
-             dtype=torch.float32) -> Tensor:
+    def init(
+        self, *, seed: int = 0, generator: torch.Generator | None = None, scale: float = 0.1, dtype=torch.float32
+    ) -> Tensor:
         """U, V ~ N(0, scale²), μ = 0, λ = log(a₀/b₀) (the prior mean precision)."""
         g = generator if generator is not None else torch.Generator().manual_seed(int(seed))
         theta = torch.zeros(self.dim, dtype=dtype)
@@ -99,14 +119,15 @@ class PMF:
         return theta
 
     @torch.no_grad()
-    def predict(self, theta: Tensor, users: Tensor, items: Tensor, *, clip: bool = True,
-                draws_per_chunk: int = 16) -> Tensor:
+    def predict(
+        self, theta: Tensor, users: Tensor, items: Tensor, *, clip: bool = True, draws_per_chunk: int = 16
+    ) -> Tensor:
         """Predicted ratings, averaged over draws when ``theta`` is ``[S, P]``; clipped to the
         rating range after averaging."""
         draws = theta.reshape(-1, self.dim)
         total = torch.zeros(users.shape[0], dtype=draws.dtype, device=draws.device)
         for s0 in range(0, draws.shape[0], draws_per_chunk):
-            p = self.space.unflatten(draws[s0:s0 + draws_per_chunk])
+            p = self.space.unflatten(draws[s0 : s0 + draws_per_chunk])
             total += (p["U"][:, users] * p["V"][:, items]).sum(-1).sum(0)
         pred = total / draws.shape[0] + self.mean_rating
         return pred.clamp(*self.rating_range) if clip else pred

@@ -46,8 +46,7 @@ class _PadShortcut(nn.Module):
 
 
 class BasicBlock(nn.Module):
-    def __init__(self, in_planes: int, planes: int, stride: int, *, norm, conv_bias: bool, shortcut: str,
-                 groups: int):
+    def __init__(self, in_planes: int, planes: int, stride: int, *, norm, conv_bias: bool, shortcut: str, groups: int):
         super().__init__()
         self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=conv_bias)
         self.bn1 = _norm(norm, planes, groups)
@@ -58,8 +57,9 @@ class BasicBlock(nn.Module):
         elif shortcut == "A":
             self.shortcut = _PadShortcut(stride, planes - in_planes)
         elif shortcut == "B":
-            self.shortcut = nn.Sequential(nn.Conv2d(in_planes, planes, 1, stride, bias=conv_bias),
-                                          _norm(norm, planes, groups))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_planes, planes, 1, stride, bias=conv_bias), _norm(norm, planes, groups)
+            )
         else:
             raise ValueError(f"shortcut must be 'A' or 'B', got {shortcut!r}")
 
@@ -72,8 +72,18 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """CIFAR-style ResNet with ``depth = 6n + 2`` (n blocks per stage)."""
 
-    def __init__(self, depth: int = 20, num_classes: int = 10, *, in_channels: int = 3, norm: str | None = "batch",
-                 conv_bias: bool | None = None, shortcut: str = "A", width: int = 16, groups: int = 8):
+    def __init__(
+        self,
+        depth: int = 20,
+        num_classes: int = 10,
+        *,
+        in_channels: int = 3,
+        norm: str | None = "batch",
+        conv_bias: bool | None = None,
+        shortcut: str = "A",
+        width: int = 16,
+        groups: int = 8,
+    ):
         super().__init__()
         if (depth - 2) % 6 != 0:
             raise ValueError(f"depth must be 6n + 2, got {depth}")
@@ -86,8 +96,9 @@ class ResNet(nn.Module):
             blocks = []
             for j in range(n):
                 stride = 2 if (i > 0 and j == 0) else 1
-                blocks.append(BasicBlock(planes_in, planes, stride, norm=norm, conv_bias=bias, shortcut=shortcut,
-                                         groups=groups))
+                blocks.append(
+                    BasicBlock(planes_in, planes, stride, norm=norm, conv_bias=bias, shortcut=shortcut, groups=groups)
+                )
                 planes_in = planes
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3 = stages

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..space import ParamSpace
 from ..layers import LayerInfo, layers_from_names, read_layers
+from ..space import ParamSpace
 
 __all__ = ["LayerInfo", "layer_structure", "unit_ids", "layer_ids", "read_layers", "layers_from_names"]
 

@@ -26,18 +26,58 @@ element as a unit of its own.
 
 from __future__ import annotations
 
+from .builders import (
+    _PARTITION_KEYS,
+    _annotated,
+    _check_patterns_used,
+    _chunk_ids,
+    _layer_names,  # noqa: F401
+    _node_partition,
+    _space_or_dim,
+    by_finer_nodes,
+    by_layer,
+    by_neuron,
+    custom,
+    fully_factorized,
+    fully_joint,
+    make_partition,
+    node_blocks,
+    random_partition,
+    round_robin,
+)
 from .partition import Partition, _relabel, contiguous_index  # noqa: F401
-from .builders import (_PARTITION_KEYS, _annotated, _check_patterns_used, _chunk_ids, _layer_names,  # noqa: F401
-                       _node_partition, _space_or_dim, by_finer_nodes, by_layer, by_neuron, custom, fully_factorized,
-                       fully_joint, make_partition, node_blocks, random_partition, round_robin)
 
 # one home for the names of this package, whichever file defines them (partition: the object;
 # builders: the ways to make one), as when it was one module: a partition is stored in energies,
 # hashed into run fingerprints and pickled under structmc.partitions.Partition
-for _obj in (Partition, contiguous_index, by_finer_nodes, by_layer, by_neuron, custom, fully_factorized, fully_joint,
-             make_partition, node_blocks, random_partition, round_robin):
+for _obj in (
+    Partition,
+    contiguous_index,
+    by_finer_nodes,
+    by_layer,
+    by_neuron,
+    custom,
+    fully_factorized,
+    fully_joint,
+    make_partition,
+    node_blocks,
+    random_partition,
+    round_robin,
+):
     _obj.__module__ = __name__
 del _obj
 
-__all__ = ["Partition", "contiguous_index", "by_finer_nodes", "by_layer", "by_neuron", "custom", "fully_factorized", "fully_joint",
-           "make_partition", "node_blocks", "random_partition", "round_robin"]
+__all__ = [
+    "Partition",
+    "contiguous_index",
+    "by_finer_nodes",
+    "by_layer",
+    "by_neuron",
+    "custom",
+    "fully_factorized",
+    "fully_joint",
+    "make_partition",
+    "node_blocks",
+    "random_partition",
+    "round_robin",
+]

@@ -3,7 +3,8 @@ layer, by neuron (node blocks), finer nodes, custom groups, and :func:`make_part
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -70,8 +71,9 @@ def by_layer(space: ParamSpace) -> Partition:
     """One group per layer of ``space.layers`` (a module's weight and bias together)."""
     L = len(space.layers)
     units = torch.tensor([rec.num_units for rec in space.layers])
-    return Partition(space.layer_ids(), L, "layer", torch.arange(L), torch.where(units == 1, 0, -1),
-                     _layer_names(space))
+    return Partition(
+        space.layer_ids(), L, "layer", torch.arange(L), torch.where(units == 1, 0, -1), _layer_names(space)
+    )
 
 
 def _chunk_ids(n: int, n_chunks: int) -> Tensor:
@@ -83,8 +85,9 @@ def _chunk_ids(n: int, n_chunks: int) -> Tensor:
     return torch.where(pos < cut, pos // (q + 1), r + (pos - cut) // max(q, 1))
 
 
-def _node_partition(space: ParamSpace, chunk_size: int | None, kind: str,
-                    num_chunks: Sequence[int] | None = None) -> Partition:
+def _node_partition(
+    space: ParamSpace, chunk_size: int | None, kind: str, num_chunks: Sequence[int] | None = None
+) -> Partition:
     """Node blocks (optionally chunked) as a partition, numbered like :func:`node_blocks`."""
     ids = torch.empty(space.dim, dtype=torch.long)
     layer_of, unit_of, next_id = [], [], 0
@@ -130,8 +133,9 @@ def by_neuron(space: ParamSpace) -> Partition:
     return _node_partition(space, None, "neuron")
 
 
-def by_finer_nodes(space: ParamSpace, chunk_size: int | None = None, *,
-                   num_chunks: int | Sequence[int] | None = None) -> Partition:
+def by_finer_nodes(
+    space: ParamSpace, chunk_size: int | None = None, *, num_chunks: int | Sequence[int] | None = None
+) -> Partition:
     """Each unit's incoming parameters split into consecutive, nearly equal sub-blocks
     (larger ones first; see :func:`node_blocks`), either of about ``chunk_size`` each (the
     blocked-Gibbs reference code: 785 → 78 sub-blocks for chunk 10, 810 blocks for
@@ -157,8 +161,9 @@ def by_finer_nodes(space: ParamSpace, chunk_size: int | None = None, *,
     return _node_partition(space, size, "finer_nodes")
 
 
-def custom(space: ParamSpace | int,
-           groups: Tensor | Sequence[int] | Mapping[str, int] | Sequence[Sequence[str]]) -> Partition:
+def custom(
+    space: ParamSpace | int, groups: Tensor | Sequence[int] | Mapping[str, int] | Sequence[Sequence[str]]
+) -> Partition:
     """From an explicit group-id vector, a ``{name pattern: group}`` map (first match wins),
     or a list of groups given as lists of name patterns. Every parameter must be covered.
     Group ids are relabelled densely in order of first appearance; with a space, the groups'
@@ -174,8 +179,10 @@ def custom(space: ParamSpace | int,
         raise ValueError("name patterns need a ParamSpace")
     if not isinstance(groups, Mapping):
         if isinstance(groups, str) or any(isinstance(pats, str) for pats in groups):
-            raise TypeError("groups as name patterns: a {pattern: group} map or a list of groups, each a "
-                            f"list of patterns (e.g. [['fc1.*'], ['fc2.*']]), got {groups!r}")
+            raise TypeError(
+                "groups as name patterns: a {pattern: group} map or a list of groups, each a "
+                f"list of patterns (e.g. [['fc1.*'], ['fc2.*']]), got {groups!r}"
+            )
         groups = {pat: g for g, pats in enumerate(cast(Sequence[Sequence[str]], groups)) for pat in pats}
     ids = torch.full((space.dim,), -1, dtype=torch.long)
     for info, g in space.first_match(groups, "every parameter needs a group"):
@@ -193,11 +200,14 @@ def _check_patterns_used(space: ParamSpace, groups: Mapping[str, object]) -> Non
     for pattern in groups:
         hits = [n for n in space.names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            raise ValueError(f"partition pattern {pattern!r} matches no parameter; the parameters are "
-                             f"{', '.join(space.names)}")
+            raise ValueError(
+                f"partition pattern {pattern!r} matches no parameter; the parameters are {', '.join(space.names)}"
+            )
         if all(n in taken for n in hits):
-            raise ValueError(f"partition pattern {pattern!r} matches only parameters that earlier patterns "
-                             f"already took ({', '.join(hits)}); first match wins")
+            raise ValueError(
+                f"partition pattern {pattern!r} matches only parameters that earlier patterns "
+                f"already took ({', '.join(hits)}); first match wins"
+            )
         taken.update(hits)
 
 
@@ -207,8 +217,10 @@ def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
     A keyword the kind does not take (``num_groups`` for ``layer``) is a ``TypeError`` naming
     those it accepts; ``seed`` is accepted by every kind (only ``random`` uses it)."""
     builders = {
-        "joint": lambda: fully_joint(space), "factorized": lambda: fully_factorized(space),
-        "layer": lambda: by_layer(space), "neuron": lambda: by_neuron(space),
+        "joint": lambda: fully_joint(space),
+        "factorized": lambda: fully_factorized(space),
+        "layer": lambda: by_layer(space),
+        "neuron": lambda: by_neuron(space),
         "finer_nodes": lambda: by_finer_nodes(space, kwargs["chunk_size"]),
         "round_robin": lambda: round_robin(space, kwargs["num_groups"]),
         "random": lambda: random_partition(space, kwargs["num_groups"], kwargs.get("seed", 0)),
@@ -218,8 +230,10 @@ def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
     accepted, needed = _PARTITION_KEYS[kind]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise TypeError(f"partition {kind!r}: unknown keyword(s) {unknown}; it accepts "
-                        + (", ".join(accepted) if accepted else "none"))
+        raise TypeError(
+            f"partition {kind!r}: unknown keyword(s) {unknown}; it accepts "
+            + (", ".join(accepted) if accepted else "none")
+        )
     missing = [k for k in needed if k not in kwargs]
     if missing:
         raise TypeError(f"partition {kind!r} needs {', '.join(missing)}")
@@ -228,7 +242,10 @@ def make_partition(kind: str, space: ParamSpace, **kwargs) -> Partition:
 
 _PARTITION_KEYS = {  # kind -> (accepted keywords, required keywords); ``seed`` is accepted by every kind
     # (a run's structured settings carry one for the energy too) and used by ``random`` only
-    "joint": (("seed",), ()), "factorized": (("seed",), ()), "layer": (("seed",), ()), "neuron": (("seed",), ()),
+    "joint": (("seed",), ()),
+    "factorized": (("seed",), ()),
+    "layer": (("seed",), ()),
+    "neuron": (("seed",), ()),
     "finer_nodes": (("chunk_size", "seed"), ("chunk_size",)),
     "round_robin": (("num_groups", "seed"), ("num_groups",)),
     "random": (("num_groups", "seed"), ("num_groups",)),

@@ -92,7 +92,7 @@ class Partition:
         g = int(group)
         if not 0 <= g < self.num_groups:
             raise IndexError(f"group {group} out of range [0, {self.num_groups})")
-        return order[offsets[g]:offsets[g + 1]]
+        return order[offsets[g] : offsets[g + 1]]
 
     def blocks(self) -> tuple[Tensor, ...]:
         """Members of every group at once (``members(g)`` for ``g = 0..M-1``)."""
@@ -119,7 +119,7 @@ class Partition:
         k = int(cast(Tensor, self.layer)[int(group)])  # a tensor from __post_init__ on
         return None if k < 0 or self.layer_names is None else self.layer_names[k]
 
-    def annotate(self, space: ParamSpace) -> "Partition":
+    def annotate(self, space: ParamSpace) -> Partition:
         """A copy whose ``layer`` / ``unit`` / ``layer_names`` are read off ``space``: a group's
         layer (unit) where all its members lie in one layer (unit), −1 otherwise."""
         self.check_space(space)
@@ -137,8 +137,9 @@ class Partition:
         unit = common(unit_e)
         unit = torch.where(unit >= 0, unit - first_unit[layer.clamp(min=0)], unit)
         dev = self.group_ids.device
-        return self._replace(layer=layer.to(dev), unit=unit.to(dev),
-                             layer_names=tuple(rec.name for rec in space.layers))
+        return self._replace(
+            layer=layer.to(dev), unit=unit.to(dev), layer_names=tuple(rec.name for rec in space.layers)
+        )
 
     # -- misc -------------------------------------------------------------------------------
     def check_space(self, space_or_dim) -> None:
@@ -146,11 +147,17 @@ class Partition:
         if self.dim != P:
             raise ValueError(f"the partition covers {self.dim} parameters but the model has {P}")
 
-    def _replace(self, **changes) -> "Partition":
+    def _replace(self, **changes) -> Partition:
         """A new partition with some fields changed; the cached layout is kept when the group
         ids are unchanged."""
-        fields: dict[str, Any] = {"group_ids": self.group_ids, "num_groups": self.num_groups, "kind": self.kind,
-                  "layer": self.layer, "unit": self.unit, "layer_names": self.layer_names}
+        fields: dict[str, Any] = {
+            "group_ids": self.group_ids,
+            "num_groups": self.num_groups,
+            "kind": self.kind,
+            "layer": self.layer,
+            "unit": self.unit,
+            "layer_names": self.layer_names,
+        }
         fields.update(changes)
         new = Partition(**fields)
         if new.group_ids is self.group_ids:
@@ -159,11 +166,12 @@ class Partition:
                     new.__dict__[key] = self.__dict__[key]
         return new
 
-    def to(self, device) -> "Partition":
+    def to(self, device) -> Partition:
         """The partition with its tensors on ``device`` (the cached layout moved along)."""
         layer, unit = cast(Tensor, self.layer), cast(Tensor, self.unit)  # tensors from __post_init__ on
-        new = Partition(self.group_ids.to(device), self.num_groups, self.kind, layer.to(device), unit.to(device),
-                        self.layer_names)
+        new = Partition(
+            self.group_ids.to(device), self.num_groups, self.kind, layer.to(device), unit.to(device), self.layer_names
+        )
         if "_sizes" in self.__dict__:
             new.__dict__["_sizes"] = self._sizes
         if "_csr" in self.__dict__:
@@ -180,7 +188,8 @@ def _relabel(ids: Tensor, kind: str) -> Partition:
     """Dense ids 0..M-1 in order of first appearance."""
     uniq, inverse = torch.unique(ids, return_inverse=True)
     first = torch.full((len(uniq),), ids.numel(), dtype=torch.long).scatter_reduce(
-        0, inverse, torch.arange(ids.numel()), reduce="amin")
+        0, inverse, torch.arange(ids.numel()), reduce="amin"
+    )
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(len(order))

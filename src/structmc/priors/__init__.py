@@ -30,26 +30,76 @@ and a ``{name pattern: prior}`` map (first matching pattern wins; a pattern that
 parameter is an error) puts different priors on different parameters.
 """
 
-
 from __future__ import annotations
 
-from .prior import (_LOG_2PI, BoundPrior, Flat, LogDensity, Prior, _BoundComposite, _BoundFlat, _BoundLogDensity,  # noqa: F401
-                   _describe, _from_state_dict, _PatternPriors, _take, _vector, as_prior)
-from .families import (Laplace, Normal, ScaleMixtureNormal, StudentT, _BoundLaplace, _BoundNormal,  # noqa: F401
-                       _BoundScaleMixture, _BoundStudentT)
+from .families import (
+    Laplace,
+    Normal,
+    ScaleMixtureNormal,
+    StudentT,
+    _BoundLaplace,
+    _BoundNormal,  # noqa: F401
+    _BoundScaleMixture,
+    _BoundStudentT,
+)
 from .hyperpriors import GammaPrecision, HalfCauchy
+from .prior import (
+    _LOG_2PI,
+    BoundPrior,
+    Flat,
+    LogDensity,
+    Prior,
+    _BoundComposite,
+    _BoundFlat,
+    _BoundLogDensity,  # noqa: F401
+    _describe,
+    _from_state_dict,
+    _PatternPriors,
+    _take,
+    _vector,
+    as_prior,
+)
 
 # one home for every prior class, whichever file defines it: the fingerprint of a run names
 # library classes by module and qualified name, and pickles find them there, so runs written
 # when the priors were one module (structmc.priors) still resume and load
-for _cls in (Prior, BoundPrior, Flat, LogDensity, _BoundComposite, _BoundFlat, _BoundLogDensity, _PatternPriors,
-             Laplace, Normal, ScaleMixtureNormal, StudentT, _BoundLaplace, _BoundNormal, _BoundScaleMixture,
-             _BoundStudentT, GammaPrecision, HalfCauchy):
+for _cls in (
+    Prior,
+    BoundPrior,
+    Flat,
+    LogDensity,
+    _BoundComposite,
+    _BoundFlat,
+    _BoundLogDensity,
+    _PatternPriors,
+    Laplace,
+    Normal,
+    ScaleMixtureNormal,
+    StudentT,
+    _BoundLaplace,
+    _BoundNormal,
+    _BoundScaleMixture,
+    _BoundStudentT,
+    GammaPrecision,
+    HalfCauchy,
+):
     _cls.__module__ = __name__
 del _cls
 
-__all__ = ["Prior", "BoundPrior", "Normal", "Laplace", "StudentT", "ScaleMixtureNormal", "LogDensity", "Flat",
-           "HalfCauchy", "GammaPrecision", "HierarchicalEnergy", "as_prior"]
+__all__ = [
+    "Prior",
+    "BoundPrior",
+    "Normal",
+    "Laplace",
+    "StudentT",
+    "ScaleMixtureNormal",
+    "LogDensity",
+    "Flat",
+    "HalfCauchy",
+    "GammaPrecision",
+    "HierarchicalEnergy",
+    "as_prior",
+]
 
 
 def __getattr__(name: str):

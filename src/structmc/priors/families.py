@@ -18,15 +18,19 @@ class Normal(Prior):
         self.loc, self.scale = loc, scale
 
     def bind(self, space, like):
-        return _BoundNormal(_vector(self.loc, space, like, "Normal loc"),
-                            _vector(self.scale, space, like, "Normal scale", positive=True))
+        return _BoundNormal(
+            _vector(self.loc, space, like, "Normal loc"),
+            _vector(self.scale, space, like, "Normal scale", positive=True),
+        )
 
     def describe(self):
         return {"kind": "Normal", "loc": _describe(self.loc), "scale": _describe(self.scale)}
 
 
 class _BoundNormal(BoundPrior):
-    _fused: bool | tuple = False  # prior_std's zero-mean Normal of a ModuleEnergy (see fuse); pickles from before lack it
+    _fused: bool | tuple = (
+        False  # prior_std's zero-mean Normal of a ModuleEnergy (see fuse); pickles from before lack it
+    )
 
     def __init__(self, loc, scale, fused: bool = False):
         self.loc, self.scale, self.dim = loc, scale, loc.shape[0]
@@ -35,7 +39,7 @@ class _BoundNormal(BoundPrior):
         if fused:
             self.fuse()
 
-    def fuse(self) -> "_BoundNormal":
+    def fuse(self) -> _BoundNormal:
         """Use the fused forms of ``prior_std``'s zero-mean Normal (a ModuleEnergy without
         ``prior=``): ½·(1/σ²)·θᵀθ and ``lik_grad.add(θ, alpha=1/σ²)`` when every σ is equal,
         ``addcmul`` otherwise, one op each. They round differently from the generic forms,
@@ -89,8 +93,10 @@ class Laplace(Prior):
         self.loc, self.scale = loc, scale
 
     def bind(self, space, like):
-        return _BoundLaplace(_vector(self.loc, space, like, "Laplace loc"),
-                             _vector(self.scale, space, like, "Laplace scale", positive=True))
+        return _BoundLaplace(
+            _vector(self.loc, space, like, "Laplace loc"),
+            _vector(self.scale, space, like, "Laplace scale", positive=True),
+        )
 
     def describe(self):
         return {"kind": "Laplace", "loc": _describe(self.loc), "scale": _describe(self.scale)}
@@ -130,13 +136,19 @@ class StudentT(Prior):
         self.df, self.loc, self.scale = df, loc, scale
 
     def bind(self, space, like):
-        return _BoundStudentT(_vector(self.df, space, like, "StudentT df", positive=True),
-                              _vector(self.loc, space, like, "StudentT loc"),
-                              _vector(self.scale, space, like, "StudentT scale", positive=True))
+        return _BoundStudentT(
+            _vector(self.df, space, like, "StudentT df", positive=True),
+            _vector(self.loc, space, like, "StudentT loc"),
+            _vector(self.scale, space, like, "StudentT scale", positive=True),
+        )
 
     def describe(self):
-        return {"kind": "StudentT", "df": _describe(self.df), "loc": _describe(self.loc),
-                "scale": _describe(self.scale)}
+        return {
+            "kind": "StudentT",
+            "df": _describe(self.df),
+            "loc": _describe(self.loc),
+            "scale": _describe(self.scale),
+        }
 
 
 class _BoundStudentT(BoundPrior):
@@ -149,8 +161,7 @@ class _BoundStudentT(BoundPrior):
 
     def log_normaliser(self):
         nu = self.df
-        return (torch.lgamma(nu / 2) - torch.lgamma((nu + 1) / 2) + 0.5 * torch.log(nu * math.pi)
-                + self.scale.log())
+        return torch.lgamma(nu / 2) - torch.lgamma((nu + 1) / 2) + 0.5 * torch.log(nu * math.pi) + self.scale.log()
 
     def grad(self, theta):
         z = (theta - self.loc) / self.scale
@@ -194,13 +205,21 @@ class ScaleMixtureNormal(Prior):
         w = _vector(self.weight, space, like, "ScaleMixtureNormal weight", positive=True)
         if not bool((w < 1).all()):
             raise ValueError("ScaleMixtureNormal weight must lie in (0, 1)")
-        return _BoundScaleMixture(w, _vector(self.scale1, space, like, "ScaleMixtureNormal scale1", positive=True),
-                                  _vector(self.scale2, space, like, "ScaleMixtureNormal scale2", positive=True),
-                                  _vector(self.loc, space, like, "ScaleMixtureNormal loc"))
+        return _BoundScaleMixture(
+            w,
+            _vector(self.scale1, space, like, "ScaleMixtureNormal scale1", positive=True),
+            _vector(self.scale2, space, like, "ScaleMixtureNormal scale2", positive=True),
+            _vector(self.loc, space, like, "ScaleMixtureNormal loc"),
+        )
 
     def describe(self):
-        return {"kind": "ScaleMixtureNormal", "weight": _describe(self.weight), "scale1": _describe(self.scale1),
-                "scale2": _describe(self.scale2), "loc": _describe(self.loc)}
+        return {
+            "kind": "ScaleMixtureNormal",
+            "weight": _describe(self.weight),
+            "scale1": _describe(self.scale1),
+            "scale2": _describe(self.scale2),
+            "loc": _describe(self.loc),
+        }
 
 
 class _BoundScaleMixture(BoundPrior):

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor
-
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -25,8 +24,10 @@ def _vector(value, space, like: Tensor, what: str, *, positive: bool = False) ->
     else:
         if isinstance(value, Tensor):
             if value.numel() != 1:
-                raise ValueError(f"{what}: a tensor must be a scalar or the flat [P = {space.dim}] vector, got shape "
-                                 f"{tuple(value.shape)}")
+                raise ValueError(
+                    f"{what}: a tensor must be a scalar or the flat [P = {space.dim}] vector, got shape "
+                    f"{tuple(value.shape)}"
+                )
             value = float(value)
         try:
             out = space.per_param_vector(value, like=like)
@@ -44,14 +45,17 @@ def _from_state_dict(state: Mapping[str, Tensor], space, like: Tensor, what: str
     common prefix is not guessed); extra entries (buffers, unsampled parameters) are ignored."""
     missing = [i.name for i in space.params if i.name not in state]
     if missing:
-        raise ValueError(f"{what}: the state dict has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}; "
-                         f"its keys are {list(state)[:8]}{' ...' if len(state) > 8 else ''}")
+        raise ValueError(
+            f"{what}: the state dict has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}; "
+            f"its keys are {list(state)[:8]}{' ...' if len(state) > 8 else ''}"
+        )
     parts = []
     for info in space.params:
         t = state[info.name]
         if tuple(t.shape) != tuple(info.shape):
-            raise ValueError(f"{what}: {info.name!r} has shape {tuple(t.shape)} in the state dict, "
-                             f"{tuple(info.shape)} in the model")
+            raise ValueError(
+                f"{what}: {info.name!r} has shape {tuple(t.shape)} in the state dict, {tuple(info.shape)} in the model"
+            )
         parts.append(t.detach().reshape(-1).to(like))
     return torch.cat(parts)
 
@@ -63,7 +67,7 @@ class Prior:
     """A prior declared in terms of parameter names; :meth:`bind` resolves it on a
     :class:`~structmc.space.ParamSpace` into a :class:`BoundPrior` over θ ∈ R^P."""
 
-    def bind(self, space, like: Tensor) -> "BoundPrior":
+    def bind(self, space, like: Tensor) -> BoundPrior:
         raise NotImplementedError
 
     def describe(self) -> dict:
@@ -97,10 +101,10 @@ class BoundPrior:
     def _sample_flat(self, generator, shape: tuple[int, ...]) -> Tensor:
         raise NotImplementedError
 
-    def select(self, idx: Tensor) -> "BoundPrior":
+    def select(self, idx: Tensor) -> BoundPrior:
         raise NotImplementedError
 
-    def to(self, device=None, dtype=None) -> "BoundPrior":
+    def to(self, device=None, dtype=None) -> BoundPrior:
         for k, v in list(vars(self).items()):
             if isinstance(v, Tensor) and v.is_floating_point():
                 setattr(self, k, v.to(device=device, dtype=dtype))
@@ -134,8 +138,10 @@ class BoundPrior:
         if bool(bad.any()):
             c, j = (int(v) for v in bad.nonzero()[0])
             where = names(j) if names is not None else f"coordinate {j}"
-            raise ValueError(f"the prior's density is 0 or undefined at the initial position (chain {c}, {where}, "
-                             f"value {float(theta[c, j]):.4g}): start inside the prior's support")
+            raise ValueError(
+                f"the prior's density is 0 or undefined at the initial position (chain {c}, {where}, "
+                f"value {float(theta[c, j]):.4g}): start inside the prior's support"
+            )
 
 
 def _take(v: Tensor, idx: Tensor) -> Tensor:
@@ -174,8 +180,10 @@ class _BoundLogDensity(BoundPrior):
         arg = theta1 if self.spec.on == "flat" else self.space.unflatten(theta1)
         out = self.spec.fn(arg)
         if not isinstance(out, Tensor) or out.numel() != 1:
-            raise ValueError(f"the log prior must return a scalar tensor, got "
-                             f"{type(out).__name__}{'' if not isinstance(out, Tensor) else tuple(out.shape)}")
+            raise ValueError(
+                f"the log prior must return a scalar tensor, got "
+                f"{type(out).__name__}{'' if not isinstance(out, Tensor) else tuple(out.shape)}"
+            )
         return out.reshape(())
 
     def energy(self, theta):
@@ -192,8 +200,10 @@ class _BoundLogDensity(BoundPrior):
         bad = ~torch.isfinite(e)
         if bool(bad.any()):
             c = int(bad.nonzero()[0, 0])
-            raise ValueError(f"the prior's log density is {float(-e[c])} at the initial position of chain {c}: start "
-                             "inside the prior's support")
+            raise ValueError(
+                f"the prior's log density is {float(-e[c])} at the initial position of chain {c}: start "
+                "inside the prior's support"
+            )
 
     def grad(self, theta):
         with torch.enable_grad():
@@ -211,17 +221,22 @@ class _BoundLogDensity(BoundPrior):
 
     def sample(self, generator, shape=()):
         if self.spec.sampler is None:
-            raise ValueError("this LogDensity prior cannot be sampled: give LogDensity(fn, sample=...) to start "
-                             "chains from the prior")
+            raise ValueError(
+                "this LogDensity prior cannot be sampled: give LogDensity(fn, sample=...) to start "
+                "chains from the prior"
+            )
         out = self.spec.sampler(generator, tuple(shape))
         if not isinstance(out, Tensor) or tuple(out.shape) != (*shape, self.dim):
-            raise ValueError(f"LogDensity sample must return a tensor of shape {(*shape, self.dim)}, got "
-                             f"{getattr(out, 'shape', type(out).__name__)}")
+            raise ValueError(
+                f"LogDensity sample must return a tensor of shape {(*shape, self.dim)}, got "
+                f"{getattr(out, 'shape', type(out).__name__)}"
+            )
         return out
 
     def select(self, idx):
-        raise ValueError("a LogDensity prior is over the whole parameter vector: it cannot be one entry of a "
-                         "{pattern: prior} map")
+        raise ValueError(
+            "a LogDensity prior is over the whole parameter vector: it cannot be one entry of a {pattern: prior} map"
+        )
 
     def to(self, device=None, dtype=None):
         return self
@@ -274,8 +289,10 @@ class _PatternPriors(Prior):
     def __init__(self, priors: Mapping[str, Prior]):
         for pattern, p in priors.items():
             if not isinstance(p, Prior):
-                raise TypeError(f"prior map entry {pattern!r} must be a Prior (Normal(...), Laplace(...), ...), got "
-                                f"{type(p).__name__}")
+                raise TypeError(
+                    f"prior map entry {pattern!r} must be a Prior (Normal(...), Laplace(...), ...), got "
+                    f"{type(p).__name__}"
+                )
         self.priors = dict(priors)
 
     def bind(self, space, like):
@@ -291,8 +308,10 @@ class _PatternPriors(Prior):
                 raise ValueError(f"prior pattern {pattern!r} matches only parameters an earlier pattern took")
             bound = self.priors[pattern].bind(space, like)
             if not bound.factorised:
-                raise ValueError(f"prior pattern {pattern!r}: a LogDensity prior covers the whole vector and cannot "
-                                 "be one entry of a {pattern: prior} map")
+                raise ValueError(
+                    f"prior pattern {pattern!r}: a LogDensity prior covers the whole vector and cannot "
+                    "be one entry of a {pattern: prior} map"
+                )
             idx = torch.cat(ranges)
             parts.append((bound.select(idx), idx))
         return _BoundComposite(parts, space.dim)
@@ -331,6 +350,7 @@ class _BoundFlat(BoundPrior):
     def select(self, idx):
         return _BoundFlat(int(idx.numel()), self._like)
 
+
 def _describe(v):
     if isinstance(v, Tensor):
         return {"tensor": list(v.shape), "sum": float(v.double().sum())}
@@ -348,5 +368,7 @@ def as_prior(prior) -> Prior:
         return _PatternPriors(prior)
     if callable(prior):
         return LogDensity(prior)
-    raise TypeError(f"prior must be a structmc.priors.Prior, a {{pattern: prior}} map or a callable log density, "
-                    f"got {type(prior).__name__}")
+    raise TypeError(
+        f"prior must be a structmc.priors.Prior, a {{pattern: prior}} map or a callable log density, "
+        f"got {type(prior).__name__}"
+    )

@@ -15,12 +15,13 @@ Register a sampler of your own with ``SAMPLERS.register("name", MySampler)`` (a 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..registry import Registry
 from .kernel import Kernel
-from .sampler import Sampler
 from .psgld import PSGLD, PSGLDState
+from .sampler import Sampler
 from .sghmc import SGHMC, ScaleAdaptedSGHMC, ScaleAdaptedSGHMCState, SGHMCState
 from .sgld import SGLD, SGLDState
 from .sgnht import SGNHT, SGNHTState
@@ -33,8 +34,10 @@ def _check_sampler(name: str, entry):
 
 
 SAMPLERS: Registry[type[Sampler]] = Registry(
-    "sampler", {"sgld": SGLD, "psgld": PSGLD, "sghmc": SGHMC, "sgnht": SGNHT,
-                "scale_adapted_sghmc": ScaleAdaptedSGHMC}, validate=_check_sampler)
+    "sampler",
+    {"sgld": SGLD, "psgld": PSGLD, "sghmc": SGHMC, "sgnht": SGNHT, "scale_adapted_sghmc": ScaleAdaptedSGHMC},
+    validate=_check_sampler,
+)
 
 
 def _parameters(fn) -> tuple[dict[str, inspect.Parameter], bool]:
@@ -93,8 +96,11 @@ def sampler_from_config(cfg: Mapping[str, Any]) -> Sampler:
             continue
         unknown.append(key)
     if unknown or wrong:
-        what = (f"unknown key(s) {sorted(unknown)}" if unknown else "") + ("; " if unknown and wrong else "") + \
-               (f"unsupported {', '.join(wrong)}" if wrong else "")
+        what = (
+            (f"unknown key(s) {sorted(unknown)}" if unknown else "")
+            + ("; " if unknown and wrong else "")
+            + (f"unsupported {', '.join(wrong)}" if wrong else "")
+        )
         raise ValueError(f"sampler {name!r}: {what}; it accepts {', '.join(accepted)}")
     missing = [k for k, p in accepted.items() if p.default is p.empty and k not in cfg]
     if missing:
@@ -104,5 +110,20 @@ def sampler_from_config(cfg: Mapping[str, Any]) -> Sampler:
     return cls(**cfg)
 
 
-__all__ = ["Kernel", "Sampler", "SGLD", "PSGLD", "SGHMC", "SGNHT", "ScaleAdaptedSGHMC", "SAMPLERS", "sampler_from_config",
-           "sampler_keys", "SGLDState", "PSGLDState", "SGHMCState", "SGNHTState", "ScaleAdaptedSGHMCState"]
+__all__ = [
+    "Kernel",
+    "Sampler",
+    "SGLD",
+    "PSGLD",
+    "SGHMC",
+    "SGNHT",
+    "ScaleAdaptedSGHMC",
+    "SAMPLERS",
+    "sampler_from_config",
+    "sampler_keys",
+    "SGLDState",
+    "PSGLDState",
+    "SGHMCState",
+    "SGNHTState",
+    "ScaleAdaptedSGHMCState",
+]

@@ -27,7 +27,8 @@ without a change to any of them:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -45,7 +46,7 @@ class Kernel(Protocol):
 
     def target_energy(self, energy: Any) -> Any: ...
 
-    def prepare(self, energy: Any) -> "Kernel": ...
+    def prepare(self, energy: Any) -> Kernel: ...
 
     def init(self, theta: Tensor, generator: torch.Generator | None = None) -> Any: ...
 

@@ -49,9 +49,18 @@ class PSGLD(Sampler):
     name = "psgld"
     State = PSGLDState
 
-    def __init__(self, lr, alpha: float = 0.99, eps: float = 1e-5, *, num_data: int | None = None,
-                 temperature: float = 1.0, v_init: str = "zeros", include_gamma: bool = False,
-                 gamma_probes: int = 1):
+    def __init__(
+        self,
+        lr,
+        alpha: float = 0.99,
+        eps: float = 1e-5,
+        *,
+        num_data: int | None = None,
+        temperature: float = 1.0,
+        v_init: str = "zeros",
+        include_gamma: bool = False,
+        gamma_probes: int = 1,
+    ):
         super().__init__(lr, temperature)
         if not 0 <= check_number("alpha", alpha) < 1:
             raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
@@ -73,14 +82,16 @@ class PSGLD(Sampler):
         theta = theta.detach().clone()
         return PSGLDState(theta, torch.zeros_like(theta))
 
-    def prepare(self, energy) -> "PSGLD":
+    def prepare(self, energy) -> PSGLD:
         """Takes N from the energy when ``num_data`` is ``None`` (the per-datum gradient ḡ =
         ∇Û/N); ``include_gamma`` needs an energy with ``hessian_diag``."""
         from ..energy import HessianDiagEnergy
 
         if self.include_gamma and not isinstance(energy, HessianDiagEnergy):
-            raise ValueError(f"pSGLD with include_gamma=True needs an energy with hessian_diag(); "
-                             f"{type(energy).__name__} has none (structured energies have no Hessian diagonal)")
+            raise ValueError(
+                f"pSGLD with include_gamma=True needs an energy with hessian_diag(); "
+                f"{type(energy).__name__} has none (structured energies have no Hessian diagonal)"
+            )
         new = super().prepare(energy)
         assert isinstance(new, PSGLD)  # Sampler.prepare returns a copy of self
         if new.num_data is None and energy.num_data is not None:
@@ -92,8 +103,9 @@ class PSGLD(Sampler):
         hdiag = oracle.hessian_diag(state.theta, self.gamma_probes) if self.include_gamma else None
         return self.update(state, grad, lr, generator, hessian_diag=hdiag), {"energy": energy}
 
-    def update(self, state: PSGLDState, grad: Tensor, lr: float, generator,
-               hessian_diag: Tensor | None = None) -> PSGLDState:
+    def update(
+        self, state: PSGLDState, grad: Tensor, lr: float, generator, hessian_diag: Tensor | None = None
+    ) -> PSGLDState:
         per_datum = grad if self.num_data is None else grad / self.num_data
         first = state.step == 0 and self.v_init == "first"
         if first:

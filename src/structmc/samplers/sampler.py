@@ -47,8 +47,9 @@ class NoiseBuffer:
 
     def __call__(self, x: Tensor, generator: torch.Generator | None) -> Tensor:
         buf = self._buf
-        if x is not self._like and (buf is None or buf.shape != x.shape or buf.dtype != x.dtype
-                                    or buf.device != x.device):
+        if x is not self._like and (
+            buf is None or buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device
+        ):
             buf = self._buf = torch.empty_like(x)
         self._like = x
         assert buf is not None  # made above on first use
@@ -120,7 +121,7 @@ class Sampler:
             state = self.update(state, grad, lr, generator)
         return state, {"energy": energy}
 
-    def prepare(self, energy) -> "Sampler":
+    def prepare(self, energy) -> Sampler:
         """A copy for one run on ``energy``, with its own scratch buffers (never shared with
         the caller's sampler or another run). Subclasses take what they need from the energy
         here and raise ``ValueError`` when it cannot give it."""

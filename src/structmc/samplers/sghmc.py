@@ -33,8 +33,16 @@ class SGHMC(Sampler):
     name = "sghmc"
     State = SGHMCState
 
-    def __init__(self, lr, friction: float = 0.01, beta_hat: float = 0.0, *, num_leapfrog: int = 1,
-                 resample_momentum: bool = False, temperature: float = 1.0):
+    def __init__(
+        self,
+        lr,
+        friction: float = 0.01,
+        beta_hat: float = 0.0,
+        *,
+        num_leapfrog: int = 1,
+        resample_momentum: bool = False,
+        temperature: float = 1.0,
+    ):
         super().__init__(lr, temperature, num_leapfrog)
         self.friction = check_number("friction", friction)
         self.beta_hat = check_nonnegative("beta_hat", beta_hat)
@@ -112,8 +120,17 @@ class ScaleAdaptedSGHMC(Sampler):
     name = "scale_adapted_sghmc"
     State = ScaleAdaptedSGHMCState
 
-    def __init__(self, lr, friction: float = 0.05, *, adapt_steps: int = 150, noise_correction: bool = True,
-                 eps: float = 1e-6, num_leapfrog: int = 1, temperature: float = 1.0):
+    def __init__(
+        self,
+        lr,
+        friction: float = 0.05,
+        *,
+        adapt_steps: int = 150,
+        noise_correction: bool = True,
+        eps: float = 1e-6,
+        num_leapfrog: int = 1,
+        temperature: float = 1.0,
+    ):
         super().__init__(lr, temperature, num_leapfrog)
         self.friction = check_number("friction", friction)
         if not 0 < self.friction <= 1:
@@ -127,8 +144,9 @@ class ScaleAdaptedSGHMC(Sampler):
 
     def init(self, theta: Tensor, generator=None) -> ScaleAdaptedSGHMCState:
         theta = theta.detach().clone()
-        return ScaleAdaptedSGHMCState(theta, torch.zeros_like(theta), torch.ones_like(theta),
-                                      torch.ones_like(theta), torch.ones_like(theta))
+        return ScaleAdaptedSGHMCState(
+            theta, torch.zeros_like(theta), torch.ones_like(theta), torch.ones_like(theta), torch.ones_like(theta)
+        )
 
     def update(self, state: ScaleAdaptedSGHMCState, grad: Tensor, lr: float, generator) -> ScaleAdaptedSGHMCState:
         if state.step < self.adapt_steps:  # eqs. 8-9: τ first, then ḡ and V̂ with the new τ
@@ -165,4 +183,7 @@ class ScaleAdaptedSGHMC(Sampler):
                 f"{100 * clamped:.3g}% of the coordinates (friction α = {self.friction}, lr η = {lr:g}, T = "
                 f"{self.temperature:g}): those coordinates move without noise and the chain no longer samples "
                 f"the target there. Lower lr (the noise is positive where η < 2·α·T·m, m = 1/(√V̂ + eps)), raise "
-                f"friction, or pass noise_correction=False.", RuntimeWarning, stacklevel=4)
+                f"friction, or pass noise_correction=False.",
+                RuntimeWarning,
+                stacklevel=4,
+            )

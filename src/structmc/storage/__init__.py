@@ -35,16 +35,48 @@ from __future__ import annotations
 from .atomic import _atomic_save, _atomic_write_bytes, _digest
 from .chains import load_chain, save_chain
 from .folder import RunFolder, concat_info
-from .layout import (FOLDER_FORMAT, LEGACY_CHECKPOINT, LOCK, MANIFEST, RUN_FOLDER_ENTRIES, RunFolderBusy, RunFolderError,
-                     _chunk_index, _is_run_folder_entry)
+from .layout import (
+    FOLDER_FORMAT,
+    LEGACY_CHECKPOINT,
+    LOCK,
+    MANIFEST,
+    RUN_FOLDER_ENTRIES,
+    RunFolderBusy,
+    RunFolderError,
+    _chunk_index,
+    _is_run_folder_entry,
+)
 from .manifest import VerifiedFolder
 
 # issue 23: storage was one module (structmc.storage); its classes and functions keep that module
 # name, so that fingerprints, pickles and documentation naming them still resolve
-for _obj in (RunFolder, VerifiedFolder, RunFolderError, RunFolderBusy, concat_info, save_chain, load_chain, _digest,
-             _atomic_write_bytes, _atomic_save, _chunk_index, _is_run_folder_entry):
+for _obj in (
+    RunFolder,
+    VerifiedFolder,
+    RunFolderError,
+    RunFolderBusy,
+    concat_info,
+    save_chain,
+    load_chain,
+    _digest,
+    _atomic_write_bytes,
+    _atomic_save,
+    _chunk_index,
+    _is_run_folder_entry,
+):
     _obj.__module__ = __name__
 del _obj
 
-__all__ = ["RunFolder", "RunFolderError", "RunFolderBusy", "save_chain", "load_chain", "concat_info", "MANIFEST",
-           "LOCK", "FOLDER_FORMAT", "LEGACY_CHECKPOINT", "RUN_FOLDER_ENTRIES"]
+__all__ = [
+    "RunFolder",
+    "RunFolderError",
+    "RunFolderBusy",
+    "save_chain",
+    "load_chain",
+    "concat_info",
+    "MANIFEST",
+    "LOCK",
+    "FOLDER_FORMAT",
+    "LEGACY_CHECKPOINT",
+    "RUN_FOLDER_ENTRIES",
+]

@@ -16,8 +16,15 @@ def save_chain(chain: Chain, path: str | Path) -> None:
     """Write ``chain.pt`` (tensors) and ``chain.json`` (config) into the folder ``path``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    torch.save({"samples": chain.samples, "draw_steps": chain.draw_steps, "info": chain.info,
-                "space": [(i.name, i.shape) for i in chain.space.params]}, path / "chain.pt")
+    torch.save(
+        {
+            "samples": chain.samples,
+            "draw_steps": chain.draw_steps,
+            "info": chain.info,
+            "space": [(i.name, i.shape) for i in chain.space.params],
+        },
+        path / "chain.pt",
+    )
     (path / "chain.json").write_text(json.dumps(chain.config, indent=2, default=str))
     (path / "space.json").write_text(json.dumps(chain.space.to_config()))
 

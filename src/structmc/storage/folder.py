@@ -35,14 +35,18 @@ class RunFolder(VerifiedFolder):
             for f in [*self.chunk_files(), *self.info_files(), self.path / LEGACY_CHECKPOINT] if old else []:
                 if f.exists():
                     data = f.read_bytes()
-                    self._manifest["files"][f.relative_to(self.path).as_posix()] = {"blake2b": _digest(data),
-                                                                                   "size": len(data)}
+                    self._manifest["files"][f.relative_to(self.path).as_posix()] = {
+                        "blake2b": _digest(data),
+                        "size": len(data),
+                    }
             if LEGACY_CHECKPOINT in self._manifest["files"]:
                 self._manifest["checkpoint"] = LEGACY_CHECKPOINT
             self._write_manifest()
         self._remove_leftovers()
-        _atomic_write_bytes(json.dumps({**settings, "folder_format": FOLDER_FORMAT}, indent=2, default=str).encode(),
-                            self.path / "run.json")
+        _atomic_write_bytes(
+            json.dumps({**settings, "folder_format": FOLDER_FORMAT}, indent=2, default=str).encode(),
+            self.path / "run.json",
+        )
 
     # -- sample chunks ------------------------------------------------------------------------
     def chunk_files(self) -> list[Path]:
@@ -58,23 +62,31 @@ class RunFolder(VerifiedFolder):
         if m is None:
             files = sorted(f for f in d.glob("chunk_*.pt") if _chunk_index(f) is not None)
         else:
-            files = sorted(self.path / rel for rel in m["files"]
-                           if rel.startswith(d.name + "/") and _chunk_index(self.path / rel) is not None)
+            files = sorted(
+                self.path / rel
+                for rel in m["files"]
+                if rel.startswith(d.name + "/") and _chunk_index(self.path / rel) is not None
+            )
         for i, f in enumerate(files):
             if f.name != f"chunk_{i:05d}.pt":
                 raise RunFolderError(f"{d / f'chunk_{i:05d}.pt'}: missing {kind} chunk (found {f.name} after it)")
         if count is not None:
             if len(files) < count:
-                raise RunFolderError(f"{d / f'chunk_{len(files):05d}.pt'}: missing {kind} chunk "
-                                     f"(the checkpoint refers to {count})")
+                raise RunFolderError(
+                    f"{d / f'chunk_{len(files):05d}.pt'}: missing {kind} chunk (the checkpoint refers to {count})"
+                )
             files = files[:count]
         return files
 
     def write_chunk(self, index: int, samples: Tensor, draw_steps: Tensor) -> None:
         # a compact copy: torch.save writes a view's whole storage (the full sample buffer)
-        self._save({"samples": samples.detach().to("cpu", copy=True).contiguous(),
-                    "draw_steps": draw_steps.detach().to("cpu", copy=True)},
-                   self.samples_dir / f"chunk_{index:05d}.pt")
+        self._save(
+            {
+                "samples": samples.detach().to("cpu", copy=True).contiguous(),
+                "draw_steps": draw_steps.detach().to("cpu", copy=True),
+            },
+            self.samples_dir / f"chunk_{index:05d}.pt",
+        )
 
     def read_chunks(self, count: int | None = None, *, samples: bool = True) -> tuple[Tensor | None, Tensor] | None:
         files = self._chunks("sample", count)
@@ -123,8 +135,10 @@ class RunFolder(VerifiedFolder):
 
     def write_info_chunk(self, index: int, info: dict[str, Tensor]) -> None:
         # compact copies: torch.save writes a view's whole storage
-        self._save({k: v.detach().to("cpu", copy=True).contiguous() for k, v in info.items()},
-                   self.info_dir / f"chunk_{index:05d}.pt")
+        self._save(
+            {k: v.detach().to("cpu", copy=True).contiguous() for k, v in info.items()},
+            self.info_dir / f"chunk_{index:05d}.pt",
+        )
 
     def read_info(self, count: int | None = None) -> dict[str, Tensor]:
         """The streamed per-iteration records ``{key: [..., S]}``; a key that appears only in
@@ -171,8 +185,9 @@ class RunFolder(VerifiedFolder):
         return None if path is None else self._load(path, weights_only=False)
 
     def mark_diverged(self, message: str, step: int) -> None:
-        _atomic_write_bytes(json.dumps({"step": step, "message": message}, indent=2).encode(),
-                            self.path / "diverged.json")
+        _atomic_write_bytes(
+            json.dumps({"step": step, "message": message}, indent=2).encode(), self.path / "diverged.json"
+        )
 
     def clear_diverged(self) -> None:
         p = self.path / "diverged.json"

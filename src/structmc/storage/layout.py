@@ -13,8 +13,17 @@ FOLDER_FORMAT = 2
 LEGACY_CHECKPOINT = "checkpoint.pt"
 # what a run folder may hold; ``overwrite=True`` removes exactly these (the lock file stays: its
 # holder is the run doing the overwrite)
-RUN_FOLDER_ENTRIES = ("run.json", "samples", "info", LEGACY_CHECKPOINT, "checkpoint.pt.tmp", MANIFEST,
-                      MANIFEST + ".tmp", "diverged.json", "diagnostics")
+RUN_FOLDER_ENTRIES = (
+    "run.json",
+    "samples",
+    "info",
+    LEGACY_CHECKPOINT,
+    "checkpoint.pt.tmp",
+    MANIFEST,
+    MANIFEST + ".tmp",
+    "diverged.json",
+    "diagnostics",
+)
 _CHECKPOINT_NAME = re.compile(r"checkpoint-\d+(\.\d+)?\.pt")
 _TMP_NAME = re.compile(r"\..+\.tmp")  # _atomic_write_bytes's temporary files
 
@@ -35,4 +44,3 @@ def _chunk_index(path: Path) -> int | None:
     """``chunk_00012.pt`` -> 12; ``None`` for other names."""
     m = re.fullmatch(r"chunk_(\d+)\.pt", path.name)
     return int(m.group(1)) if m else None
-

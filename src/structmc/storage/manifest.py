@@ -15,8 +15,17 @@ from typing import Any
 import torch
 
 from .atomic import _atomic_save, _atomic_write_bytes, _digest
-from .layout import _CHECKPOINT_NAME, _TMP_NAME, LEGACY_CHECKPOINT, LOCK, MANIFEST, RunFolderBusy, RunFolderError, \
-    _chunk_index, _is_run_folder_entry
+from .layout import (
+    _CHECKPOINT_NAME,
+    _TMP_NAME,
+    LEGACY_CHECKPOINT,
+    LOCK,
+    MANIFEST,
+    RunFolderBusy,
+    RunFolderError,
+    _chunk_index,
+    _is_run_folder_entry,
+)
 
 if sys.platform == "win32":  # pragma: no cover - Windows
     import msvcrt
@@ -61,9 +70,11 @@ class VerifiedFolder:
                 os.close(fd)
                 if sys.platform != "win32" and not isinstance(err, BlockingIOError):
                     raise
-                raise RunFolderBusy(f"out_dir {self.path} is in use by another run (it holds {lock_path}): two runs "
-                                    "writing one folder would mix their draws; wait for that run to end, or choose "
-                                    "another out_dir") from None
+                raise RunFolderBusy(
+                    f"out_dir {self.path} is in use by another run (it holds {lock_path}): two runs "
+                    "writing one folder would mix their draws; wait for that run to end, or choose "
+                    "another out_dir"
+                ) from None
             try:  # the previous holder may have removed the file between our open and flock
                 current = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -101,8 +112,10 @@ class VerifiedFolder:
         entries = {p.name for p in self.path.iterdir()} - {LOCK}
         foreign = sorted(n for n in entries if not _is_run_folder_entry(n))
         if foreign or "run.json" not in entries:
-            raise ValueError(f"overwrite=True refuses to clear {self.path}: it is not a structmc run folder"
-                             + (f" (it holds {foreign[:5]})" if foreign else " (no run.json)"))
+            raise ValueError(
+                f"overwrite=True refuses to clear {self.path}: it is not a structmc run folder"
+                + (f" (it holds {foreign[:5]})" if foreign else " (no run.json)")
+            )
         # the data first, run.json last: a clear cut short still reads as a run folder to clear
         for name in [*sorted(entries - {MANIFEST, "run.json"}), MANIFEST, "run.json"]:
             p = self.path / name
@@ -144,14 +157,19 @@ class VerifiedFolder:
             else:
                 fmt = self.folder_format()
                 if fmt is not None and fmt >= 2:
-                    raise RunFolderError(f"{self.manifest_path}: the manifest is missing, so the run folder's files "
-                                         "cannot be verified (a folder written by this structmc always has one); "
-                                         "restore it, or start the run again with overwrite=True")
+                    raise RunFolderError(
+                        f"{self.manifest_path}: the manifest is missing, so the run folder's files "
+                        "cannot be verified (a folder written by this structmc always has one); "
+                        "restore it, or start the run again with overwrite=True"
+                    )
                 if fmt is not None and not self._warned:
                     self._warned = True
-                    warnings.warn(f"{self.path}: a run folder from an earlier structmc, without {MANIFEST}: its files "
-                                  "are unverified (a damaged or altered file may go unnoticed)", UserWarning,
-                                  stacklevel=3)
+                    warnings.warn(
+                        f"{self.path}: a run folder from an earlier structmc, without {MANIFEST}: its files "
+                        "are unverified (a damaged or altered file may go unnoticed)",
+                        UserWarning,
+                        stacklevel=3,
+                    )
         return self._manifest
 
     def _writable_manifest(self) -> dict:
@@ -189,13 +207,21 @@ class VerifiedFolder:
         if m is None:
             return
         for d in (self.path, self.samples_dir, self.info_dir):
-            for f in (d.iterdir() if d.is_dir() else ()):
+            for f in d.iterdir() if d.is_dir() else ():
                 rel = f.relative_to(self.path).as_posix()
                 if rel in m["files"] or not f.is_file():
                     continue
-                if (_TMP_NAME.fullmatch(f.name) or (d == self.path and (
-                        f.name in ("checkpoint.pt.tmp", MANIFEST + ".tmp", LEGACY_CHECKPOINT)
-                        or _CHECKPOINT_NAME.fullmatch(f.name))) or (d != self.path and _chunk_index(f) is not None)):
+                if (
+                    _TMP_NAME.fullmatch(f.name)
+                    or (
+                        d == self.path
+                        and (
+                            f.name in ("checkpoint.pt.tmp", MANIFEST + ".tmp", LEGACY_CHECKPOINT)
+                            or _CHECKPOINT_NAME.fullmatch(f.name)
+                        )
+                    )
+                    or (d != self.path and _chunk_index(f) is not None)
+                ):
                     os.unlink(f)
 
     def _verify(self, path: Path) -> bytes:
@@ -204,17 +230,21 @@ class VerifiedFolder:
         m = self.manifest()
         entry = None if m is None else m["files"].get(rel)
         if not path.exists():
-            raise RunFolderError(f"{path}: missing from the run folder" + (" (listed in the manifest)" if entry else ""))
+            raise RunFolderError(
+                f"{path}: missing from the run folder" + (" (listed in the manifest)" if entry else "")
+            )
         data = path.read_bytes()
         if entry is not None:
             if len(data) != entry["size"]:
-                raise RunFolderError(f"{path}: truncated or altered ({len(data)} bytes, the manifest records "
-                                     f"{entry['size']})")
+                raise RunFolderError(
+                    f"{path}: truncated or altered ({len(data)} bytes, the manifest records {entry['size']})"
+                )
             if _digest(data) != entry["blake2b"]:
                 raise RunFolderError(f"{path}: corrupted (its blake2b digest does not match the manifest)")
         elif m is not None:
-            raise RunFolderError(f"{path}: not listed in the manifest (written by another run, or the manifest "
-                                 "was lost)")
+            raise RunFolderError(
+                f"{path}: not listed in the manifest (written by another run, or the manifest was lost)"
+            )
         return data
 
     def _load(self, path: Path, *, weights_only: bool = True) -> Any:

@@ -56,10 +56,10 @@ from torch import Tensor
 
 from .. import fingerprint
 from ..energy import Batch, Energy, WrappedEnergy
+from ..partitions import Partition
 from ..schedules import check_int
 from .copies import _repeat_chains, _split_chains
 from .history import ChainHistory
-from ..partitions import Partition
 from .masks import MASK_KEYS, BernoulliMask, BetaMask, UniformMask, make_mask  # noqa: F401
 from .optimum import structured_optimum_gaussian
 
@@ -101,18 +101,30 @@ class StructuredEnergy(WrappedEnergy):
     are exactly those of the per-copy full-minibatch estimator.
     """
 
-    def __init__(self, base: Energy, partition: Partition, history: ChainHistory | int = 1000, *,
-                 mask=None, num_copies: int | None = None, max_copies_per_call: int | None = None,
-                 seed: int = 0, warmup_steps: int = 0, split_batch: bool = False):
+    def __init__(
+        self,
+        base: Energy,
+        partition: Partition,
+        history: ChainHistory | int = 1000,
+        *,
+        mask=None,
+        num_copies: int | None = None,
+        max_copies_per_call: int | None = None,
+        seed: int = 0,
+        warmup_steps: int = 0,
+        split_batch: bool = False,
+    ):
         if not isinstance(split_batch, bool):
             raise TypeError(f"split_batch must be True or False, got {split_batch!r} ({type(split_batch).__name__})")
         partition.check_space(base.space)
         if split_batch and not base.requires_data:
-            raise ValueError(f"split_batch=True splits each minibatch between the copies, but the base energy "
-                             f"({type(base).__name__}) has no likelihood that it scales by N/n itself "
-                             f"(requires_data is False: a full-batch energy or an opaque log density): there is "
-                             f"nothing it could rescale per slice. Use split_batch=False, or a ModuleEnergy / "
-                             f"LogDensityEnergy(log_likelihood=..., log_prior=...).")
+            raise ValueError(
+                f"split_batch=True splits each minibatch between the copies, but the base energy "
+                f"({type(base).__name__}) has no likelihood that it scales by N/n itself "
+                f"(requires_data is False: a full-batch energy or an opaque log density): there is "
+                f"nothing it could rescale per slice. Use split_batch=False, or a ModuleEnergy / "
+                f"LogDensityEnergy(log_likelihood=..., log_prior=...)."
+            )
         if isinstance(history, int) and not isinstance(history, bool):
             history = ChainHistory(history)
         elif not isinstance(history, ChainHistory):
@@ -168,37 +180,58 @@ class StructuredEnergy(WrappedEnergy):
         if self.mask is not None:
             mask = {"law": type(self.mask).__name__, **dataclasses.asdict(self.mask)}
         h = self.history
-        return {"kind": "S-SGMCMC" if self.mask is None else "Sd-SGMCMC", "num_groups": self.partition.num_groups,
-                "num_copies": self.num_copies, "mask": mask, "split_batch": self.split_batch,
-                "history": {"capacity": h.capacity, "mode": h.mode, "thin": h.thin,
-                            "dtype": None if h.storage_dtype is None else str(h.storage_dtype)},
-                "seed": self.seed, "warmup_steps": self.warmup_steps}
+        return {
+            "kind": "S-SGMCMC" if self.mask is None else "Sd-SGMCMC",
+            "num_groups": self.partition.num_groups,
+            "num_copies": self.num_copies,
+            "mask": mask,
+            "split_batch": self.split_batch,
+            "history": {
+                "capacity": h.capacity,
+                "mode": h.mode,
+                "thin": h.thin,
+                "dtype": None if h.storage_dtype is None else str(h.storage_dtype),
+            },
+            "seed": self.seed,
+            "warmup_steps": self.warmup_steps,
+        }
 
     def describe(self) -> dict:
         """Kind, ``num_data``, the partition (its group ids hashed), :meth:`config` as
         ``structured`` and the base's description."""
         ids = self.partition.group_ids
-        partition = {"num_groups": int(self.partition.num_groups),
-                     "group_ids": fingerprint.tensor_digest(ids) if isinstance(ids, Tensor) else None}
+        partition = {
+            "num_groups": int(self.partition.num_groups),
+            "group_ids": fingerprint.tensor_digest(ids) if isinstance(ids, Tensor) else None,
+        }
         structured = json.loads(json.dumps(self.config(), default=str))
-        return {"kind": type(self).__name__, "num_data": self.num_data, "partition": partition,
-                "structured": structured, "base": self.base.describe()}
+        return {
+            "kind": type(self).__name__,
+            "num_data": self.num_data,
+            "partition": partition,
+            "structured": structured,
+            "base": self.base.describe(),
+        }
 
     def describe_v1(self) -> dict:
         """Version 1: the number of groups, a strided digest of the group ids, :meth:`config`."""
         ids = self.partition.group_ids
-        return {"partition": {"num_groups": int(self.partition.num_groups),
-                              "group_ids": fingerprint.legacy_tensor_fingerprint(ids) if isinstance(ids, Tensor)
-                              else None},
-                "structured": self.config()}
+        return {
+            "partition": {
+                "num_groups": int(self.partition.num_groups),
+                "group_ids": fingerprint.legacy_tensor_fingerprint(ids) if isinstance(ids, Tensor) else None,
+            },
+            "structured": self.config(),
+        }
 
     def check(self, data=None, init=None, batch_size=None, batching=None, *, num_points=None) -> None:
         """:meth:`check_batch_size` (``num_points``: the data's length), then the base's checks."""
         self.check_batch_size(batch_size, batching, num_points)
         self.base.check(data, init, batch_size, batching, num_points=num_points)
 
-    def check_batch_size(self, batch_size: int | None, batching: str | None = None,
-                         num_data: int | None = None) -> None:
+    def check_batch_size(
+        self, batch_size: int | None, batching: str | None = None, num_data: int | None = None
+    ) -> None:
         """Refuse, before any compute, a minibatch that ``split_batch=True`` cannot split
         honestly (does nothing when ``split_batch`` is ``False``): ``batch_size=None`` (the
         full data, fed in a fixed order, so copy k would see the same rows at every step),
@@ -210,18 +243,24 @@ class StructuredEnergy(WrappedEnergy):
             return
         K = self.num_copies
         if batch_size is None:
-            raise ValueError(f"split_batch=True needs minibatches (batch_size=n, n divisible by K = {K}): with the "
-                             f"full data (batch_size=None) every copy would see the same fixed block of rows at every "
-                             f"step, a biased estimate per copy")
+            raise ValueError(
+                f"split_batch=True needs minibatches (batch_size=n, n divisible by K = {K}): with the "
+                f"full data (batch_size=None) every copy would see the same fixed block of rows at every "
+                f"step, a biased estimate per copy"
+            )
         n = check_int("batch_size", batch_size, 1)
         if batching == "stratified":
-            raise ValueError("split_batch=True needs minibatches in random order; stratified batches come grouped by "
-                             "class, so a contiguous slice is not a uniform subset (use batching='epoch', "
-                             "'without_replacement' or 'with_replacement')")
+            raise ValueError(
+                "split_batch=True needs minibatches in random order; stratified batches come grouped by "
+                "class, so a contiguous slice is not a uniform subset (use batching='epoch', "
+                "'without_replacement' or 'with_replacement')"
+            )
         N = self.num_data if num_data is None else num_data
         if N is not None and n >= N and batching != "with_replacement":
-            raise ValueError(f"split_batch=True needs minibatches: batch_size={n} is the whole data set (N = {N}), "
-                             f"fed in a fixed order, so copy k would see the same block of rows at every step")
+            raise ValueError(
+                f"split_batch=True needs minibatches: batch_size={n} is the whole data set (N = {N}), "
+                f"fed in a fixed order, so copy k would see the same block of rows at every step"
+            )
         self._check_divisible(n)
 
     def _check_divisible(self, n: int) -> None:
@@ -229,21 +268,23 @@ class StructuredEnergy(WrappedEnergy):
         if n % K:
             lo, hi = (n // K) * K, (n // K + 1) * K
             sizes = f"batch_size={lo} or {hi}" if lo else f"batch_size={hi}"
-            raise ValueError(f"split_batch=True splits each minibatch of n = {n} rows into K = {K} slices (one per "
-                             f"copy): n must be divisible by K, and {n} is not (e.g. {sizes})")
+            raise ValueError(
+                f"split_batch=True splits each minibatch of n = {n} rows into K = {K} slices (one per "
+                f"copy): n must be divisible by K, and {n} is not (e.g. {sizes})"
+            )
 
     def initial_position(self) -> Tensor:
         """The base energy's initial position (an optional member of a base energy)."""
-        return getattr(self.base, "initial_position")()
+        return getattr(self.base, "initial_position")()  # noqa: B009  (not an Energy member: typed by lookup)
 
-    def with_base(self, base: Energy) -> "StructuredEnergy":
+    def with_base(self, base: Energy) -> StructuredEnergy:
         """A :meth:`fresh` copy around ``base`` (``with_num_data`` rebuilds it around
         ``base.with_num_data(N)``)."""
         new = self.fresh()
         new.base = base
         return new
 
-    def fresh(self) -> "StructuredEnergy":
+    def fresh(self) -> StructuredEnergy:
         """A copy with its own, empty history and generator (nothing shared with ``self``)."""
         new = copy.copy(self)
         new.history = self.history.empty_copy()
@@ -291,8 +332,10 @@ class StructuredEnergy(WrappedEnergy):
     def _split_rows(self, batch: Batch) -> None:
         """The lazy form of :meth:`check_batch_size` on an actual minibatch ``[C, n, ...]``."""
         if batch is None:
-            raise ValueError("split_batch=True needs a minibatch to split between the copies, got batch=None "
-                             "(pass data=(...) and a batch_size divisible by the number of copies)")
+            raise ValueError(
+                "split_batch=True needs a minibatch to split between the copies, got batch=None "
+                "(pass data=(...) and a batch_size divisible by the number of copies)"
+            )
         sizes = {int(t.shape[1]) for t in batch}
         if len(sizes) != 1:
             raise ValueError(f"split_batch=True: the batch tensors have different row counts {sorted(sizes)}")
@@ -372,24 +415,33 @@ def check_copy_memory(num_copies: int, per_call: int, num_groups: int, theta0: T
     need = per_copy * k
     free = available_memory(theta0.device)
     gib = lambda b: f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
-    what = (f"StructuredEnergy: one batched evaluation of {k} of its {num_copies} copies (M = {num_groups} groups) for "
-            f"{C} chain(s) of P = {P} parameters holds about {COPY_TENSORS} x {C}·{k}·{P} values, {gib(need)} "
-            f"(model activations on top)")
+    what = (
+        f"StructuredEnergy: one batched evaluation of {k} of its {num_copies} copies (M = {num_groups} groups) for "
+        f"{C} chain(s) of P = {P} parameters holds about {COPY_TENSORS} x {C}·{k}·{P} values, {gib(need)} "
+        f"(model activations on top)"
+    )
     if free is None:
         if need > UNKNOWN_MEMORY_WARN:
             import warnings
 
             fit = max(1, int(UNKNOWN_MEMORY_WARN // per_copy))
-            warnings.warn(f"{what}; if memory runs out, pass max_copies_per_call={fit} (about "
-                          f"{gib(UNKNOWN_MEMORY_WARN)} per call: the copies are evaluated in chunks)", stacklevel=4)
+            warnings.warn(
+                f"{what}; if memory runs out, pass max_copies_per_call={fit} (about "
+                f"{gib(UNKNOWN_MEMORY_WARN)} per call: the copies are evaluated in chunks)",
+                stacklevel=4,
+            )
         return
     limit = MEMORY_SHARE * free
     if need <= limit:
         return
     fit = int(limit // per_copy)
     if fit >= 1:
-        raise ValueError(f"{what}, but {gib(free)} is free on {theta0.device}: pass max_copies_per_call={fit} (or "
-                         f"less) to evaluate the copies in chunks that fit ({gib(fit * per_copy)} each), or run fewer "
-                         f"chains")
-    raise ValueError(f"{what}, but {gib(free)} is free on {theta0.device}: even max_copies_per_call=1 needs "
-                     f"{gib(per_copy)}; run fewer chains (num_chains={C}) or a smaller model")
+        raise ValueError(
+            f"{what}, but {gib(free)} is free on {theta0.device}: pass max_copies_per_call={fit} (or "
+            f"less) to evaluate the copies in chunks that fit ({gib(fit * per_copy)} each), or run fewer "
+            f"chains"
+        )
+    raise ValueError(
+        f"{what}, but {gib(free)} is free on {theta0.device}: even max_copies_per_call=1 needs "
+        f"{gib(per_copy)}; run fewer chains (num_chains={C}) or a smaller model"
+    )

@@ -45,7 +45,7 @@ from ..schedules import check_int
 class ChainHistory:
     MIN_ROW = 8  # shortest group for the padded-row layout (shorter rows do not pay)
     MAX_PADDING = 0.25  # most extra memory the padded-row layout may cost, relative to P
-    WARN_BYTES = 2 * 2 ** 30  # a buffer larger than this warns when it is allocated (see _check_memory)
+    WARN_BYTES = 2 * 2**30  # a buffer larger than this warns when it is allocated (see _check_memory)
 
     def __init__(self, capacity: int, *, mode: str = "window", thin: int = 1, dtype: torch.dtype | None = None):
         if check_int("capacity", capacity) < 1:
@@ -66,7 +66,7 @@ class ChainHistory:
         self.observed = 0  # positions observed (before thinning)
         self._next = 0  # window: slot to overwrite next
 
-    def empty_copy(self) -> "ChainHistory":
+    def empty_copy(self) -> ChainHistory:
         """A new, empty store with the same settings."""
         return ChainHistory(self.capacity, mode=self.mode, thin=self.thin, dtype=self.storage_dtype)
 
@@ -92,13 +92,20 @@ class ChainHistory:
         if size <= self.WARN_BYTES:
             return
         pad = "" if width == P else f" (P = {P:,} padded to {width:,} for the group-row layout)"
-        half = ("" if item <= 2 else f"; dtype=torch.bfloat16 (or torch.float16) divides it by {item // 2} (draws are "
-                "cast back to the chain's dtype)")
-        warnings.warn(f"ChainHistory: the θ̃ history takes {size / 2 ** 30:.3g} GiB = capacity {self.capacity:,} x "
-                      f"{C} chains x {width:,} parameters{pad} x {item} bytes. To reduce it: a smaller capacity "
-                      f"(ChainHistory({max(1, self.capacity // 10):,}, thin=10) spans the same stretch of the chain; "
-                      f"mode='reservoir' draws from the whole chain at any capacity){half}; or fewer chains",
-                      UserWarning, stacklevel=4)
+        half = (
+            ""
+            if item <= 2
+            else f"; dtype=torch.bfloat16 (or torch.float16) divides it by {item // 2} (draws are "
+            "cast back to the chain's dtype)"
+        )
+        warnings.warn(
+            f"ChainHistory: the θ̃ history takes {size / 2**30:.3g} GiB = capacity {self.capacity:,} x "
+            f"{C} chains x {width:,} parameters{pad} x {item} bytes. To reduce it: a smaller capacity "
+            f"(ChainHistory({max(1, self.capacity // 10):,}, thin=10) spans the same stretch of the chain; "
+            f"mode='reservoir' draws from the whole chain at any capacity){half}; or fewer chains",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def _set_layout(self, group_ids: Tensor | None, device) -> None:
         self._rows = None
@@ -140,13 +147,23 @@ class ChainHistory:
             self.buffer[:, slot].copy_(theta if self._order is None else theta[:, self._order])
         self._next = (slot + 1) % self.capacity
 
-    def draw(self, num_copies: int, group_ids: Tensor, num_groups: int, generator: torch.Generator | None,
-             dtype: torch.dtype | None = None) -> Tensor:
+    def draw(
+        self,
+        num_copies: int,
+        group_ids: Tensor,
+        num_groups: int,
+        generator: torch.Generator | None,
+        dtype: torch.dtype | None = None,
+    ) -> Tensor:
         """θ̃ for ``num_copies`` copies: ``[C, K, P]``, an independent past time per group."""
         if self.buffer is None:
             raise RuntimeError("the history is empty: call reset(theta) first")
-        times = torch.randint(self.count, (C := self.buffer.shape[0], num_copies, num_groups), generator=generator,
-                              device=self.buffer.device)
+        times = torch.randint(
+            self.count,
+            (C := self.buffer.shape[0], num_copies, num_groups),
+            generator=generator,
+            device=self.buffer.device,
+        )
         if self._rows is not None:  # K·M whole rows: row (c, t, g) of the [C·W·M, L] view
             M, L, padded_of_original, _ = self._rows
             W = self.capacity
@@ -167,10 +184,15 @@ class ChainHistory:
         return filled if self._rows is None else filled[:, :, self._rows[3]]
 
     def state_dict(self) -> dict:
-        return {"buffer": None if self.buffer is None else self._stored().cpu(), "count": self.count,
-                "seen": self.seen, "observed": self.observed, "next": self._next,
-                # _order, _inverse and _sorted_ids are set together (_set_layout)
-                "group_ids": None if self._sorted_ids is None else self._sorted_ids[self._inverse].cpu()}
+        return {
+            "buffer": None if self.buffer is None else self._stored().cpu(),
+            "count": self.count,
+            "seen": self.seen,
+            "observed": self.observed,
+            "next": self._next,
+            # _order, _inverse and _sorted_ids are set together (_set_layout)
+            "group_ids": None if self._sorted_ids is None else self._sorted_ids[self._inverse].cpu(),
+        }
 
     def load_state_dict(self, state: dict, device=None) -> None:
         buf = state["buffer"]
@@ -184,8 +206,12 @@ class ChainHistory:
                 self.buffer[:, :n].copy_(buf.to(device))
             else:
                 self.buffer[:, :n].index_copy_(2, self._rows[3], buf.to(device))
-        self.count, self.seen, self.observed, self._next = state["count"], state["seen"], state["observed"], state["next"]
+        self.count, self.seen, self.observed, self._next = (
+            state["count"],
+            state["seen"],
+            state["observed"],
+            state["next"],
+        )
 
     def memory_bytes(self) -> int:
         return 0 if self.buffer is None else self.buffer.numel() * self.buffer.element_size()
-

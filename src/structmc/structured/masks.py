@@ -94,8 +94,9 @@ def make_mask(kind: str, **kwargs):
                 kwargs[key] = kwargs.pop(alias)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise TypeError(f"mask {kind!r}: unknown keyword(s) {unknown}; it accepts "
-                        + (", ".join(accepted) if accepted else "none"))
+        raise TypeError(
+            f"mask {kind!r}: unknown keyword(s) {unknown}; it accepts " + (", ".join(accepted) if accepted else "none")
+        )
     if kind == "bernoulli":
         return BernoulliMask(kwargs.get("rho", 0.5), kwargs.get("at_least_one", False))
     if kind == "uniform":

@@ -16,6 +16,23 @@ from .mamba import TuningResult, arm_seed, mamba, num_rounds, round_budget, roun
 from .metrics import FSSD, KSD, FunctionMetric, as_metric
 from .problem import Problem
 
-__all__ = ["Arm", "grid", "as_arms", "lr_from_paper", "mamba", "grid_search", "heuristic", "TuningResult",
-           "num_rounds", "round_sizes", "round_budget", "survivors", "arm_seed", "KSD", "FSSD", "FunctionMetric",
-           "as_metric", "Problem"]
+__all__ = [
+    "Arm",
+    "grid",
+    "as_arms",
+    "lr_from_paper",
+    "mamba",
+    "grid_search",
+    "heuristic",
+    "TuningResult",
+    "num_rounds",
+    "round_sizes",
+    "round_budget",
+    "survivors",
+    "arm_seed",
+    "KSD",
+    "FSSD",
+    "FunctionMetric",
+    "as_metric",
+    "Problem",
+]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..samplers import SAMPLERS, sampler_from_config, sampler_keys
 from ..structured.energies import MASK_KEYS
@@ -28,9 +29,18 @@ _GRADIENT_ALIASES = {"minibatch": "minibatch", "cv": "control_variate", "control
 # An arm's structured settings are the structured energy's own (StructuredEnergy.config() keys,
 # its mask laws' fields from MASK_KEYS, flat so that a grid can span them) plus the partition the
 # arm builds (config() records only its number of groups). The mask given as a name.
-STRUCTURED_KEYS = ("partition", "num_groups", "chunk_size", "mask", *dict.fromkeys(k for ks in MASK_KEYS.values()
-                                                                                  for k in ks),
-                   "num_copies", "history", "seed", "warmup_steps", "split_batch")
+STRUCTURED_KEYS = (
+    "partition",
+    "num_groups",
+    "chunk_size",
+    "mask",
+    *dict.fromkeys(k for ks in MASK_KEYS.values() for k in ks),
+    "num_copies",
+    "history",
+    "seed",
+    "warmup_steps",
+    "split_batch",
+)
 _MASK_NEEDS = {"bernoulli": ("rho",), "uniform": (), "beta": ("a", "b")}  # an arm names these (no default rho)
 _PARTITIONS_WITH_NUM_GROUPS = ("random", "round_robin")  # other kinds derive M from the space
 _HISTORY_KEYS = ("capacity", "mode", "thin", "dtype")  # ChainHistory's settings, as config() writes them
@@ -126,15 +136,21 @@ class Arm:
         return " ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"sampler": dict(self.sampler), "batch_size": self.batch_size, "gradient": self.gradient,
-                "structured": None if self.structured is None else dict(self.structured), "label": self.label}
+        return {
+            "sampler": dict(self.sampler),
+            "batch_size": self.batch_size,
+            "gradient": self.gradient,
+            "structured": None if self.structured is None else dict(self.structured),
+            "label": self.label,
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Arm":
-        return cls(d["sampler"], d.get("batch_size"), d.get("gradient", "minibatch"), d.get("structured"),
-                   d.get("label", ""))
+    def from_dict(cls, d: Mapping[str, Any]) -> Arm:
+        return cls(
+            d["sampler"], d.get("batch_size"), d.get("gradient", "minibatch"), d.get("structured"), d.get("label", "")
+        )
 
-    def replace(self, **changes) -> "Arm":
+    def replace(self, **changes) -> Arm:
         d = self.to_dict()
         d.update(changes)
         if "label" not in changes:
@@ -205,8 +221,11 @@ def _check_structured(settings: Mapping[str, Any]) -> dict:
         if s.get(key) is not None and not isinstance(s[key], dict):
             s[key] = _integer(key, s[key], lo)
     if isinstance(s.get("history"), dict):
-        s["history"] = {**s["history"], "capacity": _integer("history capacity", s["history"]["capacity"], 1),
-                        "thin": _integer("history thin", s["history"]["thin"], 1)}
+        s["history"] = {
+            **s["history"],
+            "capacity": _integer("history capacity", s["history"]["capacity"], 1),
+            "thin": _integer("history thin", s["history"]["thin"], 1),
+        }
     if s["partition"] in _PARTITIONS_WITH_NUM_GROUPS and s.get("num_groups") is None:
         raise ValueError(f"partition {s['partition']!r} needs num_groups >= 1")
     return s
@@ -236,21 +255,29 @@ def _from_config(c: dict) -> dict:
         c["mask"] = mask = law
     if kind is not None:
         if kind not in ("S-SGMCMC", "Sd-SGMCMC") or (kind == "S-SGMCMC") != (mask is None):
-            raise ValueError(f"structured kind {kind!r} does not match mask {mask!r} (S-SGMCMC has no mask, "
-                             f"Sd-SGMCMC has one)")
+            raise ValueError(
+                f"structured kind {kind!r} does not match mask {mask!r} (S-SGMCMC has no mask, Sd-SGMCMC has one)"
+            )
         if mask is None and "num_copies" in c:
             copies = c.pop("num_copies")
             if c.get("num_groups") is not None and copies != c["num_groups"]:
-                raise ValueError(f"S-SGMCMC runs one copy per group: num_copies={copies} != num_groups="
-                                 f"{c['num_groups']}")
+                raise ValueError(
+                    f"S-SGMCMC runs one copy per group: num_copies={copies} != num_groups={c['num_groups']}"
+                )
     history = c.get("history")
     if isinstance(history, Mapping):
         unknown = sorted(set(history) - set(_HISTORY_KEYS))
         if unknown or "capacity" not in history:
-            raise ValueError(f"structured history must be a capacity or a mapping with capacity (and mode, thin, "
-                             f"dtype), got {history!r}")
-        h = {"capacity": history["capacity"], "mode": history.get("mode", "window"), "thin": history.get("thin", 1),
-             "dtype": history.get("dtype")}
+            raise ValueError(
+                f"structured history must be a capacity or a mapping with capacity (and mode, thin, "
+                f"dtype), got {history!r}"
+            )
+        h = {
+            "capacity": history["capacity"],
+            "mode": history.get("mode", "window"),
+            "thin": history.get("thin", 1),
+            "dtype": history.get("dtype"),
+        }
         c["history"] = h["capacity"] if (h["mode"], h["thin"], h["dtype"]) == ("window", 1, None) else h
     return {k: c[k] for k in sorted(c, key=lambda k: STRUCTURED_KEYS.index(k) if k in STRUCTURED_KEYS else -1)}
 
@@ -285,17 +312,32 @@ def structured_energy(base, settings: Mapping[str, Any]):
         kwargs["num_groups"] = s["num_groups"]
     partition = make_partition(kind, base.space, **kwargs)
     if s.get("num_groups") is not None and partition.num_groups != s["num_groups"]:
-        raise ValueError(f"structured num_groups={s['num_groups']}, but partition {kind!r} of this target has "
-                         f"{partition.num_groups} groups")
+        raise ValueError(
+            f"structured num_groups={s['num_groups']}, but partition {kind!r} of this target has "
+            f"{partition.num_groups} groups"
+        )
     mask = s.get("mask")
     mask_obj = None if mask is None else make_mask(mask, **{k: s[k] for k in MASK_KEYS[mask] if k in s})
-    return StructuredEnergy(base, partition, _history(s.get("history", 1000)), mask=mask_obj,
-                            num_copies=None if mask is None else int(s["num_copies"]), seed=int(s.get("seed", 0)),
-                            warmup_steps=int(s.get("warmup_steps", 0)), split_batch=bool(s.get("split_batch", False)))
+    return StructuredEnergy(
+        base,
+        partition,
+        _history(s.get("history", 1000)),
+        mask=mask_obj,
+        num_copies=None if mask is None else int(s["num_copies"]),
+        seed=int(s.get("seed", 0)),
+        warmup_steps=int(s.get("warmup_steps", 0)),
+        split_batch=bool(s.get("split_batch", False)),
+    )
 
 
-def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequence[str] | str = ("minibatch",),
-         structured: Mapping[str, Sequence] | None = None, **hyperparameters) -> list[Arm]:
+def grid(
+    sampler: str,
+    *,
+    batch_size: Sequence | Any = (None,),
+    gradient: Sequence[str] | str = ("minibatch",),
+    structured: Mapping[str, Sequence] | None = None,
+    **hyperparameters,
+) -> list[Arm]:
     """Arms from the product of value lists, e.g.
     ``grid("sghmc", lr=[1e-5, 1e-6], num_leapfrog=[5, 10], batch_size=[0.1, 0.01])`` (8 arms).
 
@@ -324,8 +366,9 @@ def grid(sampler: str, *, batch_size: Sequence | Any = (None,), gradient: Sequen
     s_keys = list(s_given)
     s_axes = [values(s_given[k]) for k in s_keys]
     arms = []
-    for b, g, combo, s_combo in itertools.product(values(batch_size), values(gradient), itertools.product(*axes),
-                                                  itertools.product(*s_axes)):
+    for b, g, combo, s_combo in itertools.product(
+        values(batch_size), values(gradient), itertools.product(*axes), itertools.product(*s_axes)
+    ):
         cfg = {"name": name, **dict(zip(keys, combo))}
         arms.append(Arm(cfg, b, g, dict(zip(s_keys, s_combo)) if structured else None))
     return arms
@@ -337,14 +380,23 @@ def edge_of_grid(arms: Sequence[Arm], chosen: Arm | None) -> list[str]:
     step size may lie beyond the grid, which should be extended past that end."""
     if chosen is None or not isinstance(chosen.sampler.get("lr"), (int, float)):
         return []
-    lrs = sorted({float(a.sampler["lr"]) for a in arms if a.sampler_name == chosen.sampler_name
-                  and isinstance(a.sampler.get("lr"), (int, float)) and not isinstance(a.sampler["lr"], bool)})
+    lrs = sorted(
+        {
+            float(a.sampler["lr"])
+            for a in arms
+            if a.sampler_name == chosen.sampler_name
+            and isinstance(a.sampler.get("lr"), (int, float))
+            and not isinstance(a.sampler["lr"], bool)
+        }
+    )
     lr = float(chosen.sampler["lr"])
     if len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
         return []
     end, way = ("smallest", "smaller") if lr == lrs[0] else ("largest", "larger")
-    return [f"the chosen arm's lr={lr:.3g} is the {end} step size tried ({len(lrs)} from {lrs[0]:.3g} to "
-            f"{lrs[-1]:.3g}): the best may be {way}; extend the grid past it and tune again"]
+    return [
+        f"the chosen arm's lr={lr:.3g} is the {end} step size tried ({len(lrs)} from {lrs[0]:.3g} to "
+        f"{lrs[-1]:.3g}): the best may be {way}; extend the grid past it and tune again"
+    ]
 
 
 def as_arms(arms) -> list[Arm]:

@@ -18,8 +18,14 @@ from .records import TuningSettings
 from .result import TuningResult
 
 
-def heuristic(num_data: int, sampler: str = "sgld", *, batch_size: float | int | None = 0.1,
-              gradient: str = "minibatch", **hyperparameters) -> Arm:
+def heuristic(
+    num_data: int,
+    sampler: str = "sgld",
+    *,
+    batch_size: float | int | None = 0.1,
+    gradient: str = "minibatch",
+    **hyperparameters,
+) -> Arm:
     """The arm with the paper's heuristic step size ``h = 1/N`` (converted to our ``lr`` by
     :func:`~structmc.tuning.lr_from_paper`: ε = 2/N for SGLD, η = 1/N for SGHMC/SGNHT) and
     batch 10%; other hyperparameters (``num_leapfrog``, ``friction``, ``a``) as given."""
@@ -30,11 +36,32 @@ def heuristic(num_data: int, sampler: str = "sgld", *, batch_size: float | int |
     return Arm(cfg, batch_size, gradient)
 
 
-def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: float | int | None = 0.1,
-                metric="ksd", executor=None, seed: int = 0, num_chains: int = 1, batching: str = "epoch", centre=None, thin: int = 10,
-                max_samples: int = 256, min_samples: int = 10, metric_cost: float | None = 0.25, warmup: int = 2,
-                score_data: int | None = None, validation=None, out_dir=None, resume: bool = False,
-                progress: bool | None = None, problem: Problem | None = None) -> TuningResult:
+def grid_search(
+    target,
+    init,
+    arms,
+    budget: Budget,
+    *,
+    data=None,
+    batch_size: float | int | None = 0.1,
+    metric="ksd",
+    executor=None,
+    seed: int = 0,
+    num_chains: int = 1,
+    batching: str = "epoch",
+    centre=None,
+    thin: int = 10,
+    max_samples: int = 256,
+    min_samples: int = 10,
+    metric_cost: float | None = 0.25,
+    warmup: int = 2,
+    score_data: int | None = None,
+    validation=None,
+    out_dir=None,
+    resume: bool = False,
+    progress: bool | None = None,
+    problem: Problem | None = None,
+) -> TuningResult:
     """Run every arm for ``budget`` (per arm) and choose the lowest ``metric``.
 
     ``batch_size`` overrides every arm's batch (default 10%, the paper's; ``None`` keeps the
@@ -54,12 +81,35 @@ def grid_search(target, init, arms, budget: Budget, *, data=None, batch_size: fl
         arms = fixed
     budget = _as_budget(budget)
     # one round of every arm (eta = M + 1 is only recorded in the trace), scored on its own samples
-    settings = TuningSettings("grid_search", budget, metric, len(arms) + 1, seed=seed, thin=thin,
-                              max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
-                              warmup=warmup, executor=executor, out_dir=out_dir, resume=resume, progress=progress)
+    settings = TuningSettings(
+        "grid_search",
+        budget,
+        metric,
+        len(arms) + 1,
+        seed=seed,
+        thin=thin,
+        max_samples=max_samples,
+        min_samples=min_samples,
+        metric_cost=metric_cost,
+        warmup=warmup,
+        executor=executor,
+        out_dir=out_dir,
+        resume=resume,
+        progress=progress,
+    )
     check_scorable(budget, thin, settings.min_scored, arms=len(arms), rounds=1, total=budget)  # per arm
-    problem = as_problem(target, init, problem, data=data, num_chains=num_chains, batching=batching, centre=centre,
-                         score_data=score_data, validation=validation, seed=seed)
+    problem = as_problem(
+        target,
+        init,
+        problem,
+        data=data,
+        num_chains=num_chains,
+        batching=batching,
+        centre=centre,
+        score_data=score_data,
+        validation=validation,
+        seed=seed,
+    )
     result = _run_rounds(problem, arms, [(budget, 1)], settings)
     warn_unscored(result, min_samples)
     return result

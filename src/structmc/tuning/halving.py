@@ -56,8 +56,9 @@ def check_scorable(share: Budget, thin: int, min_samples: int, *, arms: int, rou
     budget needs at least one evaluation per iteration); a ``seconds`` budget is checked after
     its first round (see :func:`warn_unscored`)."""
     kind, _ = budget_kind(share)
-    if kind == "seconds" or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                                    for v in (thin, min_samples)):
+    if kind == "seconds" or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (thin, min_samples)
+    ):
         return  # bad thin / min_samples get their own error from the round runner
     need = int(thin) * int(min_samples)
     have = int(getattr(share, kind))
@@ -65,7 +66,8 @@ def check_scorable(share: Budget, thin: int, min_samples: int, *, arms: int, rou
         raise ValueError(
             f"the tuning budget {kind}={have} per arm is too small to score the arms: it keeps fewer than "
             f"min_samples={min_samples} draws at thin={thin}. Give at least {kind}={need} per arm (= thin x "
-            f"min_samples), or lower thin / min_samples")
+            f"min_samples), or lower thin / min_samples"
+        )
     if have < need:
         minimum = need * arms * rounds
         raise ValueError(
@@ -73,26 +75,37 @@ def check_scorable(share: Budget, thin: int, min_samples: int, *, arms: int, rou
             f"each of its {arms} arms {have} {kind.replace('_', ' ')}, which keeps fewer than min_samples="
             f"{min_samples} draws at thin={thin} ({need} needed). Give at least {kind}={minimum} (= thin x "
             f"min_samples x {arms} arms x {rounds} round{'s' if rounds > 1 else ''}), or lower thin / min_samples, "
-            f"or tune fewer arms")
+            f"or tune fewer arms"
+        )
 
 
 def warn_unscored(result, min_samples: int) -> None:
     """After a ``seconds`` budget: warn when an arm that did not fail was scored on fewer than
     ``min_samples`` draws (the choice between such arms is noise)."""
-    short = [(r["label"], r["scored"]) for rnd in result.rounds for r in rnd["results"]
-             if not r.get("error") and r.get("scored", 0) < min_samples]
+    short = [
+        (r["label"], r["scored"])
+        for rnd in result.rounds
+        for r in rnd["results"]
+        if not r.get("error") and r.get("scored", 0) < min_samples
+    ]
     if short:
         shown = ", ".join(f"{label}: {n}" for label, n in short[:5])
-        warnings.warn(f"the tuning budget was too small to score every arm on min_samples={min_samples} draws "
-                      f"({len(short)} arm-rounds fell short; {shown}{', ...' if len(short) > 5 else ''}): the choice is "
-                      f"unreliable; give more seconds or use an iterations budget", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"the tuning budget was too small to score every arm on min_samples={min_samples} draws "
+            f"({len(short)} arm-rounds fell short; {shown}{', ...' if len(short) > 5 else ''}): the choice is "
+            f"unreliable; give more seconds or use an iterations budget",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def budget_kind(budget: Budget) -> tuple[str, float]:
     given = [(k, getattr(budget, k)) for k in ("iterations", "seconds", "grad_evals") if getattr(budget, k) is not None]
     if len(given) != 1:
-        raise ValueError("a tuning budget has exactly one of iterations, seconds or grad_evals, "
-                         f"got {', '.join(k for k, _ in given)}")
+        raise ValueError(
+            "a tuning budget has exactly one of iterations, seconds or grad_evals, "
+            f"got {', '.join(k for k, _ in given)}"
+        )
     kind, total = given[0]
     if not total > 0:
         raise ValueError(f"the tuning budget must be positive, got {kind}={total}")
@@ -108,8 +121,10 @@ def _as_budget(budget) -> Budget:
     if isinstance(budget, Budget):
         budget_kind(budget)
         return budget
-    raise TypeError("budget must be a structmc.Budget, e.g. Budget(seconds=12.0), Budget(iterations=30_000) "
-                    f"or Budget(grad_evals=...), got {budget!r}")
+    raise TypeError(
+        "budget must be a structmc.Budget, e.g. Budget(seconds=12.0), Budget(iterations=30_000) "
+        f"or Budget(grad_evals=...), got {budget!r}"
+    )
 
 
 def arm_seed(seed: int, index: int, round_: int = 0) -> int:

@@ -32,8 +32,8 @@ import io
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -43,8 +43,17 @@ from ..executors import as_executor
 from ..run import Budget
 from ..storage.atomic import _atomic_write_bytes
 from .arms import Arm, as_arms
-from .halving import (_as_budget, _check_eta, arm_seed, check_scorable, num_rounds, round_budget, round_sizes,
-                      survivors, warn_unscored)
+from .halving import (
+    _as_budget,
+    _check_eta,
+    arm_seed,
+    check_scorable,
+    num_rounds,
+    round_budget,
+    round_sizes,
+    survivors,
+    warn_unscored,
+)
 from .problem import Problem, as_problem
 from .records import ArmCarry, ArmResult, TuningSettings, budget_dict
 from .result import TuningResult, _unfinite
@@ -140,8 +149,9 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
             for idx in alive:
                 seed = arm_seed(settings.seed, idx, i if settings.restart == "position" else 0)
                 start = carries.get(idx, ArmCarry()).start(settings)
-                futures.append(executor.submit(run_arm, shared, ArmTask(idx, arms[idx], i, per_arm, seed, settings,
-                                                                        start)))
+                futures.append(
+                    executor.submit(run_arm, shared, ArmTask(idx, arms[idx], i, per_arm, seed, settings, start))
+                )
             results: list[ArmResult] = []
             for f in futures:
                 res = f.result()
@@ -156,8 +166,15 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
                 reason = f"failed: {r.error}" if r.error else f"metric {r.metric:.4g} > {cut:.4g}, the worst kept"
                 pruned.append({"index": r.index, "reason": reason})
             carries = {r.index: _trimmed(r.carry, settings.max_samples) for r in results if r.index in kept}
-            record = {"round": i, "arms": list(alive), "budget": budget_dict(per_arm),
-                      "results": [r.to_dict() for r in results], "kept": kept, "pruned": pruned, "wall_s": wall}
+            record = {
+                "round": i,
+                "arms": list(alive),
+                "budget": budget_dict(per_arm),
+                "results": [r.to_dict() for r in results],
+                "kept": kept,
+                "pruned": pruned,
+                "wall_s": wall,
+            }
             result.rounds.append(record)
             alive = kept
             result.best_index = None if ranked[0].failed else ranked[0].index
@@ -209,11 +226,17 @@ def _timing(result: TuningResult, executor, wall: float) -> dict:
             busy += float(res.get("wall_s", 0.0))
         busy_share += busy / min(slots, max(1, len(r["results"])))
     busy_total = sum(float(res.get("wall_s", 0.0)) for r in result.rounds for res in r["results"])
-    return {"wall": wall, "sampling": sums["seconds"], "scores": sums["scores_s"], "metric": sums["metric_s"],
-            "setup": sums["setup_s"],
-            # in tasks but in none of the above: draw copies, recording, state_dict
-            "in_task_other": max(0.0, busy_total - sum(sums.values())),
-            "overhead": max(0.0, wall - busy_share), "slots": slots}
+    return {
+        "wall": wall,
+        "sampling": sums["seconds"],
+        "scores": sums["scores_s"],
+        "metric": sums["metric_s"],
+        "setup": sums["setup_s"],
+        # in tasks but in none of the above: draw copies, recording, state_dict
+        "in_task_other": max(0.0, busy_total - sum(sums.values())),
+        "overhead": max(0.0, wall - busy_share),
+        "slots": slots,
+    }
 
 
 def _save_progress(out_dir: Path, result: TuningResult, carries: dict[int, ArmCarry]) -> None:
@@ -248,8 +271,9 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
     mine, theirs = dict(fresh.settings), dict(old.settings)
     for key in ("executor",):
         mine.pop(key, None), theirs.pop(key, None)
-    if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) \
-            or [a.to_dict() for a in old.arms] != [a.to_dict() for a in fresh.arms]:
+    if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) or [
+        a.to_dict() for a in old.arms
+    ] != [a.to_dict() for a in fresh.arms]:
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         raise ValueError(f"cannot resume from {source}: its settings or arms differ ({', '.join(diff) or 'arms'})")
     assert fresh.target is not None  # _rounds fingerprints the target of every run with an out_dir
@@ -262,11 +286,34 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
     return old, {int(i): ArmCarry.from_dict(d) for i, d in states.items()}
 
 
-def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric="ksd", executor=None,
-          seed: int = 0, num_chains: int = 1, batching: str = "epoch", centre: Tensor | None = None, samples: str = "round",
-          restart: str = "state", thin: int = 10, max_samples: int = 256, min_samples: int = 10,
-          metric_cost: float | None = 0.25, warmup: int = 2, score_data: int | None = None, validation=None,
-          out_dir=None, resume: bool = False, progress: bool | None = None, problem: Problem | None = None) -> TuningResult:
+def mamba(
+    target,
+    init,
+    arms,
+    budget: Budget,
+    *,
+    data=None,
+    eta: int = 3,
+    metric="ksd",
+    executor=None,
+    seed: int = 0,
+    num_chains: int = 1,
+    batching: str = "epoch",
+    centre: Tensor | None = None,
+    samples: str = "round",
+    restart: str = "state",
+    thin: int = 10,
+    max_samples: int = 256,
+    min_samples: int = 10,
+    metric_cost: float | None = 0.25,
+    warmup: int = 2,
+    score_data: int | None = None,
+    validation=None,
+    out_dir=None,
+    resume: bool = False,
+    progress: bool | None = None,
+    problem: Problem | None = None,
+) -> TuningResult:
     """Tune ``arms`` on ``target`` by successive halving (MAMBA, Algorithm 1).
 
     Parameters
@@ -305,14 +352,39 @@ def mamba(target, init, arms, budget: Budget, *, data=None, eta: int = 3, metric
     arms = as_arms(arms)
     _check_eta(eta)
     budget = _as_budget(budget)
-    settings = TuningSettings("mamba", budget, metric, eta, seed=seed, samples=samples, restart=restart, thin=thin,
-                              max_samples=max_samples, min_samples=min_samples, metric_cost=metric_cost,
-                              warmup=warmup, executor=executor, out_dir=out_dir, resume=resume, progress=progress)
+    settings = TuningSettings(
+        "mamba",
+        budget,
+        metric,
+        eta,
+        seed=seed,
+        samples=samples,
+        restart=restart,
+        thin=thin,
+        max_samples=max_samples,
+        min_samples=min_samples,
+        metric_cost=metric_cost,
+        warmup=warmup,
+        executor=executor,
+        out_dir=out_dir,
+        resume=resume,
+        progress=progress,
+    )
     sizes = round_sizes(len(arms), eta)
     plan = [(round_budget(budget, n, len(sizes)), survivors(n, eta)) for n in sizes]
     check_scorable(plan[0][0], thin, settings.min_scored, arms=len(arms), rounds=len(sizes), total=budget)
-    problem = as_problem(target, init, problem, data=data, num_chains=num_chains, batching=batching, centre=centre,
-                         score_data=score_data, validation=validation, seed=seed)
+    problem = as_problem(
+        target,
+        init,
+        problem,
+        data=data,
+        num_chains=num_chains,
+        batching=batching,
+        centre=centre,
+        score_data=score_data,
+        validation=validation,
+        seed=seed,
+    )
     result = _run_rounds(problem, arms, plan, settings)
     warn_unscored(result, min_samples)
     return result

@@ -16,7 +16,7 @@ V-statistic KSD the paper uses), at test locations optimised on the same samples
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -62,13 +62,26 @@ class FSSD:
 
     name = "fssd"
 
-    def __init__(self, num_locations: int = 10, steps: int = 100, kernel: str = "gauss", lr: float | None = None,
-                 seed: int = 0, init: str = "samples"):
+    def __init__(
+        self,
+        num_locations: int = 10,
+        steps: int = 100,
+        kernel: str = "gauss",
+        lr: float | None = None,
+        seed: int = 0,
+        init: str = "samples",
+    ):
         if int(num_locations) < 1 or int(steps) < 0:
             raise ValueError("FSSD needs num_locations >= 1 and steps >= 0")
         if init not in ("samples", "gaussian"):
             raise ValueError(f"FSSD init must be 'samples' or 'gaussian', got {init!r}")
-        self.num_locations, self.steps, self.kernel, self.lr, self.seed = int(num_locations), int(steps), kernel, lr, int(seed)
+        self.num_locations, self.steps, self.kernel, self.lr, self.seed = (
+            int(num_locations),
+            int(steps),
+            kernel,
+            lr,
+            int(seed),
+        )
         self.init = init
         self.last_timing: dict[str, float] = {}
 
@@ -91,16 +104,32 @@ class FSSD:
                     pick = pick[torch.arange(J, device=samples.device) % n]
                 locations = samples[pick].detach().clone()
             with torch.enable_grad():
-                res = fssd_optimize(samples, scores, self.num_locations, kernel=self.kernel, steps=self.steps,
-                                    lr=self.lr, generator=g, locations=locations)
-            value = float(fssd(samples, scores, res.locations, kernel=self.kernel, bandwidth=res.bandwidth,
-                               statistic="v"))
+                res = fssd_optimize(
+                    samples,
+                    scores,
+                    self.num_locations,
+                    kernel=self.kernel,
+                    steps=self.steps,
+                    lr=self.lr,
+                    generator=g,
+                    locations=locations,
+                )
+            value = float(
+                fssd(samples, scores, res.locations, kernel=self.kernel, bandwidth=res.bandwidth, statistic="v")
+            )
         self.last_timing = {"scores": t1 - t0, "metric": time.perf_counter() - t1}
         return value
 
     def config(self) -> dict:
-        return {"name": self.name, "num_locations": self.num_locations, "steps": self.steps, "kernel": self.kernel,
-                "lr": self.lr, "seed": self.seed, "init": self.init}
+        return {
+            "name": self.name,
+            "num_locations": self.num_locations,
+            "steps": self.steps,
+            "kernel": self.kernel,
+            "lr": self.lr,
+            "seed": self.seed,
+            "init": self.init,
+        }
 
 
 class FunctionMetric:
@@ -121,7 +150,10 @@ class FunctionMetric:
         return value
 
     def config(self) -> dict:
-        return {"name": self.name, "function": f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}"}
+        return {
+            "name": self.name,
+            "function": f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}",
+        }
 
 
 METRICS = {"ksd": KSD, "fssd": FSSD}

@@ -10,7 +10,7 @@ and over samples so that memory stays bounded.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -36,10 +36,21 @@ class Problem:
     ``max_score_examples`` bounds samples × chunk per call (memory).
     """
 
-    def __init__(self, target: Energy | Callable, init: Tensor | None, *, data: Sequence[Tensor] | None = None,
-                 num_chains: int = 1, batching: str = "epoch", centre: Tensor | None = None, score_data: int | None = None,
-                 validation: Sequence[Tensor] | None = None, score_chunk: int = 4096,
-                 max_score_examples: int = 2 ** 18, seed: int = 0):
+    def __init__(
+        self,
+        target: Energy | Callable,
+        init: Tensor | None,
+        *,
+        data: Sequence[Tensor] | None = None,
+        num_chains: int = 1,
+        batching: str = "epoch",
+        centre: Tensor | None = None,
+        score_data: int | None = None,
+        validation: Sequence[Tensor] | None = None,
+        score_chunk: int = 4096,
+        max_score_examples: int = 2**18,
+        seed: int = 0,
+    ):
         # the arguments a Run takes, normalised by Run's own helpers; the checks of the target
         # against the data and the start (and of batching) are Run.__init__'s, made on every
         # arm's run by check_arm before any compute
@@ -121,9 +132,17 @@ class Problem:
     def _run(self, arm: Arm, gradient, *, seed: int, init: Tensor | None):
         from ..run import Run
 
-        return Run(self.energy_for(arm), self.init if init is None else init, arm.build_sampler(), data=self.data,
-                   batch_size=arm.batch_count(self.num_data), batching=self.batching, seed=seed,
-                   num_chains=self.num_chains, gradient=gradient)
+        return Run(
+            self.energy_for(arm),
+            self.init if init is None else init,
+            arm.build_sampler(),
+            data=self.data,
+            batch_size=arm.batch_count(self.num_data),
+            batching=self.batching,
+            seed=seed,
+            num_chains=self.num_chains,
+            gradient=gradient,
+        )
 
     def sample(self, arm: Arm, budget, *, seed: int = 0, thin: int = 1, burn_in: int = 0, init: Tensor | None = None):
         """Run ``arm`` for ``budget`` (a :class:`~structmc.Budget` or iterations) and return the
@@ -145,7 +164,7 @@ class Problem:
         per_call = max(1, self.max_score_examples // chunk)
         out = []
         for i in range(0, n, per_call):
-            _, g = full_data_value_and_grad(self.energy, samples[i:i + per_call], self.score_points, chunk)
+            _, g = full_data_value_and_grad(self.energy, samples[i : i + per_call], self.score_points, chunk)
             out.append(g.neg_())
         return torch.cat(out)
 

@@ -11,9 +11,10 @@ these records existed still resumes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from torch import Tensor
 
@@ -84,11 +85,26 @@ class TuningSettings:
     def trace(self, problem, executor, num_arms: int) -> dict:
         """The trace's ``settings`` (JSON; what resume compares): these settings, the problem's
         sizes and the executor's kind."""
-        return {"method": self.method, "budget": budget_dict(self.budget), "eta": self.eta, "metric": self.metric.config(), "seed": self.seed, "samples": self.samples,
-                "restart": self.restart, "thin": self.thin, "max_samples": self.max_samples,
-                "min_samples": self.min_samples, "metric_cost": self.metric_cost, "warmup": self.warmup,
-                "num_chains": problem.num_chains, "num_data": problem.num_data, "dim": problem.dim,
-                "score_data": problem.score_data, "executor": type(executor).__name__, "arms": int(num_arms)}
+        return {
+            "method": self.method,
+            "budget": budget_dict(self.budget),
+            "eta": self.eta,
+            "metric": self.metric.config(),
+            "seed": self.seed,
+            "samples": self.samples,
+            "restart": self.restart,
+            "thin": self.thin,
+            "max_samples": self.max_samples,
+            "min_samples": self.min_samples,
+            "metric_cost": self.metric_cost,
+            "warmup": self.warmup,
+            "num_chains": problem.num_chains,
+            "num_data": problem.num_data,
+            "dim": problem.dim,
+            "score_data": problem.score_data,
+            "executor": type(executor).__name__,
+            "arms": int(num_arms),
+        }
 
 
 def budget_dict(budget: Budget) -> dict:
@@ -111,16 +127,18 @@ class ArmCarry:
         return {"state": self.state, "theta": self.theta, "samples": self.samples}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ArmCarry":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ArmCarry:
         d = d or {}
         return cls(d.get("state"), d.get("theta"), d.get("samples"))
 
-    def start(self, settings: TuningSettings) -> "ArmCarry":
+    def start(self, settings: TuningSettings) -> ArmCarry:
         """What the next round's task starts from under ``settings``: the state or the
         position (``restart``), and the earlier samples only with ``samples="all"``."""
-        return ArmCarry(self.state if settings.restart == "state" else None,
-                        self.theta if settings.restart == "position" else None,
-                        self.samples if settings.samples == "all" else None)
+        return ArmCarry(
+            self.state if settings.restart == "state" else None,
+            self.theta if settings.restart == "position" else None,
+            self.samples if settings.samples == "all" else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -161,23 +179,47 @@ class ArmResult:
 
     def to_dict(self) -> dict:
         t = self.timings
-        d = {"index": self.index, "round": self.round, "label": self.label, "iterations": self.iterations,
-             "grad_evals": self.grad_evals, "seconds": self.seconds, "setup_s": t.setup_s, "scores_s": t.scores_s,
-             "metric_s": t.metric_s, "kept": self.kept, "scored": self.scored, "thin": self.thin,
-             "metric": self.metric, "error": self.error}
+        d = {
+            "index": self.index,
+            "round": self.round,
+            "label": self.label,
+            "iterations": self.iterations,
+            "grad_evals": self.grad_evals,
+            "seconds": self.seconds,
+            "setup_s": t.setup_s,
+            "scores_s": t.scores_s,
+            "metric_s": t.metric_s,
+            "kept": self.kept,
+            "scored": self.scored,
+            "thin": self.thin,
+            "metric": self.metric,
+            "error": self.error,
+        }
         if self.traceback is not None:
             d["traceback"] = self.traceback
         d["wall_s"] = t.wall_s
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ArmResult":
+    def from_dict(cls, d: Mapping[str, Any]) -> ArmResult:
         """A trace entry back as a record (no carry); keys an older trace lacks take their
         defaults."""
         timings = ArmTimings(*(float(d.get(k, 0.0)) for k in ("setup_s", "scores_s", "metric_s", "wall_s")))
-        return cls(d["index"], d["round"], d.get("label", ""), d.get("iterations", 0), d.get("grad_evals", 0),
-                   d.get("seconds", 0.0), timings, d.get("kept", 0), d.get("scored", 0), d.get("thin", 10),
-                   d.get("metric", math.inf), d.get("error"), d.get("traceback"))
+        return cls(
+            d["index"],
+            d["round"],
+            d.get("label", ""),
+            d.get("iterations", 0),
+            d.get("grad_evals", 0),
+            d.get("seconds", 0.0),
+            timings,
+            d.get("kept", 0),
+            d.get("scored", 0),
+            d.get("thin", 10),
+            d.get("metric", math.inf),
+            d.get("error"),
+            d.get("traceback"),
+        )
 
     @property
     def failed(self) -> bool:

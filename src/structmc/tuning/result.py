@@ -53,17 +53,33 @@ class TuningResult:
         return out
 
     def to_dict(self) -> dict:
-        return {"format": TRACE_FORMAT, "method": self.method, "arms": [a.to_dict() for a in self.arms],
-                "settings": self.settings, "rounds": self.rounds, "best_index": self.best_index,
-                "best": None if self.best is None else self.best.to_dict(), "timing": self.timing,
-                "complete": self.complete, **({} if self.target is None else {"target": self.target})}
+        return {
+            "format": TRACE_FORMAT,
+            "method": self.method,
+            "arms": [a.to_dict() for a in self.arms],
+            "settings": self.settings,
+            "rounds": self.rounds,
+            "best_index": self.best_index,
+            "best": None if self.best is None else self.best.to_dict(),
+            "timing": self.timing,
+            "complete": self.complete,
+            **({} if self.target is None else {"target": self.target}),
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TuningResult":
+    def from_dict(cls, d: dict) -> TuningResult:
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"unknown tuning trace format {d.get('format')!r}")
-        return cls(d["method"], [Arm.from_dict(a) for a in d["arms"]], d["settings"], d["rounds"], d["best_index"],
-                   d.get("timing", {}), d.get("complete", False), d.get("target"))
+        return cls(
+            d["method"],
+            [Arm.from_dict(a) for a in d["arms"]],
+            d["settings"],
+            d["rounds"],
+            d["best_index"],
+            d.get("timing", {}),
+            d.get("complete", False),
+            d.get("target"),
+        )
 
     def to_json(self) -> str:
         return json.dumps(_finite(self.to_dict()), indent=1)
@@ -77,7 +93,7 @@ class TuningResult:
         return path
 
     @classmethod
-    def load(cls, path) -> "TuningResult":
+    def load(cls, path) -> TuningResult:
         return cls.from_dict(_unfinite(json.loads(Path(path).read_text())))
 
     def summary(self) -> str:
@@ -86,9 +102,11 @@ class TuningResult:
         for r in self.rounds:
             best = min(r["results"], key=lambda x: x["metric"])
             failed = sum(1 for x in r["results"] if x["error"])
-            lines.append(f"  round {r['round']}: {len(r['arms'])} arms x {_fmt_budget(r['budget'])}, "
-                         f"best {best['metric']:.4g} ({self.arms[best['index']].label}), {failed} failed, "
-                         f"kept {len(r['kept'])}, {r['wall_s']:.2f} s")
+            lines.append(
+                f"  round {r['round']}: {len(r['arms'])} arms x {_fmt_budget(r['budget'])}, "
+                f"best {best['metric']:.4g} ({self.arms[best['index']].label}), {failed} failed, "
+                f"kept {len(r['kept'])}, {r['wall_s']:.2f} s"
+            )
         lines.append(f"  chosen: {self.best.label if self.best else None}")
         lines.extend(f"  warning: {w}" for w in edge_of_grid(self.arms, self.best))
         if self.timing:
@@ -115,8 +133,11 @@ class TuningResult:
             rs = [r for r, m in pts if math.isfinite(m)]
             ms = [m for r, m in pts if math.isfinite(m)]
             chosen = i == self.best_index
-            kw = dict(lw=2.5, color="k", zorder=3, label=f"chosen: {self.arms[i].label}") if chosen else \
-                dict(lw=0.8, alpha=0.6)
+            kw = (
+                dict(lw=2.5, color="k", zorder=3, label=f"chosen: {self.arms[i].label}")
+                if chosen
+                else dict(lw=0.8, alpha=0.6)
+            )
             if ms:
                 ax.plot(rs, ms, marker="o", ms=3, **kw)
             bad = [r for r, m in pts if not math.isfinite(m)]
@@ -166,4 +187,3 @@ def _unfinite(x):
     if isinstance(x, list):
         return [_unfinite(v) for v in x]
     return x
-

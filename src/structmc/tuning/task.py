@@ -21,7 +21,6 @@ from ..run import Budget, DivergenceError
 from .arms import Arm
 from .records import ArmCarry, ArmResult, ArmTimings, TuningSettings
 
-
 ThinnedDraws = ThinningKeeper  # its name when it lived here
 
 
@@ -120,8 +119,22 @@ def run_arm(problem_handle, task: ArmTask) -> ArmResult:
         error = f"{type(err).__name__}: {err}"
         trace = traceback.format_exc(limit=4)
     timings = ArmTimings(setup_s, scores_s, metric_s, time.perf_counter() - t0)
-    return ArmResult(task.index, task.round, arm.label, iterations, grad_evals, seconds, timings, kept, scored, thin,
-                     value, error, trace, ArmCarry(state, theta, samples))
+    return ArmResult(
+        task.index,
+        task.round,
+        arm.label,
+        iterations,
+        grad_evals,
+        seconds,
+        timings,
+        kept,
+        scored,
+        thin,
+        value,
+        error,
+        trace,
+        ArmCarry(state, theta, samples),
+    )
 
 
 __all__ = ["ArmTask", "run_arm", "ThinnedDraws", "evenly", "ArmResult", "ArmCarry"]

@@ -34,18 +34,35 @@ does:
 
 from __future__ import annotations
 
-from .points import _as_points, _check_pair, _rowdot  # noqa: F401
+from .finite_set import (
+    EXACT_FSSD_ELEMENTS,
+    FSSDResult,
+    _fssd_terms,
+    _fssd_terms_exact,  # noqa: F401
+    _kernel_weights,
+    fssd,
+    fssd_optimize,
+    fssd_test_locations,
+    median_bandwidth,
+)
 from .kernelized import _diag, _ksd_blocks, imq_stein_kernel, ksd, ksd_curve  # noqa: F401
-from .finite_set import (EXACT_FSSD_ELEMENTS, FSSDResult, _fssd_terms, _fssd_terms_exact,  # noqa: F401
-                         _kernel_weights, fssd, fssd_optimize, fssd_test_locations, median_bandwidth)
+from .points import _as_points, _check_pair, _rowdot  # noqa: F401
 
 # one home for the names of this package, whichever file defines them (points: the inputs;
 # kernelized: KSD; finite_set: FSSD), as when it was one module: pickles and fingerprints name
 # them structmc.diagnostics.stein
-for _obj in (imq_stein_kernel, ksd, ksd_curve, median_bandwidth, fssd, fssd_test_locations, FSSDResult,
-             fssd_optimize):
+for _obj in (imq_stein_kernel, ksd, ksd_curve, median_bandwidth, fssd, fssd_test_locations, FSSDResult, fssd_optimize):
     _obj.__module__ = __name__
 del _obj
 
-__all__ = ["imq_stein_kernel", "ksd", "ksd_curve", "median_bandwidth", "fssd", "fssd_test_locations", "FSSDResult",
-           "fssd_optimize", "EXACT_FSSD_ELEMENTS"]
+__all__ = [
+    "imq_stein_kernel",
+    "ksd",
+    "ksd_curve",
+    "median_bandwidth",
+    "fssd",
+    "fssd_test_locations",
+    "FSSDResult",
+    "fssd_optimize",
+    "EXACT_FSSD_ELEMENTS",
+]

@@ -23,7 +23,7 @@ def median_bandwidth(samples, max_points: int = 1000, seed: int = 0) -> float:
         x = x[torch.randperm(x.shape[0], generator=g)[:max_points].to(x.device)]
     x = x - x.mean(0, keepdim=True)
     n, d = x.shape
-    if n * n * d <= 2 ** 26:
+    if n * n * d <= 2**26:
         # exact differences: the Gram form ‖x‖² + ‖y‖² − 2x·y cancels catastrophically when
         # the points span many orders of magnitude (an exploding chain), giving zeros
         dist = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
@@ -40,10 +40,10 @@ def median_bandwidth(samples, max_points: int = 1000, seed: int = 0) -> float:
 def _kernel_weights(r2: Tensor, kernel: str, bandwidth: float, c: float, beta: float, compat: bool):
     """``ξ(x_i, v_j) = A_ij s_i + B_ij (x_i − v_j)``: return (A, B) from squared distances."""
     if kernel == "gauss":
-        A = torch.exp(-r2 / (2.0 * bandwidth ** 2))
-        return A, -A / bandwidth ** 2
+        A = torch.exp(-r2 / (2.0 * bandwidth**2))
+        return A, -A / bandwidth**2
     if kernel == "imq":
-        l2 = bandwidth ** 2
+        l2 = bandwidth**2
         q = (c if compat else c * c) + r2 / l2
         A = q.pow(beta)
         return A, 2.0 * beta * (A / q) / l2
@@ -51,7 +51,7 @@ def _kernel_weights(r2: Tensor, kernel: str, bandwidth: float, c: float, beta: f
 
 
 #: up to this many n·J·d elements FSSD works on exact differences x_i − v_j (see below)
-EXACT_FSSD_ELEMENTS = 2 ** 22
+EXACT_FSSD_ELEMENTS = 2**22
 
 
 def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
@@ -76,7 +76,7 @@ def _fssd_terms(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
         return u_stat, v_stat, None
     # τ_i·μ with τ_i = vec_j ξ_ij / √(dJ), μ = mean_i τ_i = G / (n √(dJ))
     u = (A * (s @ G.T) + B * (x @ G.T - (V * G).sum(1)[None, :])).sum(1) / (d * J * n)
-    var_h1 = 4.0 * ((u * u).mean() - v_stat ** 2)
+    var_h1 = 4.0 * ((u * u).mean() - v_stat**2)
     return u_stat, v_stat, var_h1
 
 
@@ -98,13 +98,23 @@ def _fssd_terms_exact(x, s, V, kernel, bandwidth, c, beta, compat, power: bool):
     if not power:
         return u_stat, v_stat, None
     u = torch.einsum("jnd,jd->n", xi, G) / (d * J * n)
-    var_h1 = 4.0 * ((u * u).mean() - v_stat ** 2)
+    var_h1 = 4.0 * ((u * u).mean() - v_stat**2)
     return u_stat, v_stat, var_h1
 
 
-def fssd(samples, scores, locations, *, kernel: str = "gauss", bandwidth: float | None = None,
-         c: float = 1.0, beta: float = -0.5, statistic: str = "u", center: bool = True,
-         reference_compat: bool = False) -> Tensor:
+def fssd(
+    samples,
+    scores,
+    locations,
+    *,
+    kernel: str = "gauss",
+    bandwidth: float | None = None,
+    c: float = 1.0,
+    beta: float = -0.5,
+    statistic: str = "u",
+    center: bool = True,
+    reference_compat: bool = False,
+) -> Tensor:
     """Finite-set Stein discrepancy ``FSSD² = (1/(dJ)) Σ_j ‖E_x ξ(x, v_j)‖²`` with
     ``ξ(x, v) = k(x, v) ∇log π(x) + ∇_x k(x, v)`` (Jitkrittum et al. 2017, eq. 2).
 
@@ -137,8 +147,14 @@ def fssd(samples, scores, locations, *, kernel: str = "gauss", bandwidth: float 
     raise ValueError(f"statistic must be 'u' or 'v', got {statistic!r}")
 
 
-def fssd_test_locations(samples, num_locations: int = 10, *, generator: torch.Generator | None = None,
-                        covariance: str = "full", reference_compat: bool = False) -> Tensor:
+def fssd_test_locations(
+    samples,
+    num_locations: int = 10,
+    *,
+    generator: torch.Generator | None = None,
+    covariance: str = "full",
+    reference_compat: bool = False,
+) -> Tensor:
     """J test locations drawn from a Gaussian fitted to the samples (Jitkrittum et al. 2017, §4).
 
     ``covariance="full"``: ``N(x̄, Σ̂ + 1e-10·I)`` with Σ̂ the sample covariance (divisor n−1),
@@ -152,8 +168,10 @@ def fssd_test_locations(samples, num_locations: int = 10, *, generator: torch.Ge
     J = int(num_locations)
     draws = 1 if reference_compat else J
     gen_device = generator.device if generator is not None else torch.device("cpu")
+
     def normal(*shape):
         return torch.randn(*shape, generator=generator, device=gen_device, dtype=x.dtype).to(x.device)
+
     mean = x.mean(0)
     if covariance == "full":
         if n < 2:
@@ -172,22 +190,35 @@ def fssd_test_locations(samples, num_locations: int = 10, *, generator: torch.Ge
 class FSSDResult:
     """Outcome of :func:`fssd_optimize`."""
 
-    value: Tensor                 # FSSD² (U-statistic) on the evaluation samples, final locations
-    initial_value: Tensor         # same, at the initial locations
-    locations: Tensor             # [J, d] optimised test locations
+    value: Tensor  # FSSD² (U-statistic) on the evaluation samples, final locations
+    initial_value: Tensor  # same, at the initial locations
+    locations: Tensor  # [J, d] optimised test locations
     history: list[float] = field(default_factory=list)  # objective on the training samples per step
     bandwidth: float = 1.0
     kernel: str = "gauss"
     objective: str = "fssd"
-    evaluated_on: str = "all"     # "all" or "holdout"
+    evaluated_on: str = "all"  # "all" or "holdout"
 
 
-def fssd_optimize(samples, scores, num_locations: int = 10, *, kernel: str = "gauss",
-                  bandwidth: float | None = None, c: float = 1.0, beta: float = -0.5,
-                  objective: str = "fssd", steps: int = 50, lr: float | None = None,
-                  holdout: float | None = None, reg: float = 1e-2, covariance: str = "full",
-                  locations: Tensor | None = None, generator: torch.Generator | None = None,
-                  reference_compat: bool = False) -> FSSDResult:
+def fssd_optimize(
+    samples,
+    scores,
+    num_locations: int = 10,
+    *,
+    kernel: str = "gauss",
+    bandwidth: float | None = None,
+    c: float = 1.0,
+    beta: float = -0.5,
+    objective: str = "fssd",
+    steps: int = 50,
+    lr: float | None = None,
+    holdout: float | None = None,
+    reg: float = 1e-2,
+    covariance: str = "full",
+    locations: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    reference_compat: bool = False,
+) -> FSSDResult:
     """Optimise the J test locations with ``torch.optim.Adam``, then evaluate FSSD².
 
     ``objective="fssd"`` maximises the U-statistic FSSD² itself (as the MAMBA reference does);
@@ -222,8 +253,9 @@ def fssd_optimize(samples, scores, num_locations: int = 10, *, kernel: str = "ga
         bandwidth = median_bandwidth(xtr) if kernel == "gauss" else 1.0
     bandwidth = float(bandwidth)
     if locations is None:
-        locations = fssd_test_locations(xtr, num_locations, generator=generator, covariance=covariance,
-                                        reference_compat=reference_compat)
+        locations = fssd_test_locations(
+            xtr, num_locations, generator=generator, covariance=covariance, reference_compat=reference_compat
+        )
     if lr is None:
         sd = xtr.std(0) if xtr.shape[0] > 1 else torch.ones(1)
         lr = 0.1 * float(sd.median()) if float(sd.median()) > 0 else 0.1
@@ -240,10 +272,19 @@ def fssd_optimize(samples, scores, num_locations: int = 10, *, kernel: str = "ga
         (-obj).backward()
         opt.step()
         history.append(float(obj.detach()))
-    V_final = (V.detach() + m)
-    kw: dict[str, Any] = dict(kernel=kernel, bandwidth=bandwidth, c=c, beta=beta, statistic="u",
-                              reference_compat=reference_compat)
+    V_final = V.detach() + m
+    kw: dict[str, Any] = dict(
+        kernel=kernel, bandwidth=bandwidth, c=c, beta=beta, statistic="u", reference_compat=reference_compat
+    )
     value = fssd(xte, ste, V_final, **kw)
     initial = fssd(xte, ste, locations.to(x), **kw)
-    return FSSDResult(value.detach(), initial.detach(), V_final, history, bandwidth, kernel, objective,
-                      "holdout" if holdout is not None else "all")
+    return FSSDResult(
+        value.detach(),
+        initial.detach(),
+        V_final,
+        history,
+        bandwidth,
+        kernel,
+        objective,
+        "holdout" if holdout is not None else "all",
+    )

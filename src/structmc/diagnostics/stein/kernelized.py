@@ -11,8 +11,9 @@ from torch import Tensor
 from .points import _check_pair, _rowdot
 
 
-def imq_stein_kernel(x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, c: float = 1.0, beta: float = -0.5,
-                     lengthscale: float = 1.0) -> Tensor:
+def imq_stein_kernel(
+    x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, c: float = 1.0, beta: float = -0.5, lengthscale: float = 1.0
+) -> Tensor:
     """Langevin Stein kernel of the IMQ kernel, elementwise over leading dims of ``[..., d]``.
 
     With ``r = x − y``, ``q = c² + ‖r‖²/ℓ²``:
@@ -21,11 +22,13 @@ def imq_stein_kernel(x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, c: float = 1.
     """
     r = x - y
     d = x.shape[-1]
-    r2 = (r * r).sum(-1) / lengthscale ** 2
+    r2 = (r * r).sum(-1) / lengthscale**2
     q = c * c + r2
-    return ((sx * sy).sum(-1) * q ** beta
-            - 2 * beta / lengthscale ** 2 * q ** (beta - 1) * (((sx - sy) * r).sum(-1) + d)
-            - 4 * beta * (beta - 1) * r2 / lengthscale ** 2 * q ** (beta - 2))
+    return (
+        (sx * sy).sum(-1) * q**beta
+        - 2 * beta / lengthscale**2 * q ** (beta - 1) * (((sx - sy) * r).sum(-1) + d)
+        - 4 * beta * (beta - 1) * r2 / lengthscale**2 * q ** (beta - 2)
+    )
 
 
 def _ksd_blocks(x: Tensor, s: Tensor, c2: float, beta: float, ell: float, block: int | None, center: bool):
@@ -44,7 +47,7 @@ def _ksd_blocks(x: Tensor, s: Tensor, c2: float, beta: float, ell: float, block:
     xx = _rowdot(x, x)
     a = _rowdot(s, x)
     if block is None:
-        block = max(1, min(n, 2 ** 22 // max(n, 1)))
+        block = max(1, min(n, 2**22 // max(n, 1)))
     inv_l2 = 1.0 / (ell * ell)
     c_cross = -2.0 * beta * inv_l2
     c_r2 = 4.0 * beta * (beta - 1.0) * inv_l2
@@ -72,12 +75,22 @@ def _ksd_blocks(x: Tensor, s: Tensor, c2: float, beta: float, ell: float, block:
 
 def _diag(x: Tensor, s: Tensor, c2: float, beta: float, ell: float) -> Tensor:
     d = x.shape[1]
-    return _rowdot(s, s) * c2 ** beta - 2 * beta / ell ** 2 * c2 ** (beta - 1) * d
+    return _rowdot(s, s) * c2**beta - 2 * beta / ell**2 * c2 ** (beta - 1) * d
 
 
-def ksd(samples, scores, *, c: float = 1.0, beta: float = -0.5, lengthscale: float = 1.0,
-        statistic: str = "v", squared: bool = False, block_size: int | None = None,
-        center: bool = True, reference_compat: bool = False) -> Tensor:
+def ksd(
+    samples,
+    scores,
+    *,
+    c: float = 1.0,
+    beta: float = -0.5,
+    lengthscale: float = 1.0,
+    statistic: str = "v",
+    squared: bool = False,
+    block_size: int | None = None,
+    center: bool = True,
+    reference_compat: bool = False,
+) -> Tensor:
     """Kernel Stein discrepancy with the IMQ kernel and Langevin Stein operator (Liu, Lee &
     Jordan 2016; Chwialkowski et al. 2016; Gorham & Mackey 2017), see :func:`imq_stein_kernel`.
 
@@ -113,8 +126,18 @@ def ksd(samples, scores, *, c: float = 1.0, beta: float = -0.5, lengthscale: flo
     return val if squared else val.clamp_min(0.0).sqrt()
 
 
-def ksd_curve(samples, scores, *, at=None, c: float = 1.0, beta: float = -0.5, lengthscale: float = 1.0,
-              statistic: str = "v", block_size: int | None = None, center: bool = True) -> Tensor:
+def ksd_curve(
+    samples,
+    scores,
+    *,
+    at=None,
+    c: float = 1.0,
+    beta: float = -0.5,
+    lengthscale: float = 1.0,
+    statistic: str = "v",
+    block_size: int | None = None,
+    center: bool = True,
+) -> Tensor:
     """KSD of the first m samples for m = 1..n (or for the sizes in ``at``), in one pass.
 
     ``T_m = Σ_{i,j<=m} k0_ij`` is accumulated from row sums of the lower triangle and column
@@ -131,7 +154,7 @@ def ksd_curve(samples, scores, *, at=None, c: float = 1.0, beta: float = -0.5, l
     for i0, K in _ksd_blocks(x, s, c2, float(beta), float(lengthscale), block_size, center):
         K = K.to(torch.float64)
         rows = torch.arange(i0, i0 + K.shape[0], device=x.device).unsqueeze(1)
-        lower[i0:i0 + K.shape[0]] = torch.where(cols <= rows, K, 0.0).sum(1)
+        lower[i0 : i0 + K.shape[0]] = torch.where(cols <= rows, K, 0.0).sum(1)
         upper += torch.where(rows < cols, K, 0.0).sum(0)
     T = (lower + upper).cumsum(0)
     m = torch.arange(1, n + 1, device=x.device, dtype=torch.float64)

@@ -22,7 +22,7 @@ def _as_points(x, name: str) -> Tensor:
 
 def _rowdot(a: Tensor, b: Tensor, rows: int = 256) -> Tensor:
     """``(a * b).sum(1)`` in row blocks, so no temporary as large as the inputs is formed."""
-    return torch.cat([(a[i:i + rows] * b[i:i + rows]).sum(1) for i in range(0, a.shape[0], rows)])
+    return torch.cat([(a[i : i + rows] * b[i : i + rows]).sum(1) for i in range(0, a.shape[0], rows)])
 
 
 def _check_pair(x, s) -> tuple[Tensor, Tensor]:
