@@ -3,13 +3,46 @@ and the tuners' :class:`~structmc.tuning.Problem`: integers, draws, data, initia
 
 from __future__ import annotations
 
+import math
 import operator
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .batching import DataSource
 from .energy import Energy
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far one :meth:`Run.iterate` call goes: it stops after the first iteration that
+    reaches any of the limits given (counted from the start of that call). ``seconds`` is
+    time spent in sampler steps (set-up, recording and checkpoints excluded); ``grad_evals``
+    counts model gradient evaluations per chain (a control variate costs 2 per update,
+    S-SGMCMC M, Sd-SGMCMC K)."""
+
+    iterations: int | None = None
+    seconds: float | None = None
+    grad_evals: int | None = None
+
+    def __post_init__(self):
+        if self.iterations is None and self.seconds is None and self.grad_evals is None:
+            raise ValueError("a Budget needs iterations, seconds or grad_evals")
+        for name in ("iterations", "grad_evals"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
+                raise ValueError(f"Budget.{name} must be a non-negative integer, got {v!r}")
+        if self.seconds is not None and not (self.seconds >= 0 and math.isfinite(self.seconds)):
+            raise ValueError(f"Budget.seconds must be >= 0 and finite, got {self.seconds!r}")
+
+
+def _as_budget(budget) -> Budget | None:
+    if budget is None or isinstance(budget, Budget):
+        return budget
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        return Budget(iterations=budget)
+    raise TypeError(f"budget must be a Budget or a number of iterations, got {budget!r}")
 
 
 def check_int(name: str, value, minimum: int) -> int:
@@ -111,4 +144,6 @@ _check_int, _check_draws, _as_source, _as_data, _initial_positions = (
     initial_positions,
 )
 
-__all__ = ["check_int", "check_draws", "as_source", "as_data", "initial_positions"]
+__all__ = ["Budget", "check_int", "check_draws", "as_source", "as_data", "initial_positions"]
+
+Budget.__module__ = "structmc.run"  # its documented home

@@ -12,10 +12,8 @@ arm for a budget, score it and continue it.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,7 +26,7 @@ from .energy import Energy, StatefulEnergy, as_energy
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import InfoLog, Progress
-from .run_inputs import as_source, check_int, initial_positions
+from .run_inputs import Budget, _as_budget, as_source, check_int, initial_positions
 from .samplers.kernel import Kernel
 
 
@@ -44,37 +42,6 @@ class DivergenceError(FloatingPointError):
 
     def __reduce__(self):  # pickles across processes (executors) with its step and chain
         return (type(self), (str(self), self.step, self.chain))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How far one :meth:`Run.iterate` call goes: it stops after the first iteration that
-    reaches any of the limits given (counted from the start of that call). ``seconds`` is
-    time spent in sampler steps (set-up, recording and checkpoints excluded); ``grad_evals``
-    counts model gradient evaluations per chain (a control variate costs 2 per update,
-    S-SGMCMC M, Sd-SGMCMC K)."""
-
-    iterations: int | None = None
-    seconds: float | None = None
-    grad_evals: int | None = None
-
-    def __post_init__(self):
-        if self.iterations is None and self.seconds is None and self.grad_evals is None:
-            raise ValueError("a Budget needs iterations, seconds or grad_evals")
-        for name in ("iterations", "grad_evals"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
-                raise ValueError(f"Budget.{name} must be a non-negative integer, got {v!r}")
-        if self.seconds is not None and not (self.seconds >= 0 and math.isfinite(self.seconds)):
-            raise ValueError(f"Budget.seconds must be >= 0 and finite, got {self.seconds!r}")
-
-
-def _as_budget(budget) -> Budget | None:
-    if budget is None or isinstance(budget, Budget):
-        return budget
-    if isinstance(budget, int) and not isinstance(budget, bool):
-        return Budget(iterations=budget)
-    raise TypeError(f"budget must be a Budget or a number of iterations, got {budget!r}")
 
 
 class Run:
@@ -422,6 +389,6 @@ def iterate(
 
 
 # their documented home, and the name pickles carry across processes (executors)
-for _cls in (Budget, DivergenceError, Run):
+for _cls in (DivergenceError, Run):
     _cls.__module__ = "structmc.run"
 del _cls

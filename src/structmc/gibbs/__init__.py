@@ -7,6 +7,7 @@ into rates per block, node or layer over any iteration window.
 """
 
 from .incremental import IncrementalMLP, why_not_incremental
-from .mwg import Adapt, MetropolisWithinGibbs, MWGState, acceptance
+from .mwg import Adapt, MetropolisWithinGibbs, MWGState
+from .proposals import acceptance
 
 __all__ = ["MetropolisWithinGibbs", "MWGState", "Adapt", "acceptance", "IncrementalMLP", "why_not_incremental"]
