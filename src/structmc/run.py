@@ -6,6 +6,7 @@ watch, a callback) and, with a run folder, one :class:`~structmc.checkpointing.C
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -121,6 +122,54 @@ def sample(
     the iteration and sampler when the energy or the parameters become NaN/Inf (its ``.chain``
     holds the draws kept so far, also written to ``out_dir``).
     """
+    num_steps, burn_in, thin, chunk_draws, num_draws, checkpoint_every, user = _checked_options(
+        num_steps, burn_in, thin, chunk_draws, checkpoint_every, on_blowup, resume, overwrite, keep_in_memory,
+        out_dir, recorders,
+    )  # fmt: skip
+    run = Run(
+        target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
+        num_chains=num_chains, gradient=gradient, check_every=check_every,
+    )  # fmt: skip
+    loop = functools.partial(
+        _sample_into, run, num_steps, burn_in=burn_in, thin=thin, num_draws=num_draws, keep_in_memory=keep_in_memory,
+        chunk_draws=chunk_draws, progress=progress, callback=callback, on_blowup=on_blowup,
+        checkpoint_every=checkpoint_every, user=user,
+    )  # fmt: skip
+    if out_dir is None:
+        return loop(None, None)
+    folder = RunFolder(out_dir)
+    # the settings carry the target's fingerprint (every data byte hashed: 0.2 s for MNIST, ~1 s
+    # for a 60k-item Dataset): only a run folder needs them
+    settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
+    folder.lock()  # one writer per folder (a second gets RunFolderBusy); released on every way out
+    try:
+        if not resume:
+            if overwrite:
+                folder.clear()
+            elif not folder.is_empty():
+                raise ValueError(
+                    f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
+                    "continue that run, or overwrite=True to replace it"
+                )
+        return loop(folder, settings, resume=resume)
+    finally:
+        folder.unlock()
+
+
+def _checked_options(
+    num_steps,
+    burn_in,
+    thin,
+    chunk_draws,
+    checkpoint_every,
+    on_blowup,
+    resume,
+    overwrite,
+    keep_in_memory,
+    out_dir,
+    recorders,
+):
+    """:func:`sample`'s own options, checked before any compute (the run's are :class:`Run`'s)."""
     num_steps, burn_in, thin = (
         check_int("num_steps", num_steps, 1),
         check_int("burn_in", burn_in, 0),
@@ -149,68 +198,7 @@ def sample(
                 f"recorders must map names to structmc.recorders.Recorder objects, got {name!r}: "
                 f"{type(recorder).__name__}"
             )
-    run = Run(
-        target,
-        init,
-        sampler,
-        data=data,
-        batch_size=batch_size,
-        batching=batching,
-        seed=seed,
-        num_chains=num_chains,
-        gradient=gradient,
-        check_every=check_every,
-    )
-    folder = RunFolder(out_dir) if out_dir is not None else None
-    if folder is None:
-        return _sample_into(
-            run,
-            num_steps,
-            None,
-            None,
-            burn_in=burn_in,
-            thin=thin,
-            num_draws=num_draws,
-            keep_in_memory=keep_in_memory,
-            chunk_draws=chunk_draws,
-            progress=progress,
-            callback=callback,
-            on_blowup=on_blowup,
-            checkpoint_every=checkpoint_every,
-            user=user,
-        )
-    # the settings carry the target's fingerprint (every data byte hashed: 0.2 s for MNIST, ~1 s
-    # for a 60k-item Dataset): only a run folder needs them
-    settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
-    folder.lock()  # one writer per folder (a second gets RunFolderBusy); released on every way out
-    try:
-        if not resume:
-            if overwrite:
-                folder.clear()
-            elif not folder.is_empty():
-                raise ValueError(
-                    f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
-                    "continue that run, or overwrite=True to replace it"
-                )
-        return _sample_into(
-            run,
-            num_steps,
-            folder,
-            settings,
-            burn_in=burn_in,
-            thin=thin,
-            num_draws=num_draws,
-            keep_in_memory=keep_in_memory,
-            chunk_draws=chunk_draws,
-            progress=progress,
-            callback=callback,
-            on_blowup=on_blowup,
-            checkpoint_every=checkpoint_every,
-            resume=resume,
-            user=user,
-        )
-    finally:
-        folder.unlock()
+    return num_steps, burn_in, thin, chunk_draws, num_draws, checkpoint_every, user
 
 
 def _sample_into(

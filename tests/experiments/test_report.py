@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from structmc.experiments import REGISTRY
 from structmc.experiments._report import (
@@ -14,9 +15,11 @@ from structmc.experiments._report import (
     REPORT_FIELDS,
     REPRODUCED,
     SMALLER_MARGIN,
+    TIED,
     Comparison,
     Ordering,
     Tolerance,
+    verdict_counts,
     write_report,
 )
 
@@ -40,9 +43,47 @@ def test_ordering_reproduced_smaller_margin_and_reversed():
     assert v.startswith(NOT_REPRODUCED) and "SGLD (1.3) beats pSGLD (1.5)" in v
     higher = Ordering(("Sd", "S", "base"), lower_is_better=False, tie=0.01)
     assert higher.judge([0.963, 0.955, 0.942], [0.963, 0.950, 0.942]) == REPRODUCED
-    assert higher.judge([0.963, 0.941, 0.9415], [0.963, 0.950, 0.942]) == REPRODUCED  # a tie within 0.01
+    # S and base reversed within the tie 0.01: tied, never "reproduced" (issue 26 §1)
+    assert higher.judge([0.963, 0.941, 0.9415], [0.963, 0.950, 0.942]).startswith(TIED)
     with pytest.raises(ValueError):
         higher.judge([1, 2], [1, 2, 3])
+
+
+def test_a_reversed_ordering_is_never_reproduced_nor_same_ordering():
+    """The audit's case: the paper has 8 < 9, ours 9.6 vs 9.0 (reversed) with a tie of 0.7 was
+    "reproduced" at margin 0 and "same ordering, smaller margin" at margin 1."""
+    for margin in (0.0, 0.5, 1.0):
+        v = Ordering(("a", "b"), lower_is_better=True, margin=margin, tie=0.7).judge([9.6, 9.0], [8.0, 9.0])
+        assert v.startswith(TIED) and "neither shown nor contradicted" in v, v
+    # adversarial: random paper values, ours any reversal of them (scaled, shifted): never passes
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        n = int(torch.randint(2, 5, (1,), generator=g))
+        paper = torch.randn(n, generator=g).tolist()
+        lower = bool(torch.rand(1, generator=g) < 0.5)
+        rule = Ordering(
+            tuple("abcd"[:n]),
+            lower_is_better=lower,
+            margin=float(torch.rand(1, generator=g)),
+            tie=float(torch.rand(1, generator=g)),
+        )
+        ranked = sorted(paper, reverse=not lower)
+        reversed_values = {v: w for v, w in zip(ranked, reversed(ranked))}
+        ours = [3.0 * reversed_values[v] + 1.0 for v in paper]
+        verdict = rule.judge(ours, paper)
+        assert not verdict.startswith((REPRODUCED, SMALLER_MARGIN)), (paper, ours, verdict)
+        # constants: no ordering shown
+        assert not rule.judge([0.5] * n, paper).startswith((REPRODUCED, SMALLER_MARGIN))
+
+
+def test_checks_are_reported_but_not_counted():
+    rows = [
+        Comparison("a claim", 1.0, 1.0, Tolerance(abs=0.1)),
+        Comparison("ours, true by construction", 1.0, 1.0, Tolerance(abs=0.1), check=True),
+    ]
+    assert rows[1].verdict == "check (reproduced)"
+    counts = verdict_counts(rows)
+    assert counts[REPRODUCED] == 1 and sum(counts.values()) == 1
 
 
 def test_write_report_has_every_field_and_a_table(tmp_path):
@@ -69,7 +110,7 @@ def test_write_report_has_every_field_and_a_table(tmp_path):
     assert on_disk == report and set(REPORT_FIELDS) <= set(on_disk)
     assert all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
     assert on_disk["numbers"]["curve"] == [1.0, "inf"] and on_disk["reduced"] is True
-    assert on_disk["verdicts"] == {REPRODUCED: 2, SMALLER_MARGIN: 0, NOT_REPRODUCED: 0, "not comparable": 0}
+    assert on_disk["verdicts"] == {REPRODUCED: 2, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, "not comparable": 0}
     assert abs(on_disk["comparisons"][0]["difference"] - 0.04) < 1e-12
     md = (tmp_path / "report.md").read_text()
     assert "| test error, pSGLD | 1.26 % | 1.3 % |" in md and "**reproduced**" in md

@@ -34,8 +34,10 @@ from ._shared import jsonable, versions
 
 REPRODUCED = "reproduced"
 SMALLER_MARGIN = "same ordering, smaller margin"
+TIED = "tied"  # the paper's ordering neither shown nor contradicted: a pair within the tie, reversed or equal
 NOT_REPRODUCED = "not reproduced"
 NOT_COMPARABLE = "not comparable"
+CHECK = "check"  # a row that is not a claim of the paper (ours, a hypothesis, true by construction): no tally
 
 
 def _finite(x) -> bool:
@@ -72,10 +74,12 @@ class Tolerance:
 @dataclass(frozen=True)
 class Ordering:
     """A claim over several values: ``labels[i]`` has value ``ours[i]`` / ``paper[i]``;
-    ``lower_is_better`` ranks them. Reproduced when our ranking equals the paper's and our
-    spread (best to worst) is at least ``margin`` times the paper's; "same ordering, smaller
-    margin" when the ranking holds with a smaller spread; ties within ``tie`` (absolute) count
-    as agreeing with either order."""
+    ``lower_is_better`` ranks them. Reproduced when our ranking equals the paper's, strictly,
+    and our spread (best to worst, in the paper's direction) is at least ``margin`` times the
+    paper's; "same ordering, smaller margin" when the ranking holds with a smaller spread; a
+    pair reversed beyond ``tie`` (absolute) is "not reproduced"; a pair reversed or equal
+    within ``tie`` is "tied" — the paper's ordering is then neither shown nor contradicted, and
+    a reversal is never "reproduced" nor "same ordering"."""
 
     labels: tuple[str, ...]
     lower_is_better: bool = True
@@ -93,17 +97,29 @@ class Ordering:
             raise ValueError(f"an Ordering over {len(self.labels)} labels needs as many values")
         if not all(_finite(x) for x in list(ours) + list(paper)):
             return f"{NOT_COMPARABLE}: non-finite values (ours {list(ours)}, paper {list(paper)})"
+        sign = 1.0 if self.lower_is_better else -1.0  # "worse" is positive in the paper's direction
         order = sorted(range(len(paper)), key=lambda i: paper[i], reverse=not self.lower_is_better)
-        for a, b in zip(order, order[1:]):  # consecutive pairs in the paper's ranking
-            worse = ours[b] - ours[a] if self.lower_is_better else ours[a] - ours[b]
+        tied = []
+        for a, b in zip(order, order[1:]):  # consecutive pairs in the paper's ranking: a before b
+            if paper[a] == paper[b]:
+                continue  # the paper ranks neither first
+            worse = sign * (ours[b] - ours[a])
             if worse < -self.tie:
                 return (
                     f"{NOT_REPRODUCED}: {self.labels[b]} ({ours[b]:.4g}) beats {self.labels[a]} "
                     f"({ours[a]:.4g}), the paper has the reverse"
                 )
-        spread_paper = abs(paper[order[-1]] - paper[order[0]])
-        spread_ours = abs(ours[order[-1]] - ours[order[0]])
-        if spread_ours + 1e-300 >= self.margin * spread_paper:
+            if worse <= 0:
+                tied.append((a, b))
+        if tied:
+            a, b = tied[0]
+            return (
+                f"{TIED}: {self.labels[b]} ({ours[b]:.4g}) does not trail {self.labels[a]} ({ours[a]:.4g}) as in "
+                f"the paper; within the tie ±{self.tie:g}, so the paper's ordering is neither shown nor contradicted"
+            )
+        spread_paper = sign * (paper[order[-1]] - paper[order[0]])
+        spread_ours = sign * (ours[order[-1]] - ours[order[0]])
+        if spread_ours >= self.margin * spread_paper:
             return REPRODUCED
         return f"{SMALLER_MARGIN} ({spread_ours:.4g} vs the paper's {spread_paper:.4g})"
 
@@ -139,6 +155,7 @@ class Comparison:
     rule: Tolerance | Ordering | Claim | None = None
     unit: str = ""
     note: str = ""
+    check: bool = False  # not a claim of the paper: judged and shown, outside the tally
     verdict: str = field(init=False, default="")
 
     def __post_init__(self):
@@ -146,6 +163,8 @@ class Comparison:
             self.verdict = "no published value" if self.paper is None else "not judged"
         else:
             self.verdict = self.rule.judge(self.ours, self.paper)
+        if self.check:
+            self.verdict = f"{CHECK} ({self.verdict})"
 
     @property
     def difference(self):
@@ -163,6 +182,7 @@ class Comparison:
             "rule": None if self.rule is None else self.rule.describe(),
             "verdict": self.verdict,
             "note": self.note,
+            "check": self.check,
         }
 
 
@@ -184,7 +204,8 @@ def hardware(device: str = "cpu") -> dict:
 
 
 def verdict_counts(rows: Sequence[Comparison]) -> dict[str, int]:
-    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}
+    """How many of the paper's claims got each verdict (checks are not counted)."""
+    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}
     for r in rows:
         for key in counts:
             if r.verdict.startswith(key):
@@ -296,7 +317,8 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         "## Paper vs ours",
         "",
         f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
-        f"margin, {counts['not reproduced']} not reproduced, {counts['not comparable']} not comparable.",
+        f"margin, {counts.get(TIED, 0)} tied, {counts['not reproduced']} not reproduced, {counts['not comparable']} "
+        "not comparable (the paper's claims only; rows marked check are ours and not counted).",
         "",
         "| quantity | paper | ours | difference | rule | verdict |",
         "|---|---|---|---|---|---|",
@@ -437,6 +459,7 @@ def row_comparison(row: dict) -> Comparison:
             Tolerance(abs=slack if slack > 0 else 0.5),
             unit="samplers",
             note=note,
+            check=bool(row.get("check")),
         )
     if row.get("metric") == "claim" or row.get("kind") == "claim":
         holds = row["verdict"] == "agrees" if row["verdict"] in ("agrees", "differs") else None
@@ -446,6 +469,7 @@ def row_comparison(row: dict) -> Comparison:
             row["paper"],
             Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")),
             unit=row.get("unit", ""),
+            check=bool(row.get("check")),
         )
     tol = float(row.get("tol", 0.0))
     return Comparison(
@@ -454,6 +478,7 @@ def row_comparison(row: dict) -> Comparison:
         row["paper"],
         Tolerance(abs=tol if tol > 0 else 1e-12),
         unit=row.get("comparison_unit", row.get("unit", "")),
+        check=bool(row.get("check")),
     )
 
 
@@ -523,7 +548,7 @@ REPORT_FIELDS = (
     "figures",
     "notes",
 )
-COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note")
+COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note", "check")
 
 __all__ = [
     "Tolerance",
