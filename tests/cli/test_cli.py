@@ -38,7 +38,7 @@ def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
     assert set(REPORT_FIELDS) <= set(report) and report["seed"] == 4 and report["experiment"] == "ssgmcmc-linreg"
     assert all(set(COMPARISON_FIELDS) <= set(c) for c in report["comparisons"])
     maps = [c for c in report["comparisons"] if c["quantity"].startswith("exact MAP")]
-    assert len(maps) == 4 and all(c["verdict"] == "reproduced" for c in maps)
+    assert len(maps) == 4 and all(c["verdict"] == "check (reproduced)" and c["check"] for c in maps)
     assert report["numbers"]["map_distance_to_paper"] < 0.1
     scen = report["numbers"]["scenarios"]
     assert len(scen) == 5 and scen["S-SGLD {w1},{w2},{w3},{b}"]["exact_structured_optimum"]["corr"][0][1] == 0.0

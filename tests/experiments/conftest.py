@@ -19,9 +19,11 @@ def no_files(tmp_path, monkeypatch):
 VERDICT_PREFIXES = (
     "reproduced",
     "same ordering, smaller margin",
+    "tied",
     "not reproduced",
     "not comparable",
     "no published value",
+    "check (",
 )
 
 
@@ -41,7 +43,7 @@ def _check_common_report(report: dict, preset: str | None = None) -> dict:
         assert c["verdict"].startswith(VERDICT_PREFIXES), c["verdict"]
         assert c["rule"] or c["verdict"] == "no published value", c
     counted = sum(report["verdicts"].values())
-    judged = sum(not c["verdict"].startswith("no published value") for c in report["comparisons"])
+    judged = sum(not c["verdict"].startswith(("no published value", "check (")) for c in report["comparisons"])
     assert counted == judged
     assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
     assert report["reduced"] == bool(report["reductions"])
