@@ -121,7 +121,7 @@ def test_paper_partition_has_130_blocks():
     assert by_finer_nodes(space, 10).num_groups == 810
     assert gm.make_partition(space, gm.Config(blocks="paper")).num_groups == 130
     assert gm.make_partition(space, gm.Config(blocks="reference")).num_groups == 810
-    assert gm.PRESETS["full"].blocks == "reference"  # the reference code's blocks reproduce its numbers
+    assert gm.PRESETS["full"].blocks == "paper"  # the paper's protocol (§4.4); "reference" stays an option
 
 
 # -- data --------------------------------------------------------------------------------------

@@ -70,7 +70,8 @@ PRESETS = {
         proposal_var={50: fnbg.PROPOSAL_VARS[600]},
     ),
     "quick": Config(blocks="paper", num_steps=800, burn_in=80, windows=(80,), predict_window=80),  # 8 chains, ~4 min
-    "full": Config(
+    "full": Config(  # the paper's §4.4 blocks (130); blocks="reference" gives the reference code's 810
+        blocks="paper",
         num_steps=110_000,
         burn_in=10_000,
         windows=(10_000,),
