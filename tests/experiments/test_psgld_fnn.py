@@ -68,3 +68,13 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_numbers(tmp_path):
 
     assert numbers(resumed) == numbers(whole)
     assert len(next(iter(numbers(whole).values()))["50"]["curve_pct"]) == 2
+
+
+def test_the_authors_temperature_is_an_option():
+    """The authors' Matlab noise is 1/√N of the posterior's (T = 1/N); the default is T = 1."""
+    from structmc.experiments import psgld_fnn as pf
+
+    assert pf.Config().temperature == 1.0
+    cfg = pf.Config(temperature=1 / 60_000)
+    for kind in ("psgld", "sgld"):
+        assert pf.make_sampler(kind, 60_000, 600, cfg).temperature == 1 / 60_000

@@ -12,6 +12,13 @@ per-datum loss ``θ ← θ − ε G ḡ + √(2εG/N) ξ`` is ours with Û = N·
 ``lr = 2ε/N``: ``(lr/2) G ∇Û = ε G ḡ`` and ``√(lr G) = √(2εG/N)``. So pSGLD's ε = 5e-4 is
 ``PSGLD(lr=1e-3/N)`` (1.67e-8 for N = 60,000) and SGLD's ε = 0.5 is ``SGLD(lr=1/N)``. A new
 user who passes the paper's ε as ``lr`` gets a chain that is 2N/2 = 60,000 times too hot.
+
+Temperature: the paper's update above is the posterior (T = 1, the default). The authors'
+Matlab code (``SGLD_RMSprop.m``) adds ``sqrt(2*lr./pcder).*randn/opts.N``, i.e. √(2εG) ξ / N
+where the posterior needs √(2εG/N) ξ: its noise standard deviation is 1/√N of the posterior's,
+an effective temperature T = 1/N (``PSGLD(..., temperature=T)`` scales the noise variance by
+T). ``Config.temperature`` sets it for both samplers, so the authors' chain is
+``temperature=1 / N``; the report states which.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class Config:
     draws_per_epoch: int = 4
     alpha: float = 0.99
     eps: float = 1e-5
+    temperature: float = 1.0  # 1: the posterior; the authors' code: 1 / N (see the module docstring)
     num_train: int | None = None  # None: all 60,000
     num_test: int | None = None  # None: all 10,000
     data: str = "auto"  # "files", "auto" (synthetic stand-in when the files are missing) or "synthetic"
@@ -109,8 +117,8 @@ def make_energy(width: int, prior_var: float, num_data: int, seed: int) -> Modul
 def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config):
     lr = StepDecay(2 * EPSILON[kind] / num_data, every=cfg.halve_every_epochs * steps_per_epoch, factor=0.5)
     if kind == "psgld":
-        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first")
-    return SGLD(lr)
+        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=cfg.temperature)
+    return SGLD(lr, temperature=cfg.temperature)
 
 
 @restores_globals
@@ -212,6 +220,8 @@ def run(
         f"eps={cfg.eps}, v_init='first'), halved every {cfg.halve_every_epochs} epochs",
         f"SGLD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}), same schedule",
         "prior N(0, σ²) on every weight and bias: ModuleEnergy(prior_std=σ)",
+        f"temperature T = {cfg.temperature:g} for both samplers"
+        + (" (the posterior; the authors' Matlab code divides its noise by N)" if cfg.temperature == 1 else ""),
     ]
     numbers = {
         "results": {m: {str(w): r for w, r in v.items()} for m, v in results.items()},
