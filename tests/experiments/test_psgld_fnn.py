@@ -78,3 +78,33 @@ def test_the_authors_temperature_is_an_option():
     cfg = pf.Config(temperature=1 / 60_000)
     for kind in ("psgld", "sgld"):
         assert pf.make_sampler(kind, 60_000, 600, cfg).temperature == 1 / 60_000
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1): the paper's own numbers pass every row; constant
+    answers, the paper's numbers shuffled across methods, and every ordering reversed fail most
+    rows. The tolerance sits below the smallest gap between the paper's methods."""
+    from structmc.experiments import psgld_fnn as pf
+    from structmc.experiments._report import REPRODUCED, SMALLER_MARGIN
+
+    cfg = pf.Config()
+    paper = {m: dict(d) for m, d in pf.PAPER_ERROR_PCT.items()}
+    assert 0.9 * pf.smallest_gap_pct() < pf.smallest_gap_pct() == pytest.approx(0.05)
+
+    def passed(errors):
+        rows = pf.comparisons(cfg, errors)
+        return sum(r.verdict.startswith((REPRODUCED, SMALLER_MARGIN)) for r in rows), len(rows)
+
+    ok, n = passed(paper)
+    assert ok == n == 12  # 9 values, 3 orderings
+    methods = list(paper)
+    for value in (1.2, 1.3, 1.4, 1.5):  # a constant answer: it can hit a few cells, never most
+        assert passed({m: {w: value for w in paper[m]} for m in methods})[0] <= n // 4
+    shuffled = {m: {w: paper[methods[(k + 1) % 3]][w] for w in paper[m]} for k, m in enumerate(methods)}
+    assert passed(shuffled)[0] <= n // 4
+    reversed_ = {m: {} for m in methods}  # at every width the best method gets the worst number, and so on
+    for w in paper["SGLD"]:
+        ranked = sorted(methods, key=lambda m: paper[m][w])
+        for m, other in zip(ranked, reversed(ranked)):
+            reversed_[m][w] = paper[other][w]
+    assert passed(reversed_)[0] <= n // 4  # the middle method keeps its own number

@@ -43,6 +43,19 @@ PAPER_ERROR_PCT = {  # Table 2
     "pSGLD (σ² = 1)": {400: 1.45, 800: 1.32, 1200: 1.24},
     "SGLD": {400: 1.64, 800: 1.41, 1200: 1.40},
 }
+
+
+def smallest_gap_pct() -> float:
+    """The smallest difference between two of the paper's methods at one width in Table 2
+    (0.05 pp: 1.40 vs 1.45 at 400-400): a value row's tolerance must sit below it, or a method's
+    number passes as another's (issue 26 §1)."""
+    gaps = []
+    for width in PAPER_ERROR_PCT["SGLD"]:
+        values = sorted(d[width] for d in PAPER_ERROR_PCT.values() if width in d)
+        gaps += [b - a for a, b in zip(values, values[1:])]
+    return min(gaps)
+
+
 METHODS = {"pSGLD (σ² = 100)": ("psgld", 100.0), "pSGLD (σ² = 1)": ("psgld", 1.0), "SGLD": ("sgld", 1.0)}
 EPSILON = {"psgld": 5e-4, "sgld": 0.5}  # the paper's step sizes on the per-datum loss
 
@@ -65,7 +78,11 @@ class Config:
     data_dir: str | None = None
     threads: int | None = None
     seed: int = 0
-    tolerance_pct: float = 0.25  # |ours − paper| allowed, percentage points, at the paper's protocol
+    # |ours − paper| allowed, percentage points; None: 0.9 × the smallest gap between the paper's
+    # methods at one width (0.045 pp), below it as a verdict must be. Table 2's own gaps are within
+    # the binomial noise of 10,000 test images (±0.12 pp), so a value row is a strict test; the
+    # ordering rows (pSGLD < SGLD) carry the paper's claim
+    tolerance_pct: float | None = None
 
 
 PRESETS = {
@@ -106,6 +123,38 @@ def _reductions(cfg: Config) -> list[str]:
             "comparable with the paper's"
         )
     return out
+
+
+def comparisons(cfg: Config, errors: dict, synthetic: bool = False) -> list[Comparison]:
+    """The report's rows from our test errors ``errors[method][width]`` (percent): one value row
+    per (method, width) within :func:`smallest_gap_pct`-based tolerance, and the paper's claim
+    pSGLD (σ² = 100) < SGLD per width as an ordering. With ``synthetic`` data no row is judged."""
+    rows = []
+    tol = cfg.tolerance_pct if cfg.tolerance_pct is not None else 0.9 * smallest_gap_pct()
+    for method in cfg.methods:
+        for width in cfg.widths:
+            paper = PAPER_ERROR_PCT[method].get(width)
+            rows.append(
+                Comparison(
+                    f"test error, {method}, {width}-{width}",
+                    errors[method][width],
+                    None if synthetic else paper,
+                    Tolerance(abs=tol),
+                    unit="%",
+                )
+            )
+    if "pSGLD (σ² = 100)" in cfg.methods and "SGLD" in cfg.methods and not synthetic:
+        for width in (w for w in cfg.widths if w in PAPER_ERROR_PCT["SGLD"]):
+            labels = ("pSGLD (σ² = 100)", "SGLD")
+            rows.append(
+                Comparison(
+                    f"pSGLD beats SGLD, {width}-{width}",
+                    [errors[m][width] for m in labels],
+                    [PAPER_ERROR_PCT[m][width] for m in labels],
+                    Ordering(labels, margin=0.5),
+                )
+            )
+    return rows
 
 
 def make_energy(width: int, prior_var: float, num_data: int, seed: int) -> ModuleEnergy:
@@ -160,33 +209,9 @@ def run(
                     resume=resume,
                 )
                 results.setdefault(method, {})[width] = r
-    rows = []
     synthetic = data.source["source"] != "files"
-    for method in cfg.methods:
-        for width in cfg.widths:
-            ours = results[method][width]["test_error_pct"]
-            paper = PAPER_ERROR_PCT[method].get(width)
-            rows.append(
-                Comparison(
-                    f"test error, {method}, {width}-{width}",
-                    ours,
-                    None if synthetic else paper,
-                    Tolerance(abs=cfg.tolerance_pct),
-                    unit="%",
-                )
-            )
-    psgld = [m for m in cfg.methods if m.startswith("pSGLD (σ² = 100)")]
-    if psgld and "SGLD" in cfg.methods and not synthetic:
-        for width in (w for w in cfg.widths if w in PAPER_ERROR_PCT["SGLD"]):
-            labels = ("pSGLD (σ² = 100)", "SGLD")
-            rows.append(
-                Comparison(
-                    f"pSGLD beats SGLD, {width}-{width}",
-                    [results[m][width]["test_error_pct"] for m in labels],
-                    [PAPER_ERROR_PCT[m][width] for m in labels],
-                    Ordering(labels, margin=0.5),
-                )
-            )
+    errors = {m: {w: r["test_error_pct"] for w, r in by_width.items()} for m, by_width in results.items()}
+    rows = comparisons(cfg, errors, synthetic)
     figures = []
     plt = pyplot()
     if plt is not None:
