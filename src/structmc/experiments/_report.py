@@ -203,6 +203,16 @@ def hardware(device: str = "cpu") -> dict:
     return out
 
 
+def smallest_gap(values: Sequence[float]) -> float:
+    """The smallest positive difference between two of ``values`` (a table's methods): a value
+    row's tolerance must sit below it, or one method's number passes as another's."""
+    ordered = sorted(float(v) for v in values)
+    gaps = [b - a for a, b in zip(ordered, ordered[1:]) if b - a > 0]
+    if not gaps:
+        raise ValueError(f"no two different values in {list(values)}")
+    return min(gaps)
+
+
 def verdict_counts(rows: Sequence[Comparison]) -> dict[str, int]:
     """How many of the paper's claims got each verdict (checks are not counted)."""
     counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}

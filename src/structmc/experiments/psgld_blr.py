@@ -97,7 +97,7 @@ from ..data import ChecksumError, DataError
 from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
-from ._report import Claim, Comparison, Ordering, Tolerance, write_report
+from ._report import Claim, Comparison, Ordering, Tolerance, smallest_gap, write_report
 from ._shared import default_data_dir, progress_log, pyplot, restores_globals, threads
 
 NAME = "psgld-blr"
@@ -133,7 +133,11 @@ class Config:
     seed: int = 0
     batching: str = "epoch"
     converge_pp: float = 0.2  # convergence: within this many percentage points of the final error
-    tol_pp: float = 0.3  # verdict: |ours − paper| ≤ tol_pp percentage points
+    # verdict: |ours − paper| ≤ tol_pp percentage points; None: 0.9 × the smallest gap between
+    # Table 1's methods (14.85 vs 14.91: 0.054 pp), below it as a verdict must be (issue 26 §1;
+    # was 0.3, wider than the whole table, 14.85–15.20). The table's gaps are within the binomial
+    # noise of 16,281 test rows (±0.28 pp): a value row is a strict test
+    tol_pp: float | None = None
     tol_gap_pp: float = 0.2  # verdict: pSGLD and SGLD equal (the paper's table) within this many points
     data: str = "auto"  # "auto" (files if found, else the synthetic stand-in), "files", "synthetic"
     data_seed: int = 0  # subsets and the synthetic stand-in
@@ -633,7 +637,8 @@ def _published() -> dict:
 def _comparisons(cfg: Config, res: dict, files: bool) -> list[Comparison]:
     pub = _published()
     stand_in = "" if files else "synthetic stand-in (no Adult files): not comparable with a9a, not judged"
-    tol = Tolerance(abs=cfg.tol_pp)
+    tol_pp = cfg.tol_pp if cfg.tol_pp is not None else 0.9 * smallest_gap(list(pub.values()))
+    tol = Tolerance(abs=tol_pp)
     rows = []
     for name in cfg.samplers:
         r = res[name]
@@ -648,7 +653,7 @@ def _comparisons(cfg: Config, res: dict, files: bool) -> list[Comparison]:
                 unit="%",
                 note=stand_in
                 or (
-                    f"mean over seeds{spread}; tolerance ±{cfg.tol_pp:g} pp: the "
+                    f"mean over seeds{spread}; tolerance ±{tol_pp:.3g} pp: the "
                     "encoding is a9a-like, not a9a (see Notes)"
                 ),
             )
@@ -799,10 +804,9 @@ def _notes(cfg: Config, data: dict, refs: dict, res: dict, n: int, dim: int, fil
         notes.append(
             "MAP test error (Newton's method, full data, no sampling) per encoding: "
             + ", ".join(f"{k} {v['test_error']:.2f} % (D = {v['dim']})" for k, v in refs.items())
-            + ": what the encoding alone moves; hence the ±"
-            + f"{cfg.tol_pp:g} pp tolerance, together with "
-            "the spread over seeds (sd in the rows) and the paper's method gaps (0.06–0.35 pp), which a "
-            "wider tolerance could not resolve."
+            + ": what the encoding alone moves. The value rows' tolerance sits below the paper's smallest "
+            "method gap (0.06 pp; the table spans 0.06–0.35 pp), as a verdict must, so an encoding shift "
+            "fails them; the spread over seeds is in the rows, and the orderings carry the paper's claims."
         )
     elif refs:
         notes.append(
