@@ -19,6 +19,7 @@ from structmc.experiments._report import (
     Comparison,
     Ordering,
     Tolerance,
+    row_comparison,
     verdict_counts,
     write_report,
 )
@@ -123,3 +124,20 @@ def test_claim_rows():
     rule = Claim("|corr| falls: SGLD > Sd > S", lambda v: v[0] > v[1] > v[2])
     assert Comparison("|corr(w1, w2)|", [0.9, 0.5, 0.02], "figure", rule).verdict == REPRODUCED
     assert Comparison("|corr(w1, w2)|", [0.9, 0.95, 0.02], "figure", rule).verdict.startswith(NOT_REPRODUCED)
+
+
+def test_mamba_method_rows_compare_the_winners_sampler_by_sampler():
+    """A method that is near the best on as many samplers as in the paper, but on other ones,
+    passed the former count rule (±1 sampler); per sampler it differs (issue 26 §1)."""
+    from structmc.experiments import _mamba as M
+
+    samplers = ["SGLD", "SGHMC", "SGNHT"]
+    paper = {"MAMBA": [1.0, 5.0, 1.0], "Grid": [5.0, 1.0, 5.0]}
+    same = M.method_rows("ksd", "KSD", "Table 1", paper, paper, samplers)
+    assert all(r["verdict"] == "agrees" and r["samplers_differing"] == [] for r in same)
+    swapped = {"MAMBA": [5.0, 1.0, 1.0], "Grid": [1.0, 5.0, 5.0]}  # MAMBA still near-best on 2 samplers
+    rows = {r["method"]: r for r in M.method_rows("ksd", "KSD", "Table 1", swapped, paper, samplers)}
+    assert rows["MAMBA"]["ours_count"] == rows["MAMBA"]["paper_count"] == 2  # the old rule: "agrees"
+    assert rows["MAMBA"]["verdict"] == "differs" and rows["MAMBA"]["samplers_differing"] == ["SGLD", "SGHMC"]
+    c = row_comparison(rows["MAMBA"] | {"magnitude": ""})
+    assert c.verdict.startswith(NOT_REPRODUCED) and c.ours == 2

@@ -619,21 +619,25 @@ def _clean(v) -> float:
     return v if math.isfinite(v) else math.inf
 
 
-def within_factor_counts(values: Mapping[str, Sequence], factor: float) -> dict[str, int]:
-    """For every method: on how many samplers (columns) its value is at most ``factor`` × the
-    lowest value of all methods on that sampler (missing values rank worst)."""
+def within_factor_flags(values: Mapping[str, Sequence], factor: float) -> dict[str, list[bool | None]]:
+    """For every method and sampler (column): is its value at most ``factor`` × the lowest
+    value of all methods on that sampler (missing values rank worst)? ``None`` for a sampler
+    with no finite value at all."""
     methods = list(values)
     n = len(next(iter(values.values())))
-    counts = {m: 0 for m in methods}
+    flags: dict[str, list[bool | None]] = {m: [] for m in methods}
     for j in range(n):
         col = {m: _clean(values[m][j]) for m in methods}
         best = min(col.values())
-        if not math.isfinite(best):
-            continue
         for m in methods:
-            if col[m] <= factor * best * (1 + 1e-12):
-                counts[m] += 1
-    return counts
+            flags[m].append(None if not math.isfinite(best) else col[m] <= factor * best * (1 + 1e-12))
+    return flags
+
+
+def within_factor_counts(values: Mapping[str, Sequence], factor: float) -> dict[str, int]:
+    """For every method: on how many samplers (columns) its value is at most ``factor`` × the
+    lowest value of all methods on that sampler (missing values rank worst)."""
+    return {m: sum(bool(f) for f in fl) for m, fl in within_factor_flags(values, factor).items()}
 
 
 def lowest_counts(values: Mapping[str, Sequence]) -> dict[str, int]:
@@ -650,7 +654,7 @@ def method_rows(
     samplers: Sequence[str],
     *,
     factor: float = 1.5,
-    slack: int = 1,
+    slack: int = 0,
     scale: float = 1.0,
     unit: str = "",
     comparable: bool = False,
@@ -658,26 +662,30 @@ def method_rows(
     """One row per method for a metric (lower is better): ``ours`` and ``paper`` map method ->
     one value per sampler (``scale`` multiplies ours for display, e.g. 100 for ξ × 10²).
 
-    Verdict (an ordering check, not a magnitude check): count the samplers on which the
-    method is within ``factor`` × the best of the methods, in ours and in the paper's
-    numbers; "agrees" when the counts differ by at most ``slack``, "differs" otherwise,
-    "n/a" when we have no finite value for the method. ``comparable`` says whether our
+    Verdict (an ordering check, not a magnitude check), per sampler: is the method within
+    ``factor`` × the best of the methods on that sampler, in ours and in the paper's numbers?
+    "agrees" when the answer is the same on every sampler (at most ``slack`` differ; a count of
+    such samplers, the former rule, let a method that wins on other samplers than the paper's
+    pass), "differs" otherwise, "n/a" when we have no finite value for the method. ``comparable`` says whether our
     magnitudes are on the paper's scale (same N, budgets); when they are, the row also
     records on how many samplers ours is within a factor 2 of the paper's value."""
     methods = [m for m in paper if m in ours]
     ours_scaled = {
         m: [None if v is None or not math.isfinite(float(v)) else float(v) * scale for v in ours[m]] for m in methods
     }
-    c_ours = within_factor_counts(ours_scaled, factor)
-    c_paper = within_factor_counts({m: paper[m] for m in methods}, factor)
+    f_ours = within_factor_flags(ours_scaled, factor)
+    f_paper = within_factor_flags({m: paper[m] for m in methods}, factor)
+    c_ours = {m: sum(bool(f) for f in fl) for m, fl in f_ours.items()}
+    c_paper = {m: sum(bool(f) for f in fl) for m, fl in f_paper.items()}
     rows = []
     for m in methods:
         vals = ours_scaled[m]
         finite = [v for v in vals if v is not None]
+        differ = [s for s, a, b in zip(samplers, f_ours[m], f_paper[m]) if a is not None and b is not None and a != b]
         if not finite:
             verdict = "n/a"
         else:
-            verdict = "agrees" if abs(c_ours[m] - c_paper[m]) <= slack else "differs"
+            verdict = "agrees" if len(differ) <= slack else "differs"
         row = {
             "key": f"{m}:{metric_key}",
             "method": m,
@@ -690,11 +698,12 @@ def method_rows(
             "statistic": f"samplers within x{factor:g} of the best method",
             "paper_count": c_paper[m],
             "ours_count": c_ours[m] if finite else None,
+            "samplers_differing": differ if finite else None,
             "unit": unit,
             "slack": slack,
             "rule": (
-                f"count of samplers where this method is within x{factor:g} of the lowest of the "
-                f"{len(methods)} methods: |ours - paper| <= {slack}"
+                f"per sampler, whether this method is within x{factor:g} of the lowest of the {len(methods)} "
+                f"methods: the same as the paper's on every sampler" + (f" but {slack}" if slack else "")
             ),
             "verdict": verdict,
             "comparable": comparable,

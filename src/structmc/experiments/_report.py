@@ -448,24 +448,27 @@ def _holds(holds, reason: str):
 def row_comparison(row: dict) -> Comparison:
     """The :class:`Comparison` of a row dict, with the rule its own verdict applied:
 
-    * a method row (:func:`._mamba.method_rows`: ``paper_count``/``ours_count``, the number of
-      samplers a method is within a factor of the best for): ``Tolerance(abs=slack)`` on the
-      counts (integers, so ``abs=0.5`` stands for ``slack = 0``);
+    * a method row (:func:`._mamba.method_rows`): the samplers on which the method's standing
+      (within a factor of the best, or not) differs from the paper's, ``Tolerance(abs=slack)``
+      on their number against 0 (integers, so ``abs=0.5`` stands for ``slack = 0``);
     * a claim row (``metric == "claim"`` or ``kind == "claim"``): a :class:`Claim` whose test
       is the row's outcome (``verdict`` "agrees" / "differs"; anything else: not comparable);
     * a value row (``tol``): ``Tolerance(abs=tol)``.
     """
     quantity = row["quantity"] + (f" [{row['source']}]" if row.get("source") else "")
-    if "paper_count" in row:  # method rows: an ordering check on counts
-        slack = float(row.get("slack", 1))
+    if "paper_count" in row:  # method rows: an ordering check, sampler by sampler
+        slack = float(row.get("slack", 0))
+        differ = row.get("samplers_differing")
         note = (
-            f"{row['statistic']}; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's "
-            f"{list(row['paper'])}; {row['magnitude']}"
+            f"{row['statistic']}: ours on {row['ours_count']}, the paper's on {row['paper_count']} samplers"
+            + (f"; differing on {differ}" if differ else "")
+            + f"; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's {list(row['paper'])}; "
+            f"{row['magnitude']}"
         )
         return Comparison(
-            f"{quantity}: {row['statistic']}",
-            row["ours_count"],
-            row["paper_count"],
+            f"{quantity}: samplers where its standing ({row['statistic']}) differs from the paper's",
+            None if differ is None else len(differ),
+            0,
             Tolerance(abs=slack if slack > 0 else 0.5),
             unit="samplers",
             note=note,
