@@ -7,6 +7,8 @@ checkpoint formats (format 1 of structmc 0.1 upgraded on load), and the one
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from typing import Any
 
 from . import fingerprint
@@ -185,9 +187,6 @@ class InterruptGuard:
         self._installed = False
 
     def __enter__(self) -> InterruptGuard:
-        import signal
-        import threading
-
         if (
             self.active
             and threading.current_thread() is threading.main_thread()
@@ -207,8 +206,6 @@ class InterruptGuard:
         return self
 
     def __exit__(self, *exc) -> None:
-        import signal
-
         if self._installed:
             signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.SIG_DFL)
             self._installed = False

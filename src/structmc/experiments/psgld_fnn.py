@@ -35,7 +35,7 @@ from .. import PSGLD, SGLD, ModuleEnergy
 from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
 from ._common import load_data, run_one
-from ._report import Comparison, Ordering, Tolerance, write_report
+from ._report import Comparison, Ordering, Tolerance, smallest_gap, write_report
 from ._shared import progress_log, pyplot, restores_globals, threads
 
 PAPER_ERROR_PCT = {  # Table 2
@@ -49,11 +49,7 @@ def smallest_gap_pct() -> float:
     """The smallest difference between two of the paper's methods at one width in Table 2
     (0.05 pp: 1.40 vs 1.45 at 400-400): a value row's tolerance must sit below it, or a method's
     number passes as another's (issue 26 §1)."""
-    gaps = []
-    for width in PAPER_ERROR_PCT["SGLD"]:
-        values = sorted(d[width] for d in PAPER_ERROR_PCT.values() if width in d)
-        gaps += [b - a for a, b in zip(values, values[1:])]
-    return min(gaps)
+    return min(smallest_gap([d[w] for d in PAPER_ERROR_PCT.values() if w in d]) for w in PAPER_ERROR_PCT["SGLD"])
 
 
 METHODS = {"pSGLD (σ² = 100)": ("psgld", 100.0), "pSGLD (σ² = 1)": ("psgld", 1.0), "SGLD": ("sgld", 1.0)}
