@@ -141,3 +141,28 @@ def test_mamba_method_rows_compare_the_winners_sampler_by_sampler():
     assert rows["MAMBA"]["verdict"] == "differs" and rows["MAMBA"]["samplers_differing"] == ["SGLD", "SGHMC"]
     c = row_comparison(rows["MAMBA"] | {"magnitude": ""})
     assert c.verdict.startswith(NOT_REPRODUCED) and c.ours == 2
+
+
+def test_a_report_judged_under_two_settings_tallies_the_papers(tmp_path):
+    """Issue 26 §2: rows of the posterior (T = 1) and of the authors' temperature side by side,
+    each with its verdicts; the tally counts the setting the paper's numbers come from, and a
+    paper_setting that no row has is refused."""
+    from structmc.experiments import REGISTRY
+    from structmc.experiments._report import Comparison, Tolerance, write_report
+
+    rows = [
+        Comparison("error", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1"),
+        Comparison("error", 2.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N"),
+        Comparison("shared", 5.0, 5.0, Tolerance(abs=0.1)),
+    ]
+    exp = REGISTRY.get("psgld-fnn")
+    kw = dict(experiment=exp, preset="tiny", config={}, seed=0, numbers={}, wall_time_s=0.0)
+    with pytest.raises(ValueError, match="paper_setting"):
+        write_report(tmp_path, comparisons=rows, paper_setting="T = 2", **kw)
+    report = write_report(tmp_path, comparisons=rows, paper_setting="T = 1/N", **kw)
+    assert report["verdicts"]["reproduced"] == 1 and report["verdicts"]["not reproduced"] == 1
+    assert report["verdicts_by_setting"]["T = 1"]["reproduced"] == 2
+    md = (tmp_path / "report.md").read_text()
+    assert "| T = 1/N | error |" in md and "| all | shared |" in md and "**T = 1/N**" in md
+    single = write_report(tmp_path / "one", comparisons=rows[2:], **kw)  # one setting: no column
+    assert single["verdicts_by_setting"] == {} and "| setting |" not in (tmp_path / "one" / "report.md").read_text()

@@ -156,6 +156,9 @@ class Comparison:
     unit: str = ""
     note: str = ""
     check: bool = False  # not a claim of the paper: judged and shown, outside the tally
+    # the run setting the row comes from when a report judges one claim under several (issue 26 §2:
+    # "T = 1" the posterior, "T = 1/N" the authors' code); "" when the report has one setting
+    setting: str = ""
     verdict: str = field(init=False, default="")
 
     def __post_init__(self):
@@ -183,6 +186,7 @@ class Comparison:
             "verdict": self.verdict,
             "note": self.note,
             "check": self.check,
+            "setting": self.setting,
         }
 
 
@@ -213,10 +217,13 @@ def smallest_gap(values: Sequence[float]) -> float:
     return min(gaps)
 
 
-def verdict_counts(rows: Sequence[Comparison]) -> dict[str, int]:
-    """How many of the paper's claims got each verdict (checks are not counted)."""
+def verdict_counts(rows: Sequence[Comparison], setting: str | None = None) -> dict[str, int]:
+    """How many of the paper's claims got each verdict (checks are not counted). With
+    ``setting``, only the rows of that run setting and those common to all settings."""
     counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}
     for r in rows:
+        if setting is not None and r.setting not in ("", setting):
+            continue
         for key in counts:
             if r.verdict.startswith(key):
                 counts[key] += 1
@@ -266,6 +273,7 @@ def write_report(
     figures: Sequence[str] = (),
     notes: Sequence[str] = (),
     extra_md: str = "",
+    paper_setting: str | None = None,
 ) -> dict:
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
 
@@ -273,8 +281,16 @@ def write_report(
     ``numbers`` every number the table/figure holds (nested dicts/lists); ``step_sizes`` the
     mapping of the paper's step sizes into the library's convention, one line each;
     ``reductions`` what a reduced preset cut and what that is expected to change (empty for
-    the paper's settings); ``figures`` PNG paths relative to ``out_dir``."""
+    the paper's settings); ``figures`` PNG paths relative to ``out_dir``.
+
+    When rows come from several run settings (``Comparison.setting``, e.g. the posterior T = 1
+    and the authors' T = 1/N), ``paper_setting`` names the one the paper's numbers correspond
+    to: ``verdicts`` counts its rows (one tally per claim), ``verdicts_by_setting`` each
+    setting's, and the markdown shows the settings side by side."""
     out_dir = Path(out_dir)
+    settings = list(dict.fromkeys(c.setting for c in comparisons if c.setting))
+    if settings and paper_setting not in settings:
+        raise ValueError(f"paper_setting must name one of the rows' settings {settings}, got {paper_setting!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     paper = experiment.paper
     report = {
@@ -295,7 +311,9 @@ def write_report(
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "numbers": numbers,
         "comparisons": [c.to_dict() for c in comparisons],
-        "verdicts": verdict_counts(comparisons),
+        "verdicts": verdict_counts(comparisons, paper_setting if settings else None),
+        "paper_setting": paper_setting if settings else None,
+        "verdicts_by_setting": {s: verdict_counts(comparisons, s) for s in settings},
         "figures": list(figures),
         "notes": list(notes),
     }
@@ -303,6 +321,14 @@ def write_report(
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out_dir / "report.md").write_text(render_markdown(report, extra_md))
     return report
+
+
+def _tally(counts: Mapping[str, int]) -> str:
+    return (
+        f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
+        f"margin, {counts.get(TIED, 0)} tied, {counts['not reproduced']} not reproduced, {counts['not comparable']} "
+        "not comparable (the paper's claims only; rows marked check are ours and not counted)."
+    )
 
 
 def render_markdown(report: Mapping, extra_md: str = "") -> str:
@@ -322,21 +348,31 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
             "",
         ]
         lines += [f"- {r}" for r in report["reductions"]] + [""]
-    counts = report["verdicts"]
+    by_setting = report.get("verdicts_by_setting") or {}
+    lines += ["## Paper vs ours", ""]
+    if by_setting:
+        lines += [
+            f"Judged under {len(by_setting)} run settings side by side; the paper's numbers correspond to "
+            f"**{report['paper_setting']}**, whose rows make the tally.",
+            "",
+        ]
+        lines += [
+            f"- {s}{' (the tally)' if s == report['paper_setting'] else ''}: {_tally(c)}" for s, c in by_setting.items()
+        ]
+        lines += [""]
+    else:
+        lines += [_tally(report["verdicts"]), ""]
+    setting_col = bool(by_setting)
     lines += [
-        "## Paper vs ours",
-        "",
-        f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
-        f"margin, {counts.get(TIED, 0)} tied, {counts['not reproduced']} not reproduced, {counts['not comparable']} "
-        "not comparable (the paper's claims only; rows marked check are ours and not counted).",
-        "",
-        "| quantity | paper | ours | difference | rule | verdict |",
-        "|---|---|---|---|---|---|",
+        "| " + ("setting | " if setting_col else "") + "quantity | paper | ours | difference | rule | verdict |",
+        "|---|---|---|---|---|---|" + ("---|" if setting_col else ""),
     ]
     for c in report["comparisons"]:
         unit = f" {c['unit']}" if c["unit"] else ""
         lines.append(
-            f"| {c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
+            "| "
+            + (f"{c.get('setting') or 'all'} | " if setting_col else "")
+            + f"{c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
             f"{_fmt(c['ours'])}{unit} | {_fmt(c['difference'])} | {c['rule'] or '–'} | **{c['verdict']}** |"
         )
     notes = [c for c in report["comparisons"] if c["note"]]
@@ -561,7 +597,7 @@ REPORT_FIELDS = (
     "figures",
     "notes",
 )
-COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note", "check")
+COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note", "check", "setting")
 
 __all__ = [
     "Tolerance",

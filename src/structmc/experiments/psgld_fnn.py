@@ -13,12 +13,14 @@ per-datum loss ``θ ← θ − ε G ḡ + √(2εG/N) ξ`` is ours with Û = N·
 ``PSGLD(lr=1e-3/N)`` (1.67e-8 for N = 60,000) and SGLD's ε = 0.5 is ``SGLD(lr=1/N)``. A new
 user who passes the paper's ε as ``lr`` gets a chain that is 2N/2 = 60,000 times too hot.
 
-Temperature: the paper's update above is the posterior (T = 1, the default). The authors'
-Matlab code (``SGLD_RMSprop.m``) adds ``sqrt(2*lr./pcder).*randn/opts.N``, i.e. √(2εG) ξ / N
-where the posterior needs √(2εG/N) ξ: its noise standard deviation is 1/√N of the posterior's,
-an effective temperature T = 1/N (``PSGLD(..., temperature=T)`` scales the noise variance by
-T). ``Config.temperature`` sets it for both samplers, so the authors' chain is
-``temperature=1 / N``; the report states which.
+Temperature: the paper's update above is the posterior (T = 1). The authors' Matlab code
+(``SGLD_RMSprop.m``) adds ``sqrt(2*lr./pcder).*randn/opts.N``, i.e. √(2εG) ξ / N where the
+posterior needs √(2εG/N) ξ: its noise standard deviation is 1/√N of the posterior's, an
+effective temperature T = 1/N (``PSGLD(..., temperature=T)`` scales the noise variance by T).
+The paper's Table 2 comes from that code, so its numbers correspond to T = 1/N.
+``Config.temperatures`` (default both, ``(1.0, "1/N")``) runs every chain at each and the
+report judges each setting side by side (issue 26 §2); the tally counts the T = 1/N rows,
+the setting of the paper's numbers.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ class Config:
     draws_per_epoch: int = 4
     alpha: float = 0.99
     eps: float = 1e-5
-    temperature: float = 1.0  # 1: the posterior; the authors' code: 1 / N (see the module docstring)
+    # each run at every temperature: 1.0 the posterior, "1/N" the authors' code (see the module
+    # docstring), or any positive number
+    temperatures: tuple[float | str, ...] = (1.0, "1/N")
     num_train: int | None = None  # None: all 60,000
     num_test: int | None = None  # None: all 10,000
     data: str = "auto"  # "files", "auto" (synthetic stand-in when the files are missing) or "synthetic"
@@ -93,6 +97,10 @@ PRESETS = {
         data="auto",
     ),
     "quick": Config(widths=(400,), methods=("pSGLD (σ² = 100)", "SGLD"), epochs=20),
+    # issue 24: the paper's length (100 epochs, the step halved every 20) for the 400-400 network and
+    # Table 2's claim pSGLD (σ² = 100) < SGLD, at both temperatures; the cut: widths 800 and 1200 and
+    # pSGLD with σ² = 1
+    "converged": Config(widths=(400,), methods=("pSGLD (σ² = 100)", "SGLD")),
     "full": Config(),
 }
 
@@ -121,10 +129,11 @@ def _reductions(cfg: Config) -> list[str]:
     return out
 
 
-def comparisons(cfg: Config, errors: dict, synthetic: bool = False) -> list[Comparison]:
+def comparisons(cfg: Config, errors: dict, synthetic: bool = False, setting: str = "") -> list[Comparison]:
     """The report's rows from our test errors ``errors[method][width]`` (percent): one value row
     per (method, width) within :func:`smallest_gap_pct`-based tolerance, and the paper's claim
-    pSGLD (σ² = 100) < SGLD per width as an ordering. With ``synthetic`` data no row is judged."""
+    pSGLD (σ² = 100) < SGLD per width as an ordering. With ``synthetic`` data no row is judged.
+    ``setting`` labels the rows with the run's temperature when a report has several."""
     rows = []
     tol = cfg.tolerance_pct if cfg.tolerance_pct is not None else 0.9 * smallest_gap_pct()
     for method in cfg.methods:
@@ -137,6 +146,7 @@ def comparisons(cfg: Config, errors: dict, synthetic: bool = False) -> list[Comp
                     None if synthetic else paper,
                     Tolerance(abs=tol),
                     unit="%",
+                    setting=setting,
                 )
             )
     if "pSGLD (σ² = 100)" in cfg.methods and "SGLD" in cfg.methods and not synthetic:
@@ -148,6 +158,7 @@ def comparisons(cfg: Config, errors: dict, synthetic: bool = False) -> list[Comp
                     [errors[m][width] for m in labels],
                     [PAPER_ERROR_PCT[m][width] for m in labels],
                     Ordering(labels, margin=0.5),
+                    setting=setting,
                 )
             )
     return rows
@@ -159,11 +170,29 @@ def make_energy(width: int, prior_var: float, num_data: int, seed: int) -> Modul
     return ModuleEnergy(net, "categorical", prior_std=math.sqrt(prior_var), num_data=num_data)
 
 
-def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config):
+AUTHORS_TEMPERATURE = "1/N"  # SGLD_RMSprop.m divides the posterior's noise standard deviation by √N
+
+
+def resolve_temperature(temperature: float | str, num_data: int) -> float:
+    """``"1/N"`` (the authors' code) -> 1 / ``num_data``; a positive number stays as it is."""
+    if temperature == AUTHORS_TEMPERATURE:
+        return 1.0 / num_data
+    if isinstance(temperature, str) or not float(temperature) > 0:
+        raise ValueError(f"a temperature must be a positive number or {AUTHORS_TEMPERATURE!r}, got {temperature!r}")
+    return float(temperature)
+
+
+def temperature_label(temperature: float | str) -> str:
+    return f"T = {temperature}" if isinstance(temperature, str) else f"T = {temperature:g}"
+
+
+def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config, temperature: float | str = 1.0):
+    """The paper's sampler ``kind`` at ``temperature`` (1: the posterior; ``"1/N"``: the authors')."""
+    t = resolve_temperature(temperature, num_data)
     lr = StepDecay(2 * EPSILON[kind] / num_data, every=cfg.halve_every_epochs * steps_per_epoch, factor=0.5)
     if kind == "psgld":
-        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=cfg.temperature)
-    return SGLD(lr, temperature=cfg.temperature)
+        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.eps, v_init="first", temperature=t)
+    return SGLD(lr, temperature=t)
 
 
 @restores_globals
@@ -179,6 +208,10 @@ def run(
     unknown = [m for m in cfg.methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    if not cfg.temperatures:
+        raise ValueError("Config.temperatures is empty: give at least one, e.g. (1.0, '1/N')")
+    for t in cfg.temperatures:  # refused before any data is read
+        resolve_temperature(t, 1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("psgld-fnn", progress)
@@ -188,37 +221,50 @@ def run(
         data = load_data(cfg)
         N = len(data.y_train)
         steps_per_epoch = N // cfg.batch_size
-        results: dict = {}
-        for width in cfg.widths:
-            for method in cfg.methods:
-                kind, prior_var = METHODS[method]
-                energy = make_energy(width, prior_var, N, cfg.seed)
-                sampler = make_sampler(kind, N, steps_per_epoch, cfg)
-                folder = out / "runs" / f"{kind}-var{prior_var:g}-{width}"
-                r = run_one(
-                    energy,
-                    sampler,
-                    (data.x_train, data.y_train, data.x_test, data.y_test),
-                    cfg,
-                    log,
-                    folder=folder,
-                    resume=resume,
-                )
-                results.setdefault(method, {})[width] = r
+        temperatures = {temperature_label(t): resolve_temperature(t, N) for t in cfg.temperatures}
+        by_setting: dict = {}  # {setting: {method: {width: result}}}
+        for label, t in temperatures.items():
+            # T = 1 keeps the folder name of runs written before the temperature option
+            suffix = "" if t == 1.0 else ("-T1overN" if t == 1.0 / N else f"-T{t:g}")
+            for width in cfg.widths:
+                for method in cfg.methods:
+                    kind, prior_var = METHODS[method]
+                    energy = make_energy(width, prior_var, N, cfg.seed)
+                    sampler = make_sampler(kind, N, steps_per_epoch, cfg, t)
+                    folder = out / "runs" / f"{kind}-var{prior_var:g}-{width}{suffix}"
+                    r = run_one(
+                        energy,
+                        sampler,
+                        (data.x_train, data.y_train, data.x_test, data.y_test),
+                        cfg,
+                        log,
+                        folder=folder,
+                        resume=resume,
+                    )
+                    by_setting.setdefault(label, {}).setdefault(method, {})[width] = r
     synthetic = data.source["source"] != "files"
-    errors = {m: {w: r["test_error_pct"] for w, r in by_width.items()} for m, by_width in results.items()}
-    rows = comparisons(cfg, errors, synthetic)
+    several = len(by_setting) > 1
+    rows = []
+    for label, results in by_setting.items():
+        errors = {m: {w: r["test_error_pct"] for w, r in by_width.items()} for m, by_width in results.items()}
+        rows += comparisons(cfg, errors, synthetic, label if several else "")
+    authors = temperature_label(AUTHORS_TEMPERATURE)
+    paper_setting = authors if several and authors in by_setting else (next(iter(by_setting)) if several else None)
     figures = []
     plt = pyplot()
     if plt is not None:
         fig, axes = plt.subplots(1, len(cfg.widths), figsize=(4.6 * len(cfg.widths), 3.6), squeeze=False)
         for ax, width in zip(axes[0], cfg.widths):
-            for method in cfg.methods:
-                r = results[method][width]
-                ax.plot(range(1, cfg.epochs + 1), r["curve_pct"], marker="o", ms=3, label=method)
+            for k, method in enumerate(cfg.methods):
+                color = f"C{k}"
+                for label, results in by_setting.items():
+                    r = results[method][width]
+                    ls = "-" if label == paper_setting or not several else ":"
+                    name = f"{method}, {label}" if several else method
+                    ax.plot(range(1, cfg.epochs + 1), r["curve_pct"], marker="o", ms=3, ls=ls, color=color, label=name)
                 paper = PAPER_ERROR_PCT[method].get(width)
                 if paper is not None and not synthetic:
-                    ax.axhline(paper, ls="--", lw=0.8, color=ax.lines[-1].get_color())
+                    ax.axhline(paper, ls="--", lw=0.8, color=color)
             ax.set(
                 title=f"{width}-{width} (dashed: paper, 100 epochs)",
                 xlabel="epoch",
@@ -241,11 +287,17 @@ def run(
         f"eps={cfg.eps}, v_init='first'), halved every {cfg.halve_every_epochs} epochs",
         f"SGLD ε = 0.5 → SGLD(lr=2ε/N = {2 * 0.5 / N:.3g}), same schedule",
         "prior N(0, σ²) on every weight and bias: ModuleEnergy(prior_std=σ)",
-        f"temperature T = {cfg.temperature:g} for both samplers"
-        + (" (the posterior; the authors' Matlab code divides its noise by N)" if cfg.temperature == 1 else ""),
+        "temperatures: "
+        + ", ".join(f"{label} (= {t:.3g})" for label, t in temperatures.items())
+        + " for both samplers; T = 1 is the posterior, T = 1/N the authors' Matlab code (SGLD_RMSprop.m divides "
+        "the noise by N), whose numbers the paper's Table 2 are",
     ]
     numbers = {
-        "results": {m: {str(w): r for w, r in v.items()} for m, v in results.items()},
+        "results_by_temperature": {
+            label: {m: {str(w): r for w, r in v.items()} for m, v in results.items()}
+            for label, results in by_setting.items()
+        },
+        "temperatures": temperatures,
         "paper_error_pct": {m: {str(w): v for w, v in d.items()} for m, d in PAPER_ERROR_PCT.items()},
         "num_train": N,
         "num_test": len(data.y_test),
@@ -264,7 +316,20 @@ def run(
         reductions=_reductions(cfg),
         figures=figures,
         notes=notes,
+        paper_setting=paper_setting,
     )
 
 
-__all__ = ["Config", "PRESETS", "run", "run_one", "make_energy", "make_sampler", "PAPER_ERROR_PCT", "METHODS"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "run",
+    "run_one",
+    "make_energy",
+    "make_sampler",
+    "resolve_temperature",
+    "comparisons",
+    "PAPER_ERROR_PCT",
+    "METHODS",
+    "AUTHORS_TEMPERATURE",
+]
