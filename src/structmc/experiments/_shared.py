@@ -314,3 +314,42 @@ def save_result(folder: Path | None, result: dict) -> None:
     tmp.write_text(json.dumps(jsonable(result), indent=1))
     tmp.replace(folder / RESULT)
     _drop_checkpoints(folder)
+
+
+# -- run temperatures (issue 26 §2) ------------------------------------------------------------
+#: the pSGLD authors' Matlab code (``SGLD_RMSprop.m``) divides the posterior's noise standard
+#: deviation by √N: an effective temperature 1/N in the library's convention
+AUTHORS_TEMPERATURE_1_OVER_N = "1/N"
+
+
+def resolve_temperature(temperature: float | str, num_data: int) -> float:
+    """``"1/N"`` -> 1 / ``num_data``; a positive number stays as it is; anything else is
+    refused by name."""
+    if temperature == AUTHORS_TEMPERATURE_1_OVER_N:
+        return 1.0 / num_data
+    if isinstance(temperature, str) or not float(temperature) > 0:
+        raise ValueError(
+            f"a temperature must be a positive number or {AUTHORS_TEMPERATURE_1_OVER_N!r}, got {temperature!r}"
+        )
+    return float(temperature)
+
+
+def temperature_label(temperature: float | str) -> str:
+    """The report's name of a run setting: ``"T = 1"``, ``"T = 1/N"``, ``"T = 0.5"``."""
+    return f"T = {temperature}" if isinstance(temperature, str) else f"T = {temperature:g}"
+
+
+def temperature_suffix(temperature: float, num_data: int) -> str:
+    """A run folder's suffix for a temperature: none for T = 1 (the folders written before
+    the temperature option), ``-T1overN`` for 1/N, ``-T<value>`` otherwise."""
+    if temperature == 1.0:
+        return ""
+    return "-T1overN" if temperature == 1.0 / num_data else f"-T{temperature:g}"
+
+
+def check_temperatures(temperatures) -> None:
+    """Refuse an empty or bad ``Config.temperatures`` before any data is read."""
+    if not temperatures:
+        raise ValueError("Config.temperatures is empty: give at least one, e.g. (1.0, '1/N')")
+    for t in temperatures:
+        resolve_temperature(t, 1)

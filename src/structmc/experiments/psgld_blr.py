@@ -43,8 +43,10 @@ is ``lr = 2·lr_paper/N``: both samplers run with ``SGLD(lr=2·5e-2/32,561)`` =
 ``PSGLD(lr=2·5e-2/32,561)`` = 3.071×10⁻⁶ (N = the training rows used). Then SGLD's drift is
 ε·ḡ and pSGLD's ε·G·ḡ exactly as in the Matlab code, and SGLD's stability number
 ε·λ_max/N ≈ 0.04. Noise: the Matlab code divides its noise by N (variance 2·lr·G/N² against
-the drift lr·G·ḡ: temperature T = 1/N); we sample the posterior, T = 1 (``temperature``
-reproduces theirs).
+the drift lr·G·ḡ: temperature T = 1/N), and the paper's Table 1 comes from that code.
+``Config.temperatures`` (default both, ``(1.0, "1/N")``) runs every chain at the posterior's
+T = 1 and at the authors' T = 1/N; the report judges each side by side and its tally counts
+T = 1/N, the setting of the paper's numbers (issue 26 §2).
 
 Encoding
 --------
@@ -98,7 +100,18 @@ from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, Ordering, Tolerance, smallest_gap, write_report
-from ._shared import default_data_dir, progress_log, pyplot, restores_globals, threads
+from ._shared import (
+    AUTHORS_TEMPERATURE_1_OVER_N,
+    check_temperatures,
+    default_data_dir,
+    progress_log,
+    pyplot,
+    resolve_temperature,
+    restores_globals,
+    temperature_label,
+    temperature_suffix,
+    threads,
+)
 
 NAME = "psgld-blr"
 # the paper's setting (section "Bayesian Logistic Regression")
@@ -124,7 +137,8 @@ class Config:
     burn_in: int = 500
     thin: int = 50
     step: float = PAPER_STEP  # the paper's ε on the per-datum scale: lr = 2·step/N
-    temperature: float = 1.0  # 1: the posterior; 1/N: the Matlab code's noise
+    # every chain at each: 1.0 the posterior, "1/N" the Matlab code's noise (see the module docstring)
+    temperatures: tuple[float | str, ...] = (1.0, "1/N")
     alpha: float = 0.99  # pSGLD's RMSprop decay
     lam: float = 1e-5  # pSGLD's λ
     v_init: str = "zeros"  # V₀ = 0 (Algorithm 1); "first": ḡ₁² (the Matlab code)
@@ -323,12 +337,13 @@ def library_lr(step: float, num_train: int) -> float:
     return 2.0 * float(step) / int(num_train)
 
 
-def make_sampler(name: str, cfg: Config, num_train: int):
+def make_sampler(name: str, cfg: Config, num_train: int, temperature: float | str = 1.0):
     lr = library_lr(cfg.step, num_train)
+    t = resolve_temperature(temperature, num_train)
     if name == "pSGLD":
-        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.lam, temperature=cfg.temperature, v_init=cfg.v_init)
+        return PSGLD(lr, alpha=cfg.alpha, eps=cfg.lam, temperature=t, v_init=cfg.v_init)
     if name == "SGLD":
-        return SGLD(lr, temperature=cfg.temperature)
+        return SGLD(lr, temperature=t)
     raise ValueError(f"unknown sampler {name!r}; choose from {list(SAMPLERS)}")
 
 
@@ -435,10 +450,20 @@ def _check(cfg: Config) -> None:
     for s in cfg.samplers:
         if s not in SAMPLERS:
             raise ValueError(f"unknown sampler {s!r}; choose from {list(SAMPLERS)}")
+    check_temperatures(cfg.temperatures)
 
 
 def _run_one(
-    name: str, seed: int, cfg: Config, energy, data: dict, folder: Path, device, resume: bool, progress
+    name: str,
+    seed: int,
+    cfg: Config,
+    energy,
+    data: dict,
+    folder: Path,
+    device,
+    resume: bool,
+    progress,
+    temperature: float = 1.0,
 ) -> dict:
     dim = data["x_train"].shape[1]
     n = len(data["y_train"])
@@ -447,7 +472,7 @@ def _run_one(
     chain = sample(
         energy,
         torch.zeros(dim, device=device),
-        make_sampler(name, cfg, n),
+        make_sampler(name, cfg, n, temperature),
         cfg.num_steps,
         data=(data["x_train"], data["y_train"]),
         batch_size=cfg.batch_size,
@@ -515,29 +540,45 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
             refs[enc] = map_reference(d["x_train"], d["y_train"], d["x_test"], d["y_test"], cfg.prior_var)
     energy = make_energy(cfg, dim, n)
     seeds = [cfg.seed + k for k in range(cfg.num_seeds)]
-    runs: dict[str, dict[int, dict]] = {s: {} for s in cfg.samplers}
-    for name in cfg.samplers:
-        for s in seeds:
-            folder = out / "runs" / f"{name.lower()}-seed{s}"
-            runs[name][s] = _run_one(name, s, cfg, energy, data, folder, device, resume, progress)
-            if log:
-                log(
-                    f"{name} seed {s}: test error {runs[name][s]['test_error']:.2f} % "
-                    f"({runs[name][s]['seconds']:.1f} s)"
-                )
-    results = _summarise(cfg, runs)
-    ref = refs.get(cfg.encoding if files else "synthetic")
-    for name in cfg.samplers:  # spread of the draws against the Laplace approximation (N large: near exact)
-        if ref is not None:
-            ratio = torch.tensor(results[name]["draw_sd"]) / torch.tensor(ref["laplace_sd"])
-            results[name]["draw_sd_over_laplace_sd"] = {
-                "median": float(ratio.median()),
-                "min": float(ratio.min()),
-                "max": float(ratio.max()),
-            }
-    rows = _comparisons(cfg, results, files)
+    temperatures = {temperature_label(t): resolve_temperature(t, n) for t in cfg.temperatures}
+    several = len(temperatures) > 1
+    authors = temperature_label(AUTHORS_TEMPERATURE_1_OVER_N)
+    paper_setting = (authors if authors in temperatures else next(iter(temperatures))) if several else None
+    by_temperature: dict[str, dict] = {}
+    rows: list[Comparison] = []
+    figures: list[str] = []
+    for label, t in temperatures.items():
+        runs: dict[str, dict[int, dict]] = {s: {} for s in cfg.samplers}
+        for name in cfg.samplers:
+            for s in seeds:
+                folder = out / "runs" / f"{name.lower()}-seed{s}{temperature_suffix(t, n)}"
+                runs[name][s] = _run_one(name, s, cfg, energy, data, folder, device, resume, progress, t)
+                if log:
+                    log(
+                        f"{name} seed {s}, {label}: test error {runs[name][s]['test_error']:.2f} % "
+                        f"({runs[name][s]['seconds']:.1f} s)"
+                    )
+        results_t = _summarise(cfg, runs)
+        ref = refs.get(cfg.encoding if files else "synthetic")
+        for name in cfg.samplers:  # spread of the draws against the Laplace approximation (N large: near exact)
+            if ref is not None:
+                ratio = torch.tensor(results_t[name]["draw_sd"]) / torch.tensor(ref["laplace_sd"])
+                results_t[name]["draw_sd_over_laplace_sd"] = {
+                    "median": float(ratio.median()),
+                    "min": float(ratio.min()),
+                    "max": float(ratio.max()),
+                }
+        for row in _comparisons(cfg, results_t, files):
+            row.setting = label if several else ""
+            rows.append(row)
+        slug = label.replace("T = ", "T").replace("/", "over")
+        figure = FIGURE if not several or label == paper_setting else FIGURE.replace(".png", f"-{slug}.png")
+        if _plot(out / figure, cfg, results_t, files, label):
+            figures.insert(0 if figure == FIGURE else len(figures), figure)
+        by_temperature[label] = results_t
+    # the numbers, notes and figure of the paper's setting first; every setting's under by_temperature
+    results = by_temperature[paper_setting] if several else next(iter(by_temperature.values()))
     steps = results[cfg.samplers[0]]["steps"]
-    figures = [FIGURE] if _plot(out / FIGURE, cfg, results, files) else []
     numbers = {
         "data": {
             **data["source"],
@@ -557,6 +598,17 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
         },
         "convergence_claim": results.get("_claim"),
         "curve_iterations": steps,
+        "temperatures": temperatures,
+        "paper_setting": paper_setting,
+        "by_temperature": {
+            label: {
+                "samplers": {
+                    name: {k: v for k, v in r.items() if k != "steps"} for name, r in res.items() if name != "_claim"
+                },
+                "convergence_claim": res.get("_claim"),
+            }
+            for label, res in by_temperature.items()
+        },
     }
     notes = _notes(cfg, data, refs, results, n, dim, files)
     return write_report(
@@ -573,6 +625,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
         reductions=_reductions(cfg),
         figures=figures,
         notes=notes,
+        paper_setting=paper_setting,
     )
 
 
@@ -745,8 +798,10 @@ def _step_sizes(cfg: Config, n: int, refs: dict) -> list[str]:
         f"paper ε = {cfg.step:g} for pSGLD and SGLD, a step on the per-datum (batch-mean) log-likelihood as in "
         f"the authors' Matlab code → PSGLD(lr=2ε/N) = SGLD(lr=2ε/N) = 2·{cfg.step:g}/{n:,} = {lr:.4g} "
         f"(drift (lr/2)∇Û = ε·ḡ, resp. ε·G·ḡ, with ∇Û = N·ḡ)",
-        f"temperature T = {cfg.temperature:g} (the posterior); the Matlab code divides its noise by N, i.e. "
-        f"T = 1/N = {1 / n:.3g}",
+        "temperatures: "
+        + ", ".join(f"T = {t}" for t in cfg.temperatures)
+        + f"; T = 1 is the posterior, the Matlab code divides its noise by N, i.e. T = 1/N = {1 / n:.3g} (the "
+        "setting of the paper's numbers)",
     ]
     if lam is not None:
         lines.append(
@@ -847,7 +902,7 @@ def _notes(cfg: Config, data: dict, refs: dict, res: dict, n: int, dim: int, fil
     return notes
 
 
-def _plot(path: Path, cfg: Config, res: dict, files: bool) -> bool:
+def _plot(path: Path, cfg: Config, res: dict, files: bool, setting: str = "") -> bool:
     plt = pyplot()
     if plt is None:  # pragma: no cover
         return False
@@ -887,7 +942,7 @@ def _plot(path: Path, cfg: Config, res: dict, files: bool) -> bool:
     axes[0].legend(fontsize=7, loc="upper right")
     fig.suptitle(
         f"BLR on {'Adult (' + cfg.encoding + ')' if files else 'synthetic stand-in'}: pSGLD vs SGLD, "
-        f"batch {cfg.batch_size}, ε = {cfg.step:g} (per datum)",
+        f"batch {cfg.batch_size}, ε = {cfg.step:g} (per datum)" + (f", {setting}" if setting else ""),
         fontsize=10,
     )
     fig.tight_layout()

@@ -38,7 +38,17 @@ from ..schedules import StepDecay
 from . import REGISTRY, resolve_preset
 from ._common import load_data, run_one
 from ._report import Comparison, Ordering, Tolerance, smallest_gap, write_report
-from ._shared import progress_log, pyplot, restores_globals, threads
+from ._shared import (
+    AUTHORS_TEMPERATURE_1_OVER_N,
+    check_temperatures,
+    progress_log,
+    pyplot,
+    resolve_temperature,
+    restores_globals,
+    temperature_label,
+    temperature_suffix,
+    threads,
+)
 
 PAPER_ERROR_PCT = {  # Table 2
     "pSGLD (σ² = 100)": {400: 1.40, 800: 1.26, 1200: 1.14},
@@ -170,20 +180,7 @@ def make_energy(width: int, prior_var: float, num_data: int, seed: int) -> Modul
     return ModuleEnergy(net, "categorical", prior_std=math.sqrt(prior_var), num_data=num_data)
 
 
-AUTHORS_TEMPERATURE = "1/N"  # SGLD_RMSprop.m divides the posterior's noise standard deviation by √N
-
-
-def resolve_temperature(temperature: float | str, num_data: int) -> float:
-    """``"1/N"`` (the authors' code) -> 1 / ``num_data``; a positive number stays as it is."""
-    if temperature == AUTHORS_TEMPERATURE:
-        return 1.0 / num_data
-    if isinstance(temperature, str) or not float(temperature) > 0:
-        raise ValueError(f"a temperature must be a positive number or {AUTHORS_TEMPERATURE!r}, got {temperature!r}")
-    return float(temperature)
-
-
-def temperature_label(temperature: float | str) -> str:
-    return f"T = {temperature}" if isinstance(temperature, str) else f"T = {temperature:g}"
+AUTHORS_TEMPERATURE = AUTHORS_TEMPERATURE_1_OVER_N  # SGLD_RMSprop.m divides the noise std by √N
 
 
 def make_sampler(kind: str, num_data: int, steps_per_epoch: int, cfg: Config, temperature: float | str = 1.0):
@@ -208,10 +205,7 @@ def run(
     unknown = [m for m in cfg.methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
-    if not cfg.temperatures:
-        raise ValueError("Config.temperatures is empty: give at least one, e.g. (1.0, '1/N')")
-    for t in cfg.temperatures:  # refused before any data is read
-        resolve_temperature(t, 1)
+    check_temperatures(cfg.temperatures)  # before any data is read
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = progress_log("psgld-fnn", progress)
@@ -224,8 +218,7 @@ def run(
         temperatures = {temperature_label(t): resolve_temperature(t, N) for t in cfg.temperatures}
         by_setting: dict = {}  # {setting: {method: {width: result}}}
         for label, t in temperatures.items():
-            # T = 1 keeps the folder name of runs written before the temperature option
-            suffix = "" if t == 1.0 else ("-T1overN" if t == 1.0 / N else f"-T{t:g}")
+            suffix = temperature_suffix(t, N)
             for width in cfg.widths:
                 for method in cfg.methods:
                     kind, prior_var = METHODS[method]
