@@ -22,6 +22,7 @@ MNIST-shaped        :func:`load_image_subset` (subsets, never downloads; ``data=
 UCI regression      :func:`load_uci` (``boston``, ``concrete``, ``wine-red``, ``wine-white``,
                     ``airfoil``, ``energy``, ``yacht``, ``seoul-bike``, ``obesity``)
 ``adult``           :func:`load_adult`
+``australian``      :func:`load_australian` (Statlog; pSGLD's Fig. 2)
 ``movielens-100k``  :func:`load_movielens_100k`
 ``noisy-xor``       :func:`load_noisy_xor`, :func:`simulate_noisy_xor`
 synthetic           :func:`linear_regression_data`, :func:`logistic_regression_data`,
@@ -42,6 +43,7 @@ adds one. ``wine`` is scikit-learn's wine classification set; the UCI wine-quali
 from __future__ import annotations
 
 from .adult import load_adult
+from .australian import load_australian
 from .base import Dataset
 from .files import (
     ChecksumError,
@@ -86,6 +88,7 @@ LOADERS = {
     "cifar10": load_cifar10,
     "svhn": load_svhn,
     "adult": load_adult,
+    "australian": load_australian,
     "movielens-100k": load_movielens_100k,
     "noisy-xor": load_noisy_xor,
 }
@@ -113,6 +116,7 @@ __all__ = [
     "ImageData",
     "synthetic_images",
     "load_adult",
+    "load_australian",
     "load_movielens_100k",
     "rating_triples",
     "load_noisy_xor",

@@ -262,6 +262,30 @@ NOISY_XOR = {
 }
 
 
+# ---------------------------------------------------------------------------------------
+# Statlog (Australian credit approval): pSGLD's Fig. 2 (Girolami & Calderhead 2011's BLR set)
+# ---------------------------------------------------------------------------------------
+# UCI publishes no checksum for australian.dat. The digest is over the whitespace-normalised
+# text (Digest.of == "text": line endings, trailing blanks and the final newline do not
+# matter): the 690 rows as two independent public copies agree on them (one with UCI's
+# formatting, e.g. "0.08500", whose row 20 label differs from both others; one CSV export;
+# one rescaled copy with labels 1/2) — 307 rows of class 1 and 383 of class 0, as UCI's
+# australian.doc states.
+AUSTRALIAN = FileSpec(
+    "statlog-australian",
+    "australian.dat",
+    urls=(f"{UCI_ML}/statlog/australian/australian.dat",),
+    digests=(
+        Digest(
+            "sha256",
+            "3abe5af151afa50b999a9ba21cbc884e80d80a4050b716cf88b34a2e6ecb731c",
+            "text",
+            "the rows two independent public copies agree on (UCI publishes no checksum)",
+        ),
+    ),
+)
+
+
 def all_specs() -> list[FileSpec]:
     """Every registered file (for ``structmc`` tooling and tests)."""
     out = [
@@ -275,5 +299,6 @@ def all_specs() -> list[FileSpec]:
         MOVIELENS_ARCHIVE,
         MOVIELENS_RATINGS,
         *NOISY_XOR.values(),
+        AUSTRALIAN,
     ]
     return out

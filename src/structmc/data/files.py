@@ -71,10 +71,16 @@ class DataNotFoundError(DataError, FileNotFoundError):
     """A file is in none of the searched folders and downloading was not allowed."""
 
 
+DIGEST_OF = ("file", "content", "text")
+
+
 @dataclass(frozen=True)
 class Digest:
     """One accepted checksum: ``algorithm`` (hashlib name), hex ``value``, what it is taken
-    over (``"file"`` bytes or decompressed ``"content"``), and where the value comes from."""
+    over (``"file"`` bytes, decompressed ``"content"``, or ``"text"``: the decompressed content
+    as whitespace-normalised lines, see :func:`normalized_text`), and where the value comes
+    from. ``"text"`` pins a plain-text table's every field while accepting copies that differ
+    only in line endings, trailing blanks or the final newline."""
 
     algorithm: str
     value: str
@@ -82,8 +88,8 @@ class Digest:
     source: str = ""
 
     def __post_init__(self):
-        if self.of not in ("file", "content"):
-            raise ValueError(f"Digest.of must be 'file' or 'content', got {self.of!r}")
+        if self.of not in DIGEST_OF:
+            raise ValueError(f"Digest.of must be one of {DIGEST_OF}, got {self.of!r}")
         object.__setattr__(self, "value", self.value.lower())
 
 
@@ -177,6 +183,25 @@ def hash_file(path: Path, algorithms, *, content: bool = False) -> dict[str, str
     return {a: h.hexdigest() for a, h in hashes.items()}
 
 
+def normalized_text(data: bytes) -> bytes:
+    """A plain-text table in one canonical form: each non-blank line's whitespace-separated
+    fields joined by one space, lines joined by ``\n``, a final ``\n`` (what a ``"text"``
+    digest is taken over)."""
+    lines = [b" ".join(line.split()) for line in data.splitlines() if line.strip()]
+    return b"\n".join(lines) + b"\n"
+
+
+def hash_text(path: Path, algorithms) -> dict[str, str]:
+    """Hex digests of :func:`normalized_text` of a file's (decompressed) content."""
+    text = normalized_text(read_bytes(path))
+    out = {}
+    for a in set(algorithms):
+        h = _new_hash(a)
+        h.update(text)
+        out[a] = h.hexdigest()
+    return out
+
+
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
@@ -199,11 +224,13 @@ def verify_file(path, spec: FileSpec, *, use_memo: bool = True) -> None:
     if use_memo and _verified.get(key):
         return
     got: dict[tuple[str, str], str] = {}
-    for of in ("file", "content"):  # cheap file digests first, decompression only if needed
+    for of in DIGEST_OF:  # cheap file digests first, decompression only if needed
         group = [d for d in digests if d.of == of]
         if not group:
             continue
-        for alg, value in hash_file(path, [d.algorithm for d in group], content=(of == "content")).items():
+        algorithms = [d.algorithm for d in group]
+        hashed = hash_text(path, algorithms) if of == "text" else hash_file(path, algorithms, content=(of == "content"))
+        for alg, value in hashed.items():
             got[(of, alg)] = value
         if any(got[(of, d.algorithm)] == d.value for d in group):
             _verified[key] = True

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..registry import Registry
 from .adult import load_adult
+from .australian import load_australian
 from .images import load_cifar10, load_fashion_mnist, load_mnist, load_svhn
 from .movielens import load_movielens_100k
 from .synthetic import linear_regression_data, logistic_regression_data
@@ -75,6 +76,9 @@ def _registry() -> Registry:
         "cifar10": DatasetSpec(load_cifar10, "multiclass", "files", "CIFAR-10, 50k / 10k, 3 x 32 x 32"),
         "svhn": DatasetSpec(load_svhn, "multiclass", "files", "SVHN cropped digits, 3 x 32 x 32 (needs scipy)"),
         "adult": DatasetSpec(load_adult, "binary", "files", "UCI Adult census income, 105 features (pSGLD's a9a task)"),
+        "australian": DatasetSpec(
+            load_australian, "binary", "files", "Statlog Australian credit, 690 x 14 (pSGLD's Fig. 2 BLR)"
+        ),
         "movielens-100k": DatasetSpec(load_movielens_100k, "ratings", "files", "MovieLens 100K ratings (MAMBA PMF)"),
         "noisy-xor": DatasetSpec(load_noisy_xor, "binary", "files", "the blocked-Gibbs paper's published noisy XOR"),
     }
