@@ -577,7 +577,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
             figures.insert(0 if figure == FIGURE else len(figures), figure)
         by_temperature[label] = results_t
     # the numbers, notes and figure of the paper's setting first; every setting's under by_temperature
-    results = by_temperature[paper_setting] if several else next(iter(by_temperature.values()))
+    results = by_temperature[paper_setting] if paper_setting is not None else next(iter(by_temperature.values()))
     steps = results[cfg.samplers[0]]["steps"]
     numbers = {
         "data": {

@@ -1,0 +1,88 @@
+"""psgld-australian (pSGLD Fig. 2): the exact HMC reference against quadrature, the claims'
+rules against adversarial answers, and the tiny preset end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from structmc.experiments import get
+from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+
+from .adversarial import passes
+
+aus = get("psgld-australian")
+
+
+def test_the_hmc_reference_matches_quadrature():
+    """A 2-weight logistic regression whose posterior mean is computed on a fine grid: the
+    Metropolis-corrected HMC reference agrees within 4 of its Monte Carlo standard errors."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(15, 2, generator=g)
+    y = (torch.rand(15, generator=g) < torch.sigmoid(x @ torch.tensor([1.5, -1.0]))).float()
+    cfg = aus.Config(prior_var=4.0, reference_chains=8, reference_steps=4_000, seed=1)
+    ref = aus.reference_hmc(x, y, cfg)
+    grid = torch.linspace(-8, 8, 801, dtype=torch.float64)
+    t1, t2 = torch.meshgrid(grid, grid, indexing="ij")
+    theta = torch.stack([t1.reshape(-1), t2.reshape(-1)], 1)
+    logits = theta @ x.double().T
+    logp = (
+        -torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, y.double().expand_as(logits), reduction="none"
+        ).sum(1)
+        - 0.5 * theta.square().sum(1) / cfg.prior_var
+    )
+    w = torch.softmax(logp, 0)
+    exact = (w[:, None] * theta).sum(0)
+    assert 0.6 < ref["acceptance"] <= 1.0
+    assert ((ref["mean"] - exact).abs() <= 4 * ref["mcse"] + 1e-3).all(), (ref["mean"], exact, ref["mcse"])
+    assert not torch.allclose(ref["map"], exact, atol=0.05)  # the mean is not the mode: the test can fail
+
+
+def test_wrong_answers_do_not_pass_the_claims():
+    """The claims are orderings between pSGLD and SGLD: answers with the paper's orderings pass
+    every row; equal numbers (a constant) and the samplers swapped pass none."""
+    cfg = aus.Config()
+    steps = cfg.step_sizes
+
+    def results(ess_p, ess_s, err_p, err_s):
+        return {
+            "pSGLD": {s: {"median_min_ess": ess_p(s), "weight_error": err_p(s)} for s in steps},
+            "SGLD": {s: {"median_min_ess": ess_s(s), "weight_error": err_s(s)} for s in steps},
+        }
+
+    good = results(lambda s: 10 + 1e5 * s, lambda s: 10.0, lambda s: 0.1, lambda s: 0.3)
+    assert passes(aus.comparisons(cfg, good)) == (2 * len(steps) + 1, 2 * len(steps) + 1)
+    constant = results(lambda s: 10.0, lambda s: 10.0, lambda s: 0.2, lambda s: 0.2)
+    assert passes(aus.comparisons(cfg, constant))[0] == 0
+    swapped = results(lambda s: 10.0, lambda s: 10 + 1e5 * s, lambda s: 0.3, lambda s: 0.1)
+    assert passes(aus.comparisons(cfg, swapped))[0] == 0
+    # the "especially at large steps" row needs the ratio to grow, not only pSGLD ahead
+    flat = results(lambda s: 20.0, lambda s: 10.0, lambda s: 0.1, lambda s: 0.3)
+    rows = aus.comparisons(cfg, flat)
+    assert [r.verdict.startswith("reproduced") for r in rows].count(False) == 1
+
+
+def test_tiny_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.delenv("STRUCTMC_DATA", raising=False)
+    report = aus.run("tiny", tmp_path, progress=False)
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert set(REPORT_FIELDS) <= set(on_disk) and all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
+    assert report["numbers"]["data"]["source"] in ("files", "synthetic")
+    res = report["numbers"]["results"]
+    assert set(res) == {"T = 1", "T = 1/N"} and report["paper_setting"] == "T = 1/N"
+    r = res["T = 1"]["pSGLD"]["0.0001"]
+    assert len(r["min_ess_per_run"]) == 6 and math.isfinite(r["weight_error"])
+    # with the larger step the chains move toward the reference: the error falls
+    assert r["weight_error"] < res["T = 1"]["pSGLD"]["1e-06"]["weight_error"]
+    assert (tmp_path / aus.FIGURE).stat().st_size > 5_000
+
+
+def test_bad_config_is_refused_before_any_compute(tmp_path):
+    with pytest.raises(ValueError, match="step_sizes"):
+        aus.run(aus.Config(step_sizes=(0.0,)), tmp_path)
+    with pytest.raises(ValueError, match="temperature"):
+        aus.run(aus.Config(temperatures=("1/M",)), tmp_path)
