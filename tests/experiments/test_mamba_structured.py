@@ -47,13 +47,15 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
     assert len(common["comparisons"]) == len(rows)
     for r in rows.values():
         c = rows_by_quantity[r["quantity"]]
-        old = r["verdict"]
+        assert c["check"] == (r["kind"] == "hypothesis")  # this experiment's hypotheses: shown, not tallied
+        old, verdict = r["verdict"], c["verdict"].removeprefix("check (")
         if old in ("agrees", "holds"):
-            assert c["verdict"] == "reproduced", (r, c)
+            assert verdict.startswith("reproduced"), (r, c)
         elif old in ("differs", "fails"):
-            assert c["verdict"].startswith("not reproduced"), (r, c)
+            assert verdict.startswith("not reproduced"), (r, c)
         else:
-            assert c["verdict"].startswith("not comparable"), (r, c)
+            assert verdict.startswith("not comparable"), (r, c)
+    assert sum(common["verdicts"].values()) == 3  # the tally: the paper's two accuracies and its ordering
     assert any("2ε/N" in line for line in common["step_size_mapping"])
 
 
@@ -82,3 +84,31 @@ def test_registry_lists_mamba_structured():
     assert E.get("mamba-structured") is S and exp.paper is E.PAPERS["mamba"]
     assert {"tiny", "quick", "full"} <= set(exp.presets)
     assert all(d in D.DATASETS for d in exp.datasets)
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1): the structured paper's own accuracies (Sect. 9.1) pass its
+    three rows; a constant, the two numbers swapped (shuffled and reversed are the same for two
+    methods) pass at most one — the tolerance sits below half the 2.1 pp gap (formerly ±2 pp: a
+    constant 95.25 % passed both accuracies). The hypotheses are checks, outside the tally."""
+    from .adversarial import constants, passes, reversed_ranks, shuffled
+
+    paper = {m: {"MNIST": v} for m, v in S.PAPER_ACCURACY.items()}  # {"defaults": 96.3, "pSGLD": 94.2}
+    cfg = S.Config()
+    assert 2 * cfg.tol_acc_pp < 96.3 - 94.2
+
+    def rows(answer):
+        evals = {
+            k: {"metrics": {"accuracy": answer[k]["MNIST"] / 100, "nll": 0.1, "ece": 0.01}}
+            for k in ("defaults", "pSGLD")
+        }
+        evals["MAMBA"] = {"metrics": {"accuracy": 0.97, "nll": 0.09, "ece": 0.01}}
+        return S.comparisons(cfg, evals, {"chosen": {"label": "pSGLD", "kind": "pSGLD"}})
+
+    got = rows(paper)
+    assert passes(got) == (3, 3) and sum(c.check for c in got) == len(got) - 3
+    wrong = [*constants(paper), {"defaults": {"MNIST": 95.25}, "pSGLD": {"MNIST": 95.25}}]
+    wrong += [shuffled(paper), reversed_ranks(paper)]
+    for answer in wrong:  # measured: 1 for a constant equal to one paper number, 0 for the midpoint, 0, 0
+        assert passes(rows(answer))[0] <= 1
+    assert passes(rows(shuffled(paper)))[0] == passes(rows(wrong[-3]))[0] == 0  # swapped; the midpoint

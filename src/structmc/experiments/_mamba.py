@@ -747,6 +747,107 @@ def claim_row(
     }
 
 
+def ordering_row(
+    key: str,
+    quantity: str,
+    source: str,
+    labels: Sequence[str],
+    ours: Sequence,
+    paper: Sequence[float],
+    *,
+    lower_is_better: bool = True,
+    tie: float = 0.0,
+    margin: float = 0.5,
+    unit: str = "",
+    check: bool = False,
+) -> dict:
+    """A row judged by :class:`._report.Ordering` (issue 26 §1): ``labels[i]`` has ``ours[i]`` /
+    ``paper[i]``; reproduced when ours ranks as the paper's with at least ``margin`` of its
+    spread, "tied" when a pair is reversed (or equal) within ``tie`` — so a constant answer
+    never passes — "not reproduced" when reversed beyond it, "not comparable" with a missing
+    value. Used where a table's methods are closer than the run-to-run noise lets its values
+    be tested one by one (:func:`comparison` builds the rule). The methods are listed best
+    first in the paper's ranking, so that the rule reads as the paper's ordering."""
+    order = sorted(range(len(labels)), key=lambda i: paper[i], reverse=not lower_is_better)
+    labels, ours, paper = [labels[i] for i in order], [ours[i] for i in order], [paper[i] for i in order]
+    return {
+        "key": key,
+        "method": None,
+        "metric": "ordering",
+        "kind": "ordering",
+        "quantity": quantity,
+        "source": source,
+        "labels": list(labels),
+        "paper": list(paper),
+        "ours": [None if v is None else float(v) for v in ours],
+        "lower_is_better": bool(lower_is_better),
+        "tie": float(tie),
+        "margin": float(margin),
+        "unit": unit,
+        "rule": (
+            f"ranking {(' < ' if lower_is_better else ' > ').join(labels)} as in the paper (margin >= {margin:g}x "
+            f"the paper's spread); a reversal within {tie:g} is tied"
+        ),
+        "verdict": "",
+        "check": check,
+    }
+
+
+def comparison(row: dict):
+    """The :class:`._report.Comparison` of a row dict: an :func:`ordering_row` under its
+    :class:`._report.Ordering`, every other row as :func:`._report.row_comparison`."""
+    from ._report import Comparison, Ordering, row_comparison
+
+    if row.get("kind") != "ordering":
+        return row_comparison(row)
+    ours = [math.nan if v is None else float(v) for v in row["ours"]]  # missing: not comparable
+    return Comparison(
+        row["quantity"] + (f" [{row['source']}]" if row.get("source") else ""),
+        ours,
+        list(row["paper"]),
+        Ordering(tuple(row["labels"]), row["lower_is_better"], margin=row["margin"], tie=row["tie"]),
+        unit=row.get("unit", ""),
+        check=bool(row.get("check")),
+    )
+
+
+def write_rows_report(out, name: str, *, rows: list[dict], legacy: dict, markdown, figures, **kwargs) -> dict:
+    """:func:`._report.write_rows_report` with :func:`comparison` as the row rule (so that
+    :func:`ordering_row` rows are judged as orderings): each row's ``verdict`` replaced by its
+    Comparison's, ``legacy["verdicts"]`` counted over the paper's claims (checks left out) as
+    agrees (reproduced, or same ordering with a smaller margin), tied, differs, n/a; the other
+    keywords go to :func:`._report.write_details_report`."""
+    from ._report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, SMALLER_MARGIN, TIED, write_details_report
+
+    comps = [comparison(r) for r in rows]
+    for r, c in zip(rows, comps):
+        r["verdict"] = c.verdict
+    legacy["verdicts"] = {
+        word: sum(c.verdict.startswith(v) for c in comps)
+        for word, v in (
+            ("agrees", (REPRODUCED, SMALLER_MARGIN)),
+            ("tied", TIED),
+            ("differs", NOT_REPRODUCED),
+            ("n/a", NOT_COMPARABLE),
+        )
+    }
+    md = markdown(legacy).replace(
+        "Verdicts: ",
+        "Verdicts, the paper's claims only (agree = reproduced or same ordering with a smaller margin, "
+        "differ = not reproduced, n/a = not comparable): ",
+    )
+    return write_details_report(
+        out,
+        name,
+        config=kwargs.pop("cfg"),
+        details=legacy,
+        comparisons=comps,
+        markdown=md,
+        figures=[f for f in figures if (Path(out) / f).exists()],
+        **kwargs,
+    )
+
+
 def values_table(
     evals: Mapping[str, Mapping[str, dict | None]], key: str, methods: Sequence[str], samplers: Sequence[str]
 ) -> dict[str, list]:
@@ -769,7 +870,7 @@ def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list
         "|---|---|" + "---|" * len(samplers) + "---|---|",
     ]
     for r in rows:
-        if r["metric"] == "claim":
+        if "paper_count" not in r:  # claim and ordering rows: markdown_claims
             continue
         cells = [f"{fmt_num(o)} ({fmt_num(p)})" for o, p in zip(r["ours"], r["paper"])]
         oc = "-" if r["ours_count"] is None else str(r["ours_count"])
@@ -784,7 +885,7 @@ def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list
 def markdown_claims(rows: Sequence[dict]) -> list[str]:
     lines = ["| claim | source | paper | ours | rule | verdict |", "|---|---|---|---|---|---|"]
     for r in rows:
-        if r["metric"] != "claim":
+        if r["metric"] not in ("claim", "ordering"):
             continue
         lines.append(
             f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | **{r['verdict']}** |"
@@ -1018,6 +1119,9 @@ __all__ = [
     "lowest_counts",
     "method_rows",
     "claim_row",
+    "ordering_row",
+    "comparison",
+    "write_rows_report",
     "values_table",
     "fmt_num",
     "markdown_report_table",

@@ -62,7 +62,12 @@ evaluation runs averaging 20 draws; ``tiny`` (seconds, tests) uses 300 training 
 images, a 16-unit hidden layer, L ∈ {2, 3} and iteration budgets (deterministic). Only
 ``full`` is a test of the paper's numbers; the ``quick`` report compares orderings and claims
 and says which value rows are expected to differ and why. Each row's verdict follows the
-rule written in it. ``Config.num_threads``: on a shared 2-core machine one torch thread was
+rule written in it (:func:`rows`, issue 26 §1): Table 3's ECE and MCE and Table 9's accuracy
+are shown cell by cell within 0.9 x the smallest gap between the paper's methods on one
+sampler (0.18, 0.9, 0.09 pp) but not tallied, because those gaps are within the noise of one
+estimate on 10,000 test images; the tallied rows are, per sampler, the ranking of the three
+methods (a reversal within the noise is "tied"), the chosen log10 h (the same grid value), batch
+and L, and Sect. 4.3's claims, each judged sampler by sampler. ``Config.num_threads``: on a shared 2-core machine one torch thread was
 ~7x faster than two for these matrix sizes (measured), so ``quick`` and ``tiny`` use one.
 """
 
@@ -86,8 +91,8 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
-from ._mamba import step_size_lines
-from ._report import write_rows_report
+from ._mamba import comparison, ordering_row, step_size_lines, write_rows_report
+from ._report import smallest_gap
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
 from ._shared import threads as torch_threads
@@ -189,11 +194,19 @@ class Config:
     curve_points: int = 10
     seed: int = 0
     num_threads: int | None = None  # torch intra-op threads during the run (restored after); None: as is
-    # verdict rules
-    tol_ece_pp: float = 2.0  # |ours - paper| <= tol (percentage points) for ECE
-    tol_mce_pp: float = 15.0  # for MCE (a max over bins: noisy)
-    tol_acc_pp: float = 2.0  # for test accuracy
-    tol_log10_h: float = 1.0  # for chosen log10 h
+    # verdict rules (issue 26 §1). Value tolerances: 0.9 x the smallest gap between two of the
+    # paper's methods on one sampler (smallest_method_gap), so no method's number passes as
+    # another's; those value rows are checks (not tallied) for ECE, MCE and accuracy, whose gaps
+    # are within the noise of one estimate on 10,000 test images (sd about 0.15 pp ECE, 19 pp
+    # MCE, 0.25 pp accuracy for a calibrated 93 %-accurate classifier, simulated): the
+    # per-sampler orderings of the three methods are tallied, a reversal within 2 sd "tied".
+    tol_ece_pp: float = 0.18  # |ours - paper| <= tol (pp), Table 3 ECE: 0.9 x 0.2 pp (was 2.0)
+    tol_mce_pp: float = 0.9  # Table 3 MCE: 0.9 x 1.0 pp (was 15.0)
+    tol_acc_pp: float = 0.09  # Table 9 accuracy: 0.9 x 0.1 pp (was 2.0)
+    tol_log10_h: float = 0.18  # Table 8: 0.9 x 0.2 (was 1.0): on the 0.5-spaced grid, the same grid value
+    ece_tie_pp: float = 0.3  # ECE orderings: a reversal within this is tied (2 sd of one estimate)
+    mce_tie_pp: float = 40.0  # MCE orderings (a max over sparsely filled bins: 2 sd = 40 pp)
+    acc_tie_pp: float = 0.5  # accuracy orderings (2 sd)
     close_pp: float = 1.0  # "MAMBA close to the best": within this many pp of the best ECE
 
 
@@ -417,7 +430,7 @@ def run(
             "but the data differ."
         )
     legacy = _jsonable(report)
-    return write_rows_report(
+    return write_rows_report(  # _mamba's: ordering rows judged by _report.Ordering
         out,
         "mamba-bnn",
         preset=preset,
@@ -555,7 +568,19 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
 # ---------------------------------------------------------------------------------------
 # verdicts
 # ---------------------------------------------------------------------------------------
-def _value_row(key, quantity, source, paper, ours, tol, unit="%") -> dict:
+def smallest_method_gap(table: dict, samplers=SAMPLERS) -> float:
+    """The smallest difference between two of the paper's methods on one sampler in ``table``
+    ({method: [value per sampler]}): Table 3 ECE 0.2 pp (SGLD and SGLD-CV, MAMBA vs the
+    heuristic), MCE 1.0 pp (SGNHT), Table 9 accuracy 0.1 pp (SGLD-CV, SGNHT), Table 8 log10 h
+    0.2 (SGHMC, SGHMC-CV, SGNHT: MAMBA or grid vs the heuristic's -4.8). A value row's tolerance
+    sits below it, or one method's number passes as another's (issue 26 §1)."""
+    return min(
+        smallest_gap([table[m][SAMPLERS.index(s)] for m in table if table[m][SAMPLERS.index(s)] is not None])
+        for s in samplers
+    )
+
+
+def _value_row(key, quantity, source, paper, ours, tol, unit="%", check=False) -> dict:
     if ours is None:
         verdict = "n/a"
     else:
@@ -572,6 +597,7 @@ def _value_row(key, quantity, source, paper, ours, tol, unit="%") -> dict:
         "verdict": verdict,
         "kind": "value",
         "tol": tol,
+        "check": check,
     }
 
 
@@ -594,73 +620,111 @@ def _pct(m: dict | None, k: str) -> float | None:
     return None if m is None else 100.0 * float(m[k])
 
 
+def numbers_of(results: dict) -> dict:
+    """What the verdicts read from a run's ``results``: ``{"ece" | "mce" | "accuracy": {method:
+    {sampler: % or None}}, "log10_h" | "batch_pct" | "batch" | "leapfrog": {method: {sampler:
+    chosen}}, "iterations": {method: {sampler: n}}, "retuned": {method: {sampler: bool}}}``."""
+    out: dict = {k: {m: {} for m in METHODS} for k in ("ece", "mce", "accuracy", "iterations", "retuned")}
+    out.update({k: {m: {} for m in METHODS} for k in ("log10_h", "batch_pct", "batch", "leapfrog")})
+    for s, rec in results.items():
+        for m in METHODS:
+            met = rec[m]["eval"]["metrics"]
+            for q, k in (("ece", "ece"), ("mce", "mce"), ("accuracy", "accuracy")):
+                out[q][m][s] = _pct(met, k)
+            out["iterations"][m][s] = rec[m]["eval"]["iterations"]
+            out["retuned"][m][s] = bool(rec[m].get("retuned"))
+            ch = rec[m]["tuning"]["chosen"]
+            out["log10_h"][m][s] = ch["log10_h"]
+            out["batch_pct"][m][s] = ch["batch_pct"]
+            out["batch"][m][s] = ch.get("batch")
+            out["leapfrog"][m][s] = ch.get("L")
+    return out
+
+
 def _rows(results: dict, cfg: Config) -> list[dict]:
-    rows = []
-    names = list(results)
-    get = lambda s, m: results[s][m]["eval"]["metrics"]  # noqa: E731
+    return rows(cfg, numbers_of(results))
+
+
+def comparisons(cfg: Config, numbers: dict) -> list:
+    """The report's rows (:func:`rows`) as :class:`._report.Comparison` s, each under its rule."""
+    return [comparison(r) for r in rows(cfg, numbers)]
+
+
+def rows(cfg: Config, numbers: dict) -> list[dict]:
+    """The report's rows from ``numbers`` (:func:`numbers_of`; a sampler with no entry is
+    skipped), without running anything. Tallied (the paper's claims): per sampler, the ranking
+    of the three methods by ECE, MCE (Table 3) and accuracy (Table 9), ties within the
+    estimator's noise (``Config.ece_tie_pp``, ...); the chosen log10 h (Table 8) within
+    ``tol_log10_h`` (below the table's smallest gap: the same grid value); MAMBA's 1 % batch and
+    L; and the claims of Sect. 4.3, each per sampler. Shown as checks (not tallied): the
+    Table 3 / 9 values one by one, with tolerances below each table's smallest gap between
+    methods, because those gaps (0.2 pp ECE, 1.0 pp MCE, 0.1 pp accuracy) are within the noise
+    of the estimates on 10,000 test images — so the orderings carry the tables' claim."""
+    names = [s for s in SAMPLERS if s in numbers["ece"]["MAMBA"]]
+    out = []
+    ece = lambda s, m: numbers["ece"][m].get(s)  # noqa: E731
+    tables = (
+        ("ece", "ECE", "Table 3", PAPER_ECE, cfg.tol_ece_pp, cfg.ece_tie_pp, True),
+        ("mce", "MCE", "Table 3", PAPER_MCE, cfg.tol_mce_pp, cfg.mce_tie_pp, True),
+        ("acc", "test accuracy", "Table 9", PAPER_ACCURACY, cfg.tol_acc_pp, cfg.acc_tie_pp, False),
+    )
     for s in names:
         i = SAMPLERS.index(s)
-        for m in METHODS:
-            met = get(s, m)
-            rows.append(
-                _value_row(
-                    f"ece_{m}_{s}".lower(),
-                    f"{s}, {m}: ECE",
-                    "Table 3",
-                    PAPER_ECE[m][i],
-                    _pct(met, "ece"),
-                    cfg.tol_ece_pp,
+        for q, label, source, paper, tol, tie, lower in tables:
+            key = "accuracy" if q == "acc" else q
+            for m in METHODS:
+                out.append(
+                    _value_row(
+                        f"{q}_{m}_{s}".lower(),
+                        f"{s}, {m}: {label}",
+                        source,
+                        paper[m][i],
+                        numbers[key][m].get(s),
+                        tol,
+                        check=True,  # the table's gaps are within the noise: the ordering row below is the claim
+                    )
                 )
-            )
-            rows.append(
-                _value_row(
-                    f"mce_{m}_{s}".lower(),
-                    f"{s}, {m}: MCE",
-                    "Table 3",
-                    PAPER_MCE[m][i],
-                    _pct(met, "mce"),
-                    cfg.tol_mce_pp,
-                )
-            )
-            rows.append(
-                _value_row(
-                    f"acc_{m}_{s}".lower(),
-                    f"{s}, {m}: test accuracy",
-                    "Table 9",
-                    PAPER_ACCURACY[m][i],
-                    _pct(met, "accuracy"),
-                    cfg.tol_acc_pp,
+            out.append(
+                ordering_row(
+                    f"order_{q}_{s}".lower(),
+                    f"{s}: {label} of MAMBA, grid, heuristic",
+                    source,
+                    METHODS,
+                    [numbers[key][m].get(s) for m in METHODS],
+                    [paper[m][i] for m in METHODS],
+                    lower_is_better=lower,
+                    tie=tie,
+                    unit="%",
                 )
             )
         for m in ("MAMBA", "Grid"):
-            ch = results[s][m]["tuning"]["chosen"]
-            rows.append(
+            out.append(
                 _value_row(
                     f"log10h_{m}_{s}".lower(),
                     f"{s}, {m}: chosen log10 h",
                     "Table 8",
                     PAPER_LOG10_H[m][i],
-                    ch["log10_h"],
+                    numbers["log10_h"][m].get(s),
                     cfg.tol_log10_h,
                     unit="log10",
                 )
             )
-        ch = results[s]["MAMBA"]["tuning"]["chosen"]
-        rows.append(
+        bp, bn = numbers["batch_pct"]["MAMBA"].get(s), numbers["batch"]["MAMBA"].get(s)
+        out.append(
             _claim_row(
                 f"batch_mamba_{s}".lower(),
                 f"{s}, MAMBA: chosen batch",
                 "Table 8, Sect. 4.3",
                 "1 %",
-                f"{ch['batch_pct']:g} % ({ch['batch']} points)",
-                ch["batch_pct"] == 1.0,
+                "-" if bp is None else f"{bp:g} % ({bn} points)",
+                None if bp is None else bp == 1.0,
                 "ours is the 1 % batch",
             )
         )
         if s in PAPER_LEAPFROG["MAMBA"]:
             for m in ("MAMBA", "Grid"):
-                L = results[s][m]["tuning"]["chosen"].get("L")
-                rows.append(
+                L = numbers["leapfrog"][m].get(s)
+                out.append(
                     _claim_row(
                         f"leapfrog_{m}_{s}".lower(),
                         f"{s}, {m}: chosen L",
@@ -671,97 +735,84 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
                         "same L",
                     )
                 )
-        # MAMBA vs grid, per sampler: the sign of the ECE difference
-        pm, pg = PAPER_ECE["MAMBA"][i], PAPER_ECE["Grid"][i]
-        om, og = _pct(get(s, "MAMBA"), "ece"), _pct(get(s, "Grid"), "ece")
-        holds = None if om is None or og is None else ((om <= og) == (pm <= pg))
-        rows.append(
-            _claim_row(
-                f"order_mamba_grid_{s}".lower(),
-                f"{s}: ECE, MAMBA vs grid",
-                "Table 3",
-                f"{pm:g} {'<=' if pm <= pg else '>'} {pg:g}",
-                "-" if om is None or og is None else f"{om:.2f} {'<=' if om <= og else '>'} {og:.2f}",
-                holds,
-                "same direction as the paper",
-            )
+
+    def per_sampler(ours_flag, paper_flag):
+        """``(holds, text)``: ``ours_flag(s)`` equals ``paper_flag(s)`` on every sampler with a
+        value (the paper's standing sampler by sampler, not a count that a method winning on
+        other samplers than the paper's could match)."""
+        known = [(s, ours_flag(s), paper_flag(s)) for s in names]
+        known = [(s, o, p) for s, o, p in known if o is not None]
+        differ = [s for s, o, p in known if o != p]
+        text = f"{sum(o for _, o, _ in known)} of {len(known)}" + (
+            f"; differs on {', '.join(differ)}" if differ else ""
         )
+        return (None if not known else not differ), text
 
-    # aggregate claims
-    def _count(pred):
-        vals = [pred(s) for s in names]
-        known = [v for v in vals if v is not None]
-        return sum(known), len(known)
+    def paper_ece(s, m):
+        return PAPER_ECE[m][SAMPLERS.index(s)]
 
-    def ece(s, m):
-        return _pct(get(s, m), "ece")
-
-    k, n = _count(lambda s: results[s]["MAMBA"]["tuning"]["chosen"]["batch_pct"] == 1.0)
-    paper_k = len(names)
-    rows.append(
+    k = [numbers["batch_pct"]["MAMBA"].get(s) for s in names]
+    k = [b for b in k if b is not None]
+    out.append(
         _claim_row(
             "mamba_batch_1pct",
             "MAMBA finds an optimal batch of 1 % for all samplers",
             "Sect. 4.3",
-            f"{paper_k} of {paper_k}",
-            f"{k} of {n}",
-            k == n and n > 0,
+            f"{len(names)} of {len(names)}",
+            f"{sum(b == 1.0 for b in k)} of {len(k)}",
+            None if not k else all(b == 1.0 for b in k),
             "all samplers",
         )
     )
 
-    def close(s):
-        e = [ece(s, m) for m in METHODS]
-        if None in e:
-            return None
-        return e[0] <= min(e[1:]) + cfg.close_pp
+    def close(e):  # MAMBA's ECE at most close_pp above the best of the three (the paper: 5 of 6, not SGNHT)
+        return None if None in e else e[0] <= min(e[1:]) + cfg.close_pp
 
-    paper_close = sum(
-        PAPER_ECE["MAMBA"][SAMPLERS.index(s)]
-        <= min(PAPER_ECE["Grid"][SAMPLERS.index(s)], PAPER_ECE["Heuristic"][SAMPLERS.index(s)]) + cfg.close_pp
-        for s in names
+    holds, text = per_sampler(
+        lambda s: close([ece(s, m) for m in METHODS]), lambda s: close([paper_ece(s, m) for m in METHODS])
     )
-    k, n = _count(close)
-    rows.append(
+    out.append(
         _claim_row(
             "mamba_best_or_close",
             f"MAMBA's ECE is the best or within {cfg.close_pp:g} pp of the best",
             "Sect. 4.3",
-            f"{paper_close} of {len(names)}",
-            f"{k} of {n}",
-            None if n == 0 else k > n / 2,
-            "holds for a majority of the samplers",
+            f"{sum(bool(close([paper_ece(s, m) for m in METHODS])) for s in names)} of {len(names)} (not SGNHT: "
+            "9.3 vs 5.4)",
+            text,
+            holds,
+            "per sampler, the same as the paper's (within or not) on every sampler",
         )
     )
-    paper_mg = sum(PAPER_ECE["MAMBA"][SAMPLERS.index(s)] <= PAPER_ECE["Grid"][SAMPLERS.index(s)] for s in names)
-    k, n = _count(
-        lambda s: None if ece(s, "MAMBA") is None or ece(s, "Grid") is None else ece(s, "MAMBA") <= ece(s, "Grid")
+
+    def below(e_m, e_g):  # strictly: equal ECEs (a constant answer) show neither
+        return None if e_m is None or e_g is None else e_m < e_g
+
+    holds, text = per_sampler(
+        lambda s: below(ece(s, "MAMBA"), ece(s, "Grid")), lambda s: below(paper_ece(s, "MAMBA"), paper_ece(s, "Grid"))
     )
-    rows.append(
+    out.append(
         _claim_row(
             "mamba_le_grid",
-            "MAMBA's ECE <= grid search's ECE",
-            "Table 3",
-            f"{paper_mg} of {len(names)}",
-            f"{k} of {n}",
-            None if n == 0 else k > n / 2,
-            "holds for a majority of the samplers",
+            "MAMBA's ECE below grid search's",
+            "Table 3, Sect. 4.3",
+            f"{sum(paper_ece(s, 'MAMBA') < paper_ece(s, 'Grid') for s in names)} of {len(names)} (not SGNHT)",
+            text,
+            holds,
+            "per sampler, strictly below or not as in the paper, on every sampler",
         )
     )
 
-    def more(s):
-        it = {m: results[s][m]["eval"]["iterations"] for m in METHODS}
-        return it["MAMBA"] > max(it["Grid"], it["Heuristic"])
-
-    k, n = _count(more)
-    rows.append(
+    its = lambda s: [numbers["iterations"][m].get(s) for m in METHODS]  # noqa: E731
+    known = [s for s in names if None not in its(s)]
+    k = sum(its(s)[0] > max(its(s)[1:]) for s in known)
+    out.append(
         _claim_row(
             "mamba_more_samples",
             "MAMBA's choice draws more samples in the evaluation budget than grid and heuristic (10 % batch)",
             "Table 9",
             f"{len(names)} of {len(names)}",
-            f"{k} of {n}",
-            k == n and n > 0,
+            f"{k} of {len(known)}",
+            None if not known else k == len(known),
             "all samplers",
         )
     )
@@ -769,7 +820,7 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
         i = SAMPLERS.index(s)
         e = {m: ece(s, m) for m in METHODS}
         holds = None if None in e.values() else e["Heuristic"] > max(e["MAMBA"], e["Grid"])
-        rows.append(
+        out.append(
             _claim_row(
                 f"heuristic_worst_{s}".lower(),
                 f"{s}: the heuristic has the worst ECE",
@@ -781,9 +832,8 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
             )
         )
     if "SGNHT" in names:
-        r = results["SGNHT"]
-        div = [m for m in ("MAMBA", "Grid") if r[m].get("retuned")]
-        rows.append(
+        div = [m for m in ("MAMBA", "Grid") if numbers["retuned"][m].get("SGNHT")]
+        out.append(
             _claim_row(
                 "sgnht_unstable",
                 "SGNHT: MAMBA's and grid search's first choices lose stability in the "
@@ -795,7 +845,7 @@ def _rows(results: dict, cfg: Config) -> list[dict]:
                 "both first choices diverge",
             )
         )
-    return rows
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -853,6 +903,8 @@ def _fmt(v, unit="%"):
         return "-"
     if isinstance(v, str):
         return v
+    if isinstance(v, (list, tuple)):
+        return " / ".join(_fmt(x, unit) for x in v)
     return f"{v:.2f}" if unit in ("%", "log10") else f"{v:g}"
 
 
@@ -903,9 +955,12 @@ def _markdown(report: dict) -> str:
             )
     lines += [
         "",
-        "ECE, MCE and accuracy in %. Value rules: ECE within "
+        "ECE, MCE and accuracy in %. Value checks (shown, not tallied): ECE within "
         f"{cfg['tol_ece_pp']:g} pp, MCE within {cfg['tol_mce_pp']:g} pp, accuracy within {cfg['tol_acc_pp']:g} pp "
-        "of the paper.",
+        "of the paper, each 0.9 x the smallest gap between the paper's methods on one sampler; those gaps are "
+        "within the noise of one estimate on 10,000 test images, so the tallied rows are the per-sampler "
+        f"orderings of the three methods (ties within {cfg.get('ece_tie_pp', 0.3):g} pp ECE, "
+        f"{cfg.get('mce_tie_pp', 40):g} pp MCE, {cfg.get('acc_tie_pp', 0.5):g} pp accuracy).",
         "",
         "## Chosen hyperparameters (Table 8)",
         "",
@@ -937,9 +992,10 @@ def _markdown(report: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in report["rows"]:
-        if r["kind"] == "claim":
+        if r["kind"] in ("claim", "ordering"):
             lines.append(
-                f"| {r['quantity']} | {r['source']} | {r['paper']} | {r['ours']} | {r['rule']} | **{r['verdict']}** |"
+                f"| {r['quantity']} | {r['source']} | {_fmt(r['paper'])} | {_fmt(r['ours'])} | {r['rule']} | "
+                f"**{r['verdict']}** |"
             )
     lines += [
         "",
@@ -955,7 +1011,12 @@ def _markdown(report: dict) -> str:
                 f"{_fmt(r['ours'], r['unit'])} | {r['rule']} | **{r['verdict']}** |"
             )
     v = report["verdicts"]
-    lines += ["", f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.", ""]
+    lines += [
+        "",
+        f"Verdicts: {v['agrees']} agree, {v.get('tied', 0)} tied, {v['differs']} differ, {v['n/a']} n/a (the "
+        "ECE / MCE / accuracy value rows are checks, outside this count).",
+        "",
+    ]
     if report["reduced"]:
         lines += [
             "## Reduced run",
@@ -1066,4 +1127,8 @@ __all__ = [
     "mamba_budget",
     "sampler_spec",
     "log10_h",
+    "numbers_of",
+    "rows",
+    "comparisons",
+    "smallest_method_gap",
 ]

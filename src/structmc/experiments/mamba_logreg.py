@@ -66,7 +66,6 @@ from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
 from . import resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
-from ._report import write_rows_report
 from ._shared import progress_log, restores_globals, save_cache
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
@@ -137,6 +136,7 @@ class Config:
     seed: int = 0
     wall_target: float = 1.5  # issue target: tuning wall time <= 1.5 T
     factor: float = 1.5  # verdicts: "within x1.5 of the best method"
+    accuracy_close_pp: float = 0.5  # verdicts: Table 5's accuracies "near the best" (the heuristic's gap: 1.2 pp)
 
 
 PRESETS = {
@@ -584,7 +584,7 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
     }
     _plots(out, tuned, evals, cfg)
     report["wall_seconds"] = time.perf_counter() - t_all
-    return write_rows_report(
+    return M.write_rows_report(  # ordering-aware (_mamba.comparison)
         out,
         "mamba-logreg",
         preset=preset,
@@ -603,8 +603,8 @@ def _run(cfg: Config, preset, out: Path, log) -> dict:
 
 def _notes(preset) -> list[str]:
     return [
-        "Method rows compare orderings, not magnitudes: on how many samplers a method is within the factor of "
-        "the best method, ours against the paper's count; magnitudes are on the paper's scale only in the "
+        "Method rows compare orderings, not magnitudes: per sampler, whether a method is within the factor of "
+        "the best method, ours against the paper's, on every sampler; magnitudes are on the paper's scale only in the "
         "full preset" + (" (this run)." if preset == "full" else " (not this run).")
     ]
 
@@ -631,24 +631,61 @@ def _published() -> Mapping[str, Any]:
     return REGISTRY.get("mamba-logreg").published
 
 
+def numbers_of(tuned, evals, methods) -> dict:
+    """What the verdicts read from a run: ``{"ksd" | "xi" | "iterations" | "test_accuracy" |
+    "batch_pct": {method: [value per sampler of Table 1's order, None where missing]},
+    "tuning": {sampler: {method: {"wall_over_T"}}}}``."""
+    samplers = list(_published()["samplers"])
+    full = {s: (evals.get(s) or {}) for s in samplers}
+    out: dict[str, Any] = {
+        k: M.values_table(full, k, methods, samplers) for k in ("ksd", "xi", "iterations", "test_accuracy")
+    }
+    out["batch_pct"] = {
+        m: [
+            None
+            if (tuned.get(s, {}).get(m) or {}).get("arm") is None
+            else M.arm_summary(tuned[s][m]["arm"], 1)["batch_pct"]
+            for s in samplers
+        ]
+        for m in methods
+    }
+    out["tuning"] = {
+        s: {m: {"wall_over_T": r.get("wall_over_T")} for m, r in by_m.items()} for s, by_m in tuned.items()
+    }
+    return out
+
+
 def _rows(cfg: Config, preset, tuned, evals) -> list[dict]:
+    methods = [m for m in M.METHODS if m in cfg.methods]
+    return rows(cfg, numbers_of(tuned, evals, methods), comparable=preset == "full")
+
+
+def comparisons(cfg: Config, numbers: dict, comparable: bool = False) -> list:
+    """The report's rows (:func:`rows`) as :class:`._report.Comparison` s, each under its rule."""
+    return [M.comparison(r) for r in rows(cfg, numbers, comparable)]
+
+
+def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
+    """The report's rows from ``numbers`` (:func:`numbers_of`), without running anything: per
+    method and metric of Table 1, whether it is within ``cfg.factor`` of the best method on
+    each sampler as in the paper (:func:`._mamba.method_rows`), then the paper's claims, each
+    judged sampler by sampler (issue 26 §1: no "ours >= paper - 1" count), and the wall-time
+    target of ours as a check."""
     pub = _published()
     samplers = list(pub["samplers"])
-    methods = [m for m in M.METHODS if m in cfg.methods]
+    methods = [m for m in M.METHODS if m in cfg.methods and m in numbers["ksd"]]
     paper_ksd = {m: pub["ksd"][m] for m in methods}
     paper_xi = {m: pub["sd_rel_error_x100"][m] for m in methods}
-    full_evals = {s: (evals.get(s) or {}) for s in samplers}
-    ours_ksd = M.values_table(full_evals, "ksd", methods, samplers)
-    ours_xi = M.values_table(full_evals, "xi", methods, samplers)
-    comparable = preset == "full"
-    rows = []
+    out = []
     for m_rows in (
-        M.method_rows("ksd", "KSD", "Table 1", ours_ksd, paper_ksd, samplers, factor=cfg.factor, comparable=comparable),
+        M.method_rows(
+            "ksd", "KSD", "Table 1", numbers["ksd"], paper_ksd, samplers, factor=cfg.factor, comparable=comparable
+        ),
         M.method_rows(
             "xi",
             "xi(sigma) x 10^2",
             "Table 1",
-            ours_xi,
+            numbers["xi"],
             paper_xi,
             samplers,
             factor=cfg.factor,
@@ -658,95 +695,103 @@ def _rows(cfg: Config, preset, tuned, evals) -> list[dict]:
     ):
         for r in m_rows:
             r["metric_label"] = "KSD" if r["metric"] == "ksd" else "ξ(σ̂)×10²"
-        rows += m_rows
-    rows += _claims(cfg, tuned, evals, samplers, methods, paper_ksd, ours_ksd)
-    return rows
+        out += m_rows
+    out += _claims(cfg, numbers, samplers, methods, paper_ksd)
+    return out
 
 
-def _count(pred, items) -> int:
-    return sum(1 for it in items if pred(it))
+def _every(flags) -> tuple[bool | None, str]:
+    """``(holds, text)`` of per-sampler (or per-pair) outcomes ``[(name, ours, paper)]``: holds
+    when ours equals the paper's on every one with a value (None: none has one)."""
+    known = [(s, o, p) for s, o, p in flags if o is not None]
+    differ = [s for s, o, p in known if o != p]
+    text = f"{sum(bool(o) for _, o, _ in known)} of {len(known)}" + (
+        f"; differs from the paper on {', '.join(differ)}" if differ else ""
+    )
+    return (None if not known else not differ), text
 
 
-def _claims(cfg, tuned, evals, samplers, methods, paper_ksd, ours_ksd) -> list[dict]:
-    rows = []
+def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
+    out = []
+    ours_ksd = numbers["ksd"]
     mam = [m for m in ("M-KSD", "M-FSSD") if m in methods]
-    inf = math.inf
+    others = [m for m in methods if m not in mam]
+    idx = range(len(samplers))
 
-    def best_mamba(table, j):
-        return min((M._clean(table[m][j]) for m in mam), default=inf)
+    def lowest(table, ms, j):
+        return min((M._clean(table[m][j]) for m in ms), default=math.inf)
 
-    def lowest(table, j):
-        return min(M._clean(table[m][j]) for m in methods)
+    def mamba_wins(table, j, vs):  # strictly below every other method: a tie (a constant answer) is no win
+        b, o = lowest(table, mam, j), lowest(table, vs, j)
+        return None if not math.isfinite(b) and not math.isfinite(o) else b < o
 
-    if mam and len(methods) > len(mam):
-        idx = range(len(samplers))
-        p = _count(lambda j: best_mamba(paper_ksd, j) <= lowest(paper_ksd, j), idx)
-        o = _count(
-            lambda j: math.isfinite(best_mamba(ours_ksd, j)) and best_mamba(ours_ksd, j) <= lowest(ours_ksd, j), idx
+    if mam and others:
+        p = sum(bool(mamba_wins(paper_ksd, j, others)) for j in idx)
+        holds, text = _every(
+            [(samplers[j], mamba_wins(ours_ksd, j, others), mamba_wins(paper_ksd, j, others)) for j in idx]
         )
-        rows.append(
+        out.append(
             M.claim_row(
                 "claim_mamba_lowest",
-                "MAMBA (KSD or FSSD) gives the lowest KSD of the methods",
+                "MAMBA (KSD or FSSD) gives the lowest KSD of the methods, on all samplers but SGNHT (there the heuristic)",
                 "Sect. 4.1, Fig. 1, Table 1",
-                f"{p} of 6 samplers",
-                f"{o} of {len(samplers)} samplers",
-                o >= p - 1,
-                f"ours >= paper - 1 (= {p - 1})",
+                f"{p} of 6 samplers (not SGNHT)",
+                text,
+                holds,
+                "per sampler, MAMBA strictly lowest or not as in the paper, on every sampler",
             )
         )
         if "Grid" in methods:
-            p = _count(lambda j: best_mamba(paper_ksd, j) < M._clean(paper_ksd["Grid"][j]), idx)
-            o = _count(lambda j: best_mamba(ours_ksd, j) < M._clean(ours_ksd["Grid"][j]), idx)
-            rows.append(
+            holds, text = _every(
+                [(samplers[j], mamba_wins(ours_ksd, j, ["Grid"]), mamba_wins(paper_ksd, j, ["Grid"])) for j in idx]
+            )
+            out.append(
                 M.claim_row(
                     "claim_mamba_beats_grid",
                     "MAMBA's KSD below grid search's",
                     "Table 1",
-                    f"{p} of 6 samplers",
-                    f"{o} of {len(samplers)} samplers",
-                    o >= p - 1,
-                    f"ours >= paper - 1 (= {p - 1})",
+                    "6 of 6 samplers",
+                    text,
+                    holds,
+                    "every sampler, strictly",
                 )
             )
     if "M-KSD" in methods:
-        small = [
-            s
-            for s in samplers
-            if (tuned.get(s, {}).get("M-KSD") or {}).get("arm") is not None
-            and M.arm_summary(tuned[s]["M-KSD"]["arm"], 1)["batch_pct"] <= 1.0 + 1e-9
-        ]
-        rows.append(
+        b = [v for v in numbers["batch_pct"]["M-KSD"] if v is not None]
+        out.append(
             M.claim_row(
                 "claim_small_batch",
                 "MAMBA-KSD chooses a batch of at most 1 %",
                 "Sect. 4.1, Table 4",
                 "6 of 6 samplers (1 % or 0.1 %)",
-                f"{len(small)} of {len(samplers)} samplers",
-                len(small) >= 5,
-                "ours >= 5",
+                f"{sum(v <= 1.0 + 1e-9 for v in b)} of {len(b)} samplers",
+                None if not b else all(v <= 1.0 + 1e-9 for v in b),
+                "every sampler (was: ours >= 5)",
             )
         )
         pairs = [("SGLD", "SGLD-CV"), ("SGHMC", "SGHMC-CV"), ("SGNHT", "SGNHT-CV")]
         pk = dict(zip(samplers, paper_ksd["M-KSD"]))
         ok = dict(zip(samplers, ours_ksd["M-KSD"]))
-        p = _count(lambda ab: M._clean(pk[ab[1]]) < M._clean(pk[ab[0]]), pairs)
-        o = _count(lambda ab: M._clean(ok[ab[1]]) < M._clean(ok[ab[0]]), pairs)
-        rows.append(
+
+        def cv_lower(t, a, c):
+            return None if t[a] is None or t[c] is None else M._clean(t[c]) < M._clean(t[a])
+
+        holds, text = _every([(f"{a}/{c}", cv_lower(ok, a, c), cv_lower(pk, a, c)) for a, c in pairs])
+        out.append(
             M.claim_row(
                 "claim_cv_helps",
                 "MAMBA-KSD: the control-variate sampler has lower KSD than its plain version",
                 "Table 1",
-                f"{p} of 3 pairs",
-                f"{o} of 3 pairs",
-                o >= p - 1,
-                f"ours >= paper - 1 (= {p - 1})",
+                "3 of 3 pairs",
+                text,
+                holds,
+                "every pair, strictly",
             )
         )
     if "Heuristic" in methods:
         hs = [j for j, s in enumerate(samplers) if s in ("SGHMC", "SGHMC-CV")]
-        o = _count(lambda j: M._clean(ours_ksd["Heuristic"][j]) >= 10 * lowest(ours_ksd, j), hs)
-        rows.append(
+        o = sum(1 for j in hs if M._clean(ours_ksd["Heuristic"][j]) >= 10 * lowest(ours_ksd, methods, j))
+        out.append(
             M.claim_row(
                 "claim_heuristic_sghmc",
                 "heuristic h = 1/N with SGHMC / SGHMC-CV (L = 10): KSD at least 10x the best method's",
@@ -758,42 +803,50 @@ def _claims(cfg, tuned, evals, samplers, methods, paper_ksd, ours_ksd) -> list[d
             )
         )
     if "M-KSD" in methods and "Grid" in methods:
-        its = M.values_table(evals, "iterations", methods, samplers)
-        o = _count(lambda j: (its["M-KSD"][j] or 0) > (its["Grid"][j] or 0), range(len(samplers)))
-        holds = None if cfg.eval_kind != "seconds" else o >= 5
-        rows.append(
+        its = numbers["iterations"]
+        known = [j for j in idx if its["M-KSD"][j] is not None and its["Grid"][j] is not None]
+        o = sum(its["M-KSD"][j] > its["Grid"][j] for j in known)
+        holds = None if cfg.eval_kind != "seconds" or not known else o == len(known)
+        out.append(
             M.claim_row(
                 "claim_more_samples",
                 "MAMBA-KSD's arm runs more iterations than grid search's in the same evaluation time",
                 "Table 5",
                 "6 of 6 samplers",
-                f"{o} of {len(samplers)} samplers"
-                + ("" if holds is not None else " (iteration budget: equal by construction)"),
+                f"{o} of {len(known)} samplers"
+                + ("" if cfg.eval_kind == "seconds" else " (iteration budget: equal by construction)"),
                 holds,
-                "ours >= 5; n/a for an iteration evaluation budget",
+                "every sampler, strictly (was: ours >= 5); n/a for an iteration evaluation budget",
             )
         )
-        acc = M.values_table(evals, "test_accuracy", methods, samplers)
-        o = _count(
-            lambda j: (
-                acc["M-KSD"][j] is not None
-                and acc["M-KSD"][j] >= max(a for a in (acc[m][j] for m in methods) if a is not None) - 0.005
-            ),
-            range(len(samplers)),
+
+    # Table 5: 93.9 % for every method but the heuristic with SGHMC / SGHMC-CV (92.7 %); "within
+    # 0.5 pp of the best" per method and sampler as in the paper (a constant answer puts the
+    # heuristic there too; 0.5 pp is under the 1.2 pp gap, above the noise of 2 x 10^5 test rows)
+    def near_best(table, m, j):
+        vals = [table[k][j] for k in methods if table[k][j] is not None]
+        return None if table[m][j] is None else table[m][j] >= max(vals) - cfg.accuracy_close_pp
+
+    acc = {m: [None if a is None else 100.0 * a for a in numbers["test_accuracy"][m]] for m in methods}
+    paper_acc = {m: PAPER_ACCURACY[m] for m in methods}
+    holds, text = _every(
+        [(f"{m} on {samplers[j]}", near_best(acc, m, j), near_best(paper_acc, m, j)) for m in methods for j in idx]
+    )
+    out.append(
+        M.claim_row(
+            "claim_accuracy",
+            f"test accuracy: the methods within {cfg.accuracy_close_pp:g} pp of the best, per sampler (all but the "
+            "heuristic on SGHMC and SGHMC-CV)",
+            "Table 5",
+            f"{sum(bool(near_best(paper_acc, m, j)) for m in methods for j in idx)} of {len(methods) * len(samplers)} "
+            "method-sampler cells",
+            text,
+            holds,
+            "per method and sampler, within or not as in the paper (was: MAMBA-KSD within 0.5 pp on >= 5)",
         )
-        rows.append(
-            M.claim_row(
-                "claim_accuracy",
-                "MAMBA-KSD's test accuracy within 0.5 pp of the best method",
-                "Table 5",
-                "6 of 6 samplers (93.9 % everywhere)",
-                f"{o} of {len(samplers)} samplers",
-                o >= 5,
-                "ours >= 5",
-            )
-        )
-    rows.append(M.wall_claim(tuned, cfg.wall_target))
-    return rows
+    )
+    out.append(M.wall_claim(numbers.get("tuning", {}), cfg.wall_target))  # ours, a check: not tallied
+    return out
 
 
 def _reduced(cfg: Config) -> list[str]:
@@ -876,7 +929,7 @@ def _markdown(report: dict, tuned, n_train: int) -> str:
         "",
         *M.markdown_claims(rows),
         "",
-        f"Verdicts: {v['agrees']} agree, {v['differs']} differ, {v['n/a']} n/a.",
+        f"Verdicts: {v['agrees']} agree, {v.get('tied', 0)} tied, {v['differs']} differ, {v['n/a']} n/a.",
         "",
     ]
     if report["reduced"]:

@@ -41,7 +41,7 @@ Setting:
 The structured paper's two MNIST accuracies (250,000 iterations, 100,000 samples) are
 reported next to ours with a verdict, and its ordering (Sd-pSGLD above pSGLD); the rows
 about MAMBA are hypotheses of this experiment (verdict ``holds`` / ``fails``), not paper
-numbers. Presets: ``tiny`` (seconds, tests: 400 images, a 16-16 network, iteration budgets),
+numbers: the report shows them as checks, outside its tally of the paper's claims. Presets: ``tiny`` (seconds, tests: 400 images, a 16-16 network, iteration budgets),
 ``quick`` (49 arms, R = 20 s, 40 s evaluations; 384 s on the shared 2-core development
 machine, one torch thread), ``full`` (126 arms, R = 120 s, 600 s evaluations; about 1 h).
 
@@ -121,7 +121,10 @@ class Config:
     curve_points: int = 10
     seed: int = 0
     num_threads: int | None = None
-    tol_acc_pp: float = 2.0
+    # |ours - paper| <= tol for the structured paper's two MNIST accuracies (96.3 %, 94.2 %): below
+    # half their 2.1 pp gap (0.45 x 2.1), so no single number passes as both (issue 26 §1; was 2.0,
+    # which a constant 95.25 % passed twice)
+    tol_acc_pp: float = 0.945
 
 
 PRESETS = {
@@ -255,7 +258,7 @@ def run(
         preset=preset,
         config=asdict(cfg),
         seed=cfg.seed,
-        comparisons=_comparisons(report, cfg),
+        comparisons=comparisons(cfg, report["evaluation"], report["tuning"]),
         numbers=_jsonable(report),
         wall_time_s=report["wall_seconds"],
         step_sizes=[
@@ -269,14 +272,16 @@ def run(
     )
 
 
-def _comparisons(report: dict, cfg: Config) -> list:
-    """The rows as common-format comparisons, each with the rule it had: a tolerance on the
-    paper's accuracies, the paper's ordering, and this experiment's hypotheses as claims."""
+def comparisons(cfg: Config, evals: dict, tuning: dict) -> list:
+    """The report's rows from the evaluations ``evals`` ({configuration: {"metrics": {"accuracy",
+    "nll", "ece", ...} or None}}) and MAMBA's ``tuning`` record ({"chosen": {"label", "kind"}}),
+    without running anything: a tolerance on the structured paper's two accuracies and its
+    ordering (the paper's claims, tallied), and this experiment's hypotheses as checks (judged,
+    shown, not tallied: they are no paper's claim, issue 26 §1)."""
     from ._report import Claim, Comparison, Ordering, Tolerance
 
-    evals = report["evaluation"]
     out = []
-    for r in report["rows"]:
+    for r in _rows(evals, tuning, cfg):
         if r["key"] in ("acc_defaults", "acc_psgld"):
             out.append(
                 Comparison(
@@ -308,6 +313,7 @@ def _comparisons(report: dict, cfg: Config) -> list:
                     r["ours"],
                     "hypothesis (not in the papers)",
                     Claim(f"{r['rule']} (this experiment's hypothesis)", test),
+                    check=True,
                 )
             )
     return out
@@ -663,7 +669,7 @@ def _markdown(report: dict) -> str:
     lines += [
         "",
         "Verdicts: " + ", ".join(f"{n} {k}" for k, n in v.items()) + ". Paper rows: agrees / differs; "
-        "this experiment's hypotheses: holds / fails.",
+        "this experiment's hypotheses: holds / fails (checks: not counted among the paper's claims).",
         "",
         "## MAMBA's last round",
         "",
@@ -740,4 +746,14 @@ def _plot(out: Path, report: dict) -> None:
     plt.close(fig)
 
 
-__all__ = ["Config", "PRESETS", "run", "mamba_arms", "psgld_arm", "structure_of", "PAPER_ACCURACY", "DEFAULTS"]
+__all__ = [
+    "Config",
+    "PRESETS",
+    "run",
+    "comparisons",
+    "mamba_arms",
+    "psgld_arm",
+    "structure_of",
+    "PAPER_ACCURACY",
+    "DEFAULTS",
+]
