@@ -23,6 +23,8 @@ from structmc.experiments import gibbs_mnist as gm
 from structmc.partitions import by_finer_nodes
 from structmc.zoo import energy_for
 
+from .adversarial import constants, passes, reversed_ranks, shuffled
+
 
 def _images(n=7, seed=0):
     return torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
@@ -160,8 +162,8 @@ def test_gibbs_mnist_tiny(tmp_path, common_report):
     for r in saved["tables"]["acceptance"]:  # a check (σ² is chosen for it), shown but not tallied
         ok = min(r["ours"]) >= gm.PRESETS["tiny"].min_acceptance
         assert r["verdict"] == ("check (reproduced)" if ok else r["verdict"]) and r["verdict"].startswith("check (")
-    for r in saved["tables"]["chain_length"]:
-        ok = all(b >= a - gm.PRESETS["tiny"].length_slack for a, b in zip(r["ours"], r["ours"][1:]))
+    for r in saved["tables"]["chain_length"]:  # issue 26: strictly increasing, no slack
+        ok = all(b > a for a, b in zip(r["ours"], r["ours"][1:]))
         assert r["verdict"].startswith("reproduced") == ok
     assert all(r["verdict"].startswith("not comparable") for r in saved["tables"]["batch_ordering"])  # one batch
     for r in saved["tables"]["accuracy"]:  # a value is judged against the paper's, even in a reduced run
@@ -193,10 +195,15 @@ def test_gibbs_augment_tiny(tmp_path, common_report):
     report = ga.run("tiny", out, progress=False)
     saved, comps = _check_report(out, report, ("accuracy",), common_report)
     base = {r["dataset"]: r["ours"] for r in saved["tables"]["accuracy"] if r["transform"] == "none"}
-    for r in saved["tables"]["accuracy"]:  # the old rule: augmented < untransformed - margin
+    for r in saved["tables"]["accuracy"]:  # issue 26: a quarter of the accuracy above chance lost ("drastic")
         if r["transform"] != "none":
-            ok = r["ours"] < base[r["dataset"]] - ga.PRESETS["tiny"].margin
-            assert r["verdict"].startswith("reproduced") == ok
+            b = base[r["dataset"]]
+            if b <= 0.1:
+                assert r["verdict"].startswith("not comparable"), r
+            else:
+                ok = (b - r["ours"]) / (b - 0.1) >= ga.PRESETS["tiny"].drastic_loss
+                assert r["verdict"].startswith("reproduced") == ok, r
+    assert saved["tables"]["fmnist_worse"] == []  # tiny runs MNIST only
     assert {r["transform"] for r in saved["tables"]["accuracy"]} == {"none", "rotation", "blur", "inversion"}
     assert (out / "augment_examples.png").is_file()
 
@@ -205,7 +212,7 @@ def test_registry_lists_both():
     for name, module in (("gibbs-mnist", gm), ("gibbs-augment", ga)):
         entry = REGISTRY.get(name)
         assert entry.load() is module
-        assert entry.presets == ("tiny", "quick", "full")
+        assert entry.presets[:3] == ("tiny", "quick", "full")  # gibbs-mnist adds "converged" (issue 24)
         assert entry.paper.key == "blocked-gibbs"
         assert set(entry.datasets) == {"mnist", "fashion-mnist"}
     assert REGISTRY.get("gibbs-mnist").published["accuracy_batch3000"] == {"mnist": 0.9075, "fashion-mnist": 0.8089}
@@ -265,3 +272,107 @@ def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeyp
         got = resumed["numbers"]["runs"][key]
         assert got["trace"] == r["trace"] and len(r["trace"]["steps"]) == 12
         assert got["by_window"] == r["by_window"] and got["acceptance_per_layer"] == r["acceptance_per_layer"]
+
+
+# -- verdict rules (issue 26) --------------------------------------------------------------------
+# Table 2 (batch size -> data set -> accuracy) and Table 3 (window -> data set; batch 3,000). Our copy of
+# the text gives only batch 3,000's cells (90.75 %, 80.89 %) and the orderings: 600 < 1,800 < 3,000 > 4,200
+# ("the highest accuracy ... attained by employing a batch size of 3000"), accuracy rising with the window
+# (Table 3's last 10,000 is Table 2's cell: the same chain). The other cells are illustrations of those
+# words, 2.5-3 pp apart: the real gaps are not in our text (the value rows compare batch 3,000 only).
+TABLE2 = {
+    600: {"mnist": 0.860, "fashion-mnist": 0.760},
+    1800: {"mnist": 0.885, "fashion-mnist": 0.785},
+    3000: {"mnist": 0.9075, "fashion-mnist": 0.8089},
+    4200: {"mnist": 0.880, "fashion-mnist": 0.780},
+}
+TABLE3 = {
+    1000: {"mnist": 0.880, "fashion-mnist": 0.780},
+    10000: {"mnist": 0.9075, "fashion-mnist": 0.8089},
+    20000: {"mnist": 0.915, "fashion-mnist": 0.815},
+    30000: {"mnist": 0.918, "fashion-mnist": 0.818},
+}
+
+
+def _mnist_tables(t2, t3):
+    """The tables of gibbs_mnist._tables for answers ``t2``, ``t3``, as report.json holds them
+    (accuracy_by_batch with JSON's string keys)."""
+    names = ("mnist", "fashion-mnist")
+    ws = sorted(t3)
+    return {
+        "accuracy": [
+            {
+                "dataset": d,
+                "batch_size": b,
+                "paper": gm.PAPER_ACCURACY.get((d, b)),
+                "ours": t2[b][d],
+                "nll": 0.3,
+                "ece": 0.02,
+            }
+            for d in names
+            for b in sorted(t2)
+        ],
+        "chain_length": [
+            {"dataset": d, "batch_size": 3000, "windows": ws, "ours": [t3[w][d] for w in ws]} for d in names
+        ],
+        "acceptance": [
+            {"dataset": d, "batch_size": 3000, "proposal_var": [1e-2, 1e-4, 1e-4, 1e-5], "ours": [0.3, 0.2, 0.2, 0.25]}
+            for d in names
+        ],
+        "batch_ordering": [{"dataset": d, "accuracy_by_batch": {str(b): t2[b][d] for b in t2}} for d in names],
+    }
+
+
+def _mnist_passes(t2, t3):
+    rows = gm.comparisons(gm.PRESETS["converged"], _mnist_tables(t2, t3))
+    return passes([r for r in rows if r.paper is not None])  # batch sizes without a published value: no verdict
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1): the paper's answer passes all 6 claim rows (2 values at
+    batch 3,000, 2 chain-length, 2 batch orderings; the acceptance rows are checks); constants,
+    Table 2 and 3 shuffled across batch sizes / windows and every ordering reversed pass at most 1."""
+    assert _mnist_passes(TABLE2, TABLE3) == (6, 6)
+    pooled = {**{f"b{b}": v for b, v in TABLE2.items()}, **{f"w{w}": v for w, v in TABLE3.items()}}
+    for const in constants(pooled):  # one value everywhere: a value row at most, never an ordering
+        v = next(iter(next(iter(const.values())).values()))
+        assert (
+            _mnist_passes(
+                {b: {d: v for d in c} for b, c in TABLE2.items()}, {w: {d: v for d in c} for w, c in TABLE3.items()}
+            )[0]
+            <= 1
+        )
+    assert _mnist_passes(shuffled(TABLE2), shuffled(TABLE3))[0] == 0
+    assert _mnist_passes(reversed_ranks(TABLE2), reversed_ranks(TABLE3))[0] == 0
+    swapped = {b: {"mnist": c["fashion-mnist"], "fashion-mnist": c["mnist"]} for b, c in TABLE2.items()}
+    ok, _n = _mnist_passes(swapped, TABLE3)  # MNIST's numbers as FMNIST's: 9.86 pp apart, beyond the 2 pp
+    assert ok == 4  # both value rows fail; the orderings within each data set still hold
+    # the old rule's 0.5 pp slack: a plateau, or a longer window 0.2 pp worse, is not "increases"
+    flat = {w: TABLE3[10000] for w in TABLE3}
+    worse = {w: {d: a - 0.005 * (w == 30000) for d, a in c.items()} for w, c in TABLE3.items()}
+    assert _mnist_passes(TABLE2, flat) == (4, 6) and _mnist_passes(TABLE2, worse) == (4, 6)
+    # Table 2: 3,000 the best is not enough; 600 < 1,800 < 3,000 must hold too, and 4,200 below 3,000
+    bad = {**TABLE2, 1800: TABLE2[600], 600: TABLE2[1800]}
+    assert _mnist_passes(bad, TABLE3) == (4, 6)
+    tied = {**TABLE2, 4200: TABLE2[3000]}
+    assert _mnist_passes(tied, TABLE3) == (4, 6)
+
+
+def test_accuracy_tolerance_sits_below_the_papers_gap():
+    """The 2 pp value tolerance sits below the 9.86 pp between the paper's MNIST and FMNIST cells
+    (the only published gap); a tolerance at or above it is refused before anything runs."""
+    from structmc.experiments._common import ACCURACY_GAP
+
+    assert ACCURACY_GAP == pytest.approx(0.0986)
+    for cfg in gm.PRESETS.values():
+        assert 0 < cfg.tolerance < ACCURACY_GAP
+    for bad in (ACCURACY_GAP, 0.2, 0.0, -0.01):
+        with pytest.raises(ValueError, match="tolerance must lie in"):
+            gm.Config(tolerance=bad)
+    with pytest.raises(ValueError, match="rule must be"):
+        gm.Config(rule="loose")
+    # a finished run's report.json is judged again from its numbers (string keys, verdict strings ignored)
+    tables = json.loads(json.dumps(_mnist_tables(TABLE2, TABLE3)))
+    assert [r.verdict for r in gm.comparisons(gm.PRESETS["converged"], tables)] == [
+        r.verdict for r in gm.comparisons(gm.PRESETS["converged"], _mnist_tables(TABLE2, TABLE3))
+    ]

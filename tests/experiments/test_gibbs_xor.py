@@ -4,10 +4,13 @@ writes its report and figures, gives every paper row a verdict; the registry lis
 import json
 
 import pytest
+import torch
 
 import structmc.data as D
 import structmc.experiments as E
 from structmc.experiments import gibbs_xor as G
+
+from .adversarial import passes, reversed_ranks, shuffled
 
 PAPER_ROWS = {
     "exact_node1": 0.6383,
@@ -34,6 +37,7 @@ ORDERINGS = {
     "acc_iqr_depth",
     "runtime",
 }
+EVIDENCE = {"defect_depth_fall", "defect_layers_paper"}  # correct kernel vs the reference code's defect: checks
 
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_report):
@@ -50,13 +54,17 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
     assert on_disk["wall_seconds"] > 0 and on_disk["data"]["source"] == "simulated"
 
     rows = {r["key"]: r for r in on_disk["rows"]}
-    assert set(PAPER_ROWS) | ORDERINGS == set(rows)
+    assert set(PAPER_ROWS) | ORDERINGS | EVIDENCE == set(rows)
+    assert {k for k, r in rows.items() if r.get("evidence")} == EVIDENCE
+    assert all(rows[k]["check"] and rows[k]["rule"] for k in EVIDENCE)  # ours: outside the tally
     for key, value in PAPER_ROWS.items():
         assert rows[key]["paper"] == pytest.approx(value)
     md = (out / "report.md").read_text()
     assert len(comps) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"].startswith(("reproduced", "not reproduced", "not comparable")) and r["rule"]
+        prefix = "check (" if r["key"] in EVIDENCE else ""
+        assert r["verdict"].startswith(tuple(prefix + v for v in ("reproduced", "not reproduced", "not comparable")))
+        assert r["rule"]
         assert r["quantity"] in md
         c = comps[f"{r['quantity']} [{r['source']}]"]
         assert c["verdict"] == r["verdict"]
@@ -65,7 +73,12 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
     assert "Reduced from the paper" in md and "Paper vs ours" in md and "simulated" in md
 
     settings = on_disk["settings"]
-    assert set(settings) == {"approx-deep", "exact-deep", "approx-shallow", "exact-shallow"}
+    assert set(settings) == {"approx-deep", "exact-deep", "approx-shallow", "exact-shallow", "approx-deep-defect"}
+    # the evidence run: approx-deep's chains (same seed: initial points, batches, random numbers) with the defect
+    ok, defect = settings["approx-deep"], settings["approx-deep-defect"]
+    assert defect["reference_defect"] and not ok["reference_defect"] and defect["seed"] == ok["seed"]
+    assert defect["node_acceptance"] != ok["node_acceptance"]  # the switch changes the chains
+    assert "Evidence: where the paper's fall of acceptance with depth comes from" in md
     for name, s in settings.items():
         nodes = 13 if s["model"] == "mlp_xor_deep" else 3
         chains = G.PRESETS["tiny"].exact_pool_chains if name == "exact-deep" else G.PRESETS["tiny"].num_chains
@@ -80,6 +93,45 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
         assert all(0.0 <= a <= 1.0 for a in s["accuracy"])
     assert settings["exact-deep"]["proposal_var"] == 0.001 and settings["approx-deep"]["batch_size"] == 100
     assert settings["exact-deep"]["batch_size"] == on_disk["num_train"] == 5000
+
+
+def _layers(means, spread, chains=10):
+    """Per-chain layer acceptance ``[chains, 7]``: ``means`` per layer, chain k offset by
+    ``spread``·s_k with s evenly in [-1, 1] (layers 1 and 3 in opposite directions, so the fall
+    from layer 1 to 3 varies by chain: 2·spread·s_k about its mean)."""
+    s = torch.linspace(-1, 1, chains, dtype=torch.float64)
+    signs = torch.tensor([1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0], dtype=torch.float64)
+    return (torch.tensor(means, dtype=torch.float64) + spread * s[:, None] * signs).clamp(0, 1).tolist()
+
+
+def test_evidence_rows_tell_the_defect_from_the_correct_kernel():
+    """The evidence rows' rules on numbers: the quick run's (5,500 sweeps: the defect's fall, rates
+    still above the paper's), the long emulation's (110,000 sweeps: the defect at the paper's
+    rates), and a switch that does nothing (both samplers alike): no row may pass then."""
+    cfg = G.Config()
+    correct_quick = [0.890, 0.888, 0.886, 0.879, 0.870, 0.847, 0.648]
+    defect_quick = [0.849, 0.797, 0.766, 0.746, 0.710, 0.648, 0.474]
+    correct_full = [0.644, 0.613, 0.640, 0.690, 0.754, 0.811, 0.796]
+    defect_full = [0.572, 0.383, 0.294, 0.257, 0.241, 0.237, 0.218]
+
+    def verdicts(correct, defect, spread=0.02, chains=10):
+        rows = G._defect_rows(
+            {"layer_acceptance": _layers(correct, spread, chains)},
+            {"layer_acceptance": _layers(defect, spread, chains)},
+            cfg,
+        )
+        assert all(r["check"] and r["evidence"] for r in rows)
+        return {r["key"]: r["verdict"] for r in rows}
+
+    assert verdicts(correct_quick, defect_quick) == {"defect_depth_fall": "agrees", "defect_layers_paper": "differs"}
+    assert verdicts(correct_full, defect_full) == {"defect_depth_fall": "agrees", "defect_layers_paper": "agrees"}
+    for same in (correct_quick, correct_full, defect_full):  # the switch does nothing: nothing passes
+        assert set(verdicts(same, same).values()) == {"differs"}
+    # a fall within the chains' noise is not evidence (2 SE); one chain each: no standard error
+    assert verdicts(correct_quick, defect_quick, spread=0.25)["defect_depth_fall"] == "differs"
+    assert verdicts(correct_quick, defect_quick, chains=1)["defect_depth_fall"] == "n/a"
+    # the defect falling less than the correct kernel is not evidence either
+    assert verdicts(defect_full, correct_full)["defect_depth_fall"] == "differs"
 
 
 def test_files_required_but_missing_raises(no_files):
@@ -112,3 +164,112 @@ def test_registry_lists_gibbs_xor():
     assert {"tiny", "quick", "full"} <= set(exp.presets)
     assert all(d in D.DATASETS for d in exp.datasets)
     assert exp.published["accuracy_median"]["approx deep"] == 0.9888
+
+
+# -- verdict rules (issue 26) --------------------------------------------------------------------
+# The paper's numbers by figure, {method: {cell: value}} with the methods each figure compares; cells
+# marked * are not in our copy of the text and illustrate its words (Fig. 3a: approximate NBG's medians
+# above exact NBG's and its spread smaller; Fig. 3b/7: approximate and deep less volatile; Fig. 3c:
+# approximate faster).
+XOR = {
+    "fig3a": {  # acceptance per node: exact NBG medians 63.83 %, 20.72 %
+        "approx": {"node 1": 0.75, "node 13": 0.45, "IQR": 0.05},  # *
+        "exact": {"node 1": 0.6383, "node 13": 0.2072, "IQR": 0.25},  # IQR *
+    },
+    "fig4b": {f"layer {j + 1}": {"approx": v} for j, v in enumerate((0.5631, 0.3618, 0.2656))},
+    "accuracy": {  # medians (Fig. 3b, 7); IQRs *
+        "approx deep": {"median": 0.9888, "IQR": 0.01},
+        "exact deep": {"median": 0.8692, "IQR": 0.20},
+        "approx shallow": {"median": 0.8675, "IQR": 0.10},
+        "exact >= 5 %": {"median": 0.9538},
+        "exact >= 20 %": {"median": 1.0},
+    },
+    "chains": {"scenario 3": {"run per retained": 1.1}, "scenario 4": {"run per retained": 2.3}},
+    "runtime": {"approx": {"s per chain": 1.0}, "exact": {"s per chain": 5.0}},  # *
+}
+
+
+def _xor_numbers(t, chains=10, pool=30):
+    """``(res, scen)`` as gibbs_xor._run_setting / _scenarios give them, with the medians, IQRs,
+    layer means, chain counts and times of the answer ``t`` (chain k of a setting at
+    median + IQR·s_k, s evenly in [-1, 1]: its quartiles at ±IQR/2)."""
+    s = torch.linspace(-1, 1, chains, dtype=torch.float64)
+    f3, acc = t["fig3a"], t["accuracy"]
+
+    def nodes(m):  # 13 node medians from node 1 to node 13
+        return torch.linspace(m["node 1"], m["node 13"], 13, dtype=torch.float64)
+
+    def per_chain(m):
+        return (m["median"] + m.get("IQR", 0.0) * s).tolist()
+
+    a_med, e_med = nodes(f3["approx"]), nodes(f3["exact"])
+    iqr = f3["approx"]["IQR"]
+    exact_nodes = torch.cat([e_med + f3["exact"]["IQR"] * s[:, None], e_med.expand(pool - chains, 13)])
+    layers = [t["fig4b"][f"layer {j}"]["approx"] for j in (1, 2, 3)]
+    res = {
+        "approx-deep": {
+            "node_summary": {
+                "median": a_med.tolist(),
+                "q25": (a_med - iqr / 2).tolist(),
+                "q75": (a_med + iqr / 2).tolist(),
+            },
+            "layer_summary": {"mean": layers + [layers[-1]] * 4},
+            "accuracy": per_chain(acc["approx deep"]),
+            "accuracy_median": acc["approx deep"]["median"],
+            "seconds_per_chain": t["runtime"]["approx"]["s per chain"],
+        },
+        "exact-deep": {
+            "node_acceptance": exact_nodes.tolist(),
+            "num_chains": pool,
+            "seconds_per_chain": t["runtime"]["exact"]["s per chain"],
+        },
+        "approx-shallow": {
+            "accuracy": per_chain(acc["approx shallow"]),
+            "accuracy_median": acc["approx shallow"]["median"],
+        },
+    }
+    scen = {"scenario 2": {"retained": list(range(chains)), "accuracy": per_chain(acc["exact deep"])}}
+    scen["scenario 2"]["accuracy_median"] = acc["exact deep"]["median"]
+    for k, (name, bound) in enumerate((("exact >= 5 %", 0.05), ("exact >= 20 %", 0.2))):
+        run = round(t["chains"][f"scenario {3 + k}"]["run per retained"] * chains)
+        scen[f"scenario {3 + k}"] = {
+            "bound": bound,
+            "retained": list(range(chains)),
+            "chains_run": run,
+            "accuracy_median": acc[name]["median"],
+        }
+    return res, scen
+
+
+def _xor_passes(t):
+    return passes(G.comparisons(G.Config(), *_xor_numbers(t)))
+
+
+def _each(t, f):
+    return {fig: f(table) for fig, table in t.items()}
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1), shuffled and reversed within each figure across the methods
+    it compares: the paper's answer passes all 21 claim rows (12 values, 9 orderings); each constant at
+    most 2, shuffled at most 3 (Fig. 3b's exact 86.92 % and Fig. 7's shallow 86.75 % are 0.17 pp apart,
+    closer than any tolerance can tell; "node 1 above node 13" survives a swap of methods), reversed at
+    most 3 (a middle method keeps its own number)."""
+    from structmc.experiments._report import smallest_gap
+
+    assert _xor_passes(XOR) == (21, 21)
+    pooled = sorted(v for table in XOR.values() for by_c in table.values() for v in by_c.values())
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        v = pooled[round(q * (len(pooled) - 1))]
+        const = _each(XOR, lambda table, v=v: {m: {c: v for c in by_c} for m, by_c in table.items()})
+        assert _xor_passes(const)[0] <= 2, v
+    assert _xor_passes(_each(XOR, shuffled))[0] <= 3
+    assert _xor_passes(_each(XOR, reversed_ranks))[0] <= 3
+    # each tolerance below the smallest gap between the paper's numbers it judges
+    cfg = G.Config()
+    assert cfg.tol_rate < smallest_gap(G.PAPER_RATES) == pytest.approx(0.0584)
+    assert cfg.tol_accuracy < smallest_gap(G.PAPER_ACCURACIES_FIG3B) == pytest.approx(0.0112)
+    assert cfg.tol_chains_rel * 2.3 < 2.3 - 1.1
+    for bad in ({"tol_rate": 0.10}, {"tol_accuracy": 0.05}, {"tol_chains_rel": 0.6}, {"tol_rate": 0.0}):
+        with pytest.raises(ValueError, match=f"Config.{next(iter(bad))} must be > 0"):
+            G.Config(**bad)

@@ -56,6 +56,153 @@ def test_full_batch_mwg_leaves_a_correlated_gaussian_invariant(mala):
     assert 0.2 < rate < 0.98  # both outcomes common: the accept rule is exercised
 
 
+def _correlated_gaussian():
+    """The 4-d Gaussian of the invariance test above: mean, covariance and its energy."""
+    sd = torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=F64).sqrt()
+    cov = (torch.full((4, 4), 0.6, dtype=F64) + 0.4 * torch.eye(4, dtype=F64)) * sd.outer(sd)
+    mean = torch.tensor([1.0, -0.5, 0.3, 2.0], dtype=F64)
+    prec = torch.linalg.inv(cov)
+    log_prob = lambda t, b=None: -0.5 * (t - mean) @ prec @ (t - mean)  # noqa: E731
+    return mean, cov, log_prob, sm.LogDensityEnergy(log_prob, 4)
+
+
+def test_reference_defect_is_the_reference_codes_sweep():
+    """``reference_defect=True`` takes the decisions of eeyore's ``Gibbs.draw`` (lines 71-94,
+    transcribed below on the same random numbers): one proposal vector per sweep, rejected
+    blocks kept in it, the target of the proposal vector cached on acceptance. The default
+    kernel, on the same numbers, does not."""
+    mean, cov, log_prob, energy = _correlated_gaussian()
+    C, sweeps = 40, 3
+    theta0 = mean + 2.0 * torch.randn(C, 4, generator=torch.Generator().manual_seed(5), dtype=F64)
+    runs = {}
+    for defect in (False, True):
+        kernel = MetropolisWithinGibbs(fully_factorized(4), 1.0, reference_defect=defect).prepare(energy)
+        state, oracle, gen = kernel.init(theta0), sm.Oracle(energy), torch.Generator().manual_seed(7)
+        accepts, energies = [], []
+        for _ in range(sweeps):
+            state, info = kernel.step(state, oracle, None, gen)
+            accepts.append(info["accept"])
+            energies.append(info["energy"])
+        runs[defect] = (state.theta, torch.stack(accepts), torch.stack(energies))
+    # the transcription: the kernel's draws are N(0, 1) per parameter, then one uniform per block
+    gen = torch.Generator().manual_seed(7)
+    theta = theta0.clone()
+    accepts, cached = torch.zeros(sweeps, C, 4, dtype=torch.bool), torch.zeros(sweeps, C, dtype=F64)
+    jointly_proposed = 0
+    for t in range(sweeps):
+        noise = torch.randn(C, 4, generator=gen, dtype=F64)
+        log_u = torch.rand(C, 4, generator=gen, dtype=F64).log()
+        for c in range(C):
+            current = log_prob(theta[c])  # re-evaluated each sweep (the reference with minibatches, line 68)
+            proposed = theta[c].clone()  # line 71
+            for b in range(4):
+                jointly_proposed += int(bool((proposed != theta[c]).any()))  # a rejected block rides along
+                proposed[b] = proposed[b] + 1.0 * noise[c, b]  # lines 82-84: centred at proposed[b] = θ_b
+                target = log_prob(proposed)  # line 85
+                if log_u[c, b] < target - current:  # lines 87-88
+                    theta[c, b] = proposed[b]  # line 89
+                    current = target  # line 90: the proposal vector's target
+                    accepts[t, c, b] = True
+            cached[t, c] = -current
+    got_theta, got_accept, got_energy = runs[True]
+    assert jointly_proposed > 20  # the defect is exercised: many blocks proposed with a rejected one
+    assert torch.equal(got_accept, accepts) and torch.equal(got_theta, theta)
+    torch.testing.assert_close(got_energy, cached, rtol=1e-12, atol=1e-12)  # the reference's cached target
+    ok_theta, ok_accept, _ = runs[False]
+    assert not torch.equal(ok_accept, accepts) and not torch.equal(ok_theta, theta)
+    assert torch.equal(ok_accept[0, :, 0], accepts[0, :, 0])  # the first block sees the state in both
+
+
+def test_reference_defect_loses_the_invariant_gaussian_and_its_acceptance_falls_along_the_sweep():
+    """The invariance test's target and settings, both kernels on the same numbers: the correct
+    one keeps the Gaussian (moments within 4.5 SE), the reference's defect does not (its
+    marginal variances of blocks 2-4 ~9 % low, 8-10 SE over seeds 0-3 at this length), and
+    its acceptance falls block after block along the sweep (0.61, 0.51, 0.32, 0.28; correct:
+    0.61, 0.71, 0.50, 0.67): the signature of the paper's fall of acceptance with depth."""
+    mean, cov, _, energy = _correlated_gaussian()
+    init = (
+        mean + torch.randn(400, 4, generator=torch.Generator().manual_seed(0), dtype=F64) @ torch.linalg.cholesky(cov).T
+    )
+    chains = {
+        defect: sm.sample(
+            energy,
+            init,
+            MetropolisWithinGibbs(fully_factorized(4), 1.0, reference_defect=defect),
+            600,
+            num_chains=400,
+            seed=1,
+            progress=False,
+        )
+        for defect in (False, True)
+    }
+    moments_within_mc_error(chains[False].samples, mean, cov)
+    s = chains[True].samples
+    centred = s - mean
+    s_c = torch.einsum("cti,ctj->cij", centred, centred) / s.shape[1]  # per-chain second moments
+    z = (s_c.mean(0) - cov) / (s_c.std(0) / math.sqrt(s.shape[0]))
+    assert bool((z.diagonal()[1:] < -6).all()), z.diagonal()  # the defect's stationary law is narrower
+    rate = {d: c.info["accept"].double().mean((0, 2)) for d, c in chains.items()}  # [4] per block
+    assert bool((rate[True][1:] < rate[True][:-1] - 0.02).all()), rate[True]  # falls along the sweep
+    assert bool((rate[True][1:] < rate[False][1:] - 0.15).all()), rate  # well below the correct kernel's
+    assert abs(float(rate[True][0] - rate[False][0])) < 0.02  # block 1 sees the state in both
+
+
+def test_reference_defect_incremental_path_gives_the_generic_chain():
+    """With ``reference_defect`` the incremental evaluator's caches follow the proposal vector
+    (every proposal committed): the same chain as the full forward, which evaluates the vector
+    itself; blocks out of layer order fall back to the full forward."""
+    from structmc.partitions import Partition
+
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(60, 4, generator=g, dtype=F64), torch.randint(0, 3, (60,), generator=g)
+    torch.manual_seed(0)
+    energy = sm.ModuleEnergy(MLP((4, 3, 3, 3), "sigmoid").double(), "categorical", prior_std=3.0)
+    for part in (by_neuron(energy.space), by_finer_nodes(energy.space, 2), by_layer(energy.space)):
+        for C in (1, 3):
+            chains = {}
+            for ev in ("generic", "incremental", "correct"):
+                sampler = MetropolisWithinGibbs(
+                    part, 0.3, evaluator="incremental" if ev == "correct" else ev, reference_defect=ev != "correct"
+                )
+                chains[ev] = sm.sample(
+                    energy, None, sampler, 8, data=(X, y), batch_size=20, num_chains=C, seed=1, progress=False
+                )
+            a, b = chains["generic"], chains["incremental"]
+            assert torch.equal(a.samples, b.samples) and torch.equal(a.info["accept"], b.info["accept"])
+            torch.testing.assert_close(a.info["energy"], b.info["energy"], rtol=1e-12, atol=1e-10)
+            assert 0 < float(a.info["accept"].double().mean()) < 1
+            if part.num_groups > 3:  # several blocks, some rejected: the defect changes the chain
+                assert not torch.equal(a.info["accept"], chains["correct"].info["accept"])
+    layers = by_layer(energy.space)  # the same blocks, visited output layer first
+    reversed_layers = Partition(2 - layers.group_ids, 3, layer=layers.layer.flip(0), layer_names=layers.layer_names)
+    assert MetropolisWithinGibbs(reversed_layers, 0.1).prepare(energy)._incremental is not None
+    assert MetropolisWithinGibbs(reversed_layers, 0.1, reference_defect=True).prepare(energy)._incremental is None
+    with pytest.raises(ValueError, match="reference_defect=True needs blocks in layer order"):
+        MetropolisWithinGibbs(reversed_layers, 0.1, evaluator="incremental", reference_defect=True).prepare(energy)
+
+
+def test_reference_defect_is_in_the_config_and_a_resume_with_the_other_setting_is_refused(tmp_path):
+    energy = energy_for("mlp_xor", seed=0)
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(60, 2, generator=g), torch.randint(0, 2, (60,), generator=g).float()
+    part = by_neuron(energy.space)
+    assert "reference_defect" not in MetropolisWithinGibbs(part, 0.04).config()  # old runs' configs unchanged
+    assert MetropolisWithinGibbs(part, 0.04, reference_defect=True).config()["reference_defect"] is True
+    kw = dict(data=(X, y), batch_size=20, num_chains=2, seed=3, progress=False, out_dir=tmp_path, checkpoint_every=5)
+    sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04, reference_defect=True), 10, **kw)
+    for other in (False, True):
+        if other:
+            kw_other = dict(kw, out_dir=tmp_path / "correct")
+            sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04), 10, **kw_other)
+            sampler, where = MetropolisWithinGibbs(part, 0.04, reference_defect=True), kw_other
+        else:
+            sampler, where = MetropolisWithinGibbs(part, 0.04), kw
+        with pytest.raises(ValueError, match="cannot resume: config differs"):
+            sm.sample(energy, None, sampler, 20, resume=True, **where)
+    resumed = sm.sample(energy, None, MetropolisWithinGibbs(part, 0.04, reference_defect=True), 20, resume=True, **kw)
+    assert resumed.config["sampler"]["reference_defect"] is True
+
+
 def test_bayesian_linear_regression_as_an_mlp_matches_the_conjugate_posterior():
     """MLP((3, 1)) with a Gaussian likelihood of known noise: the posterior is exactly Gaussian.
     Full batch, one block per parameter, the incremental evaluator (checked to be used)."""

@@ -26,6 +26,7 @@ from torch import nn
 
 import structmc as sm
 from structmc.cli import main
+from structmc.gibbs import MetropolisWithinGibbs
 from structmc.gradients import ControlVariate
 from structmc.likelihoods import Likelihood
 from structmc.partitions import Partition, by_finer_nodes, custom, make_partition, node_blocks, round_robin
@@ -642,6 +643,19 @@ API = [
         lambda t: _module_energy().with_prior(None),
         TypeError,
         "with_prior takes a prior (any of structmc.priors",
+    ),
+    # issue 26 §3: the reference code's Gibbs defect is an explicit bool, random-walk sweeps only
+    (
+        "mwg-reference-defect-not-bool",
+        lambda t: MetropolisWithinGibbs(round_robin(4, 2), 0.1, reference_defect="yes"),
+        TypeError,
+        "reference_defect must be True or False, got 'yes'",
+    ),
+    (
+        "mwg-reference-defect-with-mala",
+        lambda t: MetropolisWithinGibbs(round_robin(4, 2), 0.1, mala=True, reference_defect=True),
+        ValueError,
+        "use mala=False with it",
     ),
 ]
 

@@ -33,6 +33,7 @@ from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import Partition, by_finer_nodes, by_neuron, custom
 from ..recorders import Trace
+from ._report import smallest_gap
 from ._shared import default_data_dir
 
 if TYPE_CHECKING:  # the MAMBA helpers import the tuning package when called, not the Gibbs experiments
@@ -333,6 +334,8 @@ class GaussianLogPrior:
 #: Table 2, batch 3,000 (the only cells stated in the text; "the highest accuracy ... 90.75 %
 #: for MNIST and 80.89 % for FMNIST are attained by employing a batch size of 3000").
 PAPER_ACCURACY = {("mnist", 3000): 0.9075, ("fashion-mnist", 3000): 0.8089}
+#: the smallest gap between the paper's published accuracies (9.86 pp): the accuracy tolerance sits below it
+ACCURACY_GAP = smallest_gap(list(PAPER_ACCURACY.values()))
 #: Proposal variances (layers 1, 2, 3, output) of the reference code, by batch size.
 PROPOSAL_VARS: dict[int, tuple[float, float, float, float]] = {
     600: (5e-2, 5e-4, 5e-4, 5e-5),
@@ -374,16 +377,31 @@ class FNBGConfig:
     num_test: int | None = None  # the first num_test test images (None: all 10,000)
     test_stats: str = "train"  # standardise the test set by the training set's statistics, or its own ("test")
     num_examples: int = 4  # Fig. 8: test images whose predictive probabilities are shown
-    # verdict rules
-    # "tolerance": |ours − paper| ≤ tolerance; "ordering": chance < ours ≤ paper + tolerance
+    # verdict rules (issue 26: each can fail)
+    # "tolerance": |ours − paper| ≤ tolerance; "ordering": chance < ours ≤ paper + tolerance (a note in
+    # a reduced run: the value row is judged by the tolerance in every preset, accuracy_comparison)
     rule: str = "ordering"
-    tolerance: float = 0.02  # accuracy, absolute
-    length_slack: float = 0.005  # a longer window may lose at most this much accuracy (Table 3's ordering)
-    min_acceptance: float = 0.01  # "non-vanishing" acceptance per layer (Tables 5–6)
+    # accuracy, absolute: 2 pp, a fifth of the only gap between published cells (MNIST 90.75 % vs FMNIST
+    # 80.89 % at batch 3,000: 9.86 pp, ACCURACY_GAP); must stay below it (__post_init__). Table 2's other
+    # batch sizes and Table 3's windows are not in our copy of the text, so no gap to them can be
+    # measured: the value rows only compare batch 3,000 with batch 3,000, and the paper's comparisons
+    # across batch sizes and windows are strict orderings with no tolerance (gibbs_mnist.increases,
+    # gibbs_mnist.batch_order)
+    tolerance: float = 0.02
+    min_acceptance: float = 0.01  # "non-vanishing" acceptance per layer (Tables 5–6): a check, true by the choice of σ²
     checkpoint_every: int | None = None  # with out_dir/chains/<run>: resumable chains
     resume: bool = False
     num_threads: int | None = 1  # torch intra-op threads during the run (restored after); None: leave as is.
     # A sweep is ~10³ tiny ops: on a busy machine extra threads cost ~1000x per op (measured).
+
+    def __post_init__(self):
+        if self.rule not in ("tolerance", "ordering"):
+            raise ValueError(f"rule must be 'tolerance' or 'ordering', got {self.rule!r}")
+        if not 0 < self.tolerance < ACCURACY_GAP:
+            raise ValueError(
+                f"tolerance must lie in (0, {ACCURACY_GAP:.4g}): below the gap between the paper's MNIST and "
+                f"FMNIST accuracies at batch 3,000, or one data set's number passes as the other's; got {self.tolerance}"
+            )
 
 
 def _chunk_ids(n: int, n_chunks: int) -> Tensor:
@@ -599,7 +617,6 @@ def reductions(cfg: FNBGConfig, preset: str, full: FNBGConfig) -> list[str]:
         "num_examples",
         "proposal_var",
         "tolerance",
-        "length_slack",
         "min_acceptance",
         "num_threads",
     }
@@ -736,6 +753,7 @@ __all__ = [
     "logistic_log_likelihood",
     "GaussianLogPrior",
     "PAPER_ACCURACY",
+    "ACCURACY_GAP",
     "PROPOSAL_VARS",
     "TRACE_PARAMS",
     "CHANCE",

@@ -23,7 +23,11 @@ Settings, each one batched run of several chains:
   qualifies when *every* block's rate over the acceptance window reaches the bound;
 * ``approx-shallow``: minibatch NBG, batch 100, variance 0.04, shallow net (Fig. 7 left);
 * ``exact-shallow``: full-batch NBG, variance 0.001, shallow net (not in the paper; an
-  extra, reported without a published number; ``Config.exact_shallow=False`` drops it).
+  extra, reported without a published number; ``Config.exact_shallow=False`` drops it);
+* ``approx-deep-defect``: ``approx-deep`` again (same initial points, batches and random
+  numbers) with the reference code's sampler defect, ``MetropolisWithinGibbs(...,
+  reference_defect=True)``: the evidence rows below (``Config.reference_defect_run=False``
+  drops it).
 
 Windows, as in the paper (110,000 iterations): acceptance rates over iterations
 ``burn_in + 1 .. num_steps`` (paper 10k-110k), predictions from the posterior predictive
@@ -57,13 +61,27 @@ continues an interrupted run. The full-length *approximate* settings alone were 
 Why the acceptance rates differ: the reference sampler (eeyore's ``Gibbs.draw``) leaves a
 rejected block's proposed values in its proposal vector, so every later block of the sweep
 is proposed together with all earlier rejected blocks (and its target is evaluated off the
-chain's state). An ad-hoc re-implementation of that behaviour (not part of this module;
-deep net, batch 100, σ² = 0.04, 10 chains, 110,000 sweeps) gave layer means 57.2, 38.3,
-29.4, 25.7, 24.1, 23.7, 21.8 % (paper 56.31, 36.18, 26.56 %) and accuracy median 99.17 %,
-while the same code with the rejection undone gave structmc's rates (at 5,500 sweeps:
-layer means 86-88 %, output 65 %, as in the ``quick`` run). The paper's
-fall of acceptance with depth therefore comes mostly from that bug; structmc's sampler is
-correct, so its rate rows are expected to differ from the paper's.
+chain's state); structmc's kernel is correct (a rejection leaves no trace), so its rate rows
+are expected to differ from the paper's. The experiment runs both: ``approx-deep`` and
+``approx-deep-defect`` (the defect as :class:`~structmc.gibbs.MetropolisWithinGibbs`'s
+``reference_defect`` compatibility option, tested in tests/gibbs/test_mwg.py against a
+transcription of ``Gibbs.draw`` and against an exact Gaussian target), and its evidence rows
+(checks, outside the tally of the paper's claims) judge, on the same chains:
+
+* ``defect_depth_fall``: the fall of acceptance from hidden layer 1 to 3 (per chain) is larger
+  with the defect than with the correct kernel by more than ``Config.evidence_z`` = 2
+  standard errors;
+* ``defect_layers_paper``: with the defect every layer 1-3 mean lies within ``tol_rate`` of
+  Fig. 4b's, with the correct kernel not every one.
+
+At the ``quick`` length (5,500 sweeps, seed 0, published files) the layer means 1-7 were
+89.0, 88.8, 88.6, 87.9, 87.0, 84.7, 64.8 % with the correct kernel and 84.9, 79.7, 76.6,
+74.6, 71.0, 64.8, 47.4 % with the defect (fall from layer 1 to 3, mean over chains: 0.45
+against 8.25 pp, difference 7.8 ± 2.5 pp, 3.1 SE): the fall with depth is the defect's, but the short chains keep every rate
+above the paper's, so ``defect_layers_paper`` needs the full length. An earlier emulation of
+the defect outside this module (same design, 110,000 sweeps) gave 57.2, 38.3, 29.4, 25.7,
+24.1, 23.7, 21.8 % (paper 56.31, 36.18, 26.56 %) against the correct kernel's 64.4, 61.3,
+64.0, 69.0, 75.4, 81.1, 79.6 %; the ``full`` preset now measures both with this module's code.
 """
 
 from __future__ import annotations
@@ -86,11 +104,16 @@ from ..gibbs import MetropolisWithinGibbs, acceptance
 from ..partitions import by_neuron
 from ..zoo import energy_for
 from . import resolve_preset
-from ._report import write_rows_report
+from ._report import row_comparison, smallest_gap, write_rows_report
 from ._shared import default_data_dir, pyplot, restores_globals
 from ._shared import versions as _versions
 
 PAPER_STEPS = 110_000  # iterations per chain in the paper
+#: the paper's acceptance rates: exact NBG node medians (Fig. 3a: node 1, node 13) and approximate NBG
+#: layer means (Fig. 4b: hidden layers 1-3)
+PAPER_RATES = (0.6383, 0.2072, 0.5631, 0.3618, 0.2656)
+#: the paper's median accuracies on the deep net (Fig. 3b: scenarios 1-4)
+PAPER_ACCURACIES_FIG3B = (0.9888, 0.8692, 0.9538, 1.0)
 
 
 @dataclass
@@ -107,15 +130,39 @@ class Config:
     prior_var: float = 10.0  # N(0, 10) prior, also the law of the initial points
     acceptance_bounds: tuple[float, ...] = (0.05, 0.20)  # scenarios 3 and 4
     exact_shallow: bool = True  # the extra exact run on MLP(2, 2, 1) (not in the paper)
+    # approx-deep again with the reference code's sampler defect (MetropolisWithinGibbs(...,
+    # reference_defect=True)): the evidence rows on where the paper's fall of acceptance with depth comes from
+    reference_defect_run: bool = True
+    evidence_z: float = 2.0  # the defect's extra fall of acceptance (layer 1 to 3) must exceed this many SE
     batching: str = "epoch"
     data: str = "auto"  # "auto" (files if found, else simulated), "files", "simulated"
     data_seed: int = 0  # seed of the simulator when it is used
     seed: int = 0
     checkpoint_every: int | None = None  # sweeps between checkpoints (None: at the end only)
-    # verdict rules
-    tol_rate: float = 0.10  # |ours - paper| <= tol_rate for acceptance rates (absolute, fraction)
-    tol_accuracy: float = 0.05  # |ours - paper| <= tol_accuracy for accuracies (absolute, fraction)
-    tol_chains_rel: float = 0.5  # |ours - paper| <= tol_chains_rel * paper for chains run per retained chain
+    # verdict rules (issue 26: each tolerance below the smallest gap between the paper's own numbers, or one
+    # method's number passes as another's; checked in __post_init__)
+    # acceptance rates, absolute (was 0.10): below the 5.84 pp between the paper's rates (exact node 13,
+    # 20.72 %, and approximate layer 3, 26.56 %; PAPER_RATES), so also below Fig. 4b's 9.62 pp (layers 2, 3)
+    tol_rate: float = 0.05
+    # median accuracies, absolute (was 0.05): below the 1.12 pp between Fig. 3b's scenarios (approximate
+    # 98.88 % vs scenario 4, 100 %; PAPER_ACCURACIES_FIG3B). Fig. 7's shallow net (86.75 %) lies 0.17 pp from
+    # Fig. 3b's exact scenario 2 (86.92 %), closer than one tolerance: those two are told apart by the
+    # ordering rows (deep above shallow, approximate above exact), not by value
+    tol_accuracy: float = 0.01
+    # chains run per retained chain, relative: 1.1 ± 0.55 and 2.3 ± 1.15, both below the 1.2 between them
+    tol_chains_rel: float = 0.5
+
+    def __post_init__(self):
+        for name, tol, gap in (
+            ("tol_rate", self.tol_rate, smallest_gap(PAPER_RATES)),
+            ("tol_accuracy", self.tol_accuracy, smallest_gap(PAPER_ACCURACIES_FIG3B)),
+            ("tol_chains_rel", self.tol_chains_rel * 2.3, 2.3 - 1.1),
+        ):
+            if not 0 < tol < gap:
+                raise ValueError(
+                    f"Config.{name} must be > 0 and keep the tolerance below {gap:.4g}, the smallest gap between "
+                    f"the paper's numbers it judges (or one method's number passes as another's); got {tol:.4g}"
+                )
 
 
 def _scaled(factor: int, chains: int, pool: int, **kw) -> Config:
@@ -141,7 +188,13 @@ SETTINGS = {
     "exact-deep": ("mlp_xor_deep", False),
     "approx-shallow": ("mlp_xor", True),
     "exact-shallow": ("mlp_xor", False),
+    # the reference code's sampler (rejected blocks kept in its proposal vector: eeyore's Gibbs.draw,
+    # MetropolisWithinGibbs(reference_defect=True)) on approx-deep's chains: the same initial points,
+    # batches and random numbers, the switch the only difference (issue 26 §3)
+    "approx-deep-defect": ("mlp_xor_deep", True),
 }
+#: setting run with the reference code's defect -> the correct setting it repeats (and takes the seed of)
+REFERENCE_DEFECT = {"approx-deep-defect": "approx-deep"}
 
 FIGURES = {
     "fig3a": "fig3a_node_acceptance.png",
@@ -212,11 +265,16 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
     energy = energy_for(model)
     partition = by_neuron(energy.space)
     chains = cfg.exact_pool_chains if name == "exact-deep" else cfg.num_chains
+    defect = name in REFERENCE_DEFECT
+    if defect:  # the correct setting's seed: same initial points, batches and random numbers
+        index = list(SETTINGS).index(REFERENCE_DEFECT[name])
     seed = cfg.seed * 100 + index
     dtype = data.x_train.dtype
     gen = torch.Generator().manual_seed(seed)
     init = torch.randn(chains, energy.space.dim, generator=gen, dtype=dtype) * math.sqrt(cfg.prior_var)
-    sampler = MetropolisWithinGibbs(partition, cfg.approx_var if approx else cfg.exact_var, scaling="none")
+    sampler = MetropolisWithinGibbs(
+        partition, cfg.approx_var if approx else cfg.exact_var, scaling="none", reference_defect=defect
+    )
     folder = out / "chains" / name
     if not resume and folder.exists():
         shutil.rmtree(folder)
@@ -255,6 +313,7 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
         "model": model,
         "architecture": "MLP(2, 2, 2, 2, 2, 2, 2, 1)" if model == "mlp_xor_deep" else "MLP(2, 2, 1)",
         "approximate": approx,
+        "reference_defect": defect,
         "batch_size": cfg.batch_size if approx else len(data.x_train),
         "proposal_var": cfg.approx_var if approx else cfg.exact_var,
         "num_chains": chains,
@@ -570,7 +629,73 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
             "approx < exact (sampling seconds of the batched run / chains)",
         )
     )
+    if "approx-deep-defect" in res:
+        rows += _defect_rows(ad, res["approx-deep-defect"], cfg)
     return rows
+
+
+#: Fig. 4b: the paper's mean acceptance of hidden layers 1-3 (approximate NBG, deep net)
+PAPER_LAYERS = (0.5631, 0.3618, 0.2656)
+
+
+def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
+    """The evidence rows: approximate NBG on the deep net with the correct kernel (approx-deep)
+    and with the reference code's defect (approx-deep-defect, the same chains' initial points,
+    batches and random numbers), each row a rule over both. Checks (``check``), not the paper's
+    claims: they test our explanation of the paper's acceptance rates, outside the tally.
+
+    * ``defect_depth_fall``: the fall of acceptance from hidden layer 1 to 3, per chain, is
+      larger with the defect than without, by more than ``cfg.evidence_z`` standard errors
+      (Welch: chains independent; n/a with fewer than 2 chains each);
+    * ``defect_layers_paper``: with the defect, the layer 1-3 means all lie within
+      ``cfg.tol_rate`` of the paper's (Fig. 4b), and with the correct kernel they do not all."""
+    lc = torch.tensor(correct["layer_acceptance"], dtype=torch.float64)  # [C, 7]
+    ld = torch.tensor(defect["layer_acceptance"], dtype=torch.float64)
+    fall_c, fall_d = lc[:, 0] - lc[:, 2], ld[:, 0] - ld[:, 2]  # per chain, layer 1 - layer 3
+    diff = float(fall_d.mean() - fall_c.mean())
+    se = None
+    if len(fall_c) > 1 and len(fall_d) > 1:
+        se = math.sqrt(float(fall_c.var()) / len(fall_c) + float(fall_d.var()) / len(fall_d))
+    mc, md = lc.mean(0).tolist(), ld.mean(0).tolist()
+    layers = {"correct": mc, "reference_defect": md, "paper": list(PAPER_LAYERS)}
+    paper_fall = PAPER_LAYERS[0] - PAPER_LAYERS[2]
+    fall = _order_row(
+        "defect_depth_fall",
+        "evidence: acceptance falls from hidden layer 1 to 3 with the reference code's defect, not with the "
+        "correct kernel (approx NBG, deep net, same chains)",
+        "Sect. 5.3, Fig. 4b; eeyore Gibbs.draw",
+        f"{100 * paper_fall:.2f} pp fall (56.31 - 26.56, the reference sampler)",
+        f"fall with the defect {100 * float(fall_d.mean()):.2f} pp, correct {100 * float(fall_c.mean()):.2f} pp: "
+        f"difference {100 * diff:.2f} pp" + ("" if se is None else f" ± {100 * se:.2f} pp (SE)"),
+        None if se is None else (diff > cfg.evidence_z * se and diff > 0),
+        f"mean over chains of (layer 1 - layer 3 acceptance): defect minus correct > {cfg.evidence_z:g} SE "
+        "(Welch, chains independent)",
+    )
+    within = lambda means: all(abs(m - p) <= cfg.tol_rate + 1e-12 for m, p in zip(means, PAPER_LAYERS))  # noqa: E731
+    near = _order_row(
+        "defect_layers_paper",
+        "evidence: the reference code's defect, not the correct kernel, gives the paper's layer 1-3 acceptance "
+        "(approx NBG, deep net)",
+        "Sect. 5.3, Fig. 4b",
+        " / ".join(f"{100 * p:.2f}" for p in PAPER_LAYERS),
+        f"defect {' / '.join(f'{100 * m:.2f}' for m in md[:3])}; correct {' / '.join(f'{100 * m:.2f}' for m in mc[:3])}",
+        within(md[:3]) and not within(mc[:3]),
+        f"with the defect every layer-1-3 mean within {100 * cfg.tol_rate:g} pp of the paper's, with the correct "
+        "kernel not every one",
+    )
+    fall.update(
+        fall_per_chain={"correct": fall_c.tolist(), "reference_defect": fall_d.tolist()}, difference=diff, se=se
+    )
+    for row in (fall, near):
+        row.update(check=True, evidence=True, layers=layers)
+    return [fall, near]
+
+
+def comparisons(cfg: Config, res: dict, scen: dict) -> list:
+    """The report's rows (:func:`_rows`, as :func:`._report.row_comparison` judges them) from the
+    settings' numbers ``res`` (:func:`_run_setting`) and the scenarios ``scen`` (:func:`_scenarios`);
+    pure, so a test feeds it numbers."""
+    return [row_comparison(r) for r in _rows(res, scen, cfg)]
 
 
 # -- entry point -----------------------------------------------------------------------------------
@@ -602,7 +727,11 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     data, source = load_data(cfg, data_dir)
-    names = [n for n in SETTINGS if cfg.exact_shallow or n != "exact-shallow"]
+    names = [
+        n
+        for n in SETTINGS
+        if (cfg.exact_shallow or n != "exact-shallow") and (cfg.reference_defect_run or n not in REFERENCE_DEFECT)
+    ]
     res = {name: _run_setting(name, list(SETTINGS).index(name), cfg, data, out, progress, resume) for name in names}
     scen = _scenarios(res["exact-deep"], cfg)
     rows = _rows(res, scen, cfg)
@@ -801,6 +930,8 @@ def _markdown(report: dict) -> str:
         )
     if "exact-shallow" in res:
         acc_rows.append(("exact shallow (extra, not in the paper)", res["exact-shallow"]["accuracy"]))
+    if "approx-deep-defect" in res:
+        acc_rows.append(("approx deep, reference code's defect (evidence run)", res["approx-deep-defect"]["accuracy"]))
     for label, accs in acc_rows:
         med = _median(accs)
         mean = sum(accs) / len(accs) if accs else None
@@ -823,19 +954,58 @@ def _markdown(report: dict) -> str:
         "reaches the bound (the reference code's check). Scenarios 2-4 are the first qualifying chains of one "
         "pool of exact chains.",
         "",
-        "Acceptance rates are not expected to match the paper's closely: the reference sampler (eeyore's "
-        "`Gibbs.draw`) keeps a rejected block's proposed values in its proposal vector, so each later block of "
-        "the sweep is proposed jointly with every earlier rejected block and its target is evaluated off the "
-        "chain's state. Later (deeper) blocks therefore see larger effective moves and lower acceptance, which "
-        "is at least part of the paper's fall of acceptance with depth (an emulation of it gave layer means "
-        "57.2, 38.3, 29.4 % against the paper's 56.31, 36.18, 26.56 %; see the module docstring). structmc's "
-        "sampler does not do this "
-        "(a rejection leaves no trace), so its rates are higher and need not fall with depth; the accuracies "
-        "are the better comparison.",
+        "Acceptance rates are not expected to match the paper's closely: the reference sampler has a defect "
+        "that structmc's kernel does not (see the evidence section below); the accuracies are the better "
+        "comparison.",
         "",
     ]
+    lines += _defect_markdown(report)
     lines += [f"![{k}]({f})" for k, f in FIGURES.items()] + [""]
     return "\n".join(lines)
+
+
+def _defect_markdown(report: dict) -> list[str]:
+    """The evidence section: acceptance per layer of both samplers and the evidence rows."""
+    res = report["settings"]
+    if "approx-deep-defect" not in res:
+        return []
+    mc = res["approx-deep"]["layer_summary"]["mean"]
+    md = res["approx-deep-defect"]["layer_summary"]["mean"]
+    lines = [
+        "## Evidence: where the paper's fall of acceptance with depth comes from",
+        "",
+        "The reference sampler (eeyore's `Gibbs.draw`) keeps a rejected block's proposed values in its proposal "
+        "vector, so each later block of the sweep is proposed jointly with every earlier rejected block and its "
+        "target is evaluated off the chain's state. approx-deep is run twice on the same chains (initial points, "
+        "batches, random numbers): with structmc's kernel (a rejection leaves no trace) and with "
+        "`MetropolisWithinGibbs(..., reference_defect=True)`, that defect. Mean acceptance per layer over chains "
+        "(%), acceptance window as above:",
+        "",
+        "| layer | paper (Fig. 4b) | correct kernel | reference defect | defect - correct |",
+        "|---|---|---|---|---|",
+    ]
+    for j, (c, d) in enumerate(zip(mc, md)):
+        paper = f"{100 * PAPER_LAYERS[j]:.2f}" if j < len(PAPER_LAYERS) else "-"
+        label = str(j + 1) if j + 1 < len(mc) else f"{j + 1} (output)"
+        lines.append(f"| {label} | {paper} | {100 * c:.2f} | {100 * d:.2f} | {100 * (d - c):+.2f} |")
+    ev = [r for r in report["rows"] if r.get("evidence")]
+    lines += ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
+    for r in ev:  # the verdict word only ("check (not reproduced)"): its reason repeats our numbers
+        word = r["verdict"].split(":")[0] + (")" if r["verdict"].startswith("check (") and ":" in r["verdict"] else "")
+        lines.append(f"- **{word}**: {r['quantity']}. Ours: {r['ours']}. Rule: {r['rule']}.")
+    held = [r["verdict"] in ("reproduced", "check (reproduced)") for r in ev]  # a check row's verdict: "check (...)"
+    reduced = " (a reduced run: see above)" if report.get("reduced") else ""
+    lines += [
+        "",
+        f"Both rows hold{reduced}: in this run the fall of acceptance with depth comes from the reference code's "
+        "defect."
+        if all(held)
+        else f"{sum(held)} of {len(ev)} evidence rows hold in this run{reduced}: the conclusion that the paper's "
+        "fall of acceptance with depth comes from the reference code's defect is "
+        + ("supported only in part here." if any(held) else "not supported by this run."),
+        "",
+    ]
+    return lines
 
 
 def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
@@ -902,6 +1072,10 @@ def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
     axes[1].bar(range(1, len(layer) + 1), layer, color="tab:purple")
     for j, v in enumerate(layer):
         axes[1].text(j + 1, v + 1, f"{v:.1f}", ha="center", fontsize=8)
+    if "approx-deep-defect" in res:  # the reference code's defect on the same chains, beside it
+        defect = 100 * torch.tensor(res["approx-deep-defect"]["layer_summary"]["mean"]).numpy()
+        axes[1].plot(range(1, len(defect) + 1), defect, "o-", color="tab:red", label="reference code's defect")
+        axes[1].legend(fontsize=8)
     axes[1].set(xlabel="layer (7 = output)", title="Fig. 4b: per layer", xticks=range(1, len(layer) + 1))
     fig.suptitle(f"approximate NBG, MLP(2,2,2,2,2,2,2,1), mean over {len(ad['accuracy'])} chains")
     fig.tight_layout()

@@ -34,6 +34,34 @@ Options beyond the paper:
 * ``mala=True``: a gradient-informed block move (MALA within Gibbs),
   θ'_b ~ N(θ_b + (σ_b²/2)∇_b log π, σ_b² I), with the reverse-proposal correction in α.
 
+A compatibility option, off by default, reproduces the reference sampler's defect:
+
+* ``reference_defect=True``: the sweep of eeyore's ``Gibbs.draw``
+  (``eeyore/samplers/gibbs.py``, commit 2c991ee; ../shared/papers/reference-code-notes.md,
+  "Blocked Gibbs": "after a rejection the reference keeps the rejected values in its proposal
+  vector"). The reference copies the state into a proposal vector p once per sweep
+  (``proposed['sample'] = self.current['sample'].clone()``, line 71), writes each block's proposal
+  into it (``proposed['sample'][indices[i]] = kernel.sample()``, lines 82-85, centred at p_b = θ_b, which no
+  earlier block of the sweep has touched) and evaluates log π(p); on acceptance it copies the
+  block into the state and caches log π(p) as the current target
+  (``self.current['target_val'] = proposed['target_val']``, lines 89-90); on rejection it restores only
+  the model's parameters (``self.model.set_params(self.current['sample'])``, line 93), **not** p. So
+  every later block of the sweep is proposed jointly with all earlier rejected blocks, and
+  once a block was rejected, the target cached at a later acceptance is that of p, a state
+  the chain is not in:
+
+  .. math::
+      p \leftarrow \theta;\ \text{for } b = 1..M:\ p_b \leftarrow \theta_b + \sigma_b z_b,\
+      \text{accept if } \log u_b < \log\pi_B(p) - c,\ \text{then } \theta_b \leftarrow p_b,\ c \leftarrow \log\pi_B(p).
+
+  It is not a Metropolis step of any target (tests/gibbs/test_mwg.py shows the invariant
+  Gaussian lost); it exists to reproduce the paper's acceptance rates (the gibbs-xor
+  experiment reports both samplers). The same random numbers are drawn, so a chain with and
+  without it shares its proposals and uniforms. The recorded ``energy`` is the cached
+  target c. As with minibatches in the reference (``if self.counter.num_batches != 1``, line 68), c is
+  re-evaluated on the current state at the start of every sweep; the reference's full-batch
+  runs carry a stale c across sweeps, which is not reproduced. Not with ``mala``.
+
 Proposal variances σ² are given per block in one line: a number (all blocks), a sequence with
 one value per layer (the paper's ``[1e-2, 1e-4, 1e-4, 1e-5]`` for MNIST, batch 3,000), a
 ``{layer name pattern: value}`` map, a ``[M]`` tensor (per block), or a function
@@ -92,6 +120,20 @@ class MWGState:
     step: int = 0
 
 
+def _why_not_proposal_vector(inc) -> str | None:
+    """``None`` if the incremental evaluator, committing every proposal, evaluates the
+    reference's proposal vector exactly (``reference_defect``), else the reason. Its caches then
+    hold the proposal vector, but it reads the weights of layers after a block's, and of the
+    block's own layer for a block over several units, from the state: exact when the blocks
+    come in layer order and a block over several units is alone in its layer."""
+    layers = [plan["layer"] for plan in inc.blocks]
+    if layers != sorted(layers):
+        return "reference_defect=True needs blocks in layer order for it"
+    if any(plan["unit"] < 0 and layers.count(plan["layer"]) > 1 for plan in inc.blocks):
+        return "reference_defect=True needs a block over several units to be alone in its layer for it"
+    return None
+
+
 class MetropolisWithinGibbs:
     """Blocked Metropolis-within-Gibbs over the blocks of ``partition`` (see module docstring): a
     :class:`~structmc.samplers.Kernel` (``init``, one sweep per ``step``), run by
@@ -111,6 +153,12 @@ class MetropolisWithinGibbs:
         (an error if they do not), or ``"generic"`` (full forward per block).
     record : ``"block"`` stores ``accept [C, M]`` per sweep; ``"layer"`` the per-layer rates
         ``accept [C, L]`` (for very long chains with many blocks).
+    reference_defect : ``False`` (default: a rejected block leaves no trace, the correct
+        kernel). ``True`` reproduces the reference code's defect (eeyore ``Gibbs.draw``, see
+        the module docstring): rejected proposals stay in the sweep's proposal vector, against
+        which later blocks are proposed and evaluated. Not a valid MCMC kernel; for
+        reproducing the paper's acceptance rates only. Part of :meth:`config`, so a run
+        recorded with one setting does not resume with the other.
     """
 
     name = "mwg"
@@ -134,6 +182,7 @@ class MetropolisWithinGibbs:
         mala: bool = False,
         evaluator: str = "auto",
         record: str = "block",
+        reference_defect: bool = False,
     ):
         if not isinstance(partition, Partition):
             raise TypeError(f"partition must be a structmc.partitions.Partition, got {type(partition).__name__}")
@@ -145,10 +194,18 @@ class MetropolisWithinGibbs:
             raise ValueError(f"record must be 'block' or 'layer', got {record!r}")
         if adapt is not None and not isinstance(adapt, Adapt):
             raise TypeError("adapt must be an Adapt(...) or None")
+        if not isinstance(reference_defect, bool):
+            raise TypeError(f"reference_defect must be True or False, got {reference_defect!r}")
+        if reference_defect and mala:
+            raise ValueError(
+                "reference_defect=True reproduces the reference code's random-walk sweep, which has no "
+                "gradient moves: use mala=False with it"
+            )
         self.lr = None  # no step size: σ² per block is the proposal's scale
         self.partition, self.proposal_var = partition, proposal_var
         self.scaling, self.adapt, self.mala = scaling, adapt, bool(mala)
         self.evaluator, self.record = evaluator, record
+        self.reference_defect = reference_defect
         self.block_var = _resolve_var(proposal_var, partition)  # validated now: before any compute
         if adapt is not None and adapt.by == "layer" and (partition.layer is None or bool((partition.layer < 0).any())):
             raise ValueError("Adapt(by='layer') needs blocks that each lie in one layer")
@@ -170,8 +227,11 @@ class MetropolisWithinGibbs:
         new._incremental = None
         if self.evaluator != "generic" and not self.mala:
             reason = why_not_incremental(energy, self.partition)
+            inc = IncrementalMLP(energy, self.partition) if reason is None else None
+            if inc is not None and self.reference_defect:
+                reason = _why_not_proposal_vector(inc)
             if reason is None:
-                new._incremental = IncrementalMLP(energy, self.partition)
+                new._incremental = inc
             elif self.evaluator == "incremental":
                 raise ValueError(f"the incremental evaluator cannot run here: {reason}")
         elif self.evaluator == "incremental":
@@ -203,7 +263,8 @@ class MetropolisWithinGibbs:
     def __repr__(self) -> str:
         return (
             f"MetropolisWithinGibbs({self.partition.kind}, {self.partition.num_groups} blocks, "
-            f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r})"
+            f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r}"
+            + (", reference_defect=True)" if self.reference_defect else ")")
         )
 
     def config(self) -> dict:
@@ -217,6 +278,8 @@ class MetropolisWithinGibbs:
             "evaluator": self.evaluator,
             "record": self.record,
         }
+        if self.reference_defect:  # only when on: configs (and checkpoints) of correct runs are unchanged
+            out["reference_defect"] = True
         if self.adapt is not None:
             out["adapt"] = vars(self.adapt) if hasattr(self.adapt, "__dict__") else dict(self.adapt.__dict__)
         return out
@@ -264,7 +327,10 @@ class MetropolisWithinGibbs:
         generic path writes the proposal into the scratch ``trial``)."""
         if self._incremental is not None:
             return self._incremental.propose(b, step)
-        trial.copy_(theta)
+        if not self.reference_defect:
+            trial.copy_(theta)
+        # with reference_defect, ``trial`` is the reference's proposal vector (set to θ at the
+        # sweep's start, rejected blocks kept); block b is still at θ_b there
         trial[:, idx] += step
         return oracle.value(trial)
 
@@ -272,6 +338,9 @@ class MetropolisWithinGibbs:
         """All chains at once, per-chain accept/reject by selects (no host reads)."""
         accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
         trial = torch.empty_like(theta)
+        defect = self.reference_defect
+        if defect:
+            trial.copy_(theta)  # the reference's proposal vector: rejected blocks stay in it
         for b, idx in enumerate(self._index):
             current, step = theta[:, idx], steps[:, idx]
             energy_new = self._propose(b, idx, step, theta, trial, oracle)
@@ -280,7 +349,7 @@ class MetropolisWithinGibbs:
             theta[:, idx] = torch.where(ok.unsqueeze(1), current + step, current)
             energy = torch.where(ok, energy_new, energy)
             if self._incremental is not None:
-                self._incremental.commit(ok)
+                self._incremental.commit(True if defect else ok)  # defect: its caches follow the proposal vector
         return energy, accept
 
     def _one_chain_sweep(self, theta, energy, steps, log_u, oracle):
@@ -290,6 +359,9 @@ class MetropolisWithinGibbs:
         accept = [False] * len(log_u)
         e_cur = float(energy[0])
         trial = torch.empty_like(theta)
+        defect = self.reference_defect
+        if defect:
+            trial.copy_(theta)  # the reference's proposal vector: rejected blocks stay in it
         for b, idx in enumerate(self._index):
             step = steps[:, idx]
             e_new = float(self._propose(b, idx, step, theta, trial, oracle))
@@ -299,7 +371,7 @@ class MetropolisWithinGibbs:
                 e_cur = e_new
                 accept[b] = True
             if self._incremental is not None:
-                self._incremental.commit(ok)
+                self._incremental.commit(True if defect else ok)  # defect: its caches follow the proposal vector
         return theta.new_tensor([e_cur]), torch.tensor([accept])
 
     def _mala_sweep(self, theta, energy, grad, noise, sd, log_u, oracle):
