@@ -72,3 +72,41 @@ def test_without_the_files_no_row_is_judged(tmp_path, no_files, registered):
     report = mg.run("tiny", tmp_path, progress=False)
     assert all(c["verdict"] == "no published value" for c in report["comparisons"])
     assert any("synthetic" in n for n in report["notes"])
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1). The paper publishes two accuracies (Sd-pSGLD at M = 32,
+    ρ = 0.5: 96.3 %; pSGLD: 94.2 %) and Fig. 3's shapes in words; the answer below has those two
+    numbers and the figure's shapes (invented values elsewhere). It passes every row; constants
+    and every ranking reversed pass none, the numbers shuffled across methods two of seven."""
+    from .adversarial import constants, passes, reversed_ranks, shuffled
+
+    cfg = mg.Config(s_groups=(4, 32), sd_groups=(4, 32, 512, mg.NUM_PARAMS), rhos=(0.1, 0.5))
+    # (accuracy %, IAC, ESS): S-pSGLD loses accuracy and mixes faster with M, Sd-pSGLD peaks at M = 32 and mixes
+    # faster at small ρ; the invented accuracies keep more than 1 point (the tolerance) from the two published
+    shape = {
+        "pSGLD": (94.2, 700, 7.0),
+        "S-pSGLD M=4": (93.0, 690, 7.1),
+        "S-pSGLD M=32": (85.0, 600, 8.0),
+        "Sd-pSGLD M=4 rho=0.1": (93.0, 680, 7.2),
+        "Sd-pSGLD M=32 rho=0.1": (93.1, 640, 7.6),
+        "Sd-pSGLD M=512 rho=0.1": (93.0, 560, 8.5),
+        f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.1": (92.9, 520, 9.0),
+        "Sd-pSGLD M=4 rho=0.5": (95.22, 695, 7.05),
+        "Sd-pSGLD M=32 rho=0.5": (96.3, 680, 7.2),
+        "Sd-pSGLD M=512 rho=0.5": (95.25, 670, 7.3),
+        f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.5": (95.28, 660, 7.4),
+    }
+    paper = {k: dict(zip(("accuracy_pct", "iac", "ess"), v)) for k, v in shape.items()}
+    assert passes(mg.comparisons(cfg, paper)) == (7, 7)  # 2 values, 1 ordering, 4 claims
+    for answer in constants(paper):
+        assert passes(mg.comparisons(cfg, answer)) == (0, 7)
+    # shuffled: 2 of 7, Sd-pSGLD given a better-than-pSGLD neighbour's numbers and pSGLD a worse one's (the
+    # accuracy ordering), and one ρ comparison between two numbers both taken from elsewhere
+    assert passes(mg.comparisons(cfg, shuffled(paper)))[0] <= 2
+    assert passes(mg.comparisons(cfg, reversed_ranks(paper)))[0] == 0
+    # a drop of S-pSGLD's accuracy within a seed's noise is not the paper's "drops dramatically"
+    flat = dict(paper, **{"S-pSGLD M=32": dict(paper["S-pSGLD M=32"], accuracy_pct=93.5)})
+    assert passes(mg.comparisons(cfg, flat)) == (6, 7)
+    with pytest.raises(ValueError, match="tolerance_pct must lie in"):  # as wide as the paper's gap: refused
+        mg.run(mg.Config(tolerance_pct=2.1), "/nonexistent/never")

@@ -26,6 +26,7 @@ preset (the stiffest direction has precision ≈ 260, ε·λ ≈ 0.26 < 2).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,12 +45,11 @@ from ..structured import (
     structured_optimum_gaussian,
 )
 from . import REGISTRY, resolve_preset
-from ._report import Claim, Comparison, Tolerance, write_report
-from ._shared import pyplot, restores_globals
 
-NAMES = ["w1", "w2", "w3", "b"]
-TRUTH = (1.5, -0.8, 1.3, 0.5)
-PAPER_MAP = (0.52, 0.31, 0.47, 0.84)
+# the data construction lives in ._linreg (shared with ssgmcmc-theorem1); importable from here too
+from ._linreg import NAMES, PAPER_MAP, TRUTH, _second_moment, expected_map, fit_covariate_law, paper_like_data  # noqa: F401
+from ._report import Claim, Comparison, Tolerance, smallest_gap, write_report
+from ._shared import pyplot, restores_globals
 
 
 @dataclass
@@ -82,81 +82,6 @@ REDUCTIONS = {
     "quick": ["20,000 steps x 16 chains (burn-in 4,000) instead of 200,000 x 32: moment errors ~0.02-0.05"],
     "full": [],
 }
-
-
-def _second_moment(mu: torch.Tensor, L: torch.Tensor) -> torch.Tensor:
-    S = L @ L.T
-    M = torch.zeros(4, 4, dtype=mu.dtype)
-    M[:3, :3] = S + torch.outer(mu, mu)
-    M[:3, 3] = M[3, :3] = mu
-    M[3, 3] = 1
-    return M
-
-
-def expected_map(mu: torch.Tensor, cov: torch.Tensor, num_data: int = 100) -> torch.Tensor:
-    """E-data approximation of the exact MAP: (M + I/N)⁻¹ M θ_true."""
-    M = _second_moment(mu, torch.linalg.cholesky(cov))
-    theta = torch.tensor(TRUTH, dtype=mu.dtype)
-    return torch.linalg.solve(M + torch.eye(4, dtype=mu.dtype) / num_data, M @ theta)
-
-
-def fit_covariate_law(num_data: int = 100, target=PAPER_MAP) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(μ [3], Σ [3, 3])``: the Gaussian nearest N(0, I) whose expected exact MAP is
-    ``target`` (a penalty of 10⁶ on the squared MAP error, L-BFGS in float64 from N(0, I))."""
-    dt = torch.float64
-    theta, m = torch.tensor(TRUTH, dtype=dt), torch.tensor(target, dtype=dt)
-    mu = torch.zeros(3, dtype=dt, requires_grad=True)
-    raw = torch.eye(3, dtype=dt).requires_grad_(True)
-    opt = torch.optim.LBFGS(
-        [mu, raw],
-        max_iter=300,
-        line_search_fn="strong_wolfe",
-        tolerance_grad=1e-12,
-        tolerance_change=1e-14,
-        history_size=20,
-    )
-
-    def loss():
-        opt.zero_grad()
-        L = torch.tril(raw)
-        M = _second_moment(mu, L)
-        err = torch.linalg.solve(M + torch.eye(4, dtype=dt) / num_data, M @ theta) - m
-        value = 1e6 * (err**2).sum() + ((L @ L.T - torch.eye(3, dtype=dt)) ** 2).sum() + (mu**2).sum()
-        value.backward()
-        return value
-
-    opt.step(loss)  # ~375 evaluations, 0.2 s: the expected MAP matches to 1e-7
-    L = torch.tril(raw).detach()
-    return mu.detach(), L @ L.T
-
-
-def paper_like_data(cfg: Config) -> dict:
-    """The data set: covariates from :func:`fit_covariate_law`, the data seed among
-    ``0..seed_search − 1`` whose exact MAP is nearest the paper's (first one on ties)."""
-    mu, cov = fit_covariate_law(cfg.num_data)
-    L = torch.linalg.cholesky(cov)
-    theta = torch.tensor(TRUTH, dtype=torch.float64)
-    best = None
-    for seed in range(max(1, cfg.seed_search)):
-        g = torch.Generator().manual_seed(seed)
-        x = mu + torch.randn(cfg.num_data, 3, generator=g, dtype=torch.float64) @ L.T
-        y = x @ theta[:3] + theta[3] + torch.randn(cfg.num_data, generator=g, dtype=torch.float64)
-        A = torch.cat([x, torch.ones(cfg.num_data, 1, dtype=x.dtype)], 1)
-        precision = A.T @ A + torch.eye(4, dtype=x.dtype)
-        post_mean = torch.linalg.solve(precision, A.T @ y)
-        dist = float((post_mean - torch.tensor(PAPER_MAP, dtype=x.dtype)).norm())
-        if best is None or dist < best["distance"]:
-            best = {
-                "x": x,
-                "y": y.unsqueeze(1),
-                "precision": precision,
-                "mean": post_mean,
-                "distance": dist,
-                "data_seed": seed,
-            }
-    assert best is not None  # at least one seed was tried
-    best.update(mu=mu, cov=cov)
-    return best
 
 
 def _scenarios(cfg: Config):
@@ -215,22 +140,7 @@ def run(
 
     torch.manual_seed(cfg.seed)
     base = ModuleEnergy(nn.Linear(3, 1).double(), "gaussian", noise_std=1.0, prior_std=1.0)
-    results, draws, rows, targets = {}, {}, [], {}
-    for k, j in enumerate(range(4)):
-        rows.append(
-            Comparison(
-                f"exact MAP {NAMES[j]}",
-                float(post_mean[j]),
-                PAPER_MAP[j],
-                Tolerance(abs=0.1),
-                note="ours: the exact posterior mode of our data set (a check that the simulated data match the "
-                "paper's, computed, not sampled: not a claim of the method)"
-                if k == 0
-                else "",
-                check=True,
-            )
-        )
-    sample_corr12 = {}
+    results, draws, targets, stats = {}, {}, {}, {}
     for name, (partition, mask) in _scenarios(cfg).items():
         energy = StructuredEnergy(
             base,
@@ -266,35 +176,147 @@ def run(
             "seconds": time.perf_counter() - t0,
         }
         draws[name] = d
-        sample_corr12[name] = results[name]["samples"]["corr"][0][1]
+        s_m = results[name]["samples"]
+        stats[name] = {"var": s_m["var"], "corr": s_m["corr"]}
         if mask is not None:
-            continue  # Sd-SGLD's exact law is not known in closed form: checked by the claims below
+            continue  # Sd-SGLD's exact law is not known in closed form: checked by the claims
         var_c, corr_c = _per_chain(chain.samples)
         C = chain.samples.shape[0]
         se_var = var_c.std(0) / C**0.5 if C > 1 else var_c.abs().mean(0)
         se_corr = corr_c.std(0) / C**0.5 if C > 1 else torch.ones(4, 4)
+        tsd = target.diagonal().sqrt()
+        stats[name].update(
+            target_var=target.diagonal().tolist(),
+            target_corr=(target / tsd.outer(tsd)).nan_to_num().tolist(),
+            se_var=se_var.tolist(),
+            se_corr=se_corr.tolist(),
+        )
+    rows = comparisons(cfg, post_mean.tolist(), stats)
+    _plot(out / "pairs.png", draws, post_mean, post_cov, targets)
+    numbers = {
+        "parameters": NAMES,
+        "truth": list(TRUTH),
+        "paper_map": list(PAPER_MAP),
+        "covariate_law": {
+            "mean": data["mu"].tolist(),
+            "cov": data["cov"].tolist(),
+            "cov_eigenvalues": torch.linalg.eigvalsh(data["cov"]).tolist(),
+        },
+        "data_seed": data["data_seed"],
+        "map_distance_to_paper": data["distance"],
+        "exact_posterior": {"mean": post_mean.tolist(), **_cov_summary(post_cov)},
+        "scenarios": results,
+    }
+    notes = [
+        f"Covariates: x ~ N(mu, Sigma), the Gaussian nearest N(0, I) whose expected exact MAP is the paper's "
+        f"(mu = {[round(v, 3) for v in data['mu'].tolist()]}, Sigma eigenvalues "
+        f"{[round(v, 4) for v in torch.linalg.eigvalsh(data['cov']).tolist()]}); data seed {data['data_seed']} "
+        f"of {max(1, cfg.seed_search)} has the exact MAP nearest the paper's: distance "
+        f"{data['distance']:.3f} (Euclidean, 4 coordinates).",
+        "The paper gives no numbers for the figure's panels: each scenario is compared with its exact "
+        "target instead (tolerances: 10% + 4 standard errors across chains for variances, 0.05 + 4 standard "
+        "errors for correlations, each capped at 0.9 x the smallest gap between the scenarios' exact targets, "
+        "so that one scenario's target never passes for another's), and the figure's visible claims are "
+        "checked as stated. The exact-MAP rows are checks of the simulated data, not counted.",
+        "S-SGLD reaches the exact structured optimum only slowly on this target: with corr(w1, w2) = -0.98 the "
+        "mean-field fixed point is approached at a rate ~ corr^2 per turnover of the history window, so the "
+        "history's mean drifts as a slow collective mode, which shows as extra variance and residual "
+        "correlation in the S-SGLD rows (the figure's qualitative picture holds: see the claims).",
+    ]
+    return write_report(
+        out,
+        experiment=REGISTRY.get("ssgmcmc-linreg"),
+        preset=preset,
+        config=asdict(cfg),
+        seed=cfg.seed,
+        comparisons=rows,
+        numbers=numbers,
+        wall_time_s=time.perf_counter() - t_start,
+        step_sizes=[
+            f"SGLD(lr={cfg.lr:g}): θ ← θ − (ε/2)∇Û + √ε ξ, Û scaled by N/n = "
+            f"{cfg.num_data}/{cfg.batch_size}; the paper does not state its step"
+        ],
+        reductions=REDUCTIONS.get(preset, []),
+        figures=["pairs.png"],
+        notes=notes,
+    )
+
+
+def comparisons(cfg: Config, exact_map, scenarios: dict) -> list[Comparison]:
+    """The report's rows (pure, so a test can feed it any numbers; issue 26 §1).
+
+    ``exact_map``: our data set's exact posterior mode (4 numbers); ``scenarios``: ``{name:
+    {"var": [4], "corr": [4][4]}}`` for the five scenarios of :func:`_scenarios`, those with an
+    exact target adding ``"target_var"``, ``"target_corr"`` and the standard errors across chains
+    ``"se_var"``, ``"se_corr"``.
+
+    * the exact MAP against the paper's: checks (computed, not sampled: true by construction of
+      the data set, not a claim of the method), outside the tally;
+    * each variance and correlation against its exact target (the posterior for SGLD, Theorem 1's
+      structured optimum for S-SGLD): within 10 % of the target (variances) or 0.05
+      (correlations) plus 4 standard errors across chains, **capped at 0.9 × the smallest gap
+      between the scenarios' targets** for that quantity (:func:`._report.smallest_gap`), so
+      that neither our noise nor the tolerance lets one scenario's target pass for another's
+      (var w3: S-SGLD's two partitions have 0.0136 and 0.0132, so the cap is 3.6e-4);
+    * the figure's claims on corr(w1, w2), as stated there.
+    """
+    rows = []
+    for k, j in enumerate(range(4)):
+        rows.append(
+            Comparison(
+                f"exact MAP {NAMES[j]}",
+                float(exact_map[j]),
+                PAPER_MAP[j],
+                Tolerance(abs=0.1),
+                note="ours: the exact posterior mode of our data set (a check that the simulated data match the "
+                "paper's, computed, not sampled: not a claim of the method)"
+                if k == 0
+                else "",
+                check=True,
+            )
+        )
+    exact = {n: v for n, v in scenarios.items() if "target_var" in v}
+
+    def cap(values) -> float:
+        try:
+            return 0.9 * smallest_gap(values)
+        except ValueError:  # one scenario, or all targets equal: no other target to pass for
+            return math.inf
+
+    var_cap = [cap([v["target_var"][j] for v in exact.values()]) for j in range(4)]
+    corr_cap = {(i, j): cap([v["target_corr"][i][j] for v in exact.values()]) for i, j in PAIRS}
+    for name, v in exact.items():
         ref = "exact posterior" if name == "SGLD" else "exact structured optimum (Theorem 1)"
-        tv = target.diagonal()
-        tsd = tv.sqrt()
-        tcorr = target / tsd.outer(tsd)
-        s_m = results[name]["samples"]
         for j in range(4):  # variances within 10% (discretisation and minibatch noise) + 4 standard errors
-            tol = 0.10 * float(tv[j]) + 4 * float(se_var[j])
+            tol = min(0.10 * float(v["target_var"][j]) + 4 * float(v["se_var"][j]), var_cap[j])
             rows.append(
-                Comparison(f"{name}: var {NAMES[j]} (vs the {ref})", s_m["var"][j], float(tv[j]), Tolerance(abs=tol))
+                Comparison(
+                    f"{name}: var {NAMES[j]} (vs the {ref})",
+                    v["var"][j],
+                    float(v["target_var"][j]),
+                    Tolerance(abs=tol),
+                    note=f"tolerance capped at 0.9 × the smallest gap between the scenarios' targets ({var_cap[j]:.3g})"
+                    if tol == var_cap[j]
+                    else "",
+                )
             )
         for i, j in PAIRS:
-            tol = 0.05 + 4 * float(se_corr[i, j])
+            tol = min(0.05 + 4 * float(v["se_corr"][i][j]), corr_cap[(i, j)])
             rows.append(
                 Comparison(
                     f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})",
-                    s_m["corr"][i][j],
-                    float(tcorr[i, j].nan_to_num()),
+                    v["corr"][i][j],
+                    float(v["target_corr"][i][j]),
                     Tolerance(abs=tol),
+                    note=f"tolerance capped at 0.9 × the smallest gap between the scenarios' targets "
+                    f"({corr_cap[(i, j)]:.3g})"
+                    if tol == corr_cap[(i, j)]
+                    else "",
                 )
             )
-    scen = list(results)
-    sgld, s2, s4, sd2, sd4 = (sample_corr12[n] for n in scen)
+    c12 = {n: v["corr"][0][1] for n, v in scenarios.items()}
+    sgld, s2, s4 = c12["SGLD"], c12["S-SGLD {[w1,w2],[w3,b]}"], c12["S-SGLD {w1},{w2},{w3},{b}"]
+    sd4 = c12["Sd-SGLD {w1},{w2},{w3},{b}"]
     rows.append(
         Comparison(
             "figure: SGLD shows the w1-w2 dependence, fully factorised S-SGLD removes most of it",
@@ -330,58 +352,11 @@ def run(
             ),
         )
     )
-    _plot(out / "pairs.png", draws, post_mean, post_cov, targets)
-    numbers = {
-        "parameters": NAMES,
-        "truth": list(TRUTH),
-        "paper_map": list(PAPER_MAP),
-        "covariate_law": {
-            "mean": data["mu"].tolist(),
-            "cov": data["cov"].tolist(),
-            "cov_eigenvalues": torch.linalg.eigvalsh(data["cov"]).tolist(),
-        },
-        "data_seed": data["data_seed"],
-        "map_distance_to_paper": data["distance"],
-        "exact_posterior": {"mean": post_mean.tolist(), **_cov_summary(post_cov)},
-        "scenarios": results,
-    }
-    notes = [
-        f"Covariates: x ~ N(mu, Sigma), the Gaussian nearest N(0, I) whose expected exact MAP is the paper's "
-        f"(mu = {[round(v, 3) for v in data['mu'].tolist()]}, Sigma eigenvalues "
-        f"{[round(v, 4) for v in torch.linalg.eigvalsh(data['cov']).tolist()]}); data seed {data['data_seed']} "
-        f"of {max(1, cfg.seed_search)} has the exact MAP nearest the paper's: distance "
-        f"{data['distance']:.3f} (Euclidean, 4 coordinates).",
-        "The paper gives no numbers for the figure's panels: each scenario is compared with its exact "
-        "target instead (tolerances: 10% + 4 standard errors across chains for variances, 0.05 + 4 standard "
-        "errors for correlations), and the figure's visible claims are checked as stated.",
-        "S-SGLD reaches the exact structured optimum only slowly on this target: with corr(w1, w2) = -0.98 the "
-        "mean-field fixed point is approached at a rate ~ corr^2 per turnover of the history window, so the "
-        "history's mean drifts as a slow collective mode, which shows as extra variance and residual "
-        "correlation in the S-SGLD rows (the figure's qualitative picture holds: see the claims).",
-    ]
-    return write_report(
-        out,
-        experiment=REGISTRY.get("ssgmcmc-linreg"),
-        preset=preset,
-        config=asdict(cfg),
-        seed=cfg.seed,
-        comparisons=rows,
-        numbers=numbers,
-        wall_time_s=time.perf_counter() - t_start,
-        step_sizes=[
-            f"SGLD(lr={cfg.lr:g}): θ ← θ − (ε/2)∇Û + √ε ξ, Û scaled by N/n = "
-            f"{cfg.num_data}/{cfg.batch_size}; the paper does not state its step"
-        ],
-        reductions=REDUCTIONS.get(preset, []),
-        figures=["pairs.png"],
-        notes=notes,
-    )
+    return rows
 
 
 def _ellipse(ax, mean, cov, i, j, **kw) -> None:
     """The 2-sigma ellipse of the (i, j) marginal of N(mean, cov)."""
-    import math
-
     sub = cov[[i, j]][:, [i, j]]
     vals, vecs = torch.linalg.eigh(sub)
     t = torch.linspace(0, 2 * math.pi, 200, dtype=cov.dtype)

@@ -39,6 +39,17 @@ What is ours where the paper is silent (each said in the report):
 * CIFAR-10 and SVHN are read from ``data_dir`` or downloaded (checksummed); when neither
   works their rows are "not comparable" and the report says why. FMNIST falls back to a
   synthetic stand-in (no row judged).
+
+Verdicts (:func:`comparisons`, issue 26 §1). The paper's methods sit close together: the
+smallest gap between two rows of Tables 5+6 (and of 7+8) is 1 in IAC, 0.01 in ESS and 0.001
+in accuracy, while one seed's IAC from a 5,000-sample trace with ESS ≈ 7 is uncertain by far
+more. A value tolerance below those gaps is therefore meaningless for a single run, and one
+above them lets a wrong number pass (a constant IAC of 800 passed 29 of the 32 FMNIST IAC cells
+at the former ±25 %). So the per-run values are shown as checks (within 0.9 × the gap, not
+tallied), and the claims tallied are the paper's orderings: per data set and learning rate,
+each S-/Sd- run against its base sampler at the same rate (IAC lower or higher, ESS likewise,
+as the paper's pair; a pair the paper separates by less than 1 % of the larger is a check,
+an equal pair has no row), and Table 2's IAC ranking within each family.
 """
 
 from __future__ import annotations
@@ -58,7 +69,7 @@ from ..predictive import predictive
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._common import load_images
-from ._report import Claim, Comparison, Ordering, Tolerance, write_report
+from ._report import Claim, Comparison, Ordering, Tolerance, smallest_gap, write_report
 from ._shared import (
     default_data_dir,
     load_result,
@@ -243,8 +254,15 @@ class Config:
     download: bool = True  # CIFAR-10 / SVHN when not in data_dir
     threads: int | None = None
     seed: int = 2
-    tolerance_acc: float = 0.01  # |ours − paper| for accuracies (fraction)
-    tolerance_iac_rel: float = 0.25  # relative, for IAC and ESS
+    # value rows (accuracy, IAC, ESS of one run against Tables 5-8) are checks, not tallied: their
+    # tolerance is this fraction of the smallest gap between the table's own rows (issue 26 §1;
+    # for Tables 5+6 and 7+8 alike: IAC 1, ESS 0.01, accuracy 0.001, so ±0.9, ±0.009, ±0.0009),
+    # far below one seed's run noise, so only the orderings below are the paper's claims
+    value_gap_fraction: float = 0.9
+    # a structured run against its base sampler at the same learning rate is an ordering claim
+    # (IAC lower / ESS higher as the paper's pair) only where the paper's two numbers differ by at
+    # least this fraction of the larger: below it (778 vs 779, 6.93 vs 6.9) the pair is a check
+    claim_gap_rel: float = 0.01
 
 
 # quick: the structured SGHMC runs need their 150 adaptation steps on whole gradients before the
@@ -552,7 +570,7 @@ def run(
                     if log:
                         log(f"{method} rho={rho} lr={lr:g}: {err}")
                 results[name][f"{key}, lr {lr:g}"] = r
-    rows = _comparisons(cfg, results, sources, skipped)
+    rows = comparisons(cfg, results, sources, skipped)
     figures = [f for name in results for f in _figure(cfg, name, results[name], out)]
     notes = [
         f"{LABEL[n]}: {'files' if sources[n] == 'files' else 'synthetic stand-in (files not found): no row judged'}"
@@ -562,9 +580,15 @@ def run(
     notes += [
         "network: ResNet-20 without normalisation layers (see the module docstring); prior N(0, 0.3²)",
         "IAC and ESS: means over 200 fixed traced weights; the paper does not say what it traced",
-        "Table 2 lists, per method, the run with the lowest IAC among the learning rates of Tables 5-8 (its "
-        "CIFAR-10 pSGLD entry, 842, matches no row of Table 7); it is judged as orderings between our runs' "
-        "best IACs",
+        "Table 2 is judged as orderings between our runs' lowest IACs per method; its entries are not always "
+        "the lowest of Tables 5-8 (FMNIST pSGLD 779 is Table 5's lr 1e-5, whose lowest is 745 at 1e-2) and its "
+        "CIFAR-10 entries match no row of Tables 7-8 (pSGLD 842, S-pSGLD_2 777 against Table 7's 600), so the "
+        "paper's own per-rate numbers do not give Table 2's CIFAR-10 ranking",
+        "verdicts (issue 26): the single-run values of Tables 5-8 are checks within 0.9 × the tables' smallest "
+        "gap between rows (IAC ±0.9, ESS ±0.009, accuracy ±0.0009), not tallied: no single seed repeats a "
+        "number that closely; the paper's claims are orderings: each structured run against its base sampler "
+        f"at the same rate (IAC and ESS, pairs the paper separates by ≥ {100 * cfg.claim_gap_rel:g} %) and "
+        "Table 2's ranking per family",
     ]
     steps = [
         f"the authors' pSGLD lr η on the N-scaled loss → PSGLD(lr=2η/N, alpha={cfg.alpha}, eps={cfg.eps:g}); "
@@ -600,7 +624,32 @@ def _refuse(why: str):
     return test
 
 
-def _comparisons(cfg: Config, results: dict, sources: dict, skipped: dict) -> list[Comparison]:
+def value_tolerances(name: str, fraction: float = 0.9) -> dict[str, float]:
+    """``{"iac", "ess", "accuracy": tolerance}`` for data set ``name``'s per-rate tables:
+    ``fraction`` × the smallest gap between two of their rows (:func:`._report.smallest_gap`;
+    1, 0.01 and 0.001 for Tables 5+6 and for Tables 7+8), so that no row's number passes as
+    another's."""
+    table = PAPER_TABLES[name]
+    return {
+        q: fraction * smallest_gap([v[i] for v in table.values()]) for i, q in enumerate(("iac", "ess", "accuracy"))
+    }
+
+
+def comparisons(cfg: Config, results: dict, sources: dict, skipped: dict) -> list[Comparison]:
+    """The report's rows from ``results`` (``{data set: {run label: {"accuracy", "iac", "ess",
+    ...}}}``, in ``cfg.runs`` order), the data sources and the data sets skipped; pure, so a
+    test can feed it any numbers (issue 26 §1).
+
+    * Tables 5-8, one run against its published (IAC, ESS, accuracy): **checks** (not tallied),
+      within ``cfg.value_gap_fraction`` × the table's smallest gap between rows (IAC ±0.9,
+      ESS ±0.009, accuracy ±0.0009): a wider tolerance lets one row's number pass as another's
+      (a constant IAC of 800 passed 29 of the 32 FMNIST IAC cells at the former ±25 %), and no
+      single-seed run repeats a number to within these gaps.
+    * The paper's claims, tallied: per data set and learning rate, each structured run (S-, Sd-)
+      against its base sampler at the same rate, IAC and ESS ranked as the paper's pair
+      (:class:`Ordering`; a pair whose paper numbers differ by less than ``cfg.claim_gap_rel``
+      of the larger is a check, and an equal pair is left out: the paper ranks neither); and
+      Table 2's IAC ranking of each family (our best IAC per method over the rates run)."""
     rows = []
     short = cfg.trace_length < 5_000  # the paper's IAC/ESS come from the last 5,000 samples
 
@@ -630,7 +679,9 @@ def _comparisons(cfg: Config, results: dict, sources: dict, skipped: dict) -> li
         synthetic = sources[name] != "files"
         paper_rows = PAPER_TABLES[name]
         res = results[name]
-        for (method, rho, lr), (label, r) in zip(cfg.runs, res.items()):
+        tol = value_tolerances(name, cfg.value_gap_fraction) if paper_rows else {}
+        runs = dict(zip(cfg.runs, res.items()))  # (method, rho, lr) -> (label, result)
+        for (method, rho, lr), (label, r) in runs.items():
             paper = None if synthetic else paper_rows.get((method, rho, lr))
             if paper is None and not synthetic and name != "svhn":
                 continue  # a rate the paper did not publish for this data set
@@ -646,36 +697,59 @@ def _comparisons(cfg: Config, results: dict, sources: dict, skipped: dict) -> li
                     )
                 )
                 continue
-            rows.append(
-                Comparison(
-                    f"{LABEL[name]} accuracy, {label}",
-                    r["accuracy"],
-                    None if paper is None else paper[2],
-                    Tolerance(abs=cfg.tolerance_acc),
+            for q, i, what in (("accuracy", 2, "accuracy"), ("iac", 0, "IAC"), ("ess", 1, "ESS")):
+                rule = Tolerance(abs=tol[q]) if q in tol else None
+                rows.append(
+                    Comparison(
+                        f"{LABEL[name]} {what}, {label}",
+                        r[q],
+                        None if paper is None else paper[i],
+                        rule if q == "accuracy" or rule is None else mixing_rule(rule),
+                        note=""
+                        if paper is None
+                        else f"a check: ±{cfg.value_gap_fraction:g} × the smallest gap between {table}'s rows "
+                        f"({tol[q] / cfg.value_gap_fraction:.3g})",
+                        check=True,
+                    )
                 )
-            )
-            rows.append(
-                Comparison(
-                    f"{LABEL[name]} IAC, {label}",
-                    r["iac"],
-                    None if paper is None else paper[0],
-                    mixing_rule(Tolerance(rel=cfg.tolerance_iac_rel)),
+            # the paper's claim per step size: the structured run against its base sampler at this rate
+            fam = family(method)
+            base = runs.get((fam, None, lr))
+            base_paper = paper_rows.get((fam, None, lr))
+            if method == fam or base is None or paper is None or base_paper is None or "diverged_at" in base[1]:
+                continue
+            for q, i, what, lower in (("iac", 0, "IAC", True), ("ess", 1, "ESS", False)):
+                pv = [paper[i], base_paper[i]]
+                if pv[0] == pv[1]:
+                    continue  # the paper ranks neither
+                gap = abs(pv[0] - pv[1]) / max(abs(pv[0]), abs(pv[1]))
+                small = gap < cfg.claim_gap_rel
+                better = (pv[0] < pv[1]) == lower
+                rows.append(
+                    Comparison(
+                        f"{LABEL[name]} lr {lr:g}: {what} of {_key(method, rho)} "
+                        f"{'better' if better else 'worse'} than {fam}'s ({table})",
+                        [r[q], base[1][q]],
+                        pv,
+                        mixing_rule(Ordering((_key(method, rho), fam), lower_is_better=lower)),
+                        note=(
+                            f"a check: the paper's pair differs by {100 * gap:.2g} %, under "
+                            f"{100 * cfg.claim_gap_rel:g} % of the larger (one seed, ESS ≈ 7 of 5,000 samples): "
+                            "no ordering claimed"
+                        )
+                        if small
+                        else "",
+                        check=small,
+                    )
                 )
-            )
-            rows.append(
-                Comparison(
-                    f"{LABEL[name]} ESS, {label}",
-                    r["ess"],
-                    None if paper is None else paper[1],
-                    mixing_rule(Tolerance(rel=cfg.tolerance_iac_rel)),
-                )
-            )
         if synthetic:
             continue
         # Table 2: per method our lowest IAC over the rates run, ranked as the paper's
         best: dict[str, float] = {}
         for (method, _rho, _lr), r in zip(cfg.runs, res.values()):
-            best[method] = min(best.get(method, float("inf")), r["iac"])
+            finite = math.isfinite(r["iac"])
+            best[method] = min(best.get(method, math.inf), r["iac"]) if finite else best.get(method, math.inf)
+        best = {m: (v if math.isfinite(v) else math.nan) for m, v in best.items()}
         for fam in ("pSGLD", "SGHMC"):
             labels = tuple(m for m in PAPER_TABLE2[name] if family(m) == fam and m in best)
             if len(labels) >= 2:
@@ -741,4 +815,6 @@ __all__ = [
     "make_sampler",
     "family",
     "load_dataset",
+    "comparisons",
+    "value_tolerances",
 ]

@@ -42,8 +42,15 @@ their library, ``FF_BNN`` in mandt-lab/Structured-SG-MCMC ``lvi/components.py``,
   runs plain SGLD (``warmup_steps``, the reference drivers' "first epoch is SGLD"), the chain
   history is a window of 5,000 draws (the drivers' ``chain_length``), the posterior predictive
   mean is averaged over 100 draws evenly spaced over the second half of the chain (the
-  reference evaluation's "100 chain samples"). The paper mentions early stopping on the
-  validation split; we run a fixed budget (no early stopping).
+  reference evaluation's "100 chain samples").
+* **Early stopping** (App. G: "We trained the model on training set and validated it in the
+  validation set with an early stoppage"; no rule given): on by default, as in the paper. After
+  every epoch the validation MSE of the chain's current network is computed; the chain stops
+  after ``patience`` = 100 epochs without a new best (a tenth of the 1,000-epoch budget), and
+  its posterior predictive averages the kept draws after ``burn_in`` of its own length (the
+  draws lie on the grid a full-length run keeps, so fewer of them: ≈ 20 when Boston stops near
+  epoch 220-250 at η = 1e-5, measured). The chain is not altered: same seed, same iterates up
+  to the stop; ``early_stopping=False`` runs the fixed budget.
 * **Seeds**: each seed draws its own split, initialisation (PyTorch's default ``nn.Linear``
   init), random partition and chain (``resplit=True``); the sd over seeds thus includes the
   split, as the paper's ±0.003 (≈ the split-to-split spread of a 76-row test set) suggests.
@@ -77,17 +84,27 @@ T = 1/2: the authors' chain's noise level). On Boston at 1,000 epochs (2 seeds, 
 writing this module) T = 1/2 gave 0.017–0.020 for Random and By Layer against 0.025–0.034 at
 T = 1: the temperature alone moves the MSE by about the gap between the paper and us.
 
-Verdicts
---------
-* each published MSE (partition × data set): reproduced when
-  |ours − paper| ≤ 2·√(sd_paper² + sd_ours²) (the two seed spreads combined, ≈ 2 standard
-  errors of a difference of two single runs);
+Data sets: Table 3 has six (Wine, Housing, Obesity, Bike, Concrete, Airfoil). The offline data
+folder of this project holds only Boston (Housing) and Concrete, so those are the default and
+the report says so; the other four download (checksummed) for a user with network access.
+
+Verdicts (:func:`comparisons`, issue 26 §1)
+--------------------------------------------
+* each published MSE (partition × data set): a **check**, not tallied, within 0.9 × the
+  smallest gap between the column's partitions (Housing 0.0003, Concrete 0.0005). The paper's
+  partitions differ by about a tenth of its own seed sd (0.001-0.003), so no run can be judged
+  against one cell, and a tolerance at the seed sd lets every partition's number pass as every
+  other's; the former rule, 2·√(sd_paper² + sd_ours²), also widened with our own noise;
 * the chosen learning rate against Table 4: recorded, not judged (our choice is on the
   validation split, theirs on the test set, and the numbers beside it say how flat the
   validation curve is);
 * "no systematic trend across partitions", per data set: reproduced when the spread of the
   four partition means (max − min) is at most twice the pooled seed sd (√ of the mean of the
-  four variances); the paper's own ratio is given beside ours.
+  four variances); the paper's own ratio is given beside ours. A claim of no difference: equal
+  numbers for every partition satisfy it too;
+* "in some cases random performs better": on each data set where Table 3 has Random strictly
+  lowest (Concrete here; Wine, Bike and Airfoil too), Random's mean MSE below every other
+  partition's.
 
 Presets: ``tiny`` (Boston, the four partitions, one learning rate, 2 seeds, 60 iterations; a
 few seconds, for tests), ``quick`` (Boston and Concrete, the paper's best learning rates 1e-4
@@ -111,10 +128,11 @@ from .. import SGLD, ModuleEnergy, predictive, sample
 from ..data.files import DataError
 from ..data.uci import ALIASES, SETS, load_uci
 from ..partitions import Partition, by_layer, by_neuron, fully_factorized, fully_joint, random_partition
+from ..recorders import Recorder
 from ..run import DivergenceError
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
-from ._report import Claim, Comparison, Tolerance, write_report
+from ._report import Claim, Comparison, Tolerance, smallest_gap, write_report
 from ._shared import default_data_dir, load_result, progress_log, pyplot, restores_globals, save_result, threads
 
 NAME = "ssgmcmc-uci"
@@ -228,11 +246,18 @@ class Config:
     resplit: bool = True  # each seed its own 75/10/15 split; False: one split (data_seed) for every seed
     data_seed: int = 0
     split: tuple = (0.75, 0.10, 0.15)
+    # App. G: "validated it in the validation set with an early stoppage": stop a chain when the
+    # validation MSE of its current network has not improved for `patience` epochs (the paper
+    # states no rule; False: the fixed budget of `epochs`)
+    early_stopping: bool = True
+    patience: int = 100  # epochs (a tenth of the full budget of 1,000)
     noise_check: float | None = 0.1  # plain SGLD with this σ at noise_check_lr, one seed (None: skip)
     noise_check_lr: float = 1e-5
     temperature_check: float | None = 0.5  # the check partition at this temperature, every seed (None: skip)
     temperature_check_partition: str = "random"  # run at the paper's best lr for it (Table 4)
-    tolerance_sds: float = 2.0  # verdict: |ours − paper| ≤ tolerance_sds · √(sd_paper² + sd_ours²)
+    # the published MSEs are checks within this fraction of the smallest gap between a column's
+    # partitions (Housing 0.0003, Concrete 0.0005: ±2.7e-4, ±4.5e-4), not tallied (see comparisons)
+    value_gap_fraction: float = 0.9
     trend_sds: float = 2.0  # claim: spread of partition means ≤ trend_sds · pooled seed sd
     data_dir: str | None = None  # default: _shared.default_data_dir() ($STRUCTMC_DATA, ../shared/data, the cache)
     download: bool = True  # let the loader download the sets not found locally
@@ -418,6 +443,51 @@ def _mse(pred: Tensor, y: Tensor) -> float:
     return float((pred.reshape(-1).double() - y.reshape(-1).double()).square().mean())
 
 
+class _Stop(Exception):
+    """Raised by :class:`_EarlyStopping` to end a chain (not an error)."""
+
+    def __init__(self, iteration: int):
+        super().__init__(f"early stop at iteration {iteration}")
+        self.iteration = iteration
+
+
+class _EarlyStopping(Recorder):
+    """The recorder of a chain run with early stopping (App. G: "validated it in the validation
+    set with an early stoppage"; the paper gives no rule, so: the validation MSE of the current
+    network after each epoch, stop after ``cfg.patience`` epochs without a new best). It keeps
+    the positions at the iterations a full-length run keeps as draws (``burn + thin·k``), so a
+    stopped chain's draws lie on the same grid."""
+
+    def __init__(self, cfg: Config, base: ModuleEnergy, x_val: Tensor, y_val: Tensor, per_epoch: int, burn, thin):
+        self.cfg, self.base, self.x_val, self.y_val = cfg, base, x_val, y_val
+        self.per_epoch, self.burn, self.thin = per_epoch, burn, thin
+        self.best, self.best_epoch, self.grad_evals = math.inf, 0, 0.0
+        self.kept: list[tuple[int, Tensor]] = []
+
+    def on_step(self, t: int, state, info: dict) -> None:
+        self.grad_evals += float(torch.as_tensor(info["grad_evals"], dtype=torch.float64).sum())
+        theta = state.theta[0]
+        if (t - self.burn) % self.thin == 0:  # the grid of a full-length run's draws
+            self.kept.append((t, theta.detach().clone()))
+        if t % self.per_epoch:
+            return
+        epoch = t // self.per_epoch
+        with torch.no_grad():
+            val = _mse(predictive(self.base, theta.detach()[None], self.x_val)["mean"].cpu(), self.y_val)
+        if val < self.best:
+            self.best, self.best_epoch = val, epoch
+        elif epoch - self.best_epoch >= self.cfg.patience:
+            raise _Stop(t)
+
+    def draws(self, stop: int) -> Tensor:
+        """Up to ``num_draws`` kept positions after ``burn_in`` of the first ``stop`` iterations."""
+        after = [th for t, th in self.kept if t > self.cfg.burn_in * stop and t <= stop]
+        if not after:
+            after = [th for t, th in self.kept if t <= stop][-1:]
+        step = max(1, len(after) // self.cfg.num_draws)
+        return torch.stack(after[::-1][::step][: self.cfg.num_draws][::-1])
+
+
 def run_one(
     cfg: Config, data: dict, kind: str, lr: float, seed: int, device: str = "cpu", noise_std: float | None = None
 ) -> dict:
@@ -440,7 +510,14 @@ def run_one(
         "epochs": steps / per_epoch,
         "diverged": False,
     }
+    # early stopping (App. G): the validation MSE of the chain's current network after every epoch;
+    # the chain stops once it has not improved for cfg.patience epochs. The chain itself is not
+    # touched (same seed, same iterates up to the stop); positions on the draws' grid are kept as
+    # the chain goes, and a stopped chain's posterior predictive averages those after burn_in of
+    # its own length
+    watch = _EarlyStopping(cfg, base, data["x_val"].to(device), data["y_val"], per_epoch, burn, thin)
     t0 = time.perf_counter()
+    stopped = None
     try:
         chain = sample(
             energy,
@@ -454,6 +531,7 @@ def run_one(
             seed=int(seed),
             progress=False,
             on_blowup="raise",
+            recorders={"early_stopping": watch} if cfg.early_stopping else None,
         )
     except DivergenceError as err:
         out.update(
@@ -464,16 +542,29 @@ def run_one(
             diverged_at=int(err.step),
         )
         return out
+    except _Stop as stop:
+        stopped = stop.iteration
     seconds = time.perf_counter() - t0
-    draws = chain.samples[0]
+    if stopped is None:
+        draws = chain.samples[0]
+        grad_evals = float(torch.as_tensor(chain.info["grad_evals"], dtype=torch.float64).sum())
+    else:
+        draws, grad_evals = watch.draws(stopped), watch.grad_evals
+        steps = stopped
+    if cfg.early_stopping:
+        out.update(
+            stopped_early=stopped is not None,
+            stopped_at_epoch=(stopped if stopped is not None else steps) / per_epoch,
+            best_val_epoch=watch.best_epoch,
+        )
     val = predictive(base, draws, data["x_val"].to(device))["mean"]
     test = predictive(base, draws, data["x_test"].to(device))["mean"]
-    grad_evals = float(torch.as_tensor(chain.info["grad_evals"], dtype=torch.float64).sum())
     out.update(
         val_mse=_mse(val.cpu(), data["y_val"]),
         test_mse=_mse(test.cpu(), data["y_test"]),
         seconds=seconds,
         ms_per_step=1000 * seconds / steps,
+        steps_run=steps,
         num_draws=int(draws.shape[0]),
         grad_evals=grad_evals,
     )
@@ -493,6 +584,8 @@ def _check(cfg: Config) -> None:
         raise ValueError(f"Config.factorized must be 's' or 'sd', got {cfg.factorized!r}")
     if not cfg.lrs or any(not lr > 0 for lr in cfg.lrs):
         raise ValueError(f"Config.lrs must be positive learning rates, got {cfg.lrs!r}")
+    if cfg.early_stopping and not (isinstance(cfg.patience, int) and cfg.patience >= 1):
+        raise ValueError(f"Config.patience must be a whole number of epochs >= 1, got {cfg.patience!r}")
     if cfg.seeds < 1 or cfg.num_draws < 1 or not 0 <= cfg.burn_in < 1:
         raise ValueError("Config needs seeds >= 1, num_draws >= 1 and 0 <= burn_in < 1")
     for d in cfg.datasets:
@@ -576,7 +669,7 @@ def run(
             results[key] = _summarise(cfg, key, runs, evidence, groups, noise, source)
             results[key]["temperature_check"] = _temperature_summary(cfg, tcheck, runs)
         wall = time.perf_counter() - t_start
-        rows = _comparisons(cfg, results)
+        rows = comparisons(cfg, results)
         figures = _plot(cfg, results, out)
         numbers = _numbers(cfg, results)
         # inside ``threads``: the report records the thread count the runs used
@@ -620,6 +713,7 @@ def _summarise(cfg: Config, key: str, runs: dict, evidence: list, groups: dict, 
                 else None,
                 "epochs": rs[0]["epochs"],
                 "steps": rs[0]["steps"],
+                "stopped_at_epoch": [r["stopped_at_epoch"] if r.get("stopped_early") else None for r in rs],
             }
         finite = [lr for lr in by_lr if math.isfinite(per_lr[p][lr]["val_mean"])]
         best = min(finite, key=lambda lr: per_lr[p][lr]["val_mean"]) if finite else None
@@ -676,34 +770,64 @@ def _published(column: str | None) -> tuple[dict, dict]:
     return mse, lrs
 
 
-def _comparisons(cfg: Config, results: dict) -> list[Comparison]:
+def value_tolerance(mse: dict, fraction: float = 0.9) -> float:
+    """``fraction`` × the smallest gap between the partitions' published means of one Table 3
+    column (``mse``: ``{label: (mean, sd)}``): 0.9 × 0.0003 for Housing, 0.9 × 0.0005 for
+    Concrete. Infinite when the column has no two different means."""
+    try:
+        return fraction * smallest_gap([m for m, _ in mse.values()])
+    except ValueError:
+        return math.inf
+
+
+def comparisons(cfg: Config, results: dict) -> list[Comparison]:
+    """The report's rows from ``results`` (``{data set: {"chosen": {partition: {"lr",
+    "test_mean", "test_sd", ...}}, "per_lr": ..., "temperature_check": ...}}``, as
+    :func:`_summarise` makes them); pure, so a test can feed it any numbers (issue 26 §1).
+
+    * each published MSE: a **check** (not tallied), within ``cfg.value_gap_fraction`` × the
+      smallest gap between the column's partitions (Housing 0.0003, Concrete 0.0005): the
+      paper's own partitions differ by a tenth of its seed sd (0.001-0.003), so a tolerance
+      below the gaps is beyond any run's noise, and one above them lets any partition's number
+      pass as another's (the former 2·√(sd_paper² + sd_ours²) also grew with our own noise);
+      the note gives |ours − paper| in the paper's seed sds;
+    * the chosen learning rate against Table 4: recorded, not judged;
+    * the paper's claims, tallied: "no systematic trend across partitions" per data set (the
+      spread of the partition means at most ``cfg.trend_sds`` pooled seed sds; a claim of no
+      difference, which a constant answer satisfies by its nature), and "in some cases random
+      performs better": on each data set where Table 3 has Random strictly lowest (Concrete;
+      Wine, Bike, Airfoil), Random's mean below every other partition's."""
     rows: list[Comparison] = []
+    unit = "(min-max units)" if cfg.scaling == "minmax" else "(standardised units)"
     for key, res in results.items():
         col = paper_column(key)
         mse, lrs = _published(col)
         label = col or key
+        tol = value_tolerance(mse, cfg.value_gap_fraction)
         for p in cfg.partitions:
             lab = PARTITIONS[p]
             ch = res["chosen"][p]
             if lab in mse:
                 pm, psd = mse[lab]
                 osd = ch["test_sd"] if math.isfinite(ch["test_sd"]) else 0.0
-                tol = cfg.tolerance_sds * math.sqrt(psd**2 + osd**2)
+                z = abs(ch["test_mean"] - pm) / psd if psd > 0 else math.inf
                 rows.append(
                     Comparison(
                         f"{label}: test MSE, {lab}",
                         ch["test_mean"],
                         pm,
-                        Tolerance(abs=tol),
-                        unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
-                        note=f"ours {ch['test_mean']:.4g} ± {osd:.2g} over {cfg.seeds} seeds at lr {ch['lr']!s}, paper "
-                        f"{pm} ± {psd}; tolerance {cfg.tolerance_sds:g}·√(sd_paper² + sd_ours²) = {tol:.4g}",
+                        Tolerance(abs=tol) if math.isfinite(tol) else None,
+                        unit=unit,
+                        note=f"a check: ours {ch['test_mean']:.4g} ± {osd:.2g} over {cfg.seeds} seeds at lr "
+                        f"{ch['lr']!s}, paper {pm} ± {psd} ({z:.2g} of the paper's sd away); tolerance "
+                        f"{cfg.value_gap_fraction:g} × the smallest gap between the column's partitions = {tol:.2g}",
+                        check=True,
                     )
                 )
             if lab in lrs:
                 in_grid = any(math.isclose(lrs[lab], lr) for lr in cfg.lrs)
-                val = res["per_lr"][p]
-                curve = ", ".join(f"{lr:g}: {val[lr]['val_mean']:.4g}" for lr in cfg.lrs)
+                val = res.get("per_lr", {}).get(p, {})
+                curve = ", ".join(f"{lr:g}: {val[lr]['val_mean']:.4g}" for lr in cfg.lrs if lr in val)
                 rows.append(
                     Comparison(
                         f"{label}: best learning rate, {lab}",
@@ -719,6 +843,7 @@ def _comparisons(cfg: Config, results: dict) -> list[Comparison]:
                         )
                         + f"; ours chosen on the validation split, the paper's on the test set; validation MSE by lr: "
                         f"{curve}",
+                        check=True,
                     )
                 )
         tc = res.get("temperature_check")
@@ -739,6 +864,7 @@ def _comparisons(cfg: Config, results: dict) -> list[Comparison]:
                         if at["test_mean"] is not None
                         else "(this lr is not in the grid at T = 1)"
                     ),
+                    check=True,
                 )
             )
         labs = [PARTITIONS[p] for p in cfg.partitions if PARTITIONS[p] in mse]
@@ -758,9 +884,30 @@ def _comparisons(cfg: Config, results: dict) -> list[Comparison]:
                         f"(√ of the mean of their variances): ratio ≤ {k:g}",
                         lambda r, k=k: math.isfinite(r) and r <= k,
                     ),
-                    note=f"the paper's own ratio is {p_ratio:.3g}; ours {o_ratio:.3g} ({', '.join(labs)})",
+                    note=f"the paper's own ratio is {p_ratio:.3g}; ours {o_ratio:.3g} ({', '.join(labs)}); a claim of "
+                    "no difference, which equal numbers for every partition also satisfy",
                 )
             )
+            rnd = PARTITIONS["random"]
+            others = [lab for lab in labs if lab != rnd]
+            if rnd in labs and others and mse[rnd][0] < min(mse[lab][0] for lab in others):
+                means = [res["chosen"][p]["test_mean"] for p in cfg.partitions if PARTITIONS[p] in mse]
+                ours_by = dict(zip(labs, means))
+                rows.append(
+                    Comparison(
+                        f"{label}: Random (M = 3) has the lowest MSE of the partitions ('in some cases random "
+                        "performs better')",
+                        [ours_by[rnd]] + [ours_by[lab] for lab in others],
+                        [mse[rnd][0]] + [mse[lab][0] for lab in others],
+                        Claim(
+                            f"Random's mean test MSE below each of {', '.join(others)}'s",
+                            lambda v: all(math.isfinite(x) for x in v) and v[0] < min(v[1:]),
+                        ),
+                        unit=unit,
+                        note=f"Table 3 has Random lowest here by {min(mse[lab][0] for lab in others) - mse[rnd][0]:.2g} "
+                        f"(the paper's seed sd: {mse[rnd][1]})",
+                    )
+                )
     return rows
 
 
@@ -848,6 +995,8 @@ def _reductions(cfg: Config) -> list[str]:
         )
     if cfg.num_draws < full.num_draws:
         out.append(f"{cfg.num_draws} draws in the posterior predictive instead of {full.num_draws}")
+    if not cfg.early_stopping:
+        out.append("no early stopping: every chain runs its whole budget (the paper stops on the validation split)")
     if tuple(cfg.hidden) != tuple(full.hidden):
         out.append(f"hidden layers {cfg.hidden} instead of {full.hidden}")
     if set(cfg.partitions) < set(full.partitions):
@@ -879,7 +1028,26 @@ def _notes(cfg: Config, results: dict) -> list[str]:
             if cfg.resplit
             else f"one split (data seed {cfg.data_seed}); seeds vary initialisation, random partition and chain."
         ),
-        "No early stopping (the paper mentions it on the validation split, without details): fixed budgets.",
+        (
+            f"Early stopping as in App. G ('validated it in the validation set with an early stoppage'; no rule is "
+            f"given): after every epoch the validation MSE of the chain's current network; a chain stops after "
+            f"{cfg.patience} epochs without a new best, and its posterior predictive averages the draws after "
+            f"{100 * cfg.burn_in:.0f} % of its own length."
+            + f" In this run: {_stop_summary(results)} ("
+            + (f"{cfg.num_steps} iterations" if cfg.num_steps is not None else f"{cfg.epochs} epochs")
+            + ")."
+            if cfg.early_stopping
+            else f"No early stopping (Config.early_stopping=False): fixed budgets of {cfg.epochs} epochs, unlike the "
+            "paper's App. G."
+        ),
+        "Table 3 has six data sets (Wine, Housing, Obesity, Bike, Concrete, Airfoil); "
+        + (
+            f"this run has {', '.join(paper_column(k) or k for k in results)} only. The offline data folder holds "
+            "Boston (Housing) and Concrete alone, so those two are the default; the other four download "
+            "(checksummed) with Config.datasets and network access."
+            if len(results) < 6
+            else "all six ran."
+        ),
         "The paper's Wine and Airfoil columns of Table 3 are identical cell for cell (a copy error in the paper).",
     ]
     for key, res in results.items():
@@ -917,6 +1085,24 @@ def _notes(cfg: Config, results: dict) -> list[str]:
                 f"why we read the paper's σ as the reference code's 1.0."
             )
     return notes
+
+
+def _stop_summary(results: dict) -> str:
+    """How many chains stopped early, and at which epochs ("min–max (median m)")."""
+    all_ = [
+        e
+        for res in results.values()
+        for by_lr in res["per_lr"].values()
+        for v in by_lr.values()
+        for e in v.get("stopped_at_epoch", [])
+    ]
+    ep = sorted(e for e in all_ if e is not None)
+    if not ep:
+        return f"none of the {len(all_)} chains stopped early"
+    return (
+        f"{len(ep)} of the {len(all_)} chains stopped early, at epochs {ep[0]:.0f}–{ep[-1]:.0f} "
+        f"(median {ep[len(ep) // 2]:.0f}); the others ran their whole budget"
+    )
 
 
 def _markdown(cfg: Config, results: dict) -> str:
@@ -1073,4 +1259,6 @@ __all__ = [
     "structured_energy",
     "scaling_evidence",
     "dataset_key",
+    "comparisons",
+    "value_tolerance",
 ]
