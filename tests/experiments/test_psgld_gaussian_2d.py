@@ -207,3 +207,68 @@ def test_registry_and_presets():
         P.run("huge", "/nonexistent")
     with pytest.raises(ValueError, match="num_chains"):
         P.run(replace(P.PRESETS["tiny"], num_chains=1), "/nonexistent")
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial answers (issue 26 §1), with the spreads a quick run measures: the paper's own
+    numbers pass every claim; constants, the two samplers' numbers swapped, and every ordering
+    reversed pass at most a quarter. Value rows whose noise tolerance is not below the paper's
+    SGLD–pSGLD gap are checks, so a swapped answer cannot pass them as claims."""
+    from structmc.experiments import REGISTRY
+    from structmc.experiments import psgld_gaussian_2d as g2
+
+    from .adversarial import constants, passes, reversed_ranks, shuffled
+
+    pub = REGISTRY.get("psgld-gaussian-2d").published
+    cfg = g2.Config()
+    sd = {  # one realisation's sd across 64 replicas (quick preset), per sampler and step
+        "act": {"SGLD": [0.48, 0.63, 0.83, 1.12, 1.86], "pSGLD": [0.49, 0.60, 0.76, 1.38, 1.46]},
+        "err": {"SGLD": [0.022, 0.006, 0.007, 0.007, 0.007], "pSGLD": [0.007, 0.007, 0.008, 0.034, 0.006]},
+    }
+    key = {"autocorrelation_time": "act", "covariance_error": "err"}
+
+    def stats_of(answer: dict) -> dict:
+        """answer[quantity][sampler] = 5 values -> summary_statistics' shape (paired sd ~ 0.3 sd)."""
+        out: dict = {"replicas": 64}
+        for q, k in key.items():
+            out[k] = {
+                s: {
+                    "mean": list(answer[q][s]),
+                    "sd": sd[k][s],
+                    "se": [v / 8 for v in sd[k][s]],
+                    "median": list(answer[q][s]),
+                    "robust_sd": sd[k][s],
+                    "outliers": [[] for _ in range(5)],
+                }
+                for s in g2.SAMPLERS
+            }
+            out[k]["paired_sd"] = [0.3 * max(a, b) for a, b in zip(sd[k]["SGLD"], sd[k]["pSGLD"])]
+            out[k]["paired_gap"] = [a - b for a, b in zip(answer[q]["SGLD"], answer[q]["pSGLD"])]
+        return out
+
+    def passed(answer):
+        return passes(g2.comparisons(cfg, stats_of(answer), pub))
+
+    paper = {q: {s: list(pub[q][s]) for s in g2.SAMPLERS} for q in key}
+    ok, n = passed(paper)
+    assert ok == n and n >= 12, (ok, n)
+
+    # each wrong answer is built per quantity, as a table {sampler: {step index: value}}
+    def per_quantity(make):
+        out = {}
+        for q in key:
+            table = {s: dict(enumerate(paper[q][s])) for s in g2.SAMPLERS}
+            made = make(table)
+            out[q] = {s: [made[s][i] for i in range(5)] for s in g2.SAMPLERS}
+        return out
+
+    for k in range(5):
+        answer = per_quantity(lambda t, k=k: list(constants(t))[k])
+        assert passed(answer)[0] <= n // 4, (k, passed(answer))
+    assert passed(per_quantity(shuffled))[0] <= n // 4
+    assert passed(per_quantity(reversed_ranks))[0] <= n // 4
+    # the orderings along the step size reversed (each sampler's values in reverse step order): the
+    # pSGLD-vs-SGLD rows still hold step by step, but every claim about the step size fails
+    backwards = {q: {s: list(reversed(paper[q][s])) for s in g2.SAMPLERS} for q in key}
+    along_steps = [r for r in g2.comparisons(cfg, stats_of(backwards), pub) if "step size" in r.quantity]
+    assert len(along_steps) == 4 and passes(along_steps)[0] == 0
