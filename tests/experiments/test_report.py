@@ -166,3 +166,33 @@ def test_a_report_judged_under_two_settings_tallies_the_papers(tmp_path):
     assert "| T = 1/N | error |" in md and "| all | shared |" in md and "**T = 1/N**" in md
     single = write_report(tmp_path / "one", comparisons=rows[2:], **kw)  # one setting: no column
     assert single["verdicts_by_setting"] == {} and "| setting |" not in (tmp_path / "one" / "report.md").read_text()
+
+
+def test_the_results_table_tallies_claims_only(tmp_path):
+    """The README/docs results table: checks and the other run setting's rows are not counted;
+    ``structmc reproduce --table`` prints it for the reports under a folder."""
+    from structmc.cli import main
+    from structmc.experiments import REGISTRY
+    from structmc.experiments._report import Comparison, Tolerance, claim_tally, results_table, write_report
+
+    rows = [
+        Comparison("a", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N"),
+        Comparison("a", 3.0, 1.0, Tolerance(abs=0.1), setting="T = 1"),
+        Comparison("b", 2.0, 1.0, Tolerance(abs=0.1)),
+        Comparison("ours", 1.0, 1.0, Tolerance(abs=0.1), check=True),
+    ]
+    kw = dict(experiment=REGISTRY.get("psgld-fnn"), preset="quick", config={}, seed=0, numbers={}, wall_time_s=90.0)
+    report = write_report(tmp_path / "r", comparisons=rows, paper_setting="T = 1/N", **kw)
+    t = claim_tally(report)
+    assert (t["reproduced"], t["not reproduced"], t["check"]) == (1, 1, 1)
+    table = results_table([report])
+    assert "| `psgld-fnn` |" in table and "**1/2**" in table and "| T = 1/N |" in table
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["reproduce", "--table", str(tmp_path)]) == 0
+    assert "**1/2**" in buf.getvalue()
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--table", str(tmp_path / "empty")])

@@ -93,9 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--list", action="store_true", help="the experiments: paper, table/figure, what quick cuts, its time"
     )
-    p.add_argument("--preset", default="quick", help="tiny | quick (default) | full (the paper's settings)")
+    p.add_argument(
+        "--preset",
+        default="quick",
+        help="tiny | quick (default) | converged (where it exists: the paper's length for the rows that carry "
+        "its claim) | full (the paper's settings)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--out", help="run folder (default runs/NAME/PRESET)")
+    p.add_argument(
+        "--table",
+        nargs="+",
+        metavar="FOLDER",
+        help="print the markdown results table (the tally of the papers' claims) of every report.json under FOLDER",
+    )
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--seed", type=int, help="override the experiment's seed")
     p.add_argument("--quiet", action="store_true")

@@ -18,6 +18,9 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     if getattr(args, "list", False):
         print(reproduce_table() if getattr(args, "command", "") == "reproduce" else experiment_table())
         return 0
+    if getattr(args, "table", None):
+        print(results_table_of(args.table))
+        return 0
     name = name or args.name
     if not name:
         raise ValueError(f"name an experiment ({', '.join(REGISTRY.choices())}) or pass --list")
@@ -55,6 +58,23 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     print((out / "report.md").read_text())
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0 if report else 1
+
+
+def results_table_of(folders) -> str:
+    """The markdown results table (:func:`structmc.experiments._report.results_table`) of every
+    ``report.json`` under ``folders``; refuses a folder with none."""
+    import json
+    from pathlib import Path
+
+    from ..experiments._report import results_table
+
+    reports = []
+    for folder in folders:
+        found = sorted(Path(folder).rglob("report.json"))
+        if not found:
+            raise UsageError(f"--table {folder}: no report.json under it")
+        reports += [json.loads(p.read_text()) for p in found]
+    return results_table(reports)
 
 
 def reproduce_table() -> str:

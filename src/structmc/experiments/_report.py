@@ -577,6 +577,55 @@ def write_rows_report(
     )
 
 
+def claim_tally(report: Mapping) -> dict[str, int]:
+    """Verdict counts of a written report's paper claims, recomputed from its rows: checks
+    are left out, and with several run settings only the rows of the setting the paper's
+    numbers correspond to (and those common to all settings) count. Works on reports of
+    every format (rows written by :func:`write_report` and :func:`write_rows_report`)."""
+    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0, CHECK: 0}
+    setting = report.get("paper_setting")
+    for c in report.get("comparisons", []):
+        verdict = str(c.get("verdict", ""))
+        if setting and c.get("setting") not in (None, "", setting):
+            continue
+        if c.get("check") or verdict.startswith(CHECK):
+            counts[CHECK] += 1
+            continue
+        for key in (REPRODUCED, SMALLER_MARGIN, TIED, NOT_REPRODUCED, NOT_COMPARABLE):
+            if verdict.startswith(key):
+                counts[key] += 1
+                break
+    return counts
+
+
+def results_table(reports: Sequence[Mapping]) -> str:
+    """A markdown table with one line per report: the experiment, the paper's table or
+    figure, the preset, the tally of the paper's claims (:func:`claim_tally`), the setting the
+    tally is taken under, the wall time and the date. ``structmc reproduce --table DIR``
+    prints it for every ``report.json`` under ``DIR``."""
+    lines = [
+        "| experiment | paper, table/figure | preset | claims reproduced | smaller margin | tied | not reproduced "
+        "| not comparable | checks (not counted) | tally setting | wall time | date |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(reports, key=lambda r: str(r.get("experiment"))):
+        t = claim_tally(r)
+        judged = t[REPRODUCED] + t[SMALLER_MARGIN] + t[TIED] + t[NOT_REPRODUCED]
+        paper = r.get("paper") or {}
+        seconds = float(r.get("wall_time_s") or 0.0)
+        wall = (
+            f"{seconds:.0f} s"
+            if seconds < 120
+            else (f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
+        )
+        lines.append(
+            f"| `{r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | {r.get('preset')} | "
+            f"**{t[REPRODUCED]}/{judged}** | {t[SMALLER_MARGIN]} | {t[TIED]} | {t[NOT_REPRODUCED]} | "
+            f"{t[NOT_COMPARABLE]} | {t[CHECK]} | {r.get('paper_setting') or '–'} | {wall} | {r.get('date', '–')} |"
+        )
+    return "\n".join(lines)
+
+
 REPORT_FIELDS = (
     "experiment",
     "paper",
@@ -616,6 +665,8 @@ __all__ = [
     "write_rows_report",
     "REPORT_FIELDS",
     "COMPARISON_FIELDS",
+    "claim_tally",
+    "results_table",
     "REPRODUCED",
     "SMALLER_MARGIN",
     "NOT_REPRODUCED",
