@@ -138,6 +138,190 @@ def test_evaluate_arm_measures_a_run(cache):
     assert ev["curve"]["samples"][-1] == 16 and len(ev["curve"]["ksd"]) == len(ev["curve"]["seconds"])
 
 
+def test_evaluation_runs_repeat_with_independent_seeds_and_run_0_unchanged(cache):
+    """Fig. 1's ten runs: repeat 0 is the former single run (same seed, same chain), repeat r an
+    independent run with seeds offset by r x REPEAT_SEED_STRIDE."""
+    cfg = LR.PRESETS["tiny"]
+    ds = D.logistic_regression_data(600, 10, seed=2)
+    problem = Problem(LR.make_energy(cfg, len(ds.y_train)), torch.zeros(10), data=ds.train)
+    arm = M.mamba_arms("SGLD", (-4.0,), (0.1,))[0]
+    tuned = {"SGLD": {"M-KSD": {"arm": arm}}, "SGHMC": {"M-KSD": {"arm": None}}}
+    kw = dict(thin=2, max_ksd_samples=20)
+    run0 = M.evaluate_all(tuned, problem, Budget(iterations=40), seed=3, **kw)
+    run1 = M.evaluate_all(tuned, problem, Budget(iterations=40), seed=3, repeat=1, **kw)
+    before = M.evaluate_arm(problem, arm, Budget(iterations=40), seed=10_000 * 3 + 1000, **kw)
+    again = M.evaluate_arm(problem, arm, Budget(iterations=40), seed=10_000 * 3 + 1000 + M.REPEAT_SEED_STRIDE, **kw)
+    assert run0["SGLD"]["M-KSD"]["ksd"] == before["ksd"] and run0["SGLD"]["M-KSD"]["mean"] == before["mean"]
+    assert run1["SGLD"]["M-KSD"]["ksd"] == again["ksd"] != before["ksd"]
+    assert run0["SGHMC"]["M-KSD"] is None and run1["SGHMC"]["M-KSD"] is None
+    for bad in (-1, 1.0, True):
+        with pytest.raises(ValueError, match="repeat"):
+            M.evaluate_all(tuned, problem, Budget(iterations=4), repeat=bad)
+
+
+def test_runs_summary_gives_mean_sd_and_the_papers_band():
+    def ev(v, err=None):
+        return {"ksd": v, "error": err}
+
+    runs = [
+        {"s1": {"A": ev(1.0), "B": ev(5.0)}, "s2": {"A": ev(2.0), "B": ev(1.0)}},
+        {"s1": {"A": ev(2.0), "B": ev(5.0)}, "s2": {"A": ev(None, "diverged: x"), "B": ev(1.0)}},
+        {"s1": {"A": ev(3.0), "B": ev(5.0)}, "s2": {"A": ev(4.0), "B": None}},
+    ]
+    out = M.runs_summary(runs, "ksd", ["A", "B"], ["s1", "s2"])
+    assert out["mean"]["A"] == [2.0, None] and out["failed"]["A"] == [0, 1]  # a diverged run is not averaged away
+    assert out["sd"]["A"][0] == pytest.approx(1.0) and out["se"]["A"][0] == pytest.approx(1 / math.sqrt(3))
+    assert out["mean"]["B"] == [5.0, None] and out["sd"]["B"][0] == 0.0 and out["n"]["B"] == [3, 2]
+    one = M.runs_summary(runs[:1], "ksd", ["A"], ["s1"])  # one run: the value, no sd, se 0 (strict comparison)
+    assert one["mean"]["A"] == [1.0] and one["sd"]["A"] == [None] and one["se"]["A"] == [0.0]
+    # the figure's band: curves on a common time grid, mean ± 2 sd (Fig. 1: two standard deviations)
+    band = M.ksd_band(
+        [{"seconds": [0.0, 1.0, 2.0], "ksd": [3.0, 2.0, 1.0]}, {"seconds": [0.5, 1.5, 2.5], "ksd": [4.0, 3.0, 2.0]}],
+        points=4,
+    )
+    assert band["runs"] == 2 and band["seconds"] == pytest.approx([0.5, 1.0, 1.5, 2.0])
+    assert band["mean"][0] == pytest.approx((2.5 + 4.0) / 2) and band["sd"][0] == pytest.approx(1.5 / math.sqrt(2))
+    assert (
+        band["upper"][0] - band["mean"][0]
+        == pytest.approx(2 * band["sd"][0])
+        == pytest.approx(band["mean"][0] - band["lower"][0])
+    )
+    assert M.PAPER_BAND_SD == 2.0 and M.ksd_band([None, {"seconds": [], "ksd": []}]) is None
+
+
+def _paper_numbers():
+    pub = E.REGISTRY.get("mamba-logreg").published
+    methods = list(M.METHODS)
+    return {
+        "ksd": {m: list(pub["ksd"][m]) for m in methods},
+        "xi": {m: [v / 100 for v in pub["sd_rel_error_x100"][m]] for m in methods},
+        "iterations": {m: list(LR.PAPER_SAMPLES[m]) for m in methods},
+        "test_accuracy": {m: [a / 100 for a in LR.PAPER_ACCURACY[m]] for m in methods},
+        "batch_pct": {m: [LR.PAPER_TABLE4[s][m][1] for s in SAMPLERS] for m in methods},
+    }
+
+
+def _verdicts(numbers, cfg=None):
+    return {c.quantity.split(" [")[0]: c.verdict for c in LR.comparisons(cfg or LR.Config(), numbers, comparable=True)}
+
+
+def test_orderings_on_seed_means_need_the_gap_to_exceed_the_combined_standard_error():
+    """Issue 26 §3: with ten runs an ordering of ours holds when the means are ordered and the gap
+    exceeds ordering_se (1) combined standard errors; the paper's own means pass with a small spread
+    and fail where the spread swallows the gap."""
+    numbers = _paper_numbers()
+    key_low = "MAMBA (KSD or FSSD) gives the lowest KSD of the methods"
+    key_cv = "MAMBA-KSD: the control-variate sampler has lower KSD than its plain version"
+    key_its = "MAMBA-KSD's arm runs more iterations than grid search's in the same evaluation time"
+
+    def verdict(numbers, start):
+        return next(v for q, v in _verdicts(numbers).items() if q.startswith(start))
+
+    small = {k: {m: [1e-3] * 6 for m in M.METHODS} for k in ("ksd", "iterations")}
+    with_se = {**numbers, "se": small, "seed_summary": {"runs": 10}}
+    for key in (key_low, key_cv, key_its):
+        assert verdict(numbers, key).startswith("reproduced") and verdict(with_se, key).startswith("reproduced")
+    # SGLD: M-FSSD 58 vs the heuristic 100 (gap 42); standard errors 40 and 20 (combined 44.7) swallow it
+    wide = {k: {m: list(v) for m, v in t.items()} for k, t in small.items()}
+    wide["ksd"]["M-FSSD"][0], wide["ksd"]["Heuristic"][0] = 40.0, 20.0
+    wide["ksd"]["M-KSD"][1] = 60.0  # SGLD-CV 13 vs SGLD 66 under M-KSD: gap 53 < 60
+    wide["iterations"]["M-KSD"][2] = 30_000.0  # SGHMC: 28,268 vs 435
+    wrong = {**numbers, "se": wide, "seed_summary": {"runs": 10}}
+    for key in (key_low, key_cv, key_its):
+        assert verdict(wrong, key).startswith("not reproduced"), key
+    # the same spread at k = 0 (a plain comparison of the means) passes again
+    zero = {q: v for q, v in _verdicts(wrong, LR.Config(ordering_se=0.0)).items()}
+    assert all(next(v for q, v in zero.items() if q.startswith(k)).startswith("reproduced") for k in (key_low, key_cv))
+
+
+def test_stochastic_ksd_ranking_rule_fails_wrong_rankings():
+    """App. B.2 row: Kendall's tau_b >= 0.6 and the same best arm. The full-data ranking itself and
+    one swap of neighbouring arms pass; the reversed ranking, 200 random rankings, a constant and a
+    ranking that swaps the best arm fail."""
+    labels = [f"h{k}" for k in range(14)]
+    full = [float(v) for v in (545, 467, 472, 570, 638, 205, 94, 61, 46, 82, 93, 117, 142, 130)]
+    assert M.ranking_agreement(labels, full, full, 0.6) == {
+        "tau": 1.0,
+        "best_reference": "h8",
+        "best_estimate": "h8",
+        "holds": True,
+    }
+    assert M.ranking_agreement(labels, [-v for v in full], full, 0.6)["holds"] is False
+    assert M.kendall_tau([-v for v in full], full) == pytest.approx(-1.0)
+    g = torch.Generator().manual_seed(0)
+    passed = sum(
+        bool(
+            M.ranking_agreement(labels, [full[i] for i in torch.randperm(14, generator=g).tolist()], full, 0.6)["holds"]
+        )
+        for _ in range(200)
+    )
+    assert passed == 0
+    assert M.ranking_agreement(labels, [1.0] * 14, full, 0.6)["holds"] is None  # a constant ranks nothing
+    swap = list(full)
+    swap[0], swap[3] = swap[3], swap[0]  # 570 and 545: neighbours in the ranking, far from the best
+    agr = M.ranking_agreement(labels, swap, full, 0.6)
+    assert agr["holds"] is True and agr["tau"] == pytest.approx(1 - 2 / 91)  # one discordant pair of 91
+    best = list(full)
+    best[8], best[7] = best[7], best[8]  # the two best arms swapped: tau 0.98, MAMBA would keep another arm
+    assert M.ranking_agreement(labels, best, full, 0.6)["holds"] is False
+    with pytest.raises(ValueError, match="same length"):
+        M.kendall_tau([1.0], [1.0, 2.0])
+    # through the report: the paper's estimator (minibatch) is the claim, the library's subset a check
+    stein = {
+        "labels": labels,
+        "m": 800,
+        "sampler": "SGLD",
+        "batch_pct": 1.0,
+        "values": {
+            "full": {"ksd": full, "fssd": full},
+            "subset": {"ksd": [-v for v in full], "fssd": full},
+            "minibatch": {"ksd": swap, "fssd": [1.0] * 14},
+        },
+    }
+    rows = {r["key"]: r for r in LR.stein_rows(LR.Config(), stein)}
+    assert (
+        rows["claim_stochastic_ksd_minibatch"]["verdict"] == "agrees"
+        and not rows["claim_stochastic_ksd_minibatch"]["check"]
+    )
+    assert rows["claim_stochastic_fssd_minibatch"]["verdict"] == "n/a"
+    assert rows["claim_stochastic_ksd_subset"]["verdict"] == "differs" and rows["claim_stochastic_ksd_subset"]["check"]
+    assert LR.stein_rows(LR.Config(), None) == []
+
+
+def test_minibatch_scores_are_the_samplers_unbiased_stochastic_gradients():
+    """App. B.2's stochastic scores: every draw its own minibatch of m rows, N/m-scaled — unbiased
+    for the full-data score (mean of 4,000 draws within 4 standard errors), and different per
+    draw; the library's fixed subset (Problem(score_data=m)) gives one biased value for all."""
+    cfg = LR.PRESETS["tiny"]
+    ds = D.logistic_regression_data(600, 10, seed=4)
+    energy = LR.make_energy(cfg, len(ds.y_train))
+    theta = 0.3 * torch.ones(10)
+    full = Problem(energy, theta, data=ds.train).scores(theta[None])[0].double()
+    s = LR.MinibatchScores(energy, ds.train, m=6, seed=1).scores(theta.expand(4000, 10).clone()).double()
+    assert s.shape == (4000, 10) and float(s.std(0).min()) > 0
+    z = (s.mean(0) - full) / (s.std(0) / math.sqrt(4000))
+    assert float(z.abs().max()) < 4.0, z
+    sub = Problem(energy, theta, data=ds.train, score_data=6, seed=1).scores(theta.expand(3, 10).clone())
+    assert torch.equal(sub[0], sub[1])  # one fixed subset: every draw gets the same score at the same point
+
+
+def test_ten_run_and_stein_settings_are_checked_before_compute(tmp_path):
+    for bad, match in (
+        (dict(num_seeds=0), "num_seeds"),
+        (dict(num_seeds=2.5), "num_seeds"),
+        (dict(ordering_se=-1.0), "ordering_se"),
+        (dict(stein_kind="epochs"), "stein_kind"),
+        (dict(stein_batch=0.0), "stein_batch"),
+        (dict(stein_min_tau=2.0), "stein_min_tau"),
+        (dict(stein_sampler="pSGLD"), "unknown sampler"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            LR.run(replace(LR.PRESETS["tiny"], **bad), tmp_path / "never", progress=False)
+        assert not (tmp_path / "never").exists()
+    assert LR.PRESETS["full"].num_seeds == 10 == LR.PRESETS["converged"].num_seeds == LR.Config().num_seeds
+    assert LR.PRESETS["full"].stein_batch == 0.01 and LR.PRESETS["full"].stein_budget == 1.0  # App. B.2: 1 %, 1 s
+
+
 # -- the experiment -----------------------------------------------------------------------------
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report):
     out = tmp_path / "run"
@@ -173,8 +357,27 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
         "claim_more_samples",
         "claim_accuracy",
         "tuning_wall",
+        "claim_stochastic_ksd_minibatch",
+        "claim_stochastic_fssd_minibatch",
+        "claim_stochastic_ksd_subset",
+        "claim_stochastic_fssd_subset",
     }
     assert claims <= set(rows)
+    # Fig. 1's runs: num_seeds evaluation runs, the verdicts on their means (issue 26 §3)
+    cfg = LR.PRESETS["tiny"]
+    runs, ss = on_disk["evaluation_runs"], on_disk["seed_summary"]
+    assert len(runs) == cfg.num_seeds == ss["runs"] == 3 and runs[0] == on_disk["evaluation"]
+    for j, s in enumerate(SAMPLERS):
+        vals = [r[s]["Grid"]["ksd"] for r in runs]
+        assert len(set(vals)) == 3  # independent runs
+        assert rows["Grid:ksd"]["ours"][j] == pytest.approx(sum(vals) / 3) == ss["ksd"]["mean"]["Grid"][j]
+    assert "mean ± 2 sd" in (out / "report.md").read_text()
+    # App. B.2: SGLD at batch 1 % over the tiny step grid, the same draws scored three ways
+    st = on_disk["stein_ranking"]
+    assert st["labels"] == ["h=10^-3", "h=10^-4", "h=10^-5"] and st["m"] == 20
+    assert st["iterations"] == [cfg.stein_budget] * 3 and st["errors"] == [None] * 3
+    assert all(v is not None and v > 0 for e in st["values"].values() for k in ("ksd", "fssd") for v in e[k])
+    assert rows["claim_stochastic_ksd_subset"]["check"] and not rows["claim_stochastic_ksd_minibatch"]["check"]
     md = (out / "report.md").read_text()
     assert len(saved["comparisons"]) == len(rows)  # one Comparison per old row
     for r in rows.values():
@@ -256,7 +459,9 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     """Adversarial numbers (issue 26 §1): the paper's own numbers (Tables 1, 4, 5) pass every claim
     row; constant answers, the numbers shuffled across methods and every ordering reversed pass
     at most a quarter. The claims are judged sampler by sampler (formerly "ours >= paper - 1"
-    counts and "ours >= 5": constants passed 3, the shuffled answer 5 of 15; now 1, 2)."""
+    counts and "ours >= 5": constants passed 3, the shuffled answer 5 of 15; now 1, 2). App. B.2's
+    rows (stochastic vs full-data rankings) get the paper's answer (the stochastic ranking is the
+    full-data one) and the wrong ones: a constant, the ranking rotated by one arm, reversed."""
     from .adversarial import constants, passes, reversed_ranks, shuffled
 
     pub = E.REGISTRY.get("mamba-logreg").published
@@ -273,16 +478,31 @@ def test_wrong_answers_do_not_pass_the_verdicts():
         "batch_pct": {m: {s: LR.PAPER_TABLE4[s][m][1] for s in SAMPLERS} for m in methods},
     }
 
-    def passed(answer):
-        numbers = {k: {m: [d[s] for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
-        return passes(LR.comparisons(LR.Config(), numbers, comparable=True))
+    full = [545.0, 467.0, 472.0, 570.0, 638.0, 205.0, 94.0, 61.0, 46.0, 82.0, 93.0, 117.0, 142.0, 130.0]
 
-    ok, n = passed(paper)
-    assert ok == n == 15  # 8 method rows, 7 claims; the wall-time target (ours) is a check
+    def stein(estimate):
+        v = {"ksd": estimate, "fssd": estimate}
+        return {
+            "labels": [f"h{k}" for k in range(14)],
+            "m": 800,
+            "sampler": "SGLD",
+            "batch_pct": 1.0,
+            "values": {"full": {"ksd": full, "fssd": full}, "subset": v, "minibatch": v},
+        }
+
+    def passed(answer, estimate):
+        numbers = {k: {m: [d[s] for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
+        return passes(LR.comparisons(LR.Config(), {**numbers, "stein": stein(estimate)}, comparable=True))
+
+    ok, n = passed(paper, full)
+    assert ok == n == 17  # 8 method rows, 9 claims; the wall-time target and the library's subset KSD are checks
     wrong = [{k: next(constants(t, (q,))) for k, t in paper.items()} for q in (0.0, 0.25, 0.5, 0.75, 1.0)]
     wrong += [{k: shuffled(t) for k, t in paper.items()}, {k: reversed_ranks(t) for k, t in paper.items()}]
-    for answer in wrong:  # measured: 1, 1, 0, 0, 0 (a constant 0.1 % batch is MAMBA-KSD's), 2, 0
-        assert passed(answer)[0] <= n // 4
+    estimates = [[v] * 14 for v in (46.0, 94.0, 142.0, 545.0, 638.0)] + [full[1:] + full[:1], [-v for v in full]]
+    for answer, estimate in zip(
+        wrong, estimates
+    ):  # measured: 1, 1, 0, 0, 0 (a constant 0.1 % batch is MAMBA-KSD's), 2, 0
+        assert passed(answer, estimate)[0] <= n // 4
     one_off = {k: {m: dict(d) for m, d in t.items()} for k, t in paper.items()}  # MAMBA also lowest on SGNHT
     one_off["ksd"]["M-FSSD"]["SGNHT"] = 50.0  # 5 + 1 of 6, which "ours >= paper - 1" passed
     rows = {

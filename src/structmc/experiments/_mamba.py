@@ -576,18 +576,27 @@ def evaluate_arm(
     return out
 
 
+REPEAT_SEED_STRIDE = 100_000_000  # evaluation run r > 0: seeds disjoint from run 0's for any seed < 10,000
+
+
 def evaluate_all(
     tuned: Mapping[str, Mapping[str, dict]],
     problem: Problem,
     budget: Budget,
     *,
     seed: int = 0,
+    repeat: int = 0,
     log: Callable[[str], None] | None = None,
     **kwargs,
 ) -> dict:
     """:func:`evaluate_arm` for every chosen arm of :func:`tune_all`'s result:
     ``{sampler: {method: evaluation}}`` (``None`` where the method chose nothing). The seed
-    is the same for every method of a sampler, so methods differ by their arm only."""
+    is the same for every method of a sampler, so methods differ by their arm only.
+    ``repeat``: the index of an independent evaluation run of the same arms (Fig. 1: ten runs);
+    repeat 0 is the single run of before (same seeds, same chains), repeat r adds
+    ``r ×`` :data:`REPEAT_SEED_STRIDE` to every seed."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+        raise ValueError(f"repeat must be an int >= 0 (the index of an evaluation run), got {repeat!r}")
     out: dict = {}
     for i, (label, by_method) in enumerate(tuned.items()):
         out[label] = {}
@@ -596,16 +605,154 @@ def evaluate_all(
             if arm is None:
                 out[label][method] = None
                 continue
-            ev = evaluate_arm(problem, arm, budget, seed=10_000 * int(seed) + 1000 + i, **kwargs)
+            run_seed = 10_000 * int(seed) + 1000 + i + REPEAT_SEED_STRIDE * repeat
+            ev = evaluate_arm(problem, arm, budget, seed=run_seed, **kwargs)
             out[label][method] = ev
             if log is not None:
                 k = "-" if ev["ksd"] is None else f"{ev['ksd']:.4g}"
                 x = "-" if ev["xi"] is None else f"{100 * ev['xi']:.1f}"
                 log(
-                    f"eval {label:9s} {method:9s} KSD {k:>9s}  xi*100 {x:>7s}  {ev['iterations']} its"
-                    + (f"  ({ev['error']})" if ev["error"] else "")
+                    f"eval{f' run {repeat + 1}' if repeat else ''} {label:9s} {method:9s} KSD {k:>9s}  "
+                    f"xi*100 {x:>7s}  {ev['iterations']} its" + (f"  ({ev['error']})" if ev["error"] else "")
                 )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# independent evaluation runs (Fig. 1: "the KSD curves for ten independent runs ... the mean curve
+# along with a confidence interval (two standard deviations)", Sect. 4.1)
+# ---------------------------------------------------------------------------------------------
+PAPER_BAND_SD = 2.0  # Fig. 1's band: mean ± two standard deviations over the ten runs
+
+
+def runs_summary(
+    runs: Sequence[Mapping[str, Mapping[str, dict | None]]], key: str, methods: Sequence[str], samplers: Sequence[str]
+) -> dict:
+    """``evaluation[key]`` over independent evaluation runs (each :func:`evaluate_all`'s result):
+    ``{"mean", "sd", "se", "n", "failed"}``, each ``{method: [one value per sampler]}``. ``sd`` is
+    the sample standard deviation over the runs (None with fewer than two), ``se = sd/√n``
+    (0.0 with one run: the rules then reduce to the plain comparison of the one value). A cell
+    where any run failed (diverged, chose no arm, no value) has mean None, which ranks worst:
+    a run that diverges is not averaged away."""
+    out: dict[str, dict[str, list]] = {k: {} for k in ("mean", "sd", "se", "n", "failed")}
+    for m in methods:
+        for k in out:
+            out[k][m] = []
+        for s in samplers:
+            vals: list[float | None] = []
+            for r in runs:
+                ev = (r.get(s) or {}).get(m)
+                v = None if ev is None or ev.get("error") else ev.get(key)
+                vals.append(None if v is None or not math.isfinite(float(v)) else float(v))
+            ok = [v for v in vals if v is not None]
+            failed = len(vals) - len(ok)
+            mean = None if failed or not ok else sum(ok) / len(ok)
+            sd = None
+            if mean is not None and len(ok) >= 2:
+                sd = math.sqrt(sum((v - mean) ** 2 for v in ok) / (len(ok) - 1))
+            out["mean"][m].append(mean)
+            out["sd"][m].append(sd)
+            out["se"][m].append(
+                0.0 if mean is not None and len(ok) < 2 else (None if sd is None else sd / math.sqrt(len(ok)))
+            )
+            out["n"][m].append(len(ok))
+            out["failed"][m].append(failed)
+    return out
+
+
+def resolved_below(a, b, se_a=0.0, se_b=0.0, k: float = 1.0) -> bool:
+    """Whether ``a < b`` is resolved by the run-to-run spread: the means are ordered and the gap
+    exceeds ``k`` combined standard errors, ``b − a > k·√(se_a² + se_b²)`` (the rule of the
+    orderings judged on seed means; ``k = 1`` by default). A missing value (diverged) ranks worst:
+    a finite ``a`` is below a missing ``b``; a missing ``a`` is below nothing."""
+    a, b = _clean(a), _clean(b)
+    if not a < b:
+        return False
+    if not math.isfinite(b):
+        return True
+    return b - a > float(k) * math.hypot(float(se_a or 0.0), float(se_b or 0.0))
+
+
+def _interp(t: Sequence[float], v: Sequence[float], at: float) -> float:
+    if at <= t[0]:
+        return float(v[0])
+    for j in range(1, len(t)):
+        if at <= t[j]:
+            w = 0.0 if t[j] == t[j - 1] else (at - t[j - 1]) / (t[j] - t[j - 1])
+            return float(v[j - 1] + w * (v[j] - v[j - 1]))
+    return float(v[-1])
+
+
+def ksd_band(curves: Sequence[Mapping], points: int = 20, width: float = PAPER_BAND_SD) -> dict | None:
+    """Fig. 1's mean curve and band over independent runs: each run's KSD-against-time curve
+    (``{"seconds", "ksd"}``, :func:`evaluate_arm`) interpolated linearly onto ``points`` common
+    times from the latest first point to the earliest last point (the times every run covers);
+    ``{"seconds", "mean", "sd", "lower", "upper", "runs"}`` with the band ``mean ∓ width·sd``
+    (the paper: two standard deviations). None without a curve."""
+    cs = [c for c in curves if c and c.get("ksd")]
+    if not cs:
+        return None
+    lo = max(float(c["seconds"][0]) for c in cs)
+    hi = min(float(c["seconds"][-1]) for c in cs)
+    if hi < lo:  # runs that share no time: the shortest run's span
+        lo = hi = min(float(c["seconds"][-1]) for c in cs)
+    n = max(1, int(points))
+    at = [lo + (hi - lo) * j / max(1, n - 1) for j in range(n)] if hi > lo else [hi]
+    vals = [[_interp(c["seconds"], c["ksd"], t) for c in cs] for t in at]
+    mean = [sum(v) / len(v) for v in vals]
+    sd = [math.sqrt(sum((x - mu) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0 for v, mu in zip(vals, mean)]
+    return {
+        "seconds": at,
+        "mean": mean,
+        "sd": sd,
+        "lower": [mu - width * d for mu, d in zip(mean, sd)],
+        "upper": [mu + width * d for mu, d in zip(mean, sd)],
+        "runs": len(cs),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# rankings of arms (App. B.2: the stochastic KSD "follows the fullbatch KSD well")
+# ---------------------------------------------------------------------------------------------
+def kendall_tau(x: Sequence, y: Sequence) -> float:
+    """Kendall's τ_b between two score lists (ties: both orders tied count as neither
+    concordant nor discordant; missing/NaN values rank worst, tied with each other). NaN when a
+    list is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau needs lists of the same length, got {len(x)} and {len(y)}")
+    a, b = [_clean(v) for v in x], [_clean(v) for v in y]
+    conc = disc = tx = ty = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            dx = (a[i] > a[j]) - (a[i] < a[j])
+            dy = (b[i] > b[j]) - (b[i] < b[j])
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif dx == dy:
+                conc += 1
+            else:
+                disc += 1
+    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
+    return math.nan if denom == 0 else (conc - disc) / denom
+
+
+def ranking_agreement(labels: Sequence[str], estimate: Sequence, reference: Sequence, min_tau: float) -> dict:
+    """Whether ``estimate`` ranks the arms ``labels`` as ``reference`` does (lower is better):
+    ``{"tau", "best_reference", "best_estimate", "holds"}``; holds when Kendall's τ_b ≥ ``min_tau``
+    AND both pick the same best arm (the arm MAMBA would keep). None (not judged) with fewer than
+    three arms that have a reference value."""
+    if not len(labels) == len(estimate) == len(reference):
+        raise ValueError("ranking_agreement needs one estimate and one reference value per arm")
+    tau = kendall_tau(estimate, reference)
+    best_r = min(range(len(labels)), key=lambda i: _clean(reference[i]))
+    best_e = min(range(len(labels)), key=lambda i: _clean(estimate[i]))
+    known = sum(math.isfinite(_clean(v)) for v in reference)
+    holds = None if known < 3 or math.isnan(tau) else bool(tau >= min_tau and best_r == best_e)
+    return {"tau": tau, "best_reference": labels[best_r], "best_estimate": labels[best_e], "holds": holds}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -997,9 +1144,18 @@ def tuned_json(tuned: Mapping[str, Mapping[str, dict]], num_data: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 # figures
 # ---------------------------------------------------------------------------------------------
-def plot_ksd_curves(path, evals: Mapping[str, Mapping[str, dict | None]], title: str) -> None:
+def plot_ksd_curves(
+    path,
+    evals: Mapping[str, Mapping[str, dict | None]],
+    title: str,
+    runs: Sequence[Mapping[str, Mapping[str, dict | None]]] | None = None,
+    width: float = PAPER_BAND_SD,
+) -> None:
     """Fig. 1/2 style: KSD of the evaluation run's draws so far against sampling time, one
-    panel per sampler, one line per method (log scale)."""
+    panel per sampler, one line per method (log scale). With ``runs`` (several independent
+    evaluation runs, each :func:`evaluate_all`'s result) the line is the mean curve and the
+    shaded band mean ± ``width`` standard deviations over the runs (:func:`ksd_band`; Fig. 1:
+    ten runs, two standard deviations)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -1009,9 +1165,22 @@ def plot_ksd_curves(path, evals: Mapping[str, Mapping[str, dict | None]], title:
     cols = 3
     rows = int(math.ceil(len(samplers) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    banded = runs is not None and len(runs) > 1
     for k, s in enumerate(samplers):
         ax = axes[k // cols][k % cols]
-        for m, ev in evals[s].items():
+        for j, (m, ev) in enumerate(evals[s].items()):
+            if banded:
+                assert runs is not None
+                band = ksd_band([((r.get(s) or {}).get(m) or {}).get("curve") or {} for r in runs], width=width)
+                if band is None:
+                    continue
+                ax.plot(band["seconds"], band["mean"], color=f"C{j}", lw=1.2, label=f"{m} ({band['runs']} runs)")
+                # log scale: a band reaching below 0 (mean < 2 sd) is drawn down to a tenth of the lowest mean
+                floor = min(v for v in band["mean"] if v > 0) / 10 if any(v > 0 for v in band["mean"]) else 1e-12
+                ax.fill_between(
+                    band["seconds"], [max(v, floor) for v in band["lower"]], band["upper"], color=f"C{j}", alpha=0.2
+                )
+                continue
             if ev is None or not ev["curve"]["ksd"]:
                 continue
             ax.plot(ev["curve"]["seconds"], ev["curve"]["ksd"], marker="o", ms=2, label=m)
@@ -1020,7 +1189,7 @@ def plot_ksd_curves(path, evals: Mapping[str, Mapping[str, dict | None]], title:
         ax.legend(fontsize=7)
     for k in range(len(samplers), rows * cols):
         axes[k // cols][k % cols].axis("off")
-    fig.suptitle(title)
+    fig.suptitle(title + (f" (mean ± {width:g} sd over {len(runs)} runs)" if banded and runs is not None else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -1114,6 +1283,13 @@ __all__ = [
     "tune_all",
     "evaluate_arm",
     "evaluate_all",
+    "REPEAT_SEED_STRIDE",
+    "PAPER_BAND_SD",
+    "runs_summary",
+    "resolved_below",
+    "ksd_band",
+    "kendall_tau",
+    "ranking_agreement",
     "relative_sd_error",
     "within_factor_counts",
     "lowest_counts",
