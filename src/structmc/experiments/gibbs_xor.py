@@ -29,6 +29,22 @@ Settings, each one batched run of several chains:
   reference_defect=True)``: the evidence rows below (``Config.reference_defect_run=False``
   drops it).
 
+Observation 2 (Sect. 5.5, issue 26 §5): "Increasing the network width in initial layers does not
+have a negative impact on acceptance rates". The paper shows no figure for it; the width study
+(``Config.width_run``) runs approximate Gibbs (batch 100, σ² = 0.04) on MLP(2, w, 1) for
+``Config.widths`` (2, 5, 11, 23), ``width_chains`` chains of ``width_steps`` sweeps each, with
+every block of 3 parameters (FNBG: the output node's w + 1 in sub-blocks of 3), and judges "does
+not fall": between consecutive widths no layer's mean acceptance falls by more than
+``evidence_z`` = 2 standard errors (chains independent), with the test's power required
+(2 SE below Fig. 4b's smallest fall between layers, 9.62 pp; else "not comparable"). Node blocks
+(the output node one block of w + 1) are run beside it as a check: there the output's acceptance
+falls with width because its block grows (Sect. 4.4), not because of the width. A first probe
+(published files, 10 chains x 1,100 sweeps as in the quick preset, w = 2, 4, 8, 16, 32): layer 1 78.1, 78.7, 84.0, 87.2, 89.6 %; output with node blocks 66.5, 62.5, 60.3, 53.1,
+45.2 %, with blocks of 3 parameters 74.1 (w = 8), 76.9 (16), 81.0 % (32). The quick preset's study
+(published files, w = 2, 5, 11, 23; 55 s on the loaded machine): FNBG layer 1 75.6, 80.4, 85.6, 88.9 %,
+output 65.6, 70.8, 76.9, 78.6 % (does not fall: reproduced); NBG output 65.6, 61.2, 56.5, 49.7 %
+(−15.9 ± 1.9 pp from w = 2 to 23: the check holds).
+
 Windows, as in the paper (110,000 iterations): acceptance rates over iterations
 ``burn_in + 1 .. num_steps`` (paper 10k-110k), predictions from the posterior predictive
 averaged over the last ``predict_last`` iterations (paper 100k-110k), class 1 when p > 0.5,
@@ -101,7 +117,7 @@ from ..data.files import ChecksumError, find
 from ..data.xor import load_noisy_xor
 from ..diagnostics import classification_metrics
 from ..gibbs import MetropolisWithinGibbs, acceptance
-from ..partitions import by_neuron
+from ..partitions import by_finer_nodes, by_neuron
 from ..zoo import energy_for
 from . import resolve_preset
 from ._report import row_comparison, smallest_gap, write_rows_report
@@ -114,6 +130,8 @@ PAPER_STEPS = 110_000  # iterations per chain in the paper
 PAPER_RATES = (0.6383, 0.2072, 0.5631, 0.3618, 0.2656)
 #: the paper's median accuracies on the deep net (Fig. 3b: scenarios 1-4)
 PAPER_ACCURACIES_FIG3B = (0.9888, 0.8692, 0.9538, 1.0)
+#: Fig. 4b: the paper's mean acceptance of hidden layers 1-3 (approximate NBG, deep net)
+PAPER_LAYERS = (0.5631, 0.3618, 0.2656)
 
 
 @dataclass
@@ -151,8 +169,37 @@ class Config:
     tol_accuracy: float = 0.01
     # chains run per retained chain, relative: 1.1 ± 0.55 and 2.3 ± 1.15, both below the 1.2 between them
     tol_chains_rel: float = 0.5
+    # Observation 2 (Sect. 5.5): "Increasing the network width in initial layers does not have a negative impact
+    # on acceptance rates" (issue 26 §5). Approximate FNBG (batch 100, σ² = approx_var) on MLP(2, w, 1) for each
+    # width w: every block holds 3 parameters (a first-layer node's 2 weights and bias; the output node's w + 1
+    # split into (w + 1) / 3 sub-blocks: the paper's finer node blocks, Sect. 4), so width is the only thing that changes;
+    # w + 1 must be a multiple of 3. The node-blocked net (output node one block of w + 1) is shown beside it.
+    width_run: bool = True
+    widths: tuple[int, ...] = (2, 5, 11, 23)
+    width_steps: int = 1_100  # sweeps per chain (the paper's 110,000 / 100)
+    width_burn_in: int = 100  # acceptance over sweeps width_burn_in+1 .. width_steps
+    width_chains: int = 10
+    # "does not fall": between consecutive widths, no layer's mean acceptance falls by more than evidence_z
+    # standard errors of the difference (chains independent). The test must have the power to see a fall the
+    # size of the depth effect the paper contrasts width with: evidence_z·SE must stay below Fig. 4b's smallest
+    # fall between consecutive layers, 36.18 − 26.56 = 9.62 pp (smallest_gap(PAPER_LAYERS)); a noisier run is
+    # "not comparable", never "reproduced"
+    width_power: float = 0.0962
 
     def __post_init__(self):
+        ws = tuple(int(w) for w in self.widths)
+        if len(ws) < 2 or any(w < 2 or (w + 1) % 3 for w in ws) or any(b <= a for a, b in zip(ws, ws[1:])):
+            raise ValueError(
+                f"Config.widths must be at least two increasing widths w >= 2 with w + 1 a multiple of 3 (every "
+                f"block of 3 parameters), e.g. (2, 5, 11, 23); got {self.widths!r}"
+            )
+        if not 0 <= self.width_burn_in < self.width_steps:
+            raise ValueError(f"need 0 <= Config.width_burn_in < Config.width_steps, got {self.width_burn_in}")
+        if not 0 < self.width_power <= smallest_gap(PAPER_LAYERS):
+            raise ValueError(
+                f"Config.width_power must lie in (0, {smallest_gap(PAPER_LAYERS):.4g}], the smallest fall of "
+                f"acceptance between consecutive layers in Fig. 4b (or a depth-sized fall passes); got {self.width_power}"
+            )
         for name, tol, gap in (
             ("tol_rate", self.tol_rate, smallest_gap(PAPER_RATES)),
             ("tol_accuracy", self.tol_accuracy, smallest_gap(PAPER_ACCURACIES_FIG3B)),
@@ -177,9 +224,11 @@ def _scaled(factor: int, chains: int, pool: int, **kw) -> Config:
 
 
 PRESETS = {
-    "tiny": _scaled(500, 2, 4),  # 220 sweeps, for tests (a few seconds)
-    "quick": _scaled(20, 10, 24),  # 5,500 sweeps: the paper's schedule / 20 (a few minutes)
-    "full": Config(checkpoint_every=5_000),  # the paper's 110,000 sweeps, 10 chains
+    # 220 sweeps, for tests (a few seconds); the width study on two widths, 60 sweeps, 3 chains
+    "tiny": _scaled(500, 2, 4, widths=(2, 5), width_steps=60, width_burn_in=10, width_chains=3),
+    "quick": _scaled(20, 10, 24),  # 5,500 sweeps: the paper's schedule / 20 (a few minutes); width: 1,100 sweeps
+    # the paper's 110,000 sweeps, 10 chains; the width study 11,000 sweeps (the paper's / 10)
+    "full": Config(checkpoint_every=5_000, width_steps=11_000, width_burn_in=1_000),
 }
 
 # name -> (zoo model, approximate?)
@@ -356,6 +405,149 @@ def _scenarios(exact: dict, cfg: Config) -> dict:
     return out
 
 
+# -- Observation 2: width --------------------------------------------------------------------------
+def width_partitions(space, width: int):
+    """``(fnbg, nbg)`` partitions of MLP(2, ``width``, 1): every block of 3 parameters (the output
+    node's ``width + 1`` in ``(width + 1) / 3`` sub-blocks), and one block per node."""
+    return by_finer_nodes(space, num_chunks=[1, (width + 1) // 3]), by_neuron(space)
+
+
+def _run_width(cfg: Config, data, progress) -> dict:
+    """Observation 2's width study: approximate FNBG (and NBG beside it) on MLP(2, w, 1) for each
+    ``cfg.widths``; acceptance per layer and chain over sweeps ``width_burn_in + 1 .. width_steps``.
+    The two samplers of a width share the seed (initial points drawn from the prior, batches)."""
+    out: dict = {
+        "widths": list(cfg.widths),
+        "architecture": "MLP(2, w, 1)",
+        "steps": cfg.width_steps,
+        "window": [cfg.width_burn_in + 1, cfg.width_steps],
+        "chains": cfg.width_chains,
+        "batch_size": cfg.batch_size,
+        "proposal_var": cfg.approx_var,
+        "fnbg": {"num_blocks": [], "layer_acceptance": []},
+        "nbg": {"num_blocks": [], "layer_acceptance": [], "output_block_size": []},
+        "sampling_seconds": 0.0,
+    }
+    dtype = data.x_train.dtype
+    for k, w in enumerate(cfg.widths):
+        energy = energy_for("mlp_xor", hidden=(int(w),))
+        seed = cfg.seed * 100 + 50 + k
+        gen = torch.Generator().manual_seed(seed)
+        init = torch.randn(cfg.width_chains, energy.space.dim, generator=gen, dtype=dtype) * math.sqrt(cfg.prior_var)
+        for kind, part in zip(("fnbg", "nbg"), width_partitions(energy.space, int(w))):
+            chain = sample(
+                energy,
+                init,
+                MetropolisWithinGibbs(part, cfg.approx_var, scaling="none"),
+                cfg.width_steps,
+                data=(data.x_train, data.y_train),
+                batch_size=cfg.batch_size,
+                batching=cfg.batching,
+                num_chains=cfg.width_chains,
+                burn_in=cfg.width_steps - 1,
+                seed=seed,
+                progress=progress,
+            )
+            out["sampling_seconds"] += float(torch.as_tensor(chain.info["time"]).reshape(-1)[-1])
+            rates = acceptance(chain, part, by="layer", window=(cfg.width_burn_in + 1, cfg.width_steps))  # [C, 2]
+            out[kind]["num_blocks"].append(part.num_groups)
+            out[kind]["layer_acceptance"].append(rates.tolist())
+        out["nbg"]["output_block_size"].append(int(w) + 1)
+    return out
+
+
+def width_falls(per_width, z: float, power: float) -> dict:
+    """Observation 2's rule on per-chain acceptance ``per_width`` (one ``[C, L]`` nested list per
+    width, in increasing width): between consecutive widths, layer by layer, the difference of the
+    mean acceptance over chains (wider minus narrower) and its standard error (chains
+    independent). ``holds``: no difference below ``-z`` SE; ``None`` when a comparison has fewer
+    than 2 chains a side or ``z`` SE reaches ``power`` (too noisy to tell a depth-sized fall)."""
+    t = [torch.as_tensor(a, dtype=torch.float64) for a in per_width]
+    steps: list[dict] = []
+    holds: bool | None = True
+    reason = ""
+    for k in range(len(t) - 1):
+        a, b = t[k], t[k + 1]
+        for j in range(a.shape[1]):
+            diff = float(b[:, j].mean() - a[:, j].mean())
+            se = (
+                math.sqrt(float(a[:, j].var()) / len(a) + float(b[:, j].var()) / len(b))
+                if len(a) > 1 and len(b) > 1
+                else None
+            )
+            steps.append({"pair": [k, k + 1], "layer": j + 1, "difference": diff, "se": se})
+            if se is None:
+                holds, reason = None, "fewer than 2 chains: no standard error"
+            elif z * se >= power and holds is not None:
+                holds, reason = None, f"{z:g} SE = {100 * z * se:.2f} pp >= {100 * power:.2f} pp: too noisy"
+            elif holds and diff < -z * se:
+                holds = False
+    worst = min(steps, key=lambda s: float(s["difference"] / s["se"] if s["se"] else s["difference"]))
+    return {"holds": holds, "reason": reason, "steps": steps, "worst": worst}
+
+
+def _width_rows(width: dict, cfg: Config) -> list[dict]:
+    """Observation 2 (a claim of the paper) and the node-blocked net beside it (a check): see
+    :class:`Config` (``widths``, ``width_power``). Pure: numbers in, rows out."""
+    ws = [int(w) for w in width["widths"]]
+    fn = width_falls(width["fnbg"]["layer_acceptance"], cfg.evidence_z, cfg.width_power)
+
+    def means(rates) -> list[list[float]]:
+        return [torch.as_tensor(r, dtype=torch.float64).mean(0).tolist() for r in rates]
+
+    def show(rates) -> str:
+        m = means(rates)
+        layers = len(m[0])
+        return "; ".join(
+            ("output" if j == layers - 1 else f"layer {j + 1}")
+            + " "
+            + " / ".join(f"{100 * m[k][j]:.1f}" for k in range(len(ws)))
+            for j in range(layers)
+        )
+
+    w = fn["worst"]
+    layers = len(width["fnbg"]["layer_acceptance"][0][0])
+    worst = (
+        f"least favourable step: {'output' if w['layer'] == layers else 'layer ' + str(w['layer'])}, "
+        f"w = {ws[w['pair'][0]]} to {ws[w['pair'][1]]}: {100 * w['difference']:+.2f} pp"
+        + ("" if w["se"] is None else f" ({w['difference'] / w['se']:+.1f} SE)")
+    )
+    claim = _order_row(
+        "width_no_fall",
+        "Observation 2: acceptance does not fall with the width of the first hidden layer (approx FNBG, "
+        f"MLP(2, w, 1), w = {', '.join(map(str, ws))}, every block 3 parameters; mean over chains, %)",
+        "Sect. 5.5, Observation 2",
+        "does not fall (no negative impact of width)",
+        f"{show(width['fnbg']['layer_acceptance'])}; {worst}" + (f"; {fn['reason']}" if fn["reason"] else ""),
+        fn["holds"],
+        f"no layer's mean acceptance falls between consecutive widths by more than {cfg.evidence_z:g} SE "
+        f"(chains independent); {cfg.evidence_z:g} SE must stay below {100 * cfg.width_power:.2f} pp (Fig. 4b's "
+        "smallest fall between consecutive layers), else not comparable",
+    )
+    claim["width"] = {"difference_steps": fn["steps"]}
+    # the node-blocked net: the output node's one block grows with the width (w + 1 parameters)
+    out = [torch.as_tensor(r, dtype=torch.float64)[:, -1] for r in width["nbg"]["layer_acceptance"]]
+    diff = float(out[-1].mean() - out[0].mean())
+    se = (
+        math.sqrt(float(out[0].var()) / len(out[0]) + float(out[-1].var()) / len(out[-1]))
+        if len(out[0]) > 1 and len(out[-1]) > 1
+        else None
+    )
+    check = _order_row(
+        "width_nbg_output",
+        "node blocks (the output node one block of w + 1 parameters): its acceptance falls with the width, "
+        "as the block grows (approx NBG, MLP(2, w, 1); mean over chains, %)",
+        "Sect. 4.4 (block size), Observation 2",
+        "block size, not width, lowers acceptance (Sect. 4.4)",
+        f"{show(width['nbg']['layer_acceptance'])}; output, w = {ws[0]} to {ws[-1]}: {100 * diff:+.2f} pp"
+        + ("" if se is None else f" ± {100 * se:.2f} pp (SE)"),
+        None if se is None else diff < -cfg.evidence_z * se,
+        f"output acceptance at the widest below the narrowest by more than {cfg.evidence_z:g} SE",
+    )
+    check["check"] = True
+    return [claim, check]
+
+
 # -- verdicts ------------------------------------------------------------------------------------
 def _value_row(key, quantity, source, paper, ours, tol, stat, unit="%") -> dict:
     if ours is None:
@@ -395,7 +587,7 @@ def _order_row(key, quantity, source, paper_text, ours_text, holds: bool | None,
     }
 
 
-def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
+def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None) -> list[dict]:
     ad, ed, ash = res["approx-deep"], res["exact-deep"], res["approx-shallow"]
     s2 = scen["scenario 2"]["retained"]
     exact_node = torch.tensor(ed["node_acceptance"], dtype=torch.float64)[s2]  # scenario-2 chains
@@ -631,11 +823,9 @@ def _rows(res: dict, scen: dict, cfg: Config) -> list[dict]:
     )
     if "approx-deep-defect" in res:
         rows += _defect_rows(ad, res["approx-deep-defect"], cfg)
+    if width is not None:  # Observation 2 (issue 26 §5)
+        rows += _width_rows(width, cfg)
     return rows
-
-
-#: Fig. 4b: the paper's mean acceptance of hidden layers 1-3 (approximate NBG, deep net)
-PAPER_LAYERS = (0.5631, 0.3618, 0.2656)
 
 
 def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
@@ -691,11 +881,12 @@ def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
     return [fall, near]
 
 
-def comparisons(cfg: Config, res: dict, scen: dict) -> list:
+def comparisons(cfg: Config, res: dict, scen: dict, width: dict | None = None) -> list:
     """The report's rows (:func:`_rows`, as :func:`._report.row_comparison` judges them) from the
-    settings' numbers ``res`` (:func:`_run_setting`) and the scenarios ``scen`` (:func:`_scenarios`);
-    pure, so a test feeds it numbers."""
-    return [row_comparison(r) for r in _rows(res, scen, cfg)]
+    settings' numbers ``res`` (:func:`_run_setting`), the scenarios ``scen`` (:func:`_scenarios`)
+    and the width study ``width`` (:func:`_run_width`, Observation 2; ``None``: not run); pure, so
+    a test feeds it numbers."""
+    return [row_comparison(r) for r in _rows(res, scen, cfg, width)]
 
 
 # -- entry point -----------------------------------------------------------------------------------
@@ -734,7 +925,8 @@ def run(
     ]
     res = {name: _run_setting(name, list(SETTINGS).index(name), cfg, data, out, progress, resume) for name in names}
     scen = _scenarios(res["exact-deep"], cfg)
-    rows = _rows(res, scen, cfg)
+    width = _run_width(cfg, data, progress) if cfg.width_run else None
+    rows = _rows(res, scen, cfg, width)
     report = {
         "experiment": "gibbs-xor: node-blocked Metropolis-within-Gibbs on noisy XOR (Papamarkou 2023, Figs. 3, 4, 7)",
         "preset": preset,
@@ -752,6 +944,7 @@ def run(
         },
         "settings": res,
         "scenarios": scen,
+        "width": width,
         "rows": rows,
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in ("agrees", "differs", "n/a")},
         "reduced": _reduced(cfg),
@@ -960,6 +1153,7 @@ def _markdown(report: dict) -> str:
         "",
     ]
     lines += _defect_markdown(report)
+    lines += _width_markdown(report)
     lines += [f"![{k}]({f})" for k, f in FIGURES.items()] + [""]
     return "\n".join(lines)
 
@@ -1006,6 +1200,38 @@ def _defect_markdown(report: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def _width_markdown(report: dict) -> list[str]:
+    """Observation 2's section: acceptance per layer and width, both block choices."""
+    width = report.get("width")
+    if not width:
+        return []
+    lines = [
+        "## Observation 2: acceptance against width",
+        "",
+        f"Approximate Gibbs on {width['architecture']} (batch {width['batch_size']}, σ² = {width['proposal_var']:g}), "
+        f"{width['chains']} chains per width from prior draws, {width['steps']:,} sweeps, acceptance over sweeps "
+        f"{width['window'][0]:,}-{width['window'][1]:,}; mean over chains (%) ± SE. FNBG: every block 3 parameters "
+        "(the output node's w + 1 split in sub-blocks), so only the width changes; NBG: the output node is one "
+        "block of w + 1 parameters.",
+        "",
+        "| width | FNBG blocks | FNBG layer 1 | FNBG output | NBG blocks | NBG layer 1 | NBG output |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(rates, j) -> str:
+        t = torch.as_tensor(rates, dtype=torch.float64)[:, j]
+        se = float(t.std() / math.sqrt(len(t))) if len(t) > 1 else float("nan")
+        return f"{100 * float(t.mean()):.2f} ± {100 * se:.2f}"
+
+    for k, w in enumerate(width["widths"]):
+        f, n = width["fnbg"]["layer_acceptance"][k], width["nbg"]["layer_acceptance"][k]
+        lines.append(
+            f"| {w} | {width['fnbg']['num_blocks'][k]} | {cell(f, 0)} | {cell(f, -1)} | "
+            f"{width['nbg']['num_blocks'][k]} | {cell(n, 0)} | {cell(n, -1)} |"
+        )
+    return lines + [""]
 
 
 def _plot(out: Path, res: dict, scen: dict, cfg: Config) -> None:
