@@ -35,6 +35,11 @@ def test_partitions_have_m_groups_and_cover_the_weights(M):
 def test_step_size_maps_the_authors_eta_on_the_n_scaled_loss():
     s = mg.make_sampler(mg.PRESETS["full"], 60_000)
     assert s.lr(0) == pytest.approx(2e-2 / 60_000) and s.alpha == 0.99 and s.eps == pytest.approx(1e-8 / 60_000)
+    # issue 26 §2: the posterior and the authors' T = 1/2 (their noise variance η/(√V + λ′)), side by side
+    assert s.temperature == 1.0 and mg.make_sampler(mg.PRESETS["full"], 60_000, 0.5).temperature == 0.5
+    assert mg.Config().temperatures == (1.0, 0.5) and mg.AUTHORS_TEMPERATURE == 0.5
+    with pytest.raises(ValueError, match="temperature"):
+        mg.run(mg.Config(temperatures=(0.0,)), "/nonexistent/never")
 
 
 def test_tiny_end_to_end(tmp_path, registered, mnist_data):
@@ -49,7 +54,16 @@ def test_tiny_end_to_end(tmp_path, registered, mnist_data):
         assert r["accuracy_pct"] > 40  # 2,000 images, 60 steps: far from the paper but well above chance (10%)
         assert r["iac"] >= 1 and 0 < r["ess"] <= r["trace_length"] * 3 and r["num_draws"] > 0
     assert res["S-pSGLD M=8"]["evaluations_per_step"] == 8 and res["Sd-pSGLD M=32 rho=0.5"]["evaluations_per_step"] == 2
-    assert (tmp_path / "fig3_groups.png").stat().st_size > 5_000 and report["figures"] == ["fig3_groups.png"]
+    assert (tmp_path / "fig3_groups.png").stat().st_size > 5_000
+    assert report["figures"] == ["fig3_groups.png", "fig3_groups-T0.5.png"]
+    # both temperatures, each with its verdicts; the tally is the authors' T = 1/2 (issue 26 §2)
+    assert report["paper_setting"] == "T = 0.5" and report["verdicts"] == report["verdicts_by_setting"]["T = 0.5"]
+    assert {c["setting"] for c in report["comparisons"]} == {"T = 1", "T = 0.5"}
+    by_t = report["numbers"]["results_by_temperature"]
+    assert by_t["T = 1"] == res and all(r["temperature"] == 0.5 for r in by_t["T = 0.5"].values())
+    assert by_t["T = 0.5"]["pSGLD"]["accuracy_pct"] != res["pSGLD"]["accuracy_pct"]
+    assert (tmp_path / "runs" / "pSGLD" / "result.json").exists()  # T = 1 keeps the former folder names
+    assert (tmp_path / "runs" / "pSGLD-T0.5" / "result.json").exists()
     assert report["reduced"] and any("iterations" in r for r in report["reductions"])
     quantities = [c["quantity"] for c in report["comparisons"]]
     assert any("Sd-pSGLD, M = 32" in q for q in quantities) and any("falls as M grows" in q for q in quantities)
@@ -61,7 +75,7 @@ def test_tiny_end_to_end(tmp_path, registered, mnist_data):
             for k, r in rep["numbers"]["results"].items()
         }
 
-    assert numbers(again) == numbers(report)  # same seed, same numbers
+    assert numbers(again) == numbers(report)  # same seed, same numbers (T = 1)
     # --resume after a finished run reads every chain back from its folder
     assert all((tmp_path / "runs" / k.replace(" ", "_") / "result.json").exists() for k in report["numbers"]["results"])
     resumed = mg.run("tiny", tmp_path, progress=False, resume=True)
@@ -99,6 +113,7 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     }
     paper = {k: dict(zip(("accuracy_pct", "iac", "ess"), v)) for k, v in shape.items()}
     assert passes(mg.comparisons(cfg, paper)) == (7, 7)  # 2 values, 1 ordering, 4 claims
+    assert {r.setting for r in mg.comparisons(cfg, paper, setting="T = 0.5")} == {"T = 0.5"}
     for answer in constants(paper):
         assert passes(mg.comparisons(cfg, answer)) == (0, 7)
     # shuffled: 2 of 7, Sd-pSGLD given a better-than-pSGLD neighbour's numbers and pSGLD a worse one's (the

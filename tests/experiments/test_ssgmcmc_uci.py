@@ -37,7 +37,11 @@ def test_tiny_preset_writes_the_common_report(tiny_report):
     for fig in (U.FIGURE_MSE, U.FIGURE_LR):
         assert fig in on_disk["figures"] and (out / fig).is_file() and (out / fig).stat().st_size > 10_000
     assert (out / "report.md").is_file() and "Scaling evidence" in (out / "report.md").read_text()
-    rows = {c["quantity"]: c for c in on_disk["comparisons"]}
+    # both temperatures side by side (issue 26 §2), the tally the reference code's T = 1/2
+    assert on_disk["paper_setting"] == "T = 0.5" and on_disk["verdicts"] == on_disk["verdicts_by_setting"]["T = 0.5"]
+    assert {c["setting"] for c in on_disk["comparisons"]} == {"T = 1", "T = 0.5"}
+    assert len([c for c in on_disk["comparisons"] if c["setting"] == "T = 1"]) * 2 == len(on_disk["comparisons"])
+    rows = {c["quantity"]: c for c in on_disk["comparisons"] if c["setting"] == "T = 1"}
     pub = E.REGISTRY.get("ssgmcmc-uci").published
     for lab in U.PARTITIONS.values():
         if lab not in pub["mse"]:
@@ -57,15 +61,17 @@ def test_tiny_preset_writes_the_common_report(tiny_report):
             and lr["ours"] == 1e-4
             and lr["verdict"] == "check (not judged)"
         )
-    # the reference-code-noise check (T = 1/2, the paper's lr for Random): shown, not judged
-    check = rows["housing: test MSE, Random (M = 3), reference-code noise (T = 0.5, lr 1e-05 fixed)"]
-    assert check["verdict"] == "check (not judged)" and check["paper"] == 0.0233 and math.isfinite(check["ours"])
-    tc = on_disk["numbers"]["temperature_check"]["housing"]
-    assert tc["temperature"] == 0.5 and len(tc["test_mse"]) == 2 and tc["at_run_temperature"]["test_mean"] is None
+    # every chain at the reference code's T = 1/2 too: its own numbers, its own folders (T = 1 keeps its names)
+    by_t = on_disk["numbers"]["by_temperature"]
+    assert set(by_t) == {"T = 1", "T = 0.5"} and by_t["T = 1"]["mse"] == on_disk["numbers"]["mse"]
+    half, one = (by_t[t]["mse_by_lr"]["housing"]["Random (M = 3)"]["0.0001"]["test_mse"] for t in ("T = 0.5", "T = 1"))
+    assert len(half) == 2 and all(math.isfinite(v) for v in half) and half != one
+    names = {f.name for f in (out / "runs" / "boston").iterdir()}
+    assert {"random_lr0.0001_seed0", "random_lr0.0001_seed0-T0.5"} <= names and len(names) == 16
     trend = [c for q, c in rows.items() if "no systematic trend" in q]
     assert len(trend) == 1 and trend[0]["paper"] == pytest.approx(0.0003 / math.sqrt((3 * 0.003**2 + 0.002**2) / 4))
     # the step-size mapping states the convention: SGLD(lr = 2η)
-    assert any("SGLD(lr = 2η = 0.0002, temperature = 1)" in s for s in on_disk["step_size_mapping"])
+    assert any("SGLD(lr = 2η = 0.0002, temperature ∈ {1, 0.5})" in s for s in on_disk["step_size_mapping"])
     # the scaling evidence: the mean predictor scores ≈ 0.03-0.05 in min-max units, ≈ 1 standardised
     ev = on_disk["numbers"]["scaling"]["housing"]
     assert 0.02 < ev["mean_predictor_mse_minmax"] < 0.06 and 0.5 < ev["mean_predictor_mse_standardized"] < 1.5
@@ -251,8 +257,8 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     assert U.value_tolerance({lab: U.PAPER_MSE[lab]["concrete"] for lab in paper}) == pytest.approx(0.9 * 0.0005)
     assert smallest_gap(paper[lab]["housing"] for lab in paper) < 0.1 * U.PAPER_MSE["By Layer"]["housing"][1]
 
-    def rows(answer):
-        results = {
+    def results_for(answer):
+        return {
             key: {
                 "chosen": {
                     p: {"lr": 1e-5, "test_mean": answer[lab][col], "test_sd": U.PAPER_MSE[lab][col][1]}
@@ -262,7 +268,9 @@ def test_wrong_answers_do_not_pass_the_verdicts():
             }
             for key, col in cols.items()
         }
-        return U.comparisons(cfg, results)
+
+    def rows(answer):
+        return U.comparisons(cfg, results_for(answer))
 
     def claims(answer, null):
         return [r for r in rows(answer) if ("no systematic trend" in r.quantity) == null]
@@ -271,6 +279,9 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     values = [r for r in own if r.check and "test MSE" in r.quantity]
     assert len(values) == 8 and all(r.verdict == "check (reproduced)" for r in values)
     assert passes(own) == (3, 3)  # 2 "no trend", 1 "random lowest" (Concrete)
+    # a temperature setting labels every row (issue 26 §2); the rules are the same at each
+    labelled = U.comparisons(cfg, results_for(paper), setting="T = 0.5")
+    assert [r.verdict for r in labelled] == [r.verdict for r in own] and {r.setting for r in labelled} == {"T = 0.5"}
     wrong = [*constants(paper), shuffled(paper), reversed_ranks(paper)]
     for answer in wrong:
         assert passes(claims(answer, null=False)) == (0, 1)

@@ -28,8 +28,12 @@ Mapping of the paper's settings and choices it leaves open
   ḡ = ∇Û/N, so G = 1/(λ + √V) is N times theirs with λ = λ′/N, and its drift (lr/2)·G∇Û equals
   theirs for ``lr = 2η/N`` (η = 1e-2, N = 60,000 → 3.33e-7), ``eps = λ′/N`` — the same form as
   the pSGLD paper's per-datum ε in ``psgld_fnn``. Their noise variance η/(√V + λ′) is half of
-  ours at that lr, i.e. temperature 1/2 in our convention, a quirk of that code we do not copy:
-  we sample the posterior (T = 1). V starts at 0 (their ``square_avg`` zeros).
+  ours at that lr, i.e. temperature 1/2 in our convention. V starts at 0 (their ``square_avg``
+  zeros).
+* **Temperature** (issue 26 §2): ``Config.temperatures`` (default ``(1.0, 0.5)``) runs every
+  chain at the posterior (T = 1) and at the authors' T = 1/2, side by side, each with its
+  verdicts; the paper's numbers come from the authors' code, so the tally is T = 1/2. T = 1's
+  run folders keep their names (``-T0.5`` marks the others), so earlier runs resume.
 * **Prior**: N(0, 0.3²) on every weight (the drivers' ``prior_std`` 0.3; the paper states none).
 * **History θ̃**: a window of the last 5,000 positions (the drivers' ``chain_length``), capped
   at the run's length; the first epoch runs plain pSGLD (``warmup_steps``, the drivers'
@@ -78,7 +82,9 @@ answers: constants, numbers shuffled across methods, rankings reversed; issue 26
 Presets: ``tiny`` (2,000 training / 1,000 test images, 60 iterations; seconds, for tests),
 ``quick`` (all MNIST, 3 epochs, ρ = 0.5, Sd at M ∈ {4, 32, 512, 42200} with K = 4, S-pSGLD at
 M ∈ {4, 32} only because it costs M model evaluations per step; 262 s measured on the 2-core
-development CPU, shared with another job) and ``full`` (the paper's grid, 500 epochs, K = 300; days on a CPU).
+development CPU, shared with another job, at one temperature: both temperatures run every
+chain twice, about 2 × that, estimated, not measured) and ``full`` (the paper's grid, 500
+epochs, K = 300; days on a CPU).
 """
 
 from __future__ import annotations
@@ -97,7 +103,18 @@ from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._common import load_data
 from ._report import Claim, Comparison, Ordering, Tolerance, smallest_gap, write_report
-from ._shared import load_result, progress_log, pyplot, restores_globals, resumable_iterate, save_result, threads
+from ._shared import (
+    check_temperatures,
+    load_result,
+    progress_log,
+    pyplot,
+    restores_globals,
+    resumable_iterate,
+    save_result,
+    temperature_label,
+    temperature_suffix,
+    threads,
+)
 
 NAME = "ssgmcmc-mnist-groups"
 NUM_PARAMS = 784 * 50 + 50 * 50 + 50 * 10  # 42,200 weights
@@ -106,6 +123,9 @@ PAPER_SD_GROUPS = (2, 4, 8, 32, 128, 512, 2048, 4096, 8192, 16384, 32768, 42200)
 PAPER_S_GROUPS = (2, 8, 32, 128, 512, 2048, 4096, 8192)
 PAPER_LR = 1e-2  # the authors' η; PSGLD(lr = 2η/N)
 FIGURE = "fig3_groups.png"
+#: the authors' pSGLD in the library's convention: noise variance η/(√V + λ′) against a drift
+#: η·∇U/(√V + λ′), half the posterior's (mandt-lab/Structured-SG-MCMC ``lvi/optimizers.py``)
+AUTHORS_TEMPERATURE = 0.5
 
 
 @dataclass
@@ -134,6 +154,9 @@ class Config:
     threads: int | None = None
     seed: int = 2  # the paper's seed
     tolerance_pct: float = 1.0  # below the paper's 2.1-point gap between its two accuracies (96.3, 94.2)
+    # every chain at each: 1.0 the posterior, 0.5 the authors' pSGLD (noise variance η/(√V + λ′) against a
+    # drift η·∇U/(√V + λ′): T = 1/2), whose numbers the paper's are (the tally)
+    temperatures: tuple = (1.0, 0.5)
 
 
 PRESETS = {
@@ -182,9 +205,10 @@ def make_partition(num_groups: int, space) -> Partition:
     return round_robin(space.dim, int(num_groups)).annotate(space)
 
 
-def make_sampler(cfg: Config, num_data: int) -> PSGLD:
-    """The authors' pSGLD(η, α, λ′) on the N-scaled loss, in our convention: lr = 2η/N, eps = λ′/N."""
-    return PSGLD(2 * cfg.lr / num_data, alpha=cfg.alpha, eps=cfg.eps / num_data)
+def make_sampler(cfg: Config, num_data: int, temperature: float = 1.0) -> PSGLD:
+    """The authors' pSGLD(η, α, λ′) on the N-scaled loss, in our convention: lr = 2η/N, eps = λ′/N;
+    ``temperature`` 1 the posterior, 0.5 the authors' noise."""
+    return PSGLD(2 * cfg.lr / num_data, alpha=cfg.alpha, eps=cfg.eps / num_data, temperature=temperature)
 
 
 def steps_for(cfg: Config, num_train: int) -> tuple[int, int]:
@@ -208,6 +232,7 @@ def run_one(
     *,
     folder: Path | None = None,
     resume: bool = False,
+    temperature: float = 1.0,
 ) -> dict:
     """One chain of ``method`` ("pSGLD", "S-pSGLD" or "Sd-pSGLD"): accuracy of the posterior
     predictive over ``num_draws`` kept draws, mean IAC and ESS over the traced weights. With
@@ -244,7 +269,12 @@ def run_one(
     thin = max(1, keep // cfg.num_draws)
     idx = trace_indices(cfg, base.space.dim).to(device)
     run = Run(
-        energy, base.initial_position(), make_sampler(cfg, N), data=(x, y), batch_size=cfg.batch_size, seed=cfg.seed
+        energy,
+        base.initial_position(),
+        make_sampler(cfg, N, temperature),
+        data=(x, y),
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
     )
     carry: dict[str, list[torch.Tensor]] = {"trace": [], "draws": []}
     trace, draws = carry["trace"], carry["draws"]
@@ -274,6 +304,7 @@ def run_one(
         "method": method,
         "num_groups": num_groups,
         "rho": rho,
+        "temperature": temperature,
         "accuracy_pct": acc,
         "iac": float(iac.mean()),
         "ess": float(ess.mean()),
@@ -358,6 +389,11 @@ def run(
             raise ValueError(f"number of groups must lie in [1, {NUM_PARAMS}], got {M}")
     if not all(0 < r <= 1 for r in cfg.rhos):
         raise ValueError(f"rhos must lie in (0, 1], got {cfg.rhos}")
+    check_temperatures(cfg.temperatures)
+    if any(isinstance(t, str) for t in cfg.temperatures):
+        raise ValueError(
+            f"Config.temperatures must be numbers (1.0 the posterior, 0.5 the authors'), got {cfg.temperatures!r}"
+        )
     if not 0 < cfg.tolerance_pct < smallest_gap(list(PAPER_ACC_PCT.values())):
         raise ValueError(
             f"Config.tolerance_pct must lie in (0, {smallest_gap(list(PAPER_ACC_PCT.values())):.3g}), below the paper's gap "
@@ -369,23 +405,44 @@ def run(
     log = progress_log(NAME, progress)
     t_start = time.perf_counter()
 
+    settings = {temperature_label(t): float(t) for t in cfg.temperatures}
+    several = len(settings) > 1
+    by_setting: dict[str, dict[str, dict]] = {}
     with threads(cfg.threads):
         data = load_data(cfg)
-        results: dict[str, dict] = {}
+        N = len(data.y_train)
         jobs = (
             [("pSGLD", None, None)]
             + [("S-pSGLD", M, None) for M in cfg.s_groups]
             + [("Sd-pSGLD", M, r) for r in cfg.rhos for M in cfg.sd_groups]
         )
-        for method, M, rho in jobs:
-            key = _key(method, M, rho)
-            results[key] = run_one(
-                cfg, data, method, M, rho, device, log, folder=out / "runs" / key.replace(" ", "_"), resume=resume
-            )
+        for label, t in settings.items():
+            results = by_setting.setdefault(label, {})
+            for method, M, rho in jobs:
+                key = _key(method, M, rho)
+                folder = out / "runs" / (key.replace(" ", "_") + temperature_suffix(t, N))  # T = 1: the old names
+                results[key] = run_one(
+                    cfg, data, method, M, rho, device, log, folder=folder, resume=resume, temperature=t
+                )
     synthetic = data.source["source"] != "files"
-    N = len(data.y_train)
-    rows = comparisons(cfg, results, synthetic)
-    figures = _figure(cfg, results, out, synthetic)
+    rows = [r for label, res in by_setting.items() for r in comparisons(cfg, res, synthetic, label if several else "")]
+    paper_setting = None
+    if several:
+        authors = temperature_label(AUTHORS_TEMPERATURE)
+        paper_setting = authors if authors in settings else next(iter(settings))
+    figures = [
+        f
+        for label, res in by_setting.items()
+        for f in _figure(
+            cfg,
+            res,
+            out,
+            synthetic,
+            "" if settings[label] == 1.0 else f"-T{settings[label]:g}",
+            label if several else "",
+        )
+    ]
+    results = by_setting.get(temperature_label(1.0)) or by_setting[next(iter(by_setting))]
     steps, per_epoch = steps_for(cfg, N)
     notes = [
         f"data: {data.source['description']}",
@@ -405,8 +462,9 @@ def run(
     step_sizes = [
         f"the authors' η = {cfg.lr:g}, α = {cfg.alpha}, λ′ = {cfg.eps:g} (drift η·∇U/(√V+λ′), V from the "
         f"N-scaled gradient, noise N(0, η/(√V+λ′))) → PSGLD(lr=2η/N = {2 * cfg.lr / N:.3g}, alpha={cfg.alpha}, "
-        f"eps=λ′/N = {cfg.eps / N:.3g}), the same drift; their noise is temperature 1/2 in our convention, we "
-        "sample at T = 1",
+        f"eps=λ′/N = {cfg.eps / N:.3g}), the same drift; their noise is temperature 1/2 in our convention: "
+        f"this run at {', '.join(settings)}"
+        + (f" side by side, the paper's numbers at {paper_setting}" if several else ""),
         "our PSGLD keeps V on the per-datum gradient ∇Û/N, hence the 1/N (the same form as psgld-fnn's "
         "lr = 2ε/N); Û = −log p(θ) − (N/n)Σ log p(y|x, θ) is the authors' loss",
         f"S-pSGLD / Sd-pSGLD: the same PSGLD on StructuredEnergy (Sd: Bernoulli(ρ) masks, K = "
@@ -416,6 +474,8 @@ def run(
     ]
     numbers = {
         "results": results,
+        "results_by_temperature": by_setting,
+        "temperatures": settings,
         "paper_accuracy_pct": PAPER_ACC_PCT,
         "num_params": NUM_PARAMS,
         "num_train": N,
@@ -438,13 +498,22 @@ def run(
         reductions=_reductions(cfg),
         figures=figures,
         notes=notes,
+        paper_setting=paper_setting,
     )
 
 
-def comparisons(cfg: Config, results: dict, synthetic: bool = False) -> list[Comparison]:
+def comparisons(cfg: Config, results: dict, synthetic: bool = False, setting: str = "") -> list[Comparison]:
     """The report's rows from ``results`` (``{run key: {"accuracy_pct", "iac", "ess", ...}}``,
     keys as :func:`_key`); pure, so a test can feed it any numbers (issue 26 §1). ``synthetic``:
-    the stand-in data, no row judged. The rules are in the module docstring ("Verdicts")."""
+    the stand-in data, no row judged; ``setting`` labels the rows with the runs' temperature when
+    a report has several. The rules are in the module docstring ("Verdicts")."""
+    rows = _rows(cfg, results, synthetic)
+    for r in rows:
+        r.setting = setting
+    return rows
+
+
+def _rows(cfg: Config, results: dict, synthetic: bool) -> list[Comparison]:
     rows = []
     tol = Tolerance(abs=cfg.tolerance_pct)
     sd32 = results.get(_key("Sd-pSGLD", 32, 0.5))
@@ -532,7 +601,7 @@ def comparisons(cfg: Config, results: dict, synthetic: bool = False) -> list[Com
     return rows
 
 
-def _figure(cfg: Config, results: dict, out: Path, synthetic: bool) -> list[str]:
+def _figure(cfg: Config, results: dict, out: Path, synthetic: bool, suffix: str = "", setting: str = "") -> list[str]:
     plt = pyplot()
     if plt is None:
         return []
@@ -562,11 +631,16 @@ def _figure(cfg: Config, results: dict, out: Path, synthetic: bool) -> list[str]
             ax.axhline(94.2, color="k", ls=":", lw=1, label="paper: pSGLD (94.2%)")
         ax.set(xscale="log", xlabel="number of groups M", title=title)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{NAME}: 784-50-50-10 on MNIST" + (" (synthetic stand-in)" if synthetic else ""))
+    fig.suptitle(
+        f"{NAME}: 784-50-50-10 on MNIST"
+        + (" (synthetic stand-in)" if synthetic else "")
+        + (f", {setting}" if setting else "")
+    )
     fig.tight_layout()
-    fig.savefig(out / FIGURE, dpi=100)
+    path = FIGURE.replace(".png", f"{suffix}.png")
+    fig.savefig(out / path, dpi=100)
     plt.close(fig)
-    return [FIGURE]
+    return [path]
 
 
 __all__ = [
@@ -580,5 +654,6 @@ __all__ = [
     "trace_indices",
     "PAPER_ACC_PCT",
     "NUM_PARAMS",
+    "AUTHORS_TEMPERATURE",
     "comparisons",
 ]

@@ -74,15 +74,18 @@ The authors' PyTorch SGLD (``lvi/optimizers.py``) updates θ ← θ − η(∇U 
 θ − η∇U + N(0, η) with U the loss ``-(log_prior + N·mean_batch log p)`` (``components.py``):
 η multiplies the gradient of the *full-data* energy (the same Û as ours), not a per-datum or
 per-batch mean loss. Our SGLD drift is (ε/2)∇Û, so **ε = 2η**: ``SGLD(lr=2·η)``. Their noise
-variance η = ε/2 is our temperature T = 1/2 (a known quirk of that code); we sample the
-posterior, T = 1, unless ``Config.temperature=0.5`` (the reference code's chain).
+variance η = ε/2 is our temperature T = 1/2.
 
-Checks beside the table (in ``numbers``, the notes and, not judged, the comparison table):
-``noise_check`` (plain SGLD with σ = 0.1, one seed: what a likelihood that fits does) and
-``temperature_check`` (the ``random`` partition at the paper's best lr for it, every seed, at
-T = 1/2: the authors' chain's noise level). On Boston at 1,000 epochs (2 seeds, measured while
+Temperature (issue 26 §2): ``Config.temperatures`` (default ``(1.0, 0.5)``) runs every chain at
+the posterior (T = 1) and at the authors' T = 1/2, side by side, each with its verdicts. The
+authors' UCI script is not public; their library's SGLD is T = 1/2, so the paper's numbers are
+read as T = 1/2: that setting is the tally. T = 1's run folders keep their names (``-T0.5``
+marks the others), so earlier runs resume. On Boston at 1,000 epochs (2 seeds, measured while
 writing this module) T = 1/2 gave 0.017–0.020 for Random and By Layer against 0.025–0.034 at
 T = 1: the temperature alone moves the MSE by about the gap between the paper and us.
+
+A check beside the table (in ``numbers``, the notes and, not judged, the comparison table):
+``noise_check`` (plain SGLD with σ = 0.1 at T = 1, one seed: what a likelihood that fits does).
 
 Data sets: Table 3 has six (Wine, Housing, Obesity, Bike, Concrete, Airfoil). The offline data
 folder of this project holds only Boston (Housing) and Concrete, so those are the default and
@@ -108,7 +111,8 @@ Verdicts (:func:`comparisons`, issue 26 §1)
 
 Presets: ``tiny`` (Boston, the four partitions, one learning rate, 2 seeds, 60 iterations; a
 few seconds, for tests), ``quick`` (Boston and Concrete, the paper's best learning rates 1e-4
-and 1e-5 only, 3 seeds, 60 epochs; ≈ 2 minutes on the 2-core development CPU) and ``full``
+and 1e-5 only, 3 seeds, 60 epochs; ≈ 2 minutes on the 2-core development CPU at one
+temperature, about twice that at both, estimated from the tiny preset's timings) and ``full``
 (the paper's protocol: 5 learning rates, 5 seeds, 1,000 epochs; about 2 hours on that CPU, most of
 it the 101-copy By Neurons energy at ≈ 5 ms per iteration; 1e-3 diverges within a few hundred
 iterations).
@@ -118,7 +122,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -133,9 +137,23 @@ from ..run import DivergenceError
 from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Tolerance, smallest_gap, write_report
-from ._shared import default_data_dir, load_result, progress_log, pyplot, restores_globals, save_result, threads
+from ._shared import (
+    check_temperatures,
+    default_data_dir,
+    load_result,
+    progress_log,
+    pyplot,
+    restores_globals,
+    save_result,
+    temperature_label,
+    temperature_suffix,
+    threads,
+)
 
 NAME = "ssgmcmc-uci"
+
+#: the reference code's SGLD in the library's convention: θ − η∇U + N(0, η) is ε = 2η at T = 1/2
+AUTHORS_TEMPERATURE = 0.5
 
 #: the paper's learning-rate grid (Appendix G)
 PAPER_LRS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
@@ -234,7 +252,8 @@ class Config:
     hidden: tuple = (50, 50)
     noise_std: float = 1.0  # Gaussian likelihood σ (the reference FF_BNN's scale=1.0)
     prior_std: float = 1.0  # N(0, σ_p²) prior per parameter (FF_BNN's prior_std=1.0)
-    temperature: float = 1.0  # 1: the posterior; 0.5: the reference code's SGLD noise
+    # every chain at each: 1.0 the posterior, 0.5 the reference code's SGLD noise (the tally: the paper's)
+    temperatures: tuple = (1.0, 0.5)
     scaling: str = "minmax"  # "minmax" (features and target to [0, 1], the paper's units) or "standard"
     random_groups: int = 3  # M of the random partition
     history: int = 5000  # θ̃ window (the reference drivers' chain_length)
@@ -253,8 +272,6 @@ class Config:
     patience: int = 100  # epochs (a tenth of the full budget of 1,000)
     noise_check: float | None = 0.1  # plain SGLD with this σ at noise_check_lr, one seed (None: skip)
     noise_check_lr: float = 1e-5
-    temperature_check: float | None = 0.5  # the check partition at this temperature, every seed (None: skip)
-    temperature_check_partition: str = "random"  # run at the paper's best lr for it (Table 4)
     # the published MSEs are checks within this fraction of the smallest gap between a column's
     # partitions (Housing 0.0003, Concrete 0.0005: ±2.7e-4, ±4.5e-4), not tallied (see comparisons)
     value_gap_fraction: float = 0.9
@@ -489,9 +506,16 @@ class _EarlyStopping(Recorder):
 
 
 def run_one(
-    cfg: Config, data: dict, kind: str, lr: float, seed: int, device: str = "cpu", noise_std: float | None = None
+    cfg: Config,
+    data: dict,
+    kind: str,
+    lr: float,
+    seed: int,
+    device: str = "cpu",
+    noise_std: float | None = None,
+    temperature: float = 1.0,
 ) -> dict:
-    """One chain: validation and test MSE of the posterior predictive mean."""
+    """One chain at ``temperature``: validation and test MSE of the posterior predictive mean."""
     x, y = data["x_train"].to(device), data["y_train"].to(device)
     base = make_energy(cfg, x.shape[1], seed, noise_std, device)
     partition = make_partition(cfg, kind, base, seed)
@@ -505,6 +529,7 @@ def run_one(
         "partition": kind,
         "lr": lr,
         "seed": seed,
+        "temperature": temperature,
         "num_groups": partition.num_groups,
         "steps": steps,
         "epochs": steps / per_epoch,
@@ -522,7 +547,7 @@ def run_one(
         chain = sample(
             energy,
             base.initial_position(),
-            SGLD(2 * lr, temperature=cfg.temperature),
+            SGLD(2 * lr, temperature=temperature),
             steps,
             data=(x, y),
             batch_size=cfg.batch_size,
@@ -578,8 +603,11 @@ def _check(cfg: Config) -> None:
     for p in cfg.partitions:
         if p not in PARTITIONS:
             raise ValueError(f"unknown partition {p!r}; choose from {sorted(PARTITIONS)}")
-    if cfg.temperature_check_partition not in PARTITIONS:
-        raise ValueError(f"unknown Config.temperature_check_partition {cfg.temperature_check_partition!r}")
+    check_temperatures(cfg.temperatures)
+    if any(isinstance(t, str) for t in cfg.temperatures):
+        raise ValueError(
+            f"Config.temperatures must be numbers (1.0 the posterior, 0.5 the authors'), got {cfg.temperatures!r}"
+        )
     if cfg.factorized not in ("s", "sd"):
         raise ValueError(f"Config.factorized must be 's' or 'sd', got {cfg.factorized!r}")
     if not cfg.lrs or any(not lr > 0 for lr in cfg.lrs):
@@ -621,57 +649,59 @@ def run(
     log = progress_log(NAME, progress)
     t_start = time.perf_counter()
     seeds = [cfg.seed + k for k in range(cfg.seeds)]
-    results: dict[str, dict] = {}
+    settings = {temperature_label(t): float(t) for t in cfg.temperatures}
+    several = len(settings) > 1
+    by_setting: dict[str, dict[str, dict]] = {label: {} for label in settings}
     with threads(cfg.threads):
         for name in cfg.datasets:
             key = dataset_key(name)
-            runs: dict[str, dict[float, list]] = {p: {lr: [] for lr in cfg.lrs} for p in cfg.partitions}
+            runs: dict[str, dict[str, dict[float, list]]] = {
+                label: {p: {lr: [] for lr in cfg.lrs} for p in cfg.partitions} for label in settings
+            }
             evidence, groups, source = [], {}, None
-            noise, tcheck = None, []
-            col = paper_column(key)
-            tpart = cfg.temperature_check_partition
-            t_lr = PAPER_LR[PARTITIONS[tpart]][col] if col and PARTITIONS[tpart] in PAPER_LR else cfg.lrs[0]
+            noise = None
             for s in seeds:
                 data = load_split(cfg, key, s if cfg.resplit else cfg.data_seed)
                 source = data["source"]
                 evidence.append(scaling_evidence(data))
-                for p in cfg.partitions:
-                    for lr in cfg.lrs:
-                        folder = out / "runs" / key / f"{p}_lr{lr:g}_seed{s}"
-                        r = load_result(folder, resume)
-                        if r is None:
-                            r = run_one(cfg, data, p, lr, s, device)
-                            save_result(folder, r)
-                        runs[p][lr].append(r)
-                        groups[p] = r["num_groups"]
-                        if log:
-                            log(
-                                f"{key} seed {s} {p:10s} lr {lr:g}: "
-                                + (
-                                    f"diverged at iteration {r['diverged_at']}"
-                                    if r["diverged"]
-                                    else f"val {r['val_mse']:.4f} test {r['test_mse']:.4f} ({r['seconds']:.1f} s)"
+                for label, t in settings.items():
+                    suffix = temperature_suffix(t, len(data["y_train"]))  # T = 1: the former folder names
+                    for p in cfg.partitions:
+                        for lr in cfg.lrs:
+                            folder = out / "runs" / key / f"{p}_lr{lr:g}_seed{s}{suffix}"
+                            r = load_result(folder, resume)
+                            if r is None:
+                                r = run_one(cfg, data, p, lr, s, device, temperature=t)
+                                save_result(folder, r)
+                            runs[label][p][lr].append(r)
+                            groups[p] = r["num_groups"]
+                            if log:
+                                log(
+                                    f"{key} seed {s} {label} {p:10s} lr {lr:g}: "
+                                    + (
+                                        f"diverged at iteration {r['diverged_at']}"
+                                        if r["diverged"]
+                                        else f"val {r['val_mse']:.4f} test {r['test_mse']:.4f} ({r['seconds']:.1f} s)"
+                                    )
                                 )
-                            )
-                if cfg.temperature_check is not None and cfg.temperature_check != cfg.temperature:
-                    r = run_one(replace(cfg, temperature=cfg.temperature_check), data, tpart, t_lr, s, device)
-                    tcheck.append(r)
-                    if log:
-                        log(
-                            f"{key} seed {s} {tpart} lr {t_lr:g} at T = {cfg.temperature_check:g}: "
-                            + ("diverged" if r["diverged"] else f"test {r['test_mse']:.4f}")
-                        )
                 if noise is None and cfg.noise_check is not None:
                     noise = run_one(cfg, data, "joint", cfg.noise_check_lr, s, device, noise_std=cfg.noise_check)
                     noise["noise_std"] = cfg.noise_check
                     if log:
                         log(f"{key} noise check (plain SGLD, sigma {cfg.noise_check:g}): test {noise['test_mse']:.4f}")
-            results[key] = _summarise(cfg, key, runs, evidence, groups, noise, source)
-            results[key]["temperature_check"] = _temperature_summary(cfg, tcheck, runs)
+            for label in settings:
+                by_setting[label][key] = _summarise(cfg, key, runs[label], evidence, groups, noise, source)
         wall = time.perf_counter() - t_start
-        rows = comparisons(cfg, results)
-        figures = _plot(cfg, results, out)
-        numbers = _numbers(cfg, results)
+        rows = [r for label, res in by_setting.items() for r in comparisons(cfg, res, setting=label if several else "")]
+        paper_setting = None
+        if several:
+            authors = temperature_label(AUTHORS_TEMPERATURE)
+            paper_setting = authors if authors in settings else next(iter(settings))
+        figures = _plot(cfg, by_setting, out, paper_setting)
+        results = by_setting.get(temperature_label(1.0)) or by_setting[next(iter(by_setting))]
+        numbers = _numbers(cfg, results)  # the posterior's (T = 1), the former layout
+        numbers["by_temperature"] = {label: _numbers(cfg, res) for label, res in by_setting.items()}
+        numbers["temperatures"] = settings
         # inside ``threads``: the report records the thread count the runs used
         return write_report(
             out,
@@ -683,11 +713,20 @@ def run(
             numbers=numbers,
             wall_time_s=wall,
             device=device,
-            step_sizes=_step_sizes(cfg),
+            step_sizes=_step_sizes(cfg, settings, paper_setting),
             reductions=_reductions(cfg),
             figures=figures,
-            notes=_notes(cfg, results),
-            extra_md=_markdown(cfg, results),
+            notes=_notes(cfg, by_setting, paper_setting),
+            extra_md="\n\n".join(
+                (
+                    f"# {label}" + (" (the paper's setting)" if label == paper_setting else "") + "\n\n"
+                    if several
+                    else ""
+                )
+                + _markdown(cfg, res)
+                for label, res in by_setting.items()
+            ),
+            paper_setting=paper_setting,
         )
 
 
@@ -736,26 +775,6 @@ def _summarise(cfg: Config, key: str, runs: dict, evidence: list, groups: dict, 
     }
 
 
-def _temperature_summary(cfg: Config, tcheck: list, runs: dict) -> dict | None:
-    """The temperature check beside the same partition and lr at the run's temperature."""
-    if not tcheck:
-        return None
-    p, lr = tcheck[0]["partition"], tcheck[0]["lr"]
-    m, sd = _stats(r["test_mse"] for r in tcheck)
-    same = next((v for k, v in runs.get(p, {}).items() if math.isclose(k, lr)), None)
-    base = _stats(r["test_mse"] for r in same) if same else (None, None)
-    return {
-        "temperature": cfg.temperature_check,
-        "partition": p,
-        "lr": lr,
-        "test_mse": [r["test_mse"] for r in tcheck],
-        "val_mse": [r["val_mse"] for r in tcheck],
-        "test_mean": m,
-        "test_sd": sd,
-        "at_run_temperature": {"temperature": cfg.temperature, "test_mean": base[0], "test_sd": base[1]},
-    }
-
-
 def _published(column: str | None) -> tuple[dict, dict]:
     """(mse, best_lr) by paper label for a paper column: the registry's values where it has
     them, else Table 3/4 from this module."""
@@ -780,10 +799,11 @@ def value_tolerance(mse: dict, fraction: float = 0.9) -> float:
         return math.inf
 
 
-def comparisons(cfg: Config, results: dict) -> list[Comparison]:
+def comparisons(cfg: Config, results: dict, setting: str = "") -> list[Comparison]:
     """The report's rows from ``results`` (``{data set: {"chosen": {partition: {"lr",
-    "test_mean", "test_sd", ...}}, "per_lr": ..., "temperature_check": ...}}``, as
-    :func:`_summarise` makes them); pure, so a test can feed it any numbers (issue 26 §1).
+    "test_mean", "test_sd", ...}}, "per_lr": ...}}``, as :func:`_summarise` makes them, at one
+    temperature); pure, so a test can feed it any numbers (issue 26 §1). ``setting`` labels the
+    rows with the runs' temperature when a report has several (issue 26 §2).
 
     * each published MSE: a **check** (not tallied), within ``cfg.value_gap_fraction`` × the
       smallest gap between the column's partitions (Housing 0.0003, Concrete 0.0005): the
@@ -846,27 +866,6 @@ def comparisons(cfg: Config, results: dict) -> list[Comparison]:
                         check=True,
                     )
                 )
-        tc = res.get("temperature_check")
-        if tc is not None and PARTITIONS[tc["partition"]] in mse:
-            lab = PARTITIONS[tc["partition"]]
-            at = tc["at_run_temperature"]
-            rows.append(
-                Comparison(
-                    f"{label}: test MSE, {lab}, reference-code noise (T = {tc['temperature']:g}, lr {tc['lr']:g} fixed)",
-                    tc["test_mean"],
-                    mse[lab][0],
-                    None,
-                    unit="(min-max units)" if cfg.scaling == "minmax" else "(standardised units)",
-                    note=f"a check, not judged: the authors' SGLD injects noise of variance η = ε/2 (T = 1/2 in our "
-                    f"convention); ours {tc['test_mean']:.4g} ± {tc['test_sd']:.2g} against "
-                    + (
-                        f"{at['test_mean']:.4g} ± {at['test_sd']:.2g} at T = {at['temperature']:g}, same lr and seeds"
-                        if at["test_mean"] is not None
-                        else "(this lr is not in the grid at T = 1)"
-                    ),
-                    check=True,
-                )
-            )
         labs = [PARTITIONS[p] for p in cfg.partitions if PARTITIONS[p] in mse]
         if len(labs) >= 2:
             ours = [res["chosen"][p] for p in cfg.partitions if PARTITIONS[p] in mse]
@@ -908,6 +907,8 @@ def comparisons(cfg: Config, results: dict) -> list[Comparison]:
                         f"(the paper's seed sd: {mse[rnd][1]})",
                     )
                 )
+    for r in rows:
+        r.setting = setting
     return rows
 
 
@@ -946,13 +947,13 @@ def _numbers(cfg: Config, results: dict) -> dict:
             out["num_groups"].setdefault(col, {})[lab] = res["num_groups"][p]
         out["scaling"][col] = res["scaling"]
         out["noise_check"][col] = res["noise_check"]
-        out.setdefault("temperature_check", {})[col] = res.get("temperature_check")
         out["source"][col] = res["source"]
     return out
 
 
-def _step_sizes(cfg: Config) -> list[str]:
-    lines = [f"paper η = {lr:g} → SGLD(lr = 2η = {2 * lr:g}, temperature = {cfg.temperature:g})" for lr in cfg.lrs]
+def _step_sizes(cfg: Config, settings: dict, paper_setting: str | None = None) -> list[str]:
+    temps = ", ".join(f"{t:g}" for t in settings.values())
+    lines = [f"paper η = {lr:g} → SGLD(lr = 2η = {2 * lr:g}, temperature ∈ {{{temps}}})" for lr in cfg.lrs]
     lines.append(
         "The authors' SGLD (mandt-lab/Structured-SG-MCMC, lvi/optimizers.py) is θ ← θ − η∇U + N(0, η) with "
         "U = −log p(θ) − N·mean_batch log p(y|x, θ) (lvi/components.py): η multiplies the gradient of the "
@@ -960,12 +961,13 @@ def _step_sizes(cfg: Config) -> list[str]:
         "neither per datum nor per batch. Our drift is (ε/2)∇Û: ε = 2η gives the same drift."
     )
     lines.append(
-        "Their noise variance η = ε/2 is temperature 1/2 in our convention; "
+        "Their noise variance η = ε/2 is temperature 1/2 in our convention; this run at "
+        + ", ".join(settings)
         + (
-            "we sample the posterior (T = 1)."
-            if cfg.temperature == 1
-            else f"this run uses T = {cfg.temperature:g}"
-            + (" (the reference code's chain)." if cfg.temperature == 0.5 else ".")
+            f" side by side: T = 1 the posterior, T = 0.5 the reference code's chain, the paper's numbers at "
+            f"{paper_setting} (the tally)."
+            if paper_setting
+            else "."
         )
     )
     return lines
@@ -1004,7 +1006,8 @@ def _reductions(cfg: Config) -> list[str]:
     return out
 
 
-def _notes(cfg: Config, results: dict) -> list[str]:
+def _notes(cfg: Config, by_setting: dict, paper_setting: str | None = None) -> list[str]:
+    results = by_setting[paper_setting] if paper_setting else next(iter(by_setting.values()))
     notes = [
         "Scaling: features and target min-max scaled to [0, 1] with the training part's min and max (the paper's "
         "MSEs are in these units; see the scaling table: the mean predictor scores ≈ 0.04 min-max, ≈ 1 standardised)."
@@ -1033,7 +1036,11 @@ def _notes(cfg: Config, results: dict) -> list[str]:
             f"given): after every epoch the validation MSE of the chain's current network; a chain stops after "
             f"{cfg.patience} epochs without a new best, and its posterior predictive averages the draws after "
             f"{100 * cfg.burn_in:.0f} % of its own length."
-            + f" In this run: {_stop_summary(results)} ("
+            + " In this run: "
+            + "; ".join(
+                f"{label + ': ' if paper_setting else ''}{_stop_summary(res)}" for label, res in by_setting.items()
+            )
+            + " ("
             + (f"{cfg.num_steps} iterations" if cfg.num_steps is not None else f"{cfg.epochs} epochs")
             + ")."
             if cfg.early_stopping
@@ -1050,21 +1057,13 @@ def _notes(cfg: Config, results: dict) -> list[str]:
         ),
         "The paper's Wine and Airfoil columns of Table 3 are identical cell for cell (a copy error in the paper).",
     ]
+    if paper_setting:
+        notes.append(
+            f"Temperatures {', '.join(by_setting)} side by side; the paper's numbers are read as {paper_setting}, the "
+            "reference code's SGLD (noise variance η = ε/2; the authors' UCI script itself is not public); the "
+            "notes below are for that setting."
+        )
     for key, res in results.items():
-        tc = res.get("temperature_check")
-        if tc is not None and math.isfinite(tc["test_mean"]):
-            at = tc["at_run_temperature"]
-            notes.append(
-                f"{paper_column(key) or key}: with the reference code's noise (T = {tc['temperature']:g}) "
-                f"{PARTITIONS[tc['partition']]} at lr {tc['lr']:g} scores {tc['test_mean']:.4f} ± "
-                f"{tc['test_sd']:.4f}"
-                + (
-                    f", against {at['test_mean']:.4f} ± {at['test_sd']:.4f} at T = {at['temperature']:g}"
-                    if at["test_mean"] is not None
-                    else ""
-                )
-                + " (the authors' chain's noise level; the paper's lr, every seed)."
-            )
         base = res["scaling"][
             "mean_predictor_mse_minmax" if cfg.scaling == "minmax" else "mean_predictor_mse_standardized"
         ]
@@ -1154,89 +1153,103 @@ def _markdown(cfg: Config, results: dict) -> str:
     return "\n".join(lines)
 
 
-def _plot(cfg: Config, results: dict, out: Path) -> list[str]:
+def _plot(cfg: Config, by_setting: dict, out: Path, paper_setting: str | None = None) -> list[str]:
+    """Test MSE by partition (the paper's bars beside ours at each temperature) and validation
+    MSE by learning rate (solid: the paper's setting, dotted: the other)."""
     plt = pyplot()
     if plt is None:  # pragma: no cover
         return []
-    keys = list(results)
+    labels = list(by_setting)
+    first = by_setting[labels[0]]
+    keys = list(first)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
     fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        res = results[key]
         col = paper_column(key)
         mse, _ = _published(col)
         labs = [PARTITIONS[p] for p in cfg.partitions]
         xs = torch.arange(len(labs), dtype=torch.float64).tolist()
-        ours = [res["chosen"][p]["test_mean"] for p in cfg.partitions]
-        ours_sd = [res["chosen"][p]["test_sd"] for p in cfg.partitions]
-        ours = [m if math.isfinite(m) else float("nan") for m in ours]
-        ours_sd = [s if math.isfinite(s) else 0.0 for s in ours_sd]
-        w = 0.38
+        w = 0.8 / (1 + len(labels))
         pap = [mse[lab][0] if lab in mse else float("nan") for lab in labs]
         pap_sd = [mse[lab][1] if lab in mse else 0.0 for lab in labs]
-        ax.bar([x - w / 2 for x in xs], pap, w, yerr=pap_sd, capsize=3, color="0.7", label="paper (Table 3)")
-        ax.bar(
-            [x + w / 2 for x in xs],
-            ours,
-            w,
-            yerr=ours_sd,
-            capsize=3,
-            color="tab:blue",
-            label=f"ours ({cfg.seeds} seeds)",
-        )
+        ax.bar([x - 0.4 + w / 2 for x in xs], pap, w, yerr=pap_sd, capsize=3, color="0.7", label="paper (Table 3)")
+        tops = [m + e for m, e in zip(pap, pap_sd) if math.isfinite(m)]
+        for k, label in enumerate(labels):
+            res = by_setting[label][key]
+            ours = [res["chosen"][p]["test_mean"] for p in cfg.partitions]
+            ours_sd = [res["chosen"][p]["test_sd"] for p in cfg.partitions]
+            ours = [m if math.isfinite(m) else float("nan") for m in ours]
+            ours_sd = [s if math.isfinite(s) else 0.0 for s in ours_sd]
+            at = [x - 0.4 + w / 2 + (k + 1) * w for x in xs]
+            ax.bar(
+                at,
+                ours,
+                w,
+                yerr=ours_sd,
+                capsize=3,
+                color=colours[k % len(colours)],
+                label=f"ours ({cfg.seeds} seeds)" + (f", {label}" if len(labels) > 1 else ""),
+            )
+            for x, p in zip(at, cfg.partitions):
+                lr = res["chosen"][p]["lr"]
+                ax.text(
+                    x,
+                    0.002 * (1 if cfg.scaling == "minmax" else 50),
+                    f"η={lr:g}" if lr else "div.",
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    rotation=90,
+                    color="white",
+                )
+            tops += [v + e for v, e in zip(ours, ours_sd) if math.isfinite(v)]
+        res = first[key]
         base = res["scaling"][
             "mean_predictor_mse_minmax" if cfg.scaling == "minmax" else "mean_predictor_mse_standardized"
         ]
         ax.axhline(base, color="tab:red", ls="--", lw=1, label="predict training mean")
-        for x, p in zip(xs, cfg.partitions):
-            lr = res["chosen"][p]["lr"]
-            ax.text(
-                x + w / 2,
-                0.002 * (1 if cfg.scaling == "minmax" else 50),
-                f"η={lr:g}" if lr else "div.",
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                rotation=90,
-                color="white",
-            )
-        top = max(
-            [v + e for v, e in zip(ours, ours_sd) if math.isfinite(v)]
-            + [m + e for m, e in zip(pap, pap_sd) if math.isfinite(m)]
-            + [base]
-        )
-        ax.set_ylim(0, 1.35 * top)
+        ax.set_ylim(0, 1.35 * max(tops + [base]))
         ax.set_xticks(xs)
         ax.set_xticklabels([lab.replace(" (", "\n(") for lab in labs], fontsize=8)
         ax.set_title(f"{col or key} ({res['scaling']['num_train']} train rows)")
         ax.set_ylabel("test MSE (min-max units)" if cfg.scaling == "minmax" else "test MSE (standardised)")
         ax.legend(fontsize=7, loc="upper right")
-    fig.suptitle("S-SGLD partitions on UCI regression: test MSE mean ± sd over seeds (Table 3)", fontsize=10)
+    fig.suptitle(
+        "S-SGLD partitions on UCI regression: test MSE mean ± sd over seeds (Table 3)"
+        + (f"; the paper's numbers at {paper_setting}" if paper_setting else ""),
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(out / FIGURE_MSE, dpi=110)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        res = results[key]
-        for p in cfg.partitions:
-            lrs = [lr for lr in cfg.lrs if math.isfinite(res["per_lr"][p][lr]["val_mean"])]
-            if lrs:
-                ax.errorbar(
-                    lrs,
-                    [res["per_lr"][p][lr]["val_mean"] for lr in lrs],
-                    yerr=[res["per_lr"][p][lr]["val_sd"] for lr in lrs],
-                    marker="o",
-                    capsize=3,
-                    label=PARTITIONS[p],
-                )
-        diverged = [lr for lr in cfg.lrs if any(res["per_lr"][p][lr]["diverged"] for p in cfg.partitions)]
+        diverged = set()
+        for label in labels:
+            res = by_setting[label][key]
+            ls = ":" if paper_setting and label != paper_setting else "-"
+            for k, p in enumerate(cfg.partitions):
+                lrs = [lr for lr in cfg.lrs if math.isfinite(res["per_lr"][p][lr]["val_mean"])]
+                if lrs:
+                    ax.errorbar(
+                        lrs,
+                        [res["per_lr"][p][lr]["val_mean"] for lr in lrs],
+                        yerr=[res["per_lr"][p][lr]["val_sd"] for lr in lrs],
+                        marker="o",
+                        capsize=3,
+                        ls=ls,
+                        color=f"C{k}",
+                        label=PARTITIONS[p] + (f", {label}" if len(labels) > 1 else ""),
+                    )
+            diverged |= {lr for lr in cfg.lrs if any(res["per_lr"][p][lr]["diverged"] for p in cfg.partitions)}
         for lr in diverged:
             ax.axvline(lr, color="tab:red", ls=":", lw=1)
         ax.set_xscale("log")
-        ax.set_xlabel("paper learning rate η (SGLD lr = 2η)" + (" — dotted: diverged" if diverged else ""))
+        ax.set_xlabel("paper learning rate η (SGLD lr = 2η)" + (" — red dotted: diverged" if diverged else ""))
         ax.set_ylabel("validation MSE")
-        ax.set_title(paper_column(key) or key)
-        ax.legend(fontsize=7)
+        ax.set_title((paper_column(key) or key) + (f" (solid: {paper_setting})" if paper_setting else ""))
+        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / FIGURE_LR, dpi=110)
     plt.close(fig)
@@ -1261,4 +1274,5 @@ __all__ = [
     "dataset_key",
     "comparisons",
     "value_tolerance",
+    "AUTHORS_TEMPERATURE",
 ]
