@@ -289,19 +289,22 @@ def test_stochastic_ksd_ranking_rule_fails_wrong_rankings():
 
 
 def test_minibatch_scores_are_the_samplers_unbiased_stochastic_gradients():
-    """App. B.2's stochastic scores: every draw its own minibatch of m rows, N/m-scaled — unbiased
-    for the full-data score (mean of 4,000 draws within 4 standard errors), and different per
-    draw; the library's fixed subset (Problem(score_data=m)) gives one biased value for all."""
+    """App. B.2's stochastic scores, the library's Problem(score_data=m) default: every draw its own
+    minibatch of m rows, N/m-scaled — unbiased for the full-data score (mean of 4,000 draws within 4
+    standard errors), and different per draw; the fixed subset (score_batches="fixed") gives one
+    biased value for all."""
     cfg = LR.PRESETS["tiny"]
     ds = D.logistic_regression_data(600, 10, seed=4)
     energy = LR.make_energy(cfg, len(ds.y_train))
     theta = 0.3 * torch.ones(10)
     full = Problem(energy, theta, data=ds.train).scores(theta[None])[0].double()
-    s = LR.MinibatchScores(energy, ds.train, m=6, seed=1).scores(theta.expand(4000, 10).clone()).double()
+    s = Problem(energy, theta, data=ds.train, score_data=6, seed=1).scores(theta.expand(4000, 10).clone()).double()
     assert s.shape == (4000, 10) and float(s.std(0).min()) > 0
     z = (s.mean(0) - full) / (s.std(0) / math.sqrt(4000))
     assert float(z.abs().max()) < 4.0, z
-    sub = Problem(energy, theta, data=ds.train, score_data=6, seed=1).scores(theta.expand(3, 10).clone())
+    sub = Problem(energy, theta, data=ds.train, score_data=6, score_batches="fixed", seed=1).scores(
+        theta.expand(3, 10).clone()
+    )
     assert torch.equal(sub[0], sub[1])  # one fixed subset: every draw gets the same score at the same point
 
 

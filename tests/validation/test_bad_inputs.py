@@ -657,6 +657,25 @@ API = [
         ValueError,
         "use mala=False with it",
     ),
+    # MAMBA's stochastic scores: per draw (App. B.2, the default) or the fixed subset, named explicitly
+    (
+        "tuning-score-batches-unknown",
+        lambda t: sm.tuning.Problem(_energy(), torch.zeros(2), data=_xy(), score_data=4, score_batches="fresh"),
+        ValueError,
+        "score_batches must be 'per_draw'",
+    ),
+    (
+        "tuning-score-batches-without-score-data",
+        lambda t: sm.tuning.Problem(_energy(), torch.zeros(2), data=_xy(), score_batches="fixed"),
+        ValueError,
+        "score_batches='fixed' needs score_data=m",
+    ),
+    (
+        "tuning-score-data-fractional",
+        lambda t: sm.tuning.Problem(_energy(), torch.zeros(2), data=_xy(), score_data=2.5),
+        ValueError,
+        "score_data must be an integer >= 1, got 2.5",
+    ),
 ]
 
 CLI = [

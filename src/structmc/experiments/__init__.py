@@ -442,7 +442,7 @@ REGISTRY: Registry[Experiment] = Registry(
             quick_cuts="Fashion-MNIST only, 3 epochs on 10,000 images instead of 300 on 60,000; pSGLD, S-pSGLD_2, "
             "Sd-pSGLD (rho 0.5) and SGHMC only, not the learning-rate grid (the structured SGHMC runs need 150 "
             "adaptation steps before the structured energy starts: full only); IAC/ESS from a 30-iteration trace; "
-            "accuracy curves at 6 points",
+            "accuracy curves at 3 points (once per epoch)",
             quick_seconds=271.0,
         ),
         "ssgmcmc-uci": Experiment(

@@ -49,8 +49,9 @@ Protocol:
 
 KSD on MNIST is expensive (P = 79,510, N = 60,000: one full-data score costs a full-batch
 gradient). ``full`` scores every kept sample (thinned by 10, at most 256) on the full data as
-the paper; ``quick`` uses the N/m-scaled stochastic KSD on a fixed subset of ``score_data`` =
-5,000 training points (App. B.2 of the paper finds it close to the full-data KSD) and at most
+the paper; ``quick`` uses the paper's stochastic KSD with ``score_data`` = 5,000 (App. B.2, which
+finds it close to the full-data KSD: every scored draw on its own N/m-scaled minibatch of 5,000
+training points; before structmc's per-draw default, one fixed subset for all) and at most
 ``max_samples`` = 20 samples per arm and round (thinned by 5).
 
 Presets: ``full`` is the paper's setting (R = 10 s, 12 step sizes, 1,000 grid iterations,
@@ -874,8 +875,14 @@ def _reduced(cfg: Config) -> list[str]:
         )
     if cfg.score_data is not None or cfg.max_samples != full.max_samples:
         notes.append(
-            f"KSD: the N/m-scaled stochastic KSD on a fixed subset of {cfg.score_data} training points and "
-            f"at most {cfg.max_samples} samples per arm and round (thinned by {cfg.thin}), instead of "
+            "KSD: "
+            + (
+                f"the paper's N/m-scaled stochastic KSD (App. B.2), each scored draw on its own minibatch of "
+                f"{cfg.score_data} training points, and "
+                if cfg.score_data is not None
+                else ""
+            )
+            + f"at most {cfg.max_samples} samples per arm and round (thinned by {cfg.thin}), instead of "
             "full-data scores of every 10th sample: one full-data score costs a full-batch gradient "
             "(P = 79,510, N = 60,000)."
         )

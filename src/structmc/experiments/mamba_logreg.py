@@ -46,7 +46,8 @@ KSD/FSSD"; Fig. 4): :func:`stein_ranking` runs SGLD at batch 1 % over the step g
 arm), scores the same draws on the full data and stochastically, and :func:`stein_rows` judges
 whether the stochastic KSD / FSSD rank the arms as the full-data ones (Kendall's τ_b ≥ 0.6 and
 the same best arm), for the paper's estimator (a fresh minibatch per draw: the claim) and the
-library's ``Problem(score_data=m)`` (one fixed subset: a check).
+library's ``Problem(score_data=m, score_batches="fixed")`` (one fixed subset, the library's
+only stochastic scores before ``score_batches="per_draw"`` became the default: a check).
 
 Verdicts compare orderings, not magnitudes (see :mod:`~structmc.experiments._mamba`): KSD
 grows with N (the scores do) and depends on the number of draws, so our magnitudes are
@@ -507,31 +508,11 @@ def check_config(cfg: Config) -> None:
             raise ValueError(f"Config.stein_min_tau must lie in [-1, 1] (Kendall's tau), got {cfg.stein_min_tau!r}")
 
 
-class MinibatchScores:
-    """App. B.2's stochastic scores: ``∇ log π`` at every draw from its own minibatch of ``m``
-    rows (drawn with replacement, as the reference code's batches; N/m-scaled by the energy) —
-    the gradient an SGMCMC step computes at that draw. Scores ``samples`` in chunks; ``seed``
-    fixes the batches. An object with :meth:`scores`, so the tuner's metrics
-    (:class:`structmc.tuning.KSD`, :class:`structmc.tuning.FSSD`) take it as their problem."""
-
-    def __init__(self, energy, data: tuple, m: int, seed: int = 0, chunk: int = 64):
-        self.energy, self.data, self.m, self.seed, self.chunk = energy, data, int(m), int(seed), int(chunk)
-
-    def scores(self, samples: Tensor) -> Tensor:
-        g = torch.Generator().manual_seed(self.seed)
-        n_data = int(self.data[0].shape[0])
-        out = []
-        for i in range(0, samples.shape[0], self.chunk):
-            part = samples[i : i + self.chunk]
-            idx = torch.randint(n_data, (part.shape[0], self.m), generator=g)
-            _, grad = self.energy.value_and_grad(part, tuple(t[idx] for t in self.data))
-            out.append(-grad)
-        return torch.cat(out) if out else samples.clone()
-
-
 STEIN_ESTIMATORS = {
-    "subset": "the library's stochastic scores: Problem(score_data=m), one fixed random subset of m rows, N/m-scaled",
-    "minibatch": "App. B.2's: every draw scored on its own minibatch of m rows (the sampler's stochastic gradient)",
+    "subset": "one fixed random subset of m rows for every draw, N/m-scaled: Problem(score_data=m, "
+    "score_batches='fixed'), the library's only stochastic scores before its per-draw default",
+    "minibatch": "App. B.2's: every draw scored on its own minibatch of m rows (the sampler's stochastic gradient): "
+    "Problem(score_data=m), score_batches='per_draw' (the default)",
 }
 
 
@@ -539,8 +520,9 @@ def stein_ranking(cfg: Config, energy, theta_map: Tensor, data: tuple, log=None)
     """App. B.2 (Fig. 4): ``cfg.stein_sampler`` at batch ``cfg.stein_batch`` over the step grid
     ``cfg.log10_h``, each arm run from the MAP for ``cfg.stein_budget`` (seconds or iterations);
     the draws (every ``cfg.thin``-th, at most ``cfg.stein_max_samples`` evenly spaced) are scored
-    three ways — full data (what the tuner uses), the library's stochastic estimate (a fixed
-    subset of m = batch rows) and the paper's (a fresh minibatch of m rows per draw) — and each
+    three ways — full data (what the tuner uses), a fixed subset of m = batch rows
+    (``score_batches="fixed"``) and the paper's (a fresh minibatch of m rows per draw, the
+    library's ``score_data=m`` default) — and each
     gives the KSD and the FSSD-opt of the tuner (:class:`structmc.tuning.KSD`, ``FSSD``: the same
     draws, the same seed). Returns ``{"labels", "m", "values": {estimator: {"ksd", "fssd": [per arm]}},
     "iterations", "errors", "seconds"}``; an arm whose run diverged has no value (ranks worst)."""
@@ -557,8 +539,12 @@ def stein_ranking(cfg: Config, energy, theta_map: Tensor, data: tuple, log=None)
     full = Problem(energy, theta_map, data=(x, y), centre=theta_map, batching=cfg.batching, seed=cfg.seed)
     scorers = {
         "full": full,
-        "subset": Problem(energy, theta_map, data=(x, y), centre=theta_map, score_data=m, seed=cfg.seed),
-        "minibatch": MinibatchScores(energy, (x, y), m, seed=cfg.seed),
+        "subset": Problem(
+            energy, theta_map, data=(x, y), centre=theta_map, score_data=m, score_batches="fixed", seed=cfg.seed
+        ),
+        "minibatch": Problem(
+            energy, theta_map, data=(x, y), centre=theta_map, score_data=m, score_batches="per_draw", seed=cfg.seed
+        ),
     }
     budget = (
         Budget(seconds=float(cfg.stein_budget))
@@ -1092,11 +1078,12 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
 
 
 # the paper's claim is about its estimator (App. B.2: the sampler's stochastic gradients, a fresh
-# minibatch per draw): those rows are tallied. The library's Problem(score_data=m) scores every draw on
-# one fixed subset of m rows, i.e. against the subset's posterior, whose mode sits O(1/sqrt(m)) from the
-# full posterior's while the posterior is O(1/sqrt(N)) wide: a check of the library, not the paper's claim
-# (measured at N = 10^5, 1 s per arm: tau -0.36 and best arm h = 10^-1.5, against tau 0.67 and the same
-# best arm h = 10^-5 for the per-draw minibatch)
+# minibatch per draw; the library's Problem(score_data=m) default): those rows are tallied. The fixed
+# subset (score_batches="fixed", the library's only kind before) scores every draw on one subset of m
+# rows, i.e. against the subset's posterior, whose mode sits O(1/sqrt(m)) from the full posterior's
+# while the posterior is O(1/sqrt(N)) wide: a check of the library, not the paper's claim (measured at
+# N = 10^5, 1 s per arm: tau -0.36 and best arm h = 10^-1.5, against tau 0.67 and the same best arm
+# h = 10^-5 for the per-draw minibatch)
 STEIN_TALLIED = ("minibatch",)
 
 
@@ -1110,7 +1097,7 @@ def stein_rows(cfg: Config, stein: Mapping | None) -> list[dict]:
     with room for swaps between neighbouring step sizes of similar KSD; a random ranking of 14 arms has τ
     of sd ≈ 0.20 (P(τ ≥ 0.6) ≈ 0.1 %), a reversed one τ = −1; with 3 arms (tiny) only the exact
     ranking passes. Rows for the estimators in :data:`STEIN_TALLIED` (the paper's estimator) are
-    claims, the others (the library's fixed-subset scores) checks."""
+    claims, the others (the fixed-subset scores, ``score_batches="fixed"``) checks."""
     if not stein:
         return []
     out = []

@@ -56,6 +56,7 @@ def grid_search(
     metric_cost: float | None = 0.25,
     warmup: int = 2,
     score_data: int | None = None,
+    score_batches: str | None = None,
     validation=None,
     out_dir=None,
     resume: bool = False,
@@ -107,6 +108,7 @@ def grid_search(
         batching=batching,
         centre=centre,
         score_data=score_data,
+        score_batches=score_batches,
         validation=validation,
         seed=seed,
     )

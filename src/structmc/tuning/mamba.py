@@ -271,6 +271,8 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
     mine, theirs = dict(fresh.settings), dict(old.settings)
     for key in ("executor",):
         mine.pop(key, None), theirs.pop(key, None)
+    if theirs.get("score_data") is not None:  # a trace from before score_batches: a fixed subset was the only kind
+        theirs.setdefault("score_batches", "fixed")
     if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) or [
         a.to_dict() for a in old.arms
     ] != [a.to_dict() for a in fresh.arms]:
@@ -308,6 +310,7 @@ def mamba(
     metric_cost: float | None = 0.25,
     warmup: int = 2,
     score_data: int | None = None,
+    score_batches: str | None = None,
     validation=None,
     out_dir=None,
     resume: bool = False,
@@ -318,9 +321,12 @@ def mamba(
 
     Parameters
     ----------
-    target, init, data, num_chains, batching, centre, score_data, validation :
+    target, init, data, num_chains, batching, centre, score_data, score_batches, validation :
         the posterior, the start (``[P]`` or ``[num_chains, P]``; the paper uses the MAP), its
-        data, the control-variate centre, and the score data (see :class:`Problem`); or pass
+        data, the control-variate centre, and the score data (see :class:`Problem`: ``None``
+        full-data scores; ``score_data=m`` the paper's stochastic KSD/FSSD, every draw scored
+        on its own minibatch of m rows, or with ``score_batches="fixed"`` the biased
+        fixed-subset scores of structmc 0.1.0); or pass
         a ready :class:`Problem` as ``target`` (or ``problem=``), e.g. to evaluate the chosen
         arm on it afterwards with ``problem.sample(result.best, budget)``.
     arms : a list of :class:`Arm` (or their dicts), e.g. from :func:`grid`.
@@ -382,6 +388,7 @@ def mamba(
         batching=batching,
         centre=centre,
         score_data=score_data,
+        score_batches=score_batches,
         validation=validation,
         seed=seed,
     )

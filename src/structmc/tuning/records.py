@@ -84,8 +84,9 @@ class TuningSettings:
 
     def trace(self, problem, executor, num_arms: int) -> dict:
         """The trace's ``settings`` (JSON; what resume compares): these settings, the problem's
-        sizes and the executor's kind."""
-        return {
+        sizes, its scores (``score_data`` and, with score_data, ``score_batches``: a resume with
+        the other estimator is refused) and the executor's kind."""
+        out = {
             "method": self.method,
             "budget": budget_dict(self.budget),
             "eta": self.eta,
@@ -105,6 +106,9 @@ class TuningSettings:
             "executor": type(executor).__name__,
             "arms": int(num_arms),
         }
+        if problem.score_data is not None:  # absent otherwise: traces of full-data scores read as before
+            out["score_batches"] = problem.score_batches
+        return out
 
 
 def budget_dict(budget: Budget) -> dict:
