@@ -1,13 +1,17 @@
 """ssgmcmc-linreg (Fig. 2 of the structured SGMCMC paper): the verdict rules against wrong answers
-(issue 26 §1). The tiny preset end to end is tests/cli/test_cli.py::test_ssgmcmc_linreg_reproduce_tiny."""
+(issue 26 §1), including Theorem 3's ρ sweep (§5), and the exact predictions of Sd-SGLD on the Gaussian target
+that those rules are built from. The tiny preset end to end is
+tests/cli/test_cli.py::test_ssgmcmc_linreg_reproduce_tiny."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 
 from structmc.experiments import ssgmcmc_linreg as lr
-from structmc.structured import structured_optimum_gaussian
+from structmc.structured import custom, structured_optimum_gaussian
 
 from .adversarial import constants, passes, reversed_ranks, shuffled
 
@@ -37,7 +41,33 @@ def targets():
     return data["mean"].tolist(), table
 
 
-def _rows(exact_map, answer, table):
+@pytest.fixture(scope="module")
+def sweep_exact():
+    """Theorem 3's ρ sweep with the exact predictions as the answer (the discretised chain's
+    stationary corr(w1, w2), ideal store, quick's grid, K and ε) and no Monte Carlo error."""
+    cfg = lr.Config()
+    data = lr.paper_like_data(cfg)
+    ids = torch.arange(4)
+    exact = [
+        lr._corr01(lr.sd_ideal_covariance(data["precision"], ids, r, cfg.num_copies, cfg.lr)) for r in cfg.rho_grid
+    ]
+    return {
+        "rho": list(cfg.rho_grid),
+        "corr": exact,
+        "se": [0.0] * len(exact),
+        "exact": exact,
+        "mean_field": 0.0,
+        "posterior": lr._corr01(torch.linalg.inv(data["precision"])),
+    }
+
+
+def _sweep_with(sweep, answer: dict) -> dict:
+    """``sweep`` with ours replaced by ``answer`` ``{"rho=r": {"corr": value}}`` (the harness's table shape:
+    one 'method' per ρ)."""
+    return sweep | {"corr": [answer[f"rho={r:g}"]["corr"] for r in sweep["rho"]]}
+
+
+def _rows(exact_map, answer, table, sweep=None):
     scenarios = {}
     for name in (*EXACT, *SD):
         cells = answer[name]
@@ -57,18 +87,42 @@ def _rows(exact_map, answer, table):
                 "se_corr": [[0.0] * 4 for _ in range(4)],
             }
         scenarios[name] = s
-    return lr.comparisons(lr.Config(), exact_map, scenarios)
+    return lr.comparisons(lr.Config(), exact_map, scenarios, sweep)
 
 
-def test_wrong_answers_do_not_pass_the_verdicts(targets):
+def test_wrong_answers_do_not_pass_the_verdicts(targets, sweep_exact):
     """The exact targets pass every row; the exact-MAP rows are checks (true by construction of the
     data set); constants, the targets shuffled across scenarios and every ranking reversed pass at
-    most about a quarter of the 24 counted rows (21 moments, 3 figure claims)."""
+    most about a quarter of the 27 counted rows (21 moments, 3 figure claims, 3 of Theorem 3's ρ
+    sweep: monotone between the limits, the mean-field end, the posterior end)."""
     exact_map, table = targets
-    rows = _rows(exact_map, table, table)
+    stable = {f"rho={r:g}": {"corr": v} for r, v in zip(sweep_exact["rho"], sweep_exact["corr"])}
+    rows = _rows(exact_map, table, table, sweep_exact)
     maps = [r for r in rows if r.quantity.startswith("exact MAP")]
     assert len(maps) == 4 and all(r.check and r.verdict.startswith("check") for r in maps)
-    assert passes(rows) == (24, 24)
+    assert passes(rows) == (27, 27)
+    # the ρ sweep's rows: the exact predictions pass, with no error or with quick's standard errors (~0.013)
+    theorem3 = lambda answer, se=0.0: lr.sweep_comparisons(_sweep_with(sweep_exact, answer) | {"se": [se] * 5})  # noqa: E731
+    assert passes(theorem3(stable)) == (3, 3) and passes(theorem3(stable, 0.013)) == (3, 3)
+    # constant corr(w1, w2) across ρ never moves (a tie) and fails the ordering; it can sit at one end, not both
+    for answer in constants(stable):
+        sweep_rows = theorem3(answer, 0.013)
+        assert sweep_rows[0].verdict.startswith("not reproduced") and passes(sweep_rows)[0] <= 1
+    # every ordering reversed (the posterior end at ρ = 0.05) and the values shifted across ρ fail all three
+    assert passes(theorem3(reversed_ranks(stable)))[0] == 0 and passes(theorem3(shuffled(stable)))[0] == 0
+    # a sweep shifted by one grid point toward the posterior (ρ = 0.25's exact value at 0.05, ...): still
+    # monotone, but the mean-field end fails
+    shifted = sweep_exact["corr"][1:] + [sweep_exact["posterior"]]
+    rows3 = theorem3({f"rho={r:g}": {"corr": v} for r, v in zip(sweep_exact["rho"], shifted)})
+    assert [r.verdict.startswith("reproduced") for r in rows3[:3]] == [True, False, True]
+    # stuck half-way: monotone, right at the mean-field end, but not far enough toward the posterior at ρ = 0.95
+    half = [v / 2 for v in sweep_exact["corr"]]
+    rows3 = theorem3({f"rho={r:g}": {"corr": v} for r, v in zip(sweep_exact["rho"], half)})
+    assert [r.verdict.startswith("reproduced") for r in rows3[:3]] == [True, True, False]
+    # measured (quick: 6,000 steps x 32 chains per ρ): within-chain corr -0.020, -0.154, -0.349, -0.594, -0.855
+    # (SE 0.015, 0.012, 0.014, 0.013, 0.009) against the exact -0.027, -0.169, -0.375, -0.631, -0.898: passes 3/3
+    quick = sweep_exact | {"corr": [-0.020, -0.154, -0.349, -0.594, -0.855], "se": [0.015, 0.012, 0.014, 0.013, 0.009]}
+    assert passes(lr.sweep_comparisons(quick)) == (3, 3)
     # the tolerance of var w3 is capped below the gap between S-SGLD's two partitions' targets (0.0136, 0.0132)
     w3 = [r for r in rows if r.quantity.startswith("S-SGLD {w1},{w2},{w3},{b}: var w3")][0]
     gap = abs(table[EXACT[1]][("var", 2)] - table[EXACT[2]][("var", 2)])
@@ -84,3 +138,85 @@ def test_wrong_answers_do_not_pass_the_verdicts(targets):
     assert max(counts) <= 7, counts
     assert passes(_rows(exact_map, shuffled(table), table))[0] <= 7
     assert passes(_rows(exact_map, reversed_ranks(table), table))[0] <= 7
+    # all 27 counted rows, each wrong answer given to the scenarios and to the sweep alike: measured constants
+    # 3, 5, 7, 6, 3 of 27 (the sweep's constants pass one end each at the extreme quantiles), shuffled 7, reversed 7
+    wrong = lambda a, b: passes(_rows(exact_map, a, table, _sweep_with(sweep_exact, b)))[0]  # noqa: E731
+    counts = [wrong(a, b) for a, b in zip(constants(table), constants(stable))]
+    assert max(counts) <= 7, counts
+    assert wrong(shuffled(table), shuffled(stable)) <= 7
+    assert wrong(reversed_ranks(table), reversed_ranks(stable)) <= 7
+
+
+def test_sd_exact_covariance_interpolates_between_the_mean_field_and_the_posterior():
+    """Theorem 3 for the Gaussian target, exactly: (D + ρO)⁻¹ is the posterior at ρ = 1 and Theorem 1's
+    structured optimum as ρ → 0, for both partitions; the discretised chain's stationary covariance
+    tends to it as ε → 0 and exceeds it by O(ε) (mask and θ̃-draw noise) at ε = 1e-3."""
+    data = lr.paper_like_data(lr.Config())
+    Lam, mean = data["precision"], data["mean"]
+    for ids in ([0, 1, 2, 3], [0, 0, 1, 1]):
+        _, q = structured_optimum_gaussian(mean, Lam, custom(4, ids))
+        torch.testing.assert_close(lr.sd_limit_covariance(Lam, ids, 1.0), torch.linalg.inv(Lam))
+        torch.testing.assert_close(lr.sd_limit_covariance(Lam, ids, 1e-9), q, rtol=1e-6, atol=1e-9)
+        for rho in (0.05, 0.5, 0.95):
+            limit = lr.sd_limit_covariance(Lam, ids, rho)
+            torch.testing.assert_close(lr.sd_ideal_covariance(Lam, ids, rho, 4, 1e-7), limit, rtol=1e-4, atol=0)
+            S = lr.sd_ideal_covariance(Lam, ids, rho, 4, 1e-3)
+            assert (S.diagonal() > limit.diagonal()).all() and (S.diagonal() < 1.3 * limit.diagonal()).all()
+    # the four-group corr(w1, w2) falls strictly from the mean field (0) to the posterior's (-0.977) with ρ
+    c = [lr._corr01(lr.sd_limit_covariance(Lam, [0, 1, 2, 3], r / 20)) for r in range(1, 21)]
+    assert all(b < a for a, b in zip(c, c[1:])) and -0.04 < c[0] < 0 and c[-1] == pytest.approx(-0.9774, abs=1e-3)
+
+
+@pytest.mark.parametrize("ids", [[0, 1, 2, 3], [0, 0, 1, 1]])
+def test_sd_step_covariance_matches_a_monte_carlo_step(ids):
+    """One step of Sd-SGLD on the Gaussian energy, simulated (400,000 draws of δ, K = 3 copies' Bernoulli(0.3)
+    masks, θ̃ with an independent past time per group, Gaussian noise) at a step large enough that the
+    O(ε²) mask and draw noise is many standard errors: the sample covariance of δ' matches
+    sd_step_covariance entrywise within 5 standard errors, and the map without its ε² noise terms does not."""
+    g = torch.Generator().manual_seed(0)
+    data = lr.paper_like_data(lr.Config())
+    Lam = data["precision"]
+    rho, K, eps, n = 0.3, 3, 4e-3, 400_000
+    gid = torch.tensor(ids)
+    same = (gid[:, None] == gid[None, :]).double()
+    cov = lr.sd_limit_covariance(Lam, ids, rho) * 3  # any covariance
+    delta = torch.randn(n, 4, generator=g, dtype=torch.float64) @ torch.linalg.cholesky(cov).T
+    L_draw = torch.linalg.cholesky(cov * same)
+    grad = torch.zeros(n, 4, dtype=torch.float64)
+    for _ in range(K):
+        r = (torch.rand(n, int(gid.max()) + 1, generator=g, dtype=torch.float64) < rho).double()[:, gid]
+        tilde = torch.randn(n, 4, generator=g, dtype=torch.float64) @ L_draw.T
+        grad += r * ((r * delta + (1 - r) * tilde) @ Lam)
+    new = delta - eps / 2 * grad / (K * rho) + eps**0.5 * torch.randn(n, 4, generator=g, dtype=torch.float64)
+    emp = new.T @ new / n
+    exact = lr.sd_step_covariance(Lam, ids, rho, K, eps, cov)
+    se = ((exact.diagonal()[:, None] * exact.diagonal()[None, :] + exact**2) / n).sqrt()
+    assert ((emp - exact).abs() / se).max() < 5
+    # without the ε² terms (the drift only): off by many standard errors, so the test sees them
+    G = Lam * same + rho * (Lam - Lam * same)
+    drift_only = cov - eps / 2 * (G @ cov + cov @ G) + eps * torch.eye(4, dtype=torch.float64)
+    assert ((emp - drift_only).abs() / se).max() > 10
+
+
+@pytest.mark.parametrize(
+    "fields, exc, phrase",
+    [
+        ({"rho_grid": (0.5, 0.25)}, ValueError, "rho_grid must be empty"),  # decreasing
+        ({"rho_grid": (0.25, 0.25, 0.5)}, ValueError, "rho_grid must be empty"),  # a repeat: not strictly increasing
+        ({"rho_grid": (0.0, 0.5)}, ValueError, "rho_grid must be empty"),  # ρ = 0: no group ever live
+        ({"rho_grid": (0.5, 1.5)}, ValueError, "rho_grid must be empty"),
+        ({"rho_grid": (0.5,)}, ValueError, "rho_grid must be empty"),  # one point: no ordering to judge
+        ({"rho_grid": (0.5, float("nan"))}, ValueError, "rho_grid must be empty"),
+        ({"rho_grid": 0.5}, TypeError, "rho_grid must be a sequence"),
+        ({"sweep_burn_in": 6_000}, ValueError, "sweep_burn_in (6000) must be below sweep_steps (6000)"),
+        ({"sweep_chains": 0}, ValueError, "sweep_chains"),
+    ],
+)
+def test_a_bad_sweep_config_is_refused_before_any_compute(tmp_path, monkeypatch, fields, exc, phrase):
+    def no_compute(*args, **kwargs):
+        raise AssertionError("computed before the config was checked")
+
+    monkeypatch.setattr(lr, "paper_like_data", no_compute)
+    with pytest.raises(exc, match=re.escape(phrase)):
+        lr.run(lr.Config(**fields), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
