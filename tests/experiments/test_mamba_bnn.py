@@ -232,3 +232,29 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     assert M.comparison(rows["order_ece_sgld"]).verdict.startswith("tied")
     const = {r["key"]: r for r in M.rows(cfg, _as_run(wrong[2]))}
     assert all(M.comparison(const[f"order_{q}_sgld"]).verdict.startswith("tied") for q in ("ece", "mce", "acc"))
+
+
+def test_converged_preset_keeps_the_300_s_evaluations_and_says_what_it_cuts():
+    """issue 24: ``converged`` runs Table 3's rows with the paper's 300 s evaluation runs, R = 10 s and the
+    paper's 12 x 3 grid (x L) on N = 60,000, for SGLD, SGHMC and SGNHT; it cuts the -CV samplers, uses the
+    stochastic KSD and keeps quick's grid search, and its report names each of these cuts."""
+    conv, quick, full = (M.PRESETS[k] for k in ("converged", "quick", "full"))
+    for f in ("eval_seconds", "eval_thin", "eval_burn_in", "eval_max_draws", "mamba_R", "budget", "log10_h"):
+        assert getattr(conv, f) == getattr(full, f), f
+    for f in ("batch_sizes", "leapfrog", "retry_log10_h", "map_steps", "num_train", "num_test", "hidden", "warmup"):
+        assert getattr(conv, f) == getattr(full, f), f
+    assert (conv.eval_seconds, conv.mamba_R, len(conv.log10_h)) == (300.0, 10.0, 12)
+    assert quick.eval_seconds < conv.eval_seconds and quick.mamba_R < conv.mamba_R
+    for f in ("grid_iterations", "grid_thin", "grid_max_samples", "grid_points", "score_data"):
+        assert getattr(conv, f) == getattr(quick, f), f
+    assert conv.samplers == ("SGLD", "SGHMC", "SGNHT") and conv.num_threads == 1
+    notes = M._reduced(conv)
+    assert len(notes) == 3, notes
+    assert "SGLD, SGHMC, SGNHT only, not SGLD-CV, SGHMC-CV, SGNHT-CV" in notes[0]
+    assert (
+        notes[1].startswith("KSD: the paper's N/m-scaled stochastic KSD")
+        and "at most 50 samples per arm and round (thinned by 1)" in notes[1]
+    )
+    assert notes[2].startswith("grid search: 12 iterations per grid point instead of 1,000")
+    assert not any(n.startswith(("evaluation runs of", "MAMBA: R =")) for n in notes)
+    assert M._reduced(full) == []

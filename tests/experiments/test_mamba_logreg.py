@@ -321,7 +321,7 @@ def test_ten_run_and_stein_settings_are_checked_before_compute(tmp_path):
         with pytest.raises(ValueError, match=match):
             LR.run(replace(LR.PRESETS["tiny"], **bad), tmp_path / "never", progress=False)
         assert not (tmp_path / "never").exists()
-    assert LR.PRESETS["full"].num_seeds == 10 == LR.PRESETS["converged"].num_seeds == LR.Config().num_seeds
+    assert LR.PRESETS["full"].num_seeds == 10 == LR.Config().num_seeds
     assert LR.PRESETS["full"].stein_batch == 0.01 and LR.PRESETS["full"].stein_budget == 1.0  # App. B.2: 1 %, 1 s
 
 
@@ -518,3 +518,24 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     }
     lowest = next(c for q, c in rows.items() if q.startswith("MAMBA (KSD or FSSD) gives the lowest KSD"))
     assert lowest.verdict.startswith("not reproduced")
+
+
+def test_converged_preset_keeps_the_papers_run_length_and_cuts_samplers_and_runs():
+    """issue 24: ``converged`` runs Table 1's rows at the paper's length (N = 10^6, R = 1 s, 5,000 grid
+    iterations per arm, 10 s evaluation runs, KSD on every 10th draw) and cuts breadth instead --
+    SGHMC and SGHMC-CV, and five evaluation runs instead of ten -- and its report says so."""
+    conv, quick, full = (LR.PRESETS[k] for k in ("converged", "quick", "full"))
+    run_length = ("num_data", "R", "budget_kind", "log10_h", "batches", "eta", "thin", "grid_iterations", "eval_budget")
+    for f in (*run_length, "eval_kind", "eval_thin", "eval_ksd_samples", "map_steps", "reference_samples", "methods"):
+        assert getattr(conv, f) == getattr(full, f), f
+    assert (conv.num_data, conv.R, conv.grid_iterations, conv.eval_budget) == (1_000_000, 1.0, 5000, 10.0)
+    assert quick.num_data < conv.num_data and quick.grid_iterations < conv.grid_iterations
+    assert quick.eval_budget < conv.eval_budget
+    assert conv.samplers == ("SGLD", "SGLD-CV", "SGNHT", "SGNHT-CV") and conv.threads == 1
+    assert quick.num_seeds < conv.num_seeds == 5 < full.num_seeds
+    notes = LR._reduced(conv)
+    assert len(notes) == 2, notes
+    assert "SGLD, SGLD-CV, SGNHT, SGNHT-CV only, not SGHMC, SGHMC-CV" in notes[0]
+    assert notes[1].startswith("5 evaluation runs per chosen arm instead of the paper's ten")
+    assert LR._reduced(full) == []
+    assert any(n.startswith("N = 100,000 rows") for n in LR._reduced(quick))

@@ -153,3 +153,22 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     one_off["test_rmse"]["Grid"]["SGNHT"] = 1.10  # grid's RMSE below MAMBA's on one sampler: "paper - 1" passed it
     claim = next(c for c in rows(one_off) if c.quantity.startswith("MAMBA's test RMSE below grid search's"))
     assert claim.verdict.startswith("not reproduced")
+
+
+def test_converged_preset_keeps_the_papers_run_length_and_cuts_sghmc_cv():
+    """issue 24: ``converged`` runs Table 2's rows at the paper's length (R = 10 s, the 12 x 3 grids,
+    2,000 grid iterations per arm, 20 s evaluation runs, the 200,000-iteration reference) on five
+    samplers, without SGHMC-CV (its grid search alone ~33 min), and its report says so."""
+    conv, quick, full = (P.PRESETS[k] for k in ("converged", "quick", "full"))
+    for f in ("data", "latent_dim", "R", "budget_kind", "log10_h", "batches", "eta", "thin", "grid_iterations"):
+        assert getattr(conv, f) == getattr(full, f), f
+    for f in ("eval_budget", "eval_kind", "eval_ksd_samples", "map_steps", "ref_iterations", "ref_burn_in", "methods"):
+        assert getattr(conv, f) == getattr(full, f), f
+    assert (conv.R, conv.grid_iterations, conv.eval_budget, conv.ref_iterations) == (10.0, 2000, 20.0, 200_000)
+    assert quick.R < conv.R and quick.grid_iterations < conv.grid_iterations and quick.eval_budget < conv.eval_budget
+    assert conv.samplers == ("SGLD", "SGLD-CV", "SGHMC", "SGNHT", "SGNHT-CV") and conv.threads == 1
+    files = {"source": "files"}
+    notes = P._reduced(conv, files)
+    assert len(notes) == 1 and "SGNHT-CV only, not SGHMC-CV" in notes[0], notes
+    assert P._reduced(full, files) == []
+    assert len(P._reduced(quick, files)) >= 4  # quick's cuts: R, thin, grid iterations, evaluation, reference

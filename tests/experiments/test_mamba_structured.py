@@ -112,3 +112,17 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     for answer in wrong:  # measured: 1 for a constant equal to one paper number, 0 for the midpoint, 0, 0
         assert passes(rows(answer))[0] <= 1
     assert passes(rows(shuffled(paper)))[0] == passes(rows(wrong[-3]))[0] == 0  # swapped; the midpoint
+
+
+def test_converged_preset_is_full_with_one_thread():
+    """issue 24: ``converged`` keeps full's budgets (126 arms, R = 120 s, all 5,000 validation images,
+    600 s evaluation runs) with one torch thread, cuts nothing of full, and its report names no cut --
+    only the evaluation caveat against the structured paper's 250,000 iterations."""
+    conv, quick, full = (S.PRESETS[k] for k in ("converged", "quick", "full"))
+    assert replace(conv, num_threads=full.num_threads) == full and conv.num_threads == 1
+    assert (conv.mamba_R, conv.eval_seconds, conv.val_points) == (120.0, 600.0, None)
+    assert len(conv.rho) * len(conv.num_copies) * len(conv.num_groups) + conv.include_plain == 126
+    assert quick.mamba_R < conv.mamba_R and quick.eval_seconds < conv.eval_seconds
+    notes = S._reduced(conv)
+    assert len(notes) == 1 and notes[0].startswith("evaluation: 600 s from the MAP"), notes
+    assert any(n.startswith("MAMBA: the surviving arm samples for R = 20") for n in S._reduced(quick))

@@ -40,8 +40,9 @@ comparable with Table 2 only in the ``full`` preset on the MovieLens files.
 Presets: ``tiny`` (a simulated 60 × 80 rating set, d = 4, 3 step sizes, iteration budgets;
 seconds, for CI), ``quick`` (MovieLens-100K with the paper's grids, R = 1.5 s with every draw
 kept for the metric (thin 1), 60 iterations per grid arm, 3 s evaluations, a 12,000-iteration
-reference: about 5 minutes on a 2-core CPU), ``full`` (the paper's settings: R = 10 s, 2,000 iterations per grid arm, 20 s
-evaluations, a 200,000-iteration reference; not run here).
+reference: about 5 minutes on a 2-core CPU), ``converged`` (the paper's settings on SGLD, SGLD-CV, SGHMC, SGNHT
+and SGNHT-CV, without SGHMC-CV: about 65 minutes, 48 with the reference cached), ``full`` (the paper's settings:
+R = 10 s, 2,000 iterations per grid arm, 20 s evaluations, a 200,000-iteration reference; not run here).
 """
 
 from __future__ import annotations
@@ -175,6 +176,17 @@ PRESETS = {
         ref_iterations=12_000,
         ref_burn_in=2000,
     ),
+    # converged (issue 24): the paper's run length for Table 2's rows -- MovieLens-100K, R = 10 s, the 12 x 3
+    # grids (x L), 2,000 grid-search iterations per arm, 20 s evaluation runs, the 200,000-iteration reference
+    # -- on five samplers. Cut: SGHMC-CV (its grid search alone, 24 arms x 2,000 iterations of L = 5 or 10
+    # CV leapfrog steps at batch 10 %, takes ~33 min). Estimate for one torch thread on a core of its own, from
+    # CPU times measured on the MovieLens files (OMP_NUM_THREADS=1, nice 10, load ~5 on the 2 cores, so CPU
+    # time stands for the uncontended wall time; wall was ~2.5x): batch-10 % iterations SGLD 2.9 ms, SGLD-CV
+    # 5.3 ms, SGNHT 3.0 ms, SGHMC L = 10 28.5 ms (SGHMC-CV 54.5 ms); a full-data score 27 ms per draw: grid
+    # search ~24 min (SGHMC 17 of them), MAMBA ~13 min (1.5 T: 4 x 83 s + 166 s), evaluation 15 x (20 s + up to
+    # 1,000 scored draws) <= 12 min, reference chain 200,000 x 5.3 ms ~ 18 min (cached after the first run),
+    # MAP 15 s: ~65 min in all (~48 min with the reference cached; full, with SGHMC-CV: ~105 min).
+    "converged": Config(samplers=("SGLD", "SGLD-CV", "SGHMC", "SGNHT", "SGNHT-CV")),
     "full": Config(),
 }
 
@@ -712,6 +724,12 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
 def _reduced(cfg: Config, source: dict) -> list[str]:
     full = PRESETS["full"]
     notes = []
+    if tuple(cfg.samplers) != tuple(full.samplers):
+        cut = [s for s in full.samplers if s not in cfg.samplers]
+        notes.append(
+            f"samplers {', '.join(cfg.samplers)} only, not {', '.join(cut)} (paper: all six): the claims count "
+            "over the samplers run."
+        )
     if source["source"] != "files":
         notes.append(
             f"simulated ratings instead of MovieLens-100K ({source.get('reason', '')}): numbers are not "
