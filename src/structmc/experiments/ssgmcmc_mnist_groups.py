@@ -183,6 +183,10 @@ PRESETS = {
         keep_fraction=0.5,
         num_draws=50,
     ),
+    # issue 24: the headline pair at the paper's length (500 epochs): pSGLD against Sd-pSGLD with M = 32,
+    # ρ = 0.5 and K = 2 copies (the paper: K = 2 suffices), at both temperatures; the cut: the other
+    # group counts, ρ values and S-pSGLD, and K = 300
+    "converged": Config(sd_groups=(32,), s_groups=(), rhos=(0.5,), num_copies=2),
     "full": Config(),
 }
 
