@@ -20,7 +20,11 @@ With ``include_gamma=True``, Γ is computed by the chain rule through the V upda
           \qquad h_i = \partial^2 \hat U/\partial\theta_i^2,
 
 with h from the energy's ``hessian_diag`` (Hutchinson, ``gamma_probes`` Rademacher probes, on
-the same minibatch; one extra backward pass per probe).
+the same minibatch; one extra backward pass per probe). Γ is large while V is small: at the
+first step with ``v_init="first"`` (V₁ = ḡ₁², so ∂V/∂θ = 2ḡ₁h and Γ ≈ −h/ḡ₁²) and while a
+zero-started V is still (1 − αᵗ)-biased low. On the pSGLD paper's Fig. 1 Gaussian (ḡ₁ ≈ 0.1 at
+θ₀ = 0, α = 0.9999) most chains jump 10⁴–10⁶ away in the first step and never return (measured
+for ε = 0.01–0.3; issue 26's Corollary 2 check), so start Γ from a settled V, not a cold one.
 
 Step size: G ≈ 1/|ḡ| makes the drift (ε/2)G∇Û ≈ εN/2 per coordinate, so ε is typically N
 times smaller than for a per-datum-loss optimiser. The authors' Matlab code applies its
