@@ -30,10 +30,11 @@ def load_checkpoint(folder: RunFolder, settings: dict, num_steps: int | None = N
 
 
 def _upgrade_checkpoint(ckpt: dict) -> dict:
-    """Format 1 (structmc 0.1.0, no ``format`` key) -> format 2."""
+    """Format 1 (structmc 0.1.0, no ``format`` key) -> format 2 (and an experiment's carried
+    BatchNorm statistics -> the run's: :func:`_carried_buffers`)."""
     fmt = ckpt.get("format", 1)
     if fmt == CHECKPOINT_FORMAT:
-        return ckpt
+        return _carried_buffers(ckpt)
     if fmt == 1 and "carry" in ckpt:  # the experiments' own format before the recorder seam
         return {
             "format": CHECKPOINT_FORMAT,
@@ -62,6 +63,21 @@ def _upgrade_checkpoint(ckpt: dict) -> dict:
         "draws": {"kept": ckpt["kept"], "written": ckpt["written"], "chunks": ckpt["chunks"]},
         "info": info,
     }
+
+
+def _carried_buffers(ckpt: dict) -> dict:
+    """A checkpoint of :mod:`structmc.experiments.ssgmcmc_resnet` written while the experiment
+    carried BatchNorm's statistics itself (its carry's ``buffers``: ``[{"own", "chains"}]``, the
+    layout of ``buffer_state_dict()``) before the run's state held them: moved to ``run["buffers"]``."""
+    carry = ckpt.get("recorders", {}).get("carry")
+    if not isinstance(carry, dict) or "buffers" not in carry or "buffers" in ckpt["run"]:
+        return ckpt
+    carried = carry["buffers"]
+    saved = carried[0] if isinstance(carried, list) and len(carried) == 1 else None
+    if not isinstance(saved, dict) or set(saved) != {"own", "chains"}:
+        return ckpt  # a caller's own "buffers" accumulator, not the experiment's statistics
+    recorders = {**ckpt["recorders"], "carry": {k: v for k, v in carry.items() if k != "buffers"}}
+    return {**ckpt, "run": {**ckpt["run"], "buffers": saved}, "recorders": recorders}
 
 
 def check_folder_replaceable(folder: RunFolder, settings: dict) -> None:

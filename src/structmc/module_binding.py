@@ -10,6 +10,8 @@ into the flat gradient.
 The buffer store is a dict ``{"chains": [buffers of chain 0, ...]}`` (a dict, as pickled in
 checkpoints): the per-chain copies of the module's buffers (BatchNorm statistics) of the last
 multi-chain evaluation, swapped into the module around each chain's forward.
+:func:`buffer_state` / :func:`load_buffer_state` save and restore the module's buffers and the
+store together (a run's checkpoint: the running statistics are part of where a chain is).
 """
 
 from __future__ import annotations
@@ -61,3 +63,37 @@ def chain_buffers(module: nn.Module, store: dict, chain: int) -> dict[str, Tenso
     if not 0 <= chain < len(chains):
         raise ValueError(f"buffers are kept for {len(chains)} chains; no chain {chain}")
     return chains[chain]
+
+
+def buffer_state(module: nn.Module, store: dict) -> dict:
+    """The module's buffers and the store's per-chain copies, on the CPU (what a checkpoint
+    keeps): ``{"own": {name: tensor}, "chains": [{name: tensor}, ...] or None}``."""
+    own = {k: v.detach().cpu().clone() for k, v in module.named_buffers()}
+    chains = store.get("chains")
+    if chains is not None:
+        chains = [{k: v.detach().cpu().clone() for k, v in c.items()} for c in chains]
+    return {"own": own, "chains": chains}
+
+
+def load_buffer_state(module: nn.Module, store: dict, state: dict) -> None:
+    """Restore :func:`buffer_state`'s ``state``: the module's buffers in place (on their device,
+    in their dtype) and the store's per-chain copies (none when it has none)."""
+    live = dict(module.named_buffers())
+    if not isinstance(state, dict) or not isinstance(state.get("own"), dict) or "chains" not in state:
+        raise ValueError(
+            "buffer state must be a dict {'own': {name: tensor}, 'chains': [...] or None}, as buffer_state_dict() "
+            f"returns; got {type(state).__name__}"
+        )
+    chains = state["chains"]
+    for what, saved in [("the module's", state["own"]), *((f"chain {c}'s", b) for c, b in enumerate(chains or ()))]:
+        if set(saved) != set(live):
+            raise ValueError(
+                f"buffer state: {what} buffers are {sorted(saved)} but the module's are {sorted(live)}: "
+                "restore the state of the same module"
+            )
+    for k, v in state["own"].items():
+        live[k].copy_(v)
+    if chains is None:
+        store.pop("chains", None)
+    else:
+        store["chains"] = [{k: v.to(live[k]).clone() for k, v in c.items()} for c in chains]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -23,6 +24,7 @@ from . import fingerprint
 from .batching import MODES, DatasetStream, MinibatchStream, TransformedStream
 from .chain import Chain
 from .energy import Energy, StatefulEnergy, as_energy
+from .energy.protocols import BufferedEnergy
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import InfoLog, Progress
@@ -345,8 +347,9 @@ class Run:
     def state_dict(self) -> dict:
         """The run's state after ``iteration`` iterations, on the CPU, from each component's
         own ``state_dict`` (sampler state, generator, minibatch stream, gradient estimator,
-        stateful energy)."""
-        return {
+        stateful energy) and, for an energy with buffers (a module's BatchNorm statistics),
+        ``buffers``: its ``buffer_state_dict()``."""
+        d = {
             "iteration": self.iteration,
             "elapsed": self.elapsed,
             "grad_evals": self.oracle.grad_evals,
@@ -359,6 +362,10 @@ class Run:
             "estimator": self.estimator.state_dict(),
             "energy": self.energy.state_dict() if isinstance(self.energy, StatefulEnergy) else None,
         }
+        if self.energy.has_buffers:  # a declared capability (BufferedEnergy): BatchNorm's running
+            # statistics move with the chain; a run without buffers keeps the layout it had
+            d["buffers"] = cast(BufferedEnergy, self.energy).buffer_state_dict()
+        return d
 
     def load_state_dict(self, d: dict) -> None:
         device = self.state.theta.device
@@ -373,6 +380,17 @@ class Run:
         self.estimator.load_state_dict(d["estimator"], device)
         if isinstance(self.energy, StatefulEnergy):
             self.energy.load_state_dict(d["energy"], device)
+        if self.energy.has_buffers:  # last: whatever the set-up evaluated, the chain's statistics win
+            if d.get("buffers") is None:
+                warnings.warn(
+                    "the checkpoint holds no module buffers (written before structmc saved them): the "
+                    "resumed chain goes on with the module's current ones (BatchNorm running statistics), "
+                    "not those of the interrupted run, so its eval-mode predictions differ from an "
+                    "uninterrupted run's",
+                    stacklevel=2,
+                )
+            else:
+                cast(BufferedEnergy, self.energy).load_buffer_state_dict(d["buffers"])
 
 
 def iterate(

@@ -185,7 +185,11 @@ def test_colour_sets_run_when_present_and_say_why_when_absent(tmp_path, monkeypa
     assert (tmp_path / "present" / "resnet20_cifar10.png").exists()
 
 
-def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", ["run", "carried"])
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, layout):
+    """BatchNorm's running statistics resume with the run's state (``run["buffers"]``); a folder
+    written while the experiment carried them itself (``layout="carried"``: under its carry's
+    ``buffers``, the run's state without them) resumes the same."""
     cfg = rn.Config(
         runs=(("Sd-SGHMC", 0.5, 1e-2),),
         datasets=("fashion-mnist",),
@@ -213,7 +217,11 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkey
         rn.run(cfg, tmp_path / "cut", progress=False)
     monkeypatch.setattr(rn, "resumable_iterate", real)
     folder = tmp_path / "cut" / "runs" / "fashion-mnist" / "Sd-SGHMC_rho=0.5_lr0.01-bn-authors-eps"
-    assert RunFolder(folder).load_checkpoint()["run"]["iteration"] == 4
+    ckpt = RunFolder(folder).load_checkpoint()
+    assert ckpt["run"]["iteration"] == 4
+    if layout == "carried":
+        ckpt["recorders"]["carry"]["buffers"] = [ckpt["run"].pop("buffers")]
+        RunFolder(folder).save_checkpoint(ckpt)
     resumed = rn.run(cfg, tmp_path / "cut", progress=False, resume=True)["numbers"]["results"]
     a, b = whole["fashion-mnist"], resumed["fashion-mnist"]
     for key in a:

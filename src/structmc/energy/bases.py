@@ -59,6 +59,12 @@ class EnergyBase:
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         raise ValueError(f"{type(self).__name__} keeps no per-chain buffers (has_buffers is False)")
 
+    def buffer_state_dict(self) -> dict:
+        raise ValueError(f"{type(self).__name__} keeps no buffers (has_buffers is False): nothing to save")
+
+    def load_buffer_state_dict(self, state: dict) -> None:
+        raise ValueError(f"{type(self).__name__} keeps no buffers (has_buffers is False): nothing to restore")
+
     def check(
         self,
         data: Sequence[Tensor] | None = None,
@@ -110,7 +116,8 @@ class WrappedEnergy(EnergyBase):
     """An energy defined on top of another, ``base``: it forwards, by declaration, what the
     base defines — ``space`` (override the property where the wrapper changes the parameter
     space), ``num_data``, ``device``, ``dtype``, ``requires_data``, ``evaluations_per_call``,
-    ``has_buffers``/``buffer_chains``/``chain_buffers``, ``check`` and ``value`` /
+    ``has_buffers``/``buffer_chains``/``chain_buffers``/``buffer_state_dict``/
+    ``load_buffer_state_dict``, ``check`` and ``value`` /
     ``value_and_grad`` — and rebuilds itself around ``base.with_num_data(N)`` for
     ``with_num_data`` (through :meth:`with_base`: override it where a copy must not share
     state). ``describe()`` nests the base's under ``base``. ``cv_base`` is the wrapper itself
@@ -154,6 +161,12 @@ class WrappedEnergy(EnergyBase):
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         return cast(BufferedEnergy, self.base).chain_buffers(chain)
+
+    def buffer_state_dict(self) -> dict:
+        return cast(BufferedEnergy, self.base).buffer_state_dict()
+
+    def load_buffer_state_dict(self, state: dict) -> None:
+        cast(BufferedEnergy, self.base).load_buffer_state_dict(state)
 
     def levels(self) -> list:
         return [self, *cast(_Leveled, self.base).levels()]

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from .. import fingerprint
 from ..energy_checks import _refuse_dropout, _refuse_meta, check_deterministic, check_module_data, probe
 from ..likelihoods import Likelihood, make_likelihood
-from ..module_binding import bind_flat, buffer_chains, chain_buffers
+from ..module_binding import bind_flat, buffer_chains, buffer_state, chain_buffers, load_buffer_state
 from ..space import ParamSpace
 from .bases import EnergyBase, _as_num_data, _described
 from .paths import _ModuleEvaluation
@@ -370,6 +370,22 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         """Buffers (e.g. BatchNorm running statistics) of one chain of the last multi-chain run
         (the module's own buffers when there was none)."""
         return chain_buffers(self.module, self._buffer_store, chain)
+
+    def buffer_state_dict(self) -> dict:
+        """The module's buffers and each chain's (the last multi-chain evaluation), on the CPU:
+        ``{"own": {name: tensor}, "chains": [{name: tensor}, ...] or None}``. A run's checkpoint
+        holds it (``Run.state_dict()["buffers"]``): BatchNorm's running statistics move with the
+        chain (train mode) and eval-mode predictions read them, so a resumed chain needs them."""
+        if not self._has_buffers:
+            raise ValueError("this ModuleEnergy's module has no buffers (has_buffers is False): nothing to save")
+        return buffer_state(self.module, self._buffer_store)
+
+    def load_buffer_state_dict(self, state: dict) -> None:
+        """Restore :meth:`buffer_state_dict`'s ``state``: the module's buffers in place (on the
+        module's device and dtype) and each chain's; ``ValueError`` when the buffer names differ."""
+        if not self._has_buffers:
+            raise ValueError("this ModuleEnergy's module has no buffers (has_buffers is False): nothing to restore")
+        load_buffer_state(self.module, self._buffer_store, state)
 
     # -- prediction ---------------------------------------------------------------------------
     @property

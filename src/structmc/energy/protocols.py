@@ -41,7 +41,9 @@ class Energy(Protocol):
       (``sample`` refuses to run it without ``data``).
     * ``has_buffers``: whether the energy keeps per-chain buffers (a module's BatchNorm
       statistics); when true it also answers ``buffer_chains`` (chains whose buffers are kept,
-      or ``None``) and ``chain_buffers(c)``. A control variate then evaluates θ and its centre
+      or ``None``), ``chain_buffers(c)`` and ``buffer_state_dict()`` /
+      ``load_buffer_state_dict(state)`` (all its buffers, which a run's checkpoint holds so that
+      a resumed chain goes on with them). A control variate then evaluates θ and its centre
       in two calls, and a chain carries the buffers for prediction.
     * ``check(data, init, batch_size, batching, *, num_points)``: refuse, before any compute,
       what the energy cannot run on (``ValueError``/``TypeError`` saying what to change):
@@ -120,14 +122,22 @@ class Energy(Protocol):
 
 
 class BufferedEnergy(Protocol):
-    """What an energy with ``has_buffers`` answers too (see :class:`Energy`): ``buffer_chains``
-    and ``chain_buffers(c)``. Not part of :class:`Energy` (an energy without buffers need not
-    define them) and not checked at run time."""
+    """What an energy with ``has_buffers`` answers too (see :class:`Energy`): ``buffer_chains``,
+    ``chain_buffers(c)`` and its buffers' state — ``buffer_state_dict()`` (on the CPU) and
+    ``load_buffer_state_dict(state)`` — which :meth:`structmc.run.Run.state_dict` saves and
+    restores (under ``"buffers"``; absent for an energy without buffers). Not part of
+    :class:`Energy` (an energy without buffers need not define them) and not checked at run
+    time. Unlike :class:`StatefulEnergy`, it implies no ``start``/``observe``/``fresh``: the
+    buffers change inside the energy's own evaluations."""
 
     @property
     def buffer_chains(self) -> int | None: ...
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]: ...
+
+    def buffer_state_dict(self) -> dict: ...
+
+    def load_buffer_state_dict(self, state: dict) -> None: ...
 
 
 @runtime_checkable

@@ -226,9 +226,10 @@ def resumable_iterate(
     while it runs).
 
     Every ``every`` iterations and after the last one, ``run.state_dict()`` (sampler state,
-    generator, minibatch stream, structured history), ``run.settings()`` and ``carry`` (the
-    caller's accumulators: traces, kept draws — updated in place by the loop body, carried by a
-    :class:`~structmc.recorders.Carry` recorder) are saved. With ``resume=True`` a checkpoint
+    generator, minibatch stream, structured history, a module's BatchNorm statistics),
+    ``run.settings()`` and ``carry`` (the caller's accumulators: traces, kept draws — updated
+    in place by the loop body, carried by a :class:`~structmc.recorders.Carry` recorder) are
+    saved. With ``resume=True`` a checkpoint
     found there (also one written before, as ``checkpoint.pt``) is loaded first (refused when
     the run's settings differ), ``carry`` is restored in place (its lists keep their identity)
     and the loop continues at the next iteration, so the caller ends with exactly what an

@@ -543,9 +543,9 @@ def run_one(
         batch_size=batch,
         seed=cfg.seed,
     )
+    # BatchNorm's running statistics go through the checkpoints with the run's state
+    # (Run.state_dict()["buffers"]); a checkpoint that carried them here before is read as the run's
     carry: dict[str, Any] = {"trace": [], "draws": [], "curve": [], "curve_probs": []}
-    if base.has_buffers:  # BatchNorm's running statistics through the checkpoints (see _BufferCarry)
-        carry["buffers"] = _BufferCarry(base)
     trace, draws = carry["trace"], carry["draws"]
     curve, window = carry["curve"], carry["curve_probs"]
     curve_every = max(1, steps // max(1, cfg.curve_points)) if cfg.curve_points else 0
@@ -564,8 +564,6 @@ def run_one(
             trace.append(state.theta[0, idx].to(torch.float64))  # stays on the device: no read per step
             if (steps - t) % every == 0 and len(draws) < cfg.num_draws:
                 draws.append(state.theta[0].clone())
-        if "buffers" in carry and (t % per_epoch == 0 or t == steps):  # the iterations a checkpoint is written
-            carry["buffers"].snapshot()
         if curve_every and (t % curve_every == 0 or t == steps):
             # Fig. 4's "model averaged accuracy" over training: the ensemble of the last curve_window
             # positions recorded here; run.elapsed counts the sampler's steps only, not this evaluation
@@ -612,39 +610,6 @@ def run_one(
         )
     save_result(folder, out)
     return out
-
-
-class _BufferCarry(list):
-    """BatchNorm's running statistics of ``energy`` (the module's own and, after a multi-copy
-    evaluation, each copy's), carried through :func:`resumable_iterate`'s checkpoints: a run's
-    state (``Run.state_dict``) holds no module buffers, so a resumed chain would predict with
-    fresh statistics. The loop calls :meth:`snapshot` at the iterations a checkpoint is written;
-    the checkpoint's ``Carry`` restores a list in place (``data[key][:] = saved``), which here also
-    copies the statistics back into the module, before the first resumed step. The per-copy
-    statistics live in ``ModuleEnergy._buffer_store`` (the store :func:`structmc.module_binding.
-    swap_buffers` keeps), which has no public setter."""
-
-    def __init__(self, energy: ModuleEnergy):
-        super().__init__()
-        self.energy = energy
-
-    def snapshot(self) -> None:
-        own = {k: v.detach().cpu().clone() for k, v in self.energy.module.named_buffers()}
-        chains = self.energy._buffer_store.get("chains")
-        chains = None if chains is None else [{k: v.detach().cpu().clone() for k, v in c.items()} for c in chains]
-        list.__setitem__(self, slice(None), [{"own": own, "chains": chains}])
-
-    def __setitem__(self, index, value) -> None:  # Carry.load_state_dict: the checkpoint's statistics
-        super().__setitem__(index, value)
-        if not self:
-            return
-        saved, live = self[0], dict(self.energy.module.named_buffers())
-        for k, v in saved["own"].items():
-            live[k].copy_(v)
-        if saved["chains"] is not None:
-            self.energy._buffer_store["chains"] = [
-                {k: v.to(live[k].device).clone() for k, v in c.items()} for c in saved["chains"]
-            ]
 
 
 def load_dataset(name: str, cfg: Config):
