@@ -64,6 +64,9 @@ from ._shared import (
 NAME = "psgld-australian"
 SAMPLERS = ("pSGLD", "SGLD")
 FIGURE = "fig2_ess_and_weight_error.png"
+# "pSGLD generates much larger ESS": a ratio of medians below 1.1 is within the spread of runs that
+# barely move (at ε ≤ 1e-5 both samplers' minimum ESS over 4,500 draws is ~1.3, equal to 3 digits)
+ESS_MARGIN = 1.1
 
 
 @dataclass
@@ -281,7 +284,10 @@ def comparisons(cfg: Config, results: dict, synthetic: bool = False, setting: st
                 f"Fig. 2a: median minimum ESS, ε = {step:g} (pSGLD, SGLD)",
                 ess,
                 paper,
-                Claim("pSGLD's median minimum ESS above SGLD's", lambda v: v[0] > v[1]),
+                Claim(
+                    f"pSGLD's median minimum ESS at least {ESS_MARGIN:g}x SGLD's ('much larger')",
+                    lambda v: v[0] >= ESS_MARGIN * v[1],
+                ),
                 setting=setting,
             )
         )
