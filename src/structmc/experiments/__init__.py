@@ -99,7 +99,8 @@ class Experiment:
     notes: str = ""
     #: what the ``quick`` preset cuts from the paper's settings (``structmc reproduce --list``)
     quick_cuts: str = ""
-    #: measured wall time of ``quick`` on the 2-core development CPU, seconds (None: not measured)
+    #: measured wall time of ``quick`` on the 2-core development CPU, seconds (None: not measured);
+    #: the values measured on 2026-11-25 ran beside other jobs on that machine: upper bounds
     quick_seconds: float | None = None
 
     def load(self) -> ModuleType:
@@ -147,7 +148,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "covariate law is in a supplement we do not have: the covariates are drawn from the Gaussian nearest "
             "N(0, I) whose expected MAP is the paper's, and the report gives the distance",
             quick_cuts="20,000 steps x 16 chains instead of 200,000 x 32",
-            quick_seconds=41.0,
+            quick_seconds=88.0,
         ),
         "ssgmcmc-theorem1": Experiment(
             "ssgmcmc-theorem1",
@@ -162,7 +163,7 @@ REGISTRY: Registry[Experiment] = Registry(
             notes="not a table of the paper: its Theorem 1 tested at length; full-batch gradients of the exact "
             "Gaussian energy (no minibatch noise)",
             quick_cuts="20,000 steps x 64 chains instead of 10^6; step sizes 4e-3..1e-3 instead of down to 1e-4",
-            quick_seconds=114.0,
+            quick_seconds=67.0,
         ),
         "gibbs-xor": Experiment(
             "gibbs-xor",
@@ -189,7 +190,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "(Fig. 4b) are means over chains, the other numbers medians; without the published files the "
             "simulator (noisy-xor-simulated) is used and the report says so",
             quick_cuts="5,500 sweeps instead of 110,000 (the paper's schedule / 20), 10 chains",
-            quick_seconds=89.0,
+            quick_seconds=389.0,
         ),
         "gibbs-mnist": Experiment(
             "gibbs-mnist",
@@ -204,7 +205,7 @@ REGISTRY: Registry[Experiment] = Registry(
             notes="only the batch-3,000 accuracies are stated in the paper's text; Tables 3, 5, 6 are compared "
             "through the orderings the paper states; blocks='reference' (810, the reference code) or 'paper' (130)",
             quick_cuts="2,000 sweeps instead of 110,000 (burn-in 200, 200-sweep prediction window), the paper's 130 blocks, batch 3,000 only",
-            quick_seconds=90.0,
+            quick_seconds=343.0,
         ),
         "gibbs-augment": Experiment(
             "gibbs-augment",
@@ -219,7 +220,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "drastically, catastrophically for FMNIST) is checked as an ordering against an untransformed "
             "chain of the same length",
             quick_cuts="800 sweeps instead of 110,000 (burn-in 80, 80-sweep window), the paper's 130 blocks",
-            quick_seconds=142.0,
+            quick_seconds=358.0,
         ),
         "mamba-logreg": Experiment(
             "mamba-logreg",
@@ -246,7 +247,7 @@ REGISTRY: Registry[Experiment] = Registry(
             },
             datasets=("logistic-regression",),
             quick_cuts="N = 100,000 rows instead of 10^6; grid search 500 iterations per arm instead of 5,000; 2 s evaluation runs instead of 10 s, KSD on at most 1,000 draws",
-            quick_seconds=333.0,
+            quick_seconds=640.0,
         ),
         "mamba-pmf": Experiment(
             "mamba-pmf",
@@ -270,7 +271,7 @@ REGISTRY: Registry[Experiment] = Registry(
             },
             datasets=("movielens-100k",),
             quick_cuts="R = 1.5 s instead of 10 s; grid search 60 iterations per arm; 3 s evaluation runs instead of 20 s, KSD on at most 150 draws; shorter MAP and reference chain (12,000 iterations)",
-            quick_seconds=301.0,
+            quick_seconds=499.0,
         ),
         "mamba-bnn": Experiment(
             "mamba-bnn",
@@ -294,7 +295,7 @@ REGISTRY: Registry[Experiment] = Registry(
             },
             datasets=("mnist",),
             quick_cuts="6 step sizes instead of 12, R = 2.5 s instead of 10 s, stochastic KSD on 5,000 points; grid search 12 iterations per point on 2,000 test points; 6 s evaluation runs instead of 300 s",
-            quick_seconds=452.0,
+            quick_seconds=574.0,
         ),
         "mamba-structured": Experiment(
             "mamba-structured",
@@ -327,7 +328,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "autocorrelation time, copied exactly, sums 2(1 - j/L) (no rho_j factor) up to the lag where its "
             "lag-averaged, uncentred autocorrelation drops below 0.1; the library's Sokal IAC is reported beside it",
             quick_cuts="nothing: the paper's 20,000 steps per step size (64 chains; full: 256)",
-            quick_seconds=19.2,
+            quick_seconds=396.0,
         ),
         "psgld-blr": Experiment(
             "psgld-blr",
@@ -344,7 +345,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "beside the one-hot categoricals, 121 binary features against a9a's 123 (a9a's cut points are not "
             "published); 'standardized' keeps the loader's 105 features; the report gives both MAP errors",
             quick_cuts="nothing per run (the paper's settings); 5 seeds instead of full's 20",
-            quick_seconds=20.6,
+            quick_seconds=223.0,
         ),
         "psgld-australian": Experiment(
             "psgld-australian",
@@ -361,7 +362,7 @@ REGISTRY: Registry[Experiment] = Registry(
             notes="the paper's figure has no numbers: its claims are judged; the Statlog file is checksummed "
             "(structmc.data.load_australian), a synthetic stand-in of the same shape runs when it is missing",
             quick_cuts="20 runs per step size instead of 50; a 80,000-draw HMC reference instead of 10^6",
-            quick_seconds=259.0,
+            quick_seconds=59.0,
         ),
         "psgld-fnn": Experiment(
             "psgld-fnn",
@@ -380,7 +381,7 @@ REGISTRY: Registry[Experiment] = Registry(
             },
             datasets=("mnist",),
             quick_cuts="400-400 only, pSGLD (sigma^2 = 100) and SGLD, 20 epochs instead of 100 (the step is not halved)",
-            quick_seconds=97.0,
+            quick_seconds=758.0,
         ),
         "psgld-cnn": Experiment(
             "psgld-cnn",
@@ -392,7 +393,7 @@ REGISTRY: Registry[Experiment] = Registry(
             published={"test_error_pct": {"pSGLD": 0.45, "SGD": 0.82}},
             datasets=("mnist",),
             quick_cuts="1 epoch instead of 20",
-            quick_seconds=31.0,
+            quick_seconds=373.0,
         ),
         "ssgmcmc-mnist-groups": Experiment(
             "ssgmcmc-mnist-groups",
@@ -407,7 +408,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "weights); prior N(0, 0.3^2) from the authors' drivers; IAC/ESS averaged over 200 fixed traced weights",
             quick_cuts="3 epochs instead of 500, K = 4 instead of 300, rho = 0.5 only, Sd-pSGLD at M in {4, 32, 512, "
             "42200}, S-pSGLD at M in {4, 32} only (M model evaluations per step), 50 predictive draws",
-            quick_seconds=262.0,
+            quick_seconds=107.0,
         ),
         "ssgmcmc-resnet": Experiment(
             "ssgmcmc-resnet",
@@ -443,7 +444,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "Sd-pSGLD (rho 0.5) and SGHMC only, not the learning-rate grid (the structured SGHMC runs need 150 "
             "adaptation steps before the structured energy starts: full only); IAC/ESS from a 30-iteration trace; "
             "accuracy curves at 3 points (once per epoch)",
-            quick_seconds=271.0,
+            quick_seconds=1368.0,
         ),
         "ssgmcmc-uci": Experiment(
             "ssgmcmc-uci",
@@ -472,7 +473,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "xlrd); wine, obesity, bike and airfoil download where the network allows. Early stopping on the "
             "validation split as in App. G (patience 100 epochs; Config.early_stopping=False: fixed budgets)",
             quick_cuts="learning rates {1e-4, 1e-5} only (the paper's best), 3 seeds instead of 5, 60 epochs instead of 1,000",
-            quick_seconds=99.0,
+            quick_seconds=385.0,
         ),
     },
     aliases={"structured_linreg": "ssgmcmc-linreg"},
