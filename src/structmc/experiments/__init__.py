@@ -328,7 +328,7 @@ REGISTRY: Registry[Experiment] = Registry(
             "autocorrelation time, copied exactly, sums 2(1 - j/L) (no rho_j factor) up to the lag where its "
             "lag-averaged, uncentred autocorrelation drops below 0.1; the library's Sokal IAC is reported beside it",
             quick_cuts="nothing: the paper's 20,000 steps per step size (64 chains; full: 256)",
-            quick_seconds=396.0,
+            quick_seconds=97.0,
         ),
         "psgld-blr": Experiment(
             "psgld-blr",
