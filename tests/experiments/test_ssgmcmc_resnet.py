@@ -94,7 +94,8 @@ def test_tiny_end_to_end(tmp_path, fashion_mnist_data):
     by_t = report["numbers"]["results_by_temperature"]
     half, one = by_t["T = 0.5"]["fashion-mnist"], by_t["T = 1"]["fashion-mnist"]
     assert half["pSGLD, lr 1e-05"]["temperature"] == 0.5 and one["pSGLD, lr 1e-05"]["temperature"] == 1.0
-    assert half["pSGLD, lr 1e-05"]["accuracy"] != one["pSGLD, lr 1e-05"]["accuracy"]
+    # the two temperatures give other chains: their predictive NLL differs (the accuracy can tie on a stand-in)
+    assert half["pSGLD, lr 1e-05"]["nll"] != one["pSGLD, lr 1e-05"]["nll"]
     assert half["SGHMC, lr 0.01"] == one["SGHMC, lr 0.01"]
     settings = {c["setting"] for c in report["comparisons"]}
     assert settings == {"T = 1", "T = 0.5", ""}
