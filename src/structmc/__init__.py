@@ -4,7 +4,7 @@ Conventions (docs/conventions.md): ``lr`` = ε, energy Û(θ) = -(N/n)Σ_batch l
 SGLD θ ← θ - (ε/2)∇Û + N(0, εT).
 """
 
-from . import gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: blocks, S/Sd energies, models as energies)
+from . import distributed, gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: torch.distributed runs, blocks, S/Sd energies, models as energies)
 from .batching import DataSource
 from .chain import Chain
 from .energy import (

@@ -103,6 +103,15 @@ def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint
     config, the dtype and the target's fingerprint (:mod:`structmc.fingerprint`) must agree.
     ``against`` names ``old``'s origin in the message. ``sample(..., resume=True)`` checks this
     itself; call it when you checkpoint a :class:`Run` yourself (``state_dict`` + ``settings``)."""
+    # a distributed run (structmc.distributed) records its world size; one process records none
+    old_world, new_world = old.get("world_size", 1), new.get("world_size", 1)
+    if old_world != new_world:
+        raise ValueError(
+            f"cannot resume: {against} was written by a run over {old_world} process(es) (torch.distributed world "
+            f"size) and this run has {new_world}: resume with {old_world} (torchrun --nproc-per-node {old_world}"
+            f"{'' if old_world > 1 else ', or without distributed'}). structmc does not re-shard a chain: across "
+            "world sizes it agrees only to float rounding, not bit for bit"
+        )
     for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
         if json_like(old.get(key)) != json_like(new.get(key)):
             raise ValueError(f"cannot resume: {key} differs from {against} ({old.get(key)!r} vs {new.get(key)!r})")

@@ -22,6 +22,7 @@ from .checkpointing import (  # noqa: F401  (their old home)
     check_resume_compatible,
     json_like,
 )
+from .distributed import Distributed
 from .energy import Energy
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
@@ -59,6 +60,7 @@ def sample(
     recorders: Mapping[str, Recorder] | None = None,
     on_blowup: str = "warn",
     check_every: int = 32,
+    distributed: bool | Distributed | None = None,
 ) -> Chain:
     """Run ``num_chains`` chains of ``sampler`` on ``target`` and return the kept draws.
 
@@ -111,6 +113,13 @@ def sample(
         and at the end, so a divergence still names its first iteration exactly and no
         non-finite draw is kept or written; ``1`` checks after every iteration (a
         ``callback`` then never sees a non-finite state).
+    distributed : ``True`` (or :class:`structmc.distributed.Distributed` for options): every
+        process of the initialised ``torch.distributed`` process group calls ``sample`` with the
+        same arguments, and the ranks compute each gradient estimate together, each on its
+        share of the global minibatch of ``batch_size`` rows (one weighted all-reduce per
+        estimate; see :mod:`structmc.distributed`): the chain of one process with the same
+        global batch, to float rounding. Rank 0 writes ``out_dir``; with ``out_dir`` every rank
+        returns rank 0's chain. Resume needs the same number of processes.
 
     ``Chain.info`` holds every iteration's records: the sampler's (``energy [C, S]``, ...),
     ``lr``, ``grad_evals`` and ``time`` (seconds in sampler steps). For budgets, scoring and
@@ -128,7 +137,7 @@ def sample(
     )  # fmt: skip
     run = Run(
         target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
-        num_chains=num_chains, gradient=gradient, check_every=check_every,
+        num_chains=num_chains, gradient=gradient, check_every=check_every, distributed=distributed,
     )  # fmt: skip
     loop = functools.partial(
         _sample_into, run, num_steps, burn_in=burn_in, thin=thin, num_draws=num_draws, keep_in_memory=keep_in_memory,
@@ -136,24 +145,65 @@ def sample(
         checkpoint_every=checkpoint_every, user=user,
     )  # fmt: skip
     if out_dir is None:
-        return loop(None, None)
-    folder = RunFolder(out_dir)
-    # the settings carry the target's fingerprint (every data byte hashed: 0.2 s for MNIST, ~1 s
-    # for a 60k-item Dataset): only a run folder needs them
-    settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
-    folder.lock()  # one writer per folder (a second gets RunFolderBusy); released on every way out
+        chain = loop(None, None)
+        assert chain is not None  # only a follower (a rank other than 0 with a folder) returns None
+        return chain
+    context = run.distributed
+    if context is not None and context.rank != 0:  # rank 0 writes the folder; the others follow it
+        return _follow_rank0(context, loop)
+    announced: list[bool] = []
+
+    def announce(start) -> None:  # a distributed run: the other ranks start from what rank 0 read
+        if context is not None:
+            context.broadcast_object(("start", start))
+        announced.append(True)
+
     try:
-        if not resume:
-            if overwrite:
-                folder.clear()
-            elif not folder.is_empty():
-                raise ValueError(
-                    f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
-                    "continue that run, or overwrite=True to replace it"
-                )
-        return loop(folder, settings, resume=resume)
-    finally:
-        folder.unlock()
+        folder = RunFolder(out_dir)
+        # the settings carry the target's fingerprint (every data byte hashed: 0.2 s for MNIST, ~1 s
+        # for a 60k-item Dataset): only a run folder needs them
+        settings = {"num_steps": num_steps, "burn_in": burn_in, "thin": thin, **run.settings()}
+        folder.lock()  # one writer per folder (a second gets RunFolderBusy); released on every way out
+        try:
+            if not resume:
+                if overwrite:
+                    folder.clear()
+                elif not folder.is_empty():
+                    raise ValueError(
+                        f"out_dir {folder.path} is not empty (it holds a previous run): pass resume=True to "
+                        "continue that run, or overwrite=True to replace it"
+                    )
+            chain = loop(folder, settings, resume=resume, announce=announce)
+        finally:
+            folder.unlock()
+    except Exception as err:
+        if context is not None and not announced:  # the other ranks wait for rank 0's start: tell them
+            context.broadcast_object(("error", _picklable(err)))
+        raise
+    assert chain is not None  # rank 0 records
+    if context is not None:
+        context.broadcast_object(chain)
+    return chain
+
+
+def _follow_rank0(context, loop) -> Chain:
+    """A distributed run's rank other than 0 with a run folder: start from the state rank 0
+    read (or raise rank 0's error), record nothing, and return rank 0's chain."""
+    kind, start = context.broadcast_object(None)
+    if kind == "error":
+        raise start
+    loop(None, None, start=start, follow=True)
+    return context.broadcast_object(None)
+
+
+def _picklable(err: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001  (an exception that does not travel: its message does)
+        return RuntimeError(f"rank 0: {type(err).__name__}: {err}")
 
 
 def _checked_options(
@@ -218,7 +268,10 @@ def _sample_into(
     checkpoint_every: int | None,
     resume: bool = False,
     user: dict[str, Recorder] | None = None,
-) -> Chain:
+    announce: Callable[[dict | None], None] | None = None,
+    start: dict | None = None,
+    follow: bool = False,
+) -> Chain | None:
     """:func:`sample`'s loop: the run, its recorders (records, blow-up watch, callback,
     progress) and, with a folder, one :class:`~structmc.checkpointing.Checkpointer`."""
     checkpointer, ckpt = None, None
@@ -231,18 +284,31 @@ def _sample_into(
         if resume:
             folder.clear_diverged()
         folder.create(settings)
-    records = RunRecords(
-        run.num_chains,
-        run.energy.space.dim,
-        num_draws,
-        burn_in=burn_in,
-        thin=thin,
-        dtype=run.theta.dtype,
-        device=run.theta.device,
-        keep_in_memory=keep_in_memory,
-        folder=folder,
-        chunk_draws=chunk_draws,
-        before_write=run.check_finite,
+        if announce is not None:
+            announce(None if ckpt is None else {"run": ckpt["run"], "recorders": ckpt.get("recorders", {})})
+    if start is not None:  # a distributed run's rank other than 0, resuming from rank 0's checkpoint
+        run.load_state_dict(start["run"])
+        for name, recorder in (user or {}).items():
+            if name in start["recorders"]:
+                recorder.load_state_dict(start["recorders"][name])
+    if run.distributed is not None and run.distributed.rank != 0:
+        progress = False  # one bar per job, rank 0's
+    records = (
+        None
+        if follow
+        else RunRecords(
+            run.num_chains,
+            run.energy.space.dim,
+            num_draws,
+            burn_in=burn_in,
+            thin=thin,
+            dtype=run.theta.dtype,
+            device=run.theta.device,
+            keep_in_memory=keep_in_memory,
+            folder=folder,
+            chunk_draws=chunk_draws,
+            before_write=run.check_finite,
+        )
     )
     if folder is not None and checkpointer is not None:
         checkpointer.records = records
@@ -252,7 +318,7 @@ def _sample_into(
             folder.drop_chunks_from(0, 0)
     # what an iteration records (checkpointed: the draws and info, then the user's recorders), then
     # what watches it (the blow-up watch, the callback), in this order
-    recording: list[Recorder] = [records, *(user or {}).values()]
+    recording: list[Recorder] = [*([] if records is None else [records]), *(user or {}).values()]
     watching: list[Recorder] = []
     if on_blowup != "ignore":
         watching.append(BlowupWatch(run, on_blowup, last=num_steps))
@@ -276,13 +342,15 @@ def _sample_into(
                     raise KeyboardInterrupt
                 recorded = False
         except DivergenceError as err:
-            _keep_finite_records(err, run, records, folder)
+            if records is not None:
+                _keep_finite_records(err, run, records, folder)
             raise
         except KeyboardInterrupt:
             if checkpointer is not None and recorded:
                 try:
                     checkpointer.save(run)
                 except DivergenceError as err:  # the run had diverged before the Ctrl-C: say so
+                    assert records is not None  # a checkpointer comes with a folder and its records
                     _keep_finite_records(err, run, records, folder)
                     raise err from None
             raise
@@ -293,6 +361,8 @@ def _sample_into(
                 recorder.close()
     if checkpointer is not None:
         checkpointer.save(run)
+    if records is None:  # a follower: rank 0's chain arrives by broadcast
+        return None
     chain = records.chain(run.energy.space, run.config())
     chain.buffers = _chain_buffers(run.energy, run.num_chains)
     return chain

@@ -23,6 +23,7 @@ from torch import Tensor
 from . import fingerprint
 from .batching import MODES, DatasetStream, MinibatchStream, TransformedStream
 from .chain import Chain
+from .distributed import Context, Distributed, DistributedOracle, ShareStream, as_distributed
 from .energy import Energy, StatefulEnergy, as_energy
 from .energy.protocols import BufferedEnergy
 from .gradients import ControlVariate, Minibatch, as_estimator
@@ -70,7 +71,9 @@ class Run:
         num_chains: int = 1,
         gradient: str | Minibatch | ControlVariate = "minibatch",
         check_every: int = 32,
+        distributed: bool | Distributed | None = None,
     ):
+        dist_options = as_distributed(distributed)
         if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
             raise TypeError(
                 f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
@@ -103,6 +106,7 @@ class Run:
         if num_points is None and energy.requires_data:
             raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
         on_dataset = source is not None and source.dataset is not None
+        context = None if dist_options is None else _distributed_context(dist_options, sampler, energy, source, data)
         theta0 = initial_positions(energy, init, num_chains)
         if not bool(torch.isfinite(theta0).all()):
             raise ValueError("init contains NaN or Inf")
@@ -132,7 +136,12 @@ class Run:
         self.num_chains, self.seed = num_chains, seed
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.stream: DatasetStream | TransformedStream | MinibatchStream | None
-        if on_dataset:
+        if context is not None:
+            assert data is not None  # refused without in-memory data by _distributed_context
+            self.stream = ShareStream(
+                data, batch_size, num_chains, self.generator, batching, context.world_size, context.rank
+            )
+        elif on_dataset:
             self.stream = DatasetStream(source, batch_size, num_chains, self.generator, batching, device)
         elif data is not None and source is not None and source.transform is not None:
             self.stream = TransformedStream(data, batch_size, num_chains, self.generator, batching, source.transform)
@@ -144,8 +153,17 @@ class Run:
         self._observe = energy.observe if isinstance(energy, StatefulEnergy) else None
         if self._observe is not None:
             energy.start(theta0)
+        if context is not None:
+            _distributed_setup(context, energy, sampler, estimator, theta0, data, seed, batch_size, batching)
         estimator.prepare(energy, data, theta0)
-        self.oracle = Oracle(energy, estimator, self.stream, self.generator)
+        self.distributed = context
+        self._sync_every = 0
+        if context is not None:
+            assert isinstance(self.stream, ShareStream)
+            self.oracle: Oracle = DistributedOracle(energy, estimator, self.stream, self.generator, context)
+            self._sync_every = context.options.sync_check_every or self.check_every
+        else:
+            self.oracle = Oracle(energy, estimator, self.stream, self.generator)
         self.state = sampler.init(theta0, self.generator)
         self.iteration = 0
         self.elapsed = 0.0
@@ -163,6 +181,8 @@ class Run:
             "config": {"sampler": sampler.config(), "gradient": estimator.config()},
             "target": None,  # filled by settings(): see below
         }
+        if context is not None:  # absent on one process: the folders of earlier runs still resume
+            self._settings["world_size"] = context.world_size
         # the target's fingerprint (resume refuses another target): the energy's parts now, the
         # data's at the first settings() (every byte is hashed, ~0.2 s per 188 MB; a tuner's runs
         # never ask for it)
@@ -196,12 +216,17 @@ class Run:
         t = self.iteration
         lr = self.sampler.lr(t) if self.sampler.lr is not None else None
         evals = self.oracle.grad_evals
+        if self.distributed is not None:
+            self.distributed.iteration = t + 1  # named by a failing collective
         t0 = time.perf_counter()
         self.state, info = self.sampler.step(self.state, self.oracle, lr, self.generator)
         if self._observe is not None:
             self._observe(self.state.theta)
         self.elapsed += time.perf_counter() - t0
         self.iteration = t + 1
+        if self._sync_every and self.iteration % self._sync_every == 0:
+            assert self.distributed is not None  # _sync_every is set with it
+            self.distributed.check_in_sync(self.state.theta, self.iteration)
         energy = info.get("energy")
         total = self.state.theta.sum() if energy is None else energy.sum() + self.state.theta.sum()
         self._unchecked.append((total, energy, lr))
@@ -391,6 +416,66 @@ class Run:
                 )
             else:
                 cast(BufferedEnergy, self.energy).load_buffer_state_dict(d["buffers"])
+
+
+def _distributed_context(options: Distributed, sampler, energy, source, data) -> Context:
+    """The run's process-group context, after refusing what cannot run data-parallel
+    (:mod:`structmc.distributed`), before any compute."""
+    from .samplers.sampler import Sampler
+
+    if not isinstance(sampler, Sampler):
+        raise ValueError(
+            f"distributed=True runs gradient samplers (SGLD, pSGLD, SGHMC, SGNHT, ...), not {type(sampler).__name__}: "
+            "the blocked Gibbs sweep stays single-process (its per-block accept/reject would need one latency-bound "
+            "reduction per block); run independent chains on several processes with structmc.run_chains instead"
+        )
+    if source is not None:
+        raise ValueError(
+            "distributed=True needs the data as in-memory tensors: a Dataset or a per-batch transform "
+            "(DataSource) is not split across ranks yet (a transform's random numbers depend on the share)"
+        )
+    if data is None:
+        raise ValueError("distributed=True splits the minibatch across ranks and needs data=(inputs..., targets)")
+    if energy.has_buffers:  # a declared capability: BatchNorm's batch statistics are per share
+        raise ValueError(
+            f"distributed=True: {type(energy).__name__} has module buffers (BatchNorm statistics), which "
+            "would be computed on each rank's share of the batch, not the global batch: use a model without "
+            "batch statistics (GroupNorm, LayerNorm, none)"
+        )
+    from .structured import StructuredEnergy
+
+    if isinstance(energy, StructuredEnergy) and energy.split_batch:
+        raise ValueError(
+            "distributed=True with a split_batch=True structured energy: the copies' slices would be cut from "
+            "each rank's share, not the global batch; use split_batch=False"
+        )
+    return Context(options)
+
+
+def _distributed_setup(context: Context, energy, sampler, estimator, theta0, data, seed, batch_size, batching) -> None:
+    """Refuse ranks that would not run the same chains (settings, data, start), then compute a
+    control variate's centre gradient once, each rank on its rows, reduced."""
+    from .checkpointing import json_like
+    from .distributed import digest, full_data_grad
+
+    context.check_same_setup(
+        {
+            "sampler": json_like(sampler.config()),
+            "gradient": json_like(estimator.config()),
+            "seed": seed,
+            "num_chains": int(theta0.shape[0]),
+            "batch_size": batch_size,
+            "batching": batching,
+            "initial positions": digest(theta0),
+            "data": [digest(t) for t in data],
+        }
+    )
+    if isinstance(estimator, ControlVariate) and estimator.centre_grad is None:
+        centre = estimator.centre.unsqueeze(0) if estimator.centre.dim() == 1 else estimator.centre
+        if centre.shape[-1] == theta0.shape[-1]:  # else prepare() refuses the centre's shape
+            centre = centre.to(theta0)
+            context.check_same_setup({"control-variate centre": digest(centre)})
+            estimator.centre_grad = full_data_grad(context, energy.cv_base, centre, data, estimator.chunk_size)
 
 
 def iterate(

@@ -1,0 +1,379 @@
+r"""One chain over several processes or GPUs: data-parallel gradients with :mod:`torch.distributed`.
+
+``sample(..., distributed=True)`` (or :class:`Distributed` for options), run by every process of
+an initialised process group (``torchrun --nproc-per-node W script.py``; :func:`init` sets one up
+from torchrun's environment), runs **one** set of chains whose gradient estimates are computed
+by all ``W`` ranks together. The samplers do not change: the run's
+:class:`~structmc.oracle.Oracle` is replaced by a :class:`DistributedOracle` and its minibatch
+stream by a :class:`ShareStream`.
+
+How a step works
+    Every rank holds the data and the run's generator with the same seed, so every rank draws
+    the **same** global minibatch indices ``[C, B]`` (and the same noise, masks, momenta). Rank
+    ``r`` evaluates the energy on its contiguous share of those ``B`` rows, ``b_r`` of them
+    (``b_r = B // W``, the first ``B mod W`` ranks one more). The energy scales a batch of ``b``
+    rows by ``N / b``, so with ``Û_r`` the rank's estimate the global estimate is
+
+    .. math:: \hat U_B(\theta) = \frac{N}{B}\sum_{i \in B} \ell_i(\theta) + U_0(\theta)
+              = \sum_r \frac{b_r}{B}\, \hat U_r(\theta),
+
+    one weighted all-reduce (sum) of ``(Û, ∇Û)`` (the prior ``U_0`` is in every ``Û_r`` with total
+    weight one). The gradient travels as the flat ``[C, P]`` vector in buckets of ``bucket_mb``
+    launched asynchronously together. Every rank then applies the same update to the same
+    positions with the same noise, so the positions stay identical without a broadcast; every
+    ``sync_check_every`` iterations a 2-element all-reduce of a bit-level checksum of θ checks
+    that and raises :class:`DistributedError` naming the iteration if a rank drifted.
+
+    Anything linear in the minibatch's per-item sum reduces this way: the gradient of every
+    SGMCMC sampler (SGLD, pSGLD and its Hessian-diagonal Γ term, SGHMC and scale-adapted SGHMC,
+    SGNHT), the control variate's two minibatch terms (its centre's full-data gradient is
+    computed once, each rank on its rows of the data, and reduced), and the S / Sd structured
+    energies (their θ̃ and masks come from their own generator, identical on every rank). The
+    chain equals the single-process chain with the same global batch to float rounding (the
+    sum is split differently), not bit for bit.
+
+What it refuses, before any compute
+    Kernels that are not gradient samplers (the blocked Gibbs sweep stays single-process: its
+    per-block accept/reject would need one latency-bound reduction per block, hundreds per
+    sweep); energies with module buffers (BatchNorm's batch statistics are per share); a
+    ``DataSource`` (a ``Dataset`` or a per-batch transform: a transform's random numbers
+    depend on the share) and ``split_batch=True`` structured energies; a global batch smaller
+    than the world size; ranks whose settings, data or initial positions differ.
+
+Run folders
+    Rank 0 writes the run folder, checkpoints and draws; the others write nothing. On resume
+    rank 0 reads the checkpoint and broadcasts it, so every rank continues from the same state;
+    a folder written with another world size is refused (the chains agree across world sizes
+    only to float rounding, so structmc does not re-shard). With a run folder, every rank
+    returns rank 0's :class:`~structmc.Chain` (one broadcast at the end).
+
+Failure
+    A collective that fails (a rank died: gloo and NCCL report the closed connection) or does
+    not complete within the process group's timeout (a rank hangs; :func:`init`'s default is
+    five minutes) raises :class:`DistributedError` naming the rank and the iteration. The last
+    checkpoint stays valid: rank 0 writes a checkpoint only between iterations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .batching import MinibatchStream
+from .energy import Batch, Energy, full_data_value_and_grad
+from .oracle import Oracle
+
+
+class DistributedError(RuntimeError):
+    """A collective operation of a distributed run failed or timed out, or the ranks' chains
+    drifted apart. ``.iteration`` is the iteration it happened in (0: during set-up)."""
+
+    def __init__(self, message: str, iteration: int = 0):
+        super().__init__(message)
+        self.iteration = iteration
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.iteration))
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """Options of a distributed run (``sample(..., distributed=Distributed(...))``;
+    ``distributed=True`` is ``Distributed()``).
+
+    ``group``: the process group (``None``: the default one). ``bucket_mb``: the gradient's
+    all-reduce is split into buckets of this many MiB, launched together (asynchronously) and
+    waited for once. ``sync_check_every``: iterations between the checksum all-reduce that
+    verifies every rank holds the same positions (``None``: the run's ``check_every``).
+    ``timing``: measure the seconds spent communicating (``run.oracle.comm_seconds``); on a GPU
+    this synchronises the device around each reduction, so keep it for benchmarks."""
+
+    group: Any = None
+    bucket_mb: float = 25.0
+    sync_check_every: int | None = None
+    timing: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.bucket_mb, bool) or not isinstance(self.bucket_mb, (int, float)):
+            raise TypeError(f"bucket_mb must be a number of MiB, got {self.bucket_mb!r}")
+        if not (self.bucket_mb > 0 and math.isfinite(self.bucket_mb)):
+            raise ValueError(f"bucket_mb must be positive, got {self.bucket_mb!r}")
+        if self.sync_check_every is not None and (
+            isinstance(self.sync_check_every, bool)
+            or not isinstance(self.sync_check_every, int)
+            or self.sync_check_every < 1
+        ):
+            raise ValueError(f"sync_check_every must be a positive integer or None, got {self.sync_check_every!r}")
+        if not isinstance(self.timing, bool):
+            raise TypeError(f"timing must be True or False, got {self.timing!r}")
+
+
+def as_distributed(spec) -> Distributed | None:
+    """``None``/``False`` -> ``None``; ``True`` -> ``Distributed()``; a :class:`Distributed` -> itself."""
+    if spec is None or spec is False:
+        return None
+    if spec is True:
+        return Distributed()
+    if isinstance(spec, Distributed):
+        return spec
+    raise TypeError(f"distributed must be True, False, None or structmc.distributed.Distributed(...), got {spec!r}")
+
+
+def init(backend: str | None = None, *, timeout: timedelta | float = 300.0) -> tuple[int, int]:
+    """Initialise the default process group from torchrun's environment (``RANK``,
+    ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; ``LOCAL_RANK`` picks the GPU) unless one
+    is initialised already; return ``(rank, world_size)``. ``backend``: ``"nccl"`` when CUDA is
+    available, else ``"gloo"``. ``timeout`` (seconds or a timedelta): how long a collective
+    waits for a rank that hangs before the run fails with :class:`DistributedError`."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise RuntimeError("this PyTorch build has no torch.distributed")
+    if not dist.is_initialized():
+        missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+        if missing:
+            raise RuntimeError(
+                f"no process group and no torchrun environment ({', '.join(missing)} unset): start the script "
+                "with `torchrun --nproc-per-node N script.py`, or call torch.distributed.init_process_group yourself"
+            )
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl" and "LOCAL_RANK" in os.environ:
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        if not isinstance(timeout, timedelta):
+            timeout = timedelta(seconds=float(timeout))
+        dist.init_process_group(backend, timeout=timeout)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def share_bounds(size: int, world_size: int, rank: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous share ``[lo, hi)`` of ``size`` rows: ``size // W`` each, the
+    first ``size mod W`` ranks one more."""
+    base, extra = divmod(size, world_size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
+
+
+class Context:
+    """One run's view of its process group: rank, world size, the communication itself."""
+
+    def __init__(self, options: Distributed):
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError(
+                "distributed=True needs an initialised torch.distributed process group: run the script under "
+                "`torchrun --nproc-per-node N` and call structmc.distributed.init() (or "
+                "torch.distributed.init_process_group) before sample()"
+            )
+        self.dist = dist
+        self.options = options
+        self.group = options.group
+        self.rank = dist.get_rank(self.group)
+        self.world_size = dist.get_world_size(self.group)
+        self.backend = str(dist.get_backend(self.group))
+        self.iteration = 0  # the iteration in progress (set by the run), for messages
+        self.comm_seconds = 0.0
+        self.comm_calls = 0
+
+    # -- collectives, each failure named -------------------------------------------------------
+    def _failed(self, what: str, err: BaseException) -> DistributedError:
+        return DistributedError(
+            f"rank {self.rank} of {self.world_size}: {what} of iteration {self.iteration} failed "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}): another rank stopped or "
+            "hung past the process group's timeout. The run folder's last checkpoint is valid: start the job "
+            "again with resume=True",
+            self.iteration,
+        )
+
+    def all_reduce_(self, tensors: Sequence[Tensor], what: str = "the gradient all-reduce") -> None:
+        """Sum each tensor (contiguous) over the ranks in place: buckets of ``bucket_mb`` launched
+        asynchronously, then waited for."""
+        dist = self.dist
+        timing = self.options.timing
+        if timing:
+            _sync(tensors[0])
+            t0 = time.perf_counter()
+        try:
+            works = []
+            for t in tensors:
+                flat = t.view(-1)
+                per = max(1, int(self.options.bucket_mb * 2**20) // max(1, flat.element_size()))
+                for lo in range(0, flat.numel(), per):
+                    works.append(dist.all_reduce(flat[lo : lo + per], group=self.group, async_op=True))
+            for w in works:
+                w.wait()
+        except (RuntimeError, ValueError) as err:  # DistBackendError and gloo's errors are RuntimeErrors
+            raise self._failed(what, err) from err
+        if timing:
+            _sync(tensors[0])
+            self.comm_seconds += time.perf_counter() - t0
+        self.comm_calls += 1
+
+    def reduce_weighted(self, weight: float, *tensors: Tensor) -> tuple[Tensor, ...]:
+        """``Σ_r weight_r · t_r`` on every rank (the global estimate from the ranks' shares)."""
+        out = tuple(t.contiguous().mul_(weight) if t.is_contiguous() else t.contiguous().mul(weight) for t in tensors)
+        self.all_reduce_(out)
+        return out
+
+    def check_in_sync(self, theta: Tensor, iteration: int) -> None:
+        """Raise :class:`DistributedError` unless every rank holds bit-identical positions (a
+        checksum of θ's bits, max and min over the ranks in one 2-element all-reduce)."""
+        flat = theta.detach().contiguous().view(-1)
+        if flat.element_size() % 4 == 0:
+            bits = flat.view(torch.int32)
+        else:  # 16-bit floats
+            bits = flat.view(torch.int16)
+        total = bits.sum(dtype=torch.int64)
+        pair = torch.stack([total, -total])
+        self.iteration = iteration
+        try:
+            self.dist.all_reduce(pair, op=self.dist.ReduceOp.MAX, group=self.group)
+        except (RuntimeError, ValueError) as err:
+            raise self._failed("the positions' checksum", err) from err
+        high, low = int(pair[0]), -int(pair[1])
+        if high != low:
+            raise DistributedError(
+                f"rank {self.rank} of {self.world_size}: the ranks' positions differ after iteration {iteration} "
+                f"(checksums from {low} to {high}; this rank's {int(total)}): every rank must run the same script "
+                "with the same seed, data and sampler, and nothing may change one rank's state alone (a callback "
+                "that edits the state, a non-deterministic kernel on one device)",
+                iteration,
+            )
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        box = [obj if self.rank == src else None]
+        try:
+            self.dist.broadcast_object_list(box, src=src, group=self.group, device=self._object_device())
+        except (RuntimeError, ValueError) as err:
+            raise self._failed("a broadcast from rank 0", err) from err
+        return box[0]
+
+    def gather_objects(self, obj: Any) -> list:
+        out: list = [None] * self.world_size
+        try:
+            self.dist.all_gather_object(out, obj, group=self.group)
+        except (RuntimeError, ValueError) as err:
+            raise self._failed("the set-up's comparison of the ranks", err) from err
+        return out
+
+    def _object_device(self):
+        return torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl" else None
+
+    # -- set-up checks --------------------------------------------------------------------------
+    def check_same_setup(self, description: dict) -> None:
+        """Refuse (``ValueError`` on every rank) ranks whose run descriptions differ."""
+        everyone = self.gather_objects(description)
+        first = everyone[0]
+        for r, d in enumerate(everyone):
+            if d != first:
+                keys = sorted(k for k in set(first) | set(d) if first.get(k) != d.get(k))
+                raise ValueError(
+                    f"distributed run: rank {r}'s {', '.join(keys)} differ from rank 0's ({d.get(keys[0])!r} vs "
+                    f"{first.get(keys[0])!r}): every rank must run the same chains on the same data from the same "
+                    "start (build the module after the same torch.manual_seed on every rank, or pass init)"
+                )
+
+
+def _sync(t: Tensor) -> None:
+    if t.device.type == "cuda":
+        torch.cuda.synchronize(t.device)
+
+
+def digest(t: Tensor) -> str:
+    """A digest of a tensor's dtype, shape and bytes (set-up comparisons of data and positions)."""
+    import hashlib
+
+    flat = t.detach().contiguous().cpu().view(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    h = hashlib.blake2b(f"{t.dtype}{tuple(t.shape)}".encode(), digest_size=16)
+    h.update(flat.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class ShareStream(MinibatchStream):
+    """The run's minibatch law over the whole data set — the same global index draws ``[C, B]``
+    on every rank, from the same generator — gathering only this rank's contiguous share of
+    each batch's rows (a full batch: its share of the data's rows)."""
+
+    def __init__(self, data, batch_size, num_chains, generator, mode, world_size: int, rank: int):
+        self.data = tuple(data)
+        self._init_law(int(self.data[0].shape[0]), batch_size, num_chains, generator, mode, self.data[0].device)
+        if self.batch_size < world_size:
+            raise ValueError(
+                f"distributed run: the global batch ({self.batch_size} rows) is smaller than the world size "
+                f"({world_size}): every rank needs at least one row; raise batch_size or use fewer processes"
+            )
+        self.share = share_bounds(self.batch_size, world_size, rank)
+        self.weight = (self.share[1] - self.share[0]) / self.batch_size
+        n = self.share[1] - self.share[0]
+        self._buffers = tuple(t.new_empty((num_chains * n, *t.shape[1:])) for t in self.data)
+        self._views = tuple(buf.view(num_chains, n, *buf.shape[1:]) for buf in self._buffers)
+        if self.full:
+            lo, hi = self.share
+            self._full_batch = tuple(t[lo:hi].unsqueeze(0).expand(num_chains, *t[lo:hi].shape) for t in self.data)
+        if mode == "stratified":
+            from .batching import _strata
+
+            self._strata = _strata(self.data[-1], self.batch_size)
+
+    def next(self) -> tuple[Tensor, ...]:
+        if self.full:
+            return self._full_batch
+        lo, hi = self.share
+        return self._gather(self._next_indices()[:, lo:hi])
+
+
+class DistributedOracle(Oracle):
+    """The oracle of a distributed run: each evaluation on this rank's share of the minibatch,
+    then the weighted sum over the ranks (:meth:`Context.reduce_weighted`), so the sampler sees
+    the global estimate. Counts as the plain oracle does (per chain, global evaluations)."""
+
+    def __init__(self, energy: Energy, estimator, stream: ShareStream, generator, context: Context):
+        super().__init__(energy, estimator, stream, generator)
+        self.context = context
+        self.weight = stream.weight
+
+    @property
+    def comm_seconds(self) -> float:
+        return self.context.comm_seconds
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        value, grad = super().value_and_grad(theta)
+        value, grad = self.context.reduce_weighted(self.weight, value, grad)
+        return value, grad
+
+    def value(self, theta: Tensor) -> Tensor:
+        (value,) = self.context.reduce_weighted(self.weight, super().value(theta))
+        return value
+
+    def hessian_diag(self, theta: Tensor, num_probes: int = 1) -> Tensor:
+        (h,) = self.context.reduce_weighted(self.weight, super().hessian_diag(theta, num_probes))
+        return h
+
+
+def full_data_grad(context: Context, energy: Energy, centre: Tensor, data: Sequence[Tensor], chunk_size: int) -> Tensor:
+    """∇U(θ̂) over the whole data set, each rank on its contiguous share of the rows, reduced:
+    the control variate's centre gradient computed once, in parallel."""
+    N = int(data[0].shape[0])
+    lo, hi = share_bounds(N, context.world_size, context.rank)
+    if hi <= lo:
+        grad = torch.zeros_like(centre)
+    else:
+        _, grad = full_data_value_and_grad(energy, centre, tuple(t[lo:hi] for t in data), chunk_size)
+    (grad,) = context.reduce_weighted((hi - lo) / N, grad)
+    return grad
+
+
+Batch = Batch  # re-exported for type hints of custom oracles
+
+__all__ = ["Distributed", "DistributedError", "DistributedOracle", "ShareStream", "init", "share_bounds"]

@@ -1,0 +1,217 @@
+"""One chain over several processes (torch.distributed, gloo, 2 ranks spawned here): the 2-rank
+chain equals the 1-process chain with the same global batch for every sampler family, an exact
+discretised law, resume after kill -9 of the whole job, a dead rank and drifting ranks end the
+run with a clear error, and what cannot run data-parallel is refused before any compute."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import structmc
+
+from . import workers
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="this PyTorch build has no torch.distributed")
+
+
+def spawn(tmp_path, task: str, world_size: int = 2, timeout_s: float = 20.0, join_s: float = 120.0, **args):
+    """Run ``task`` on ``world_size`` gloo ranks; return each rank's saved result (a dict with
+    ``ok`` or ``error``; ``None`` for a rank that saved nothing, e.g. killed)."""
+    out = tmp_path / f"ranks-{task}-{time.monotonic_ns()}"
+    out.mkdir()
+    init_file = out / "init"
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(
+            target=workers.launch, args=(r, world_size, str(init_file), task, args, str(out), timeout_s), daemon=True
+        )
+        for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + join_s
+    for p in procs:
+        p.join(max(1.0, deadline - time.monotonic()))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert not hung, f"ranks {hung} still running after {join_s} s: a hang, not a clear error"
+    results = []
+    for r in range(world_size):
+        f = out / f"rank{r}.pt"
+        results.append(torch.load(f, weights_only=False) if f.exists() else None)
+    return results, [p.exitcode for p in procs]
+
+
+def ok(results):
+    for r, res in enumerate(results):
+        assert res is not None and "ok" in res, f"rank {r}: {res and res.get('trace')}"
+    return [res["ok"] for res in results]
+
+
+FAMILIES = list(workers.configurations())
+STEPS = 25
+LAW = {"chains": 400, "draws": 1500, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """One 2-rank job running most of the checks below (a spawn costs seconds)."""
+    from samplers.test_statistical import BATCH, MODEL, burn_in_for
+    from support.exact import sgld_recursion
+
+    tmp = tmp_path_factory.mktemp("suite")
+    burn = burn_in_for(sgld_recursion(MODEL, 0.1, BATCH))
+    jobs = {
+        "families": ("every_family", {"names": FAMILIES, "num_steps": STEPS}),
+        "law": ("gaussian_law", {"num_chains": LAW["chains"], "num_steps": burn + LAW["draws"], "seed": LAW["seed"]}),
+        "drifting": ("drifting", {"at": 11}),
+        "different start": ("different_start", {}),
+        "gibbs": ("refused", {"what": "gibbs"}),
+        "batch too small": ("refused", {"what": "batch-too-small"}),
+        "full run": ("folder_run", {"out_dir": str(tmp / "full"), "num_steps": 30}),
+    }
+    results = ok(spawn(tmp, "many", jobs=jobs)[0])
+    return {"ranks": results, "burn_in": burn, "tmp": tmp}
+
+
+def test_two_ranks_give_the_one_process_chain_for_every_sampler_family(suite):
+    results = [r["families"]["ok"] for r in suite["ranks"]]
+    for name in FAMILIES:
+        single = workers.run_configuration(name, STEPS, distributed=None).samples
+        for r, res in enumerate(results):
+            got = res[name]
+            assert got.shape == single.shape, name
+            # the same chain to float rounding (the global sum is split differently); a rank that
+            # used only its share, or unsynchronised noise, is far outside it (next test)
+            torch.testing.assert_close(got, single, rtol=1e-9, atol=1e-11, msg=f"{name}, rank {r}")
+        torch.testing.assert_close(results[0][name], results[1][name], rtol=0, atol=0)  # identical on every rank
+        assert not torch.equal(single[:, 0], single[:, -1]), f"{name}: the chain did not move"
+
+
+def test_the_comparison_can_fail():
+    """A one-process chain with half the batch, or another seed, is far outside the tolerance
+    above: the equality test detects a rank that used only its share, or unsynchronised noise."""
+    single = workers.run_configuration("sgld", STEPS, distributed=None).samples
+    _, make_sampler, options = workers.configurations()["sgld"]
+    half = structmc.sample(workers.mlp_energy(), None, make_sampler(), STEPS, **{**options, "batch_size": 5}).samples
+    other_seed = structmc.sample(workers.mlp_energy(), None, make_sampler(), STEPS, **{**options, "seed": 4}).samples
+    for wrong in (half, other_seed):
+        assert (wrong - single).abs().max() > 1e-4
+
+
+def test_two_ranks_sample_the_exact_discretised_law(suite):
+    """SGLD (lr 0.1, batch 2 of N = 8, one row per rank) on the linear regression whose
+    stationary law, minibatch noise included, is known exactly (tests/samplers/test_statistical.py)."""
+    from samplers.test_statistical import BATCH, MODEL, POST_COV, POST_MEAN, chain_estimates
+    from support.exact import sgld_recursion
+
+    R = sgld_recursion(MODEL, 0.1, BATCH)
+    mu, cov = R.moments()
+    samples = suite["ranks"][0]["law"]["ok"]
+    assert samples.shape == (LAW["chains"], suite["burn_in"] + LAW["draws"], 2)
+    s = samples[:, suite["burn_in"] :].numpy()
+    m, m_se, second, s_se = chain_estimates(s, mu)
+    iu = np.triu_indices(2)
+    assert np.abs((m - mu) / m_se).max() < 4.5, (m, mu)
+    assert np.abs(((second - cov) / s_se)[iu]).max() < 4.5, (second, cov)
+    # the test can fail: the law without minibatch noise (what a rank using the full data, or a
+    # double-counted batch, would give) and the target posterior are far away
+    for alt_mu, alt_cov in (R.without_batch_noise().moments(), (POST_MEAN, POST_COV)):
+        alt_second = alt_cov + np.outer(alt_mu - mu, alt_mu - mu)
+        assert np.abs(((second - alt_second) / s_se)[iu]).max() > 10
+
+
+def test_ranks_that_drift_apart_are_caught_naming_the_iteration(suite):
+    for ranks in suite["ranks"]:
+        res = ranks["drifting"]
+        assert res.get("type") == "DistributedError" and "after iteration 16" in res["message"], res
+
+
+def test_ranks_with_different_starts_are_refused_before_any_compute(suite):
+    for ranks in suite["ranks"]:
+        res = ranks["different start"]
+        assert res.get("type") == "ValueError" and "initial positions" in res["message"], res
+
+
+@pytest.mark.parametrize(
+    ("what", "message"),
+    [("gibbs", "stays single-process"), ("batch too small", "smaller than the world size")],
+)
+def test_what_cannot_run_data_parallel_is_refused(suite, what, message):
+    for ranks in suite["ranks"]:
+        res = ranks[what]
+        assert res.get("type") == "ValueError" and message in res["message"], res
+
+
+@pytest.fixture(scope="module")
+def interrupted(suite):
+    """Two jobs stopped mid-run (kill -9 of every rank at iteration 17; rank 1 alone exiting at
+    12) and one job resuming both."""
+    tmp = suite["tmp"]
+    killed = spawn(tmp, "folder_run", out_dir=str(tmp / "killed"), num_steps=30, kill_at=17)
+    t0 = time.monotonic()
+    died = spawn(tmp, "folder_run", out_dir=str(tmp / "died"), num_steps=400, die_rank=1, die_at=12, timeout_s=15)
+    died_seconds = time.monotonic() - t0
+    jobs = {k: ("folder_run", {"out_dir": str(tmp / k), "num_steps": 30, "resume": True}) for k in ("killed", "died")}
+    resumed = ok(spawn(tmp, "many", jobs=jobs)[0])
+    return {"killed": killed, "died": died, "died_seconds": died_seconds, "resumed": resumed}
+
+
+def test_resume_after_kill_9_of_the_whole_job_gives_the_uninterrupted_chain(suite, interrupted):
+    results, codes = interrupted["killed"]
+    assert results == [None, None] and codes[0] == -9, codes  # rank 0 killed; rank 1 killed or failed
+    full = [r["full run"]["ok"] for r in suite["ranks"]]
+    for r, res in enumerate(interrupted["resumed"]):
+        # every rank returns rank 0's chain, the uninterrupted one
+        torch.testing.assert_close(res["killed"]["ok"], full[0], rtol=0, atol=0, msg=f"rank {r}")
+    folder = suite["tmp"] / "killed"
+    assert structmc.load_chain(folder).samples.shape == full[0].shape
+    assert not any("rank" in p.name for p in folder.rglob("*"))  # only rank 0 wrote
+
+
+def test_a_rank_that_dies_ends_the_run_with_a_clear_error(suite, interrupted):
+    results, codes = interrupted["died"]
+    assert codes[1] == 3 and results[1] is None
+    err = results[0]
+    assert err is not None and err.get("type") == "DistributedError", err
+    assert "rank 0 of 2" in err["message"] and "iteration 13" in err["message"] and "resume=True" in err["message"]
+    assert interrupted["died_seconds"] < 60
+    # the checkpoint written before is valid: the job resumes and ends with the uninterrupted chain
+    full = suite["ranks"][0]["full run"]["ok"]
+    torch.testing.assert_close(interrupted["resumed"][0]["died"]["ok"], full, rtol=0, atol=0)
+
+
+def test_resume_with_another_world_size_is_refused(suite, tmp_path):
+    """A 2-rank folder resumed by one process, with and without a (1-rank) process group."""
+    folder = suite["tmp"] / "full"
+    _, make_sampler, options = workers.configurations()["sgld"]
+    with pytest.raises(ValueError, match="world size") as err:
+        structmc.sample(workers.mlp_energy(), None, make_sampler(), 40, **options, out_dir=folder, resume=True)
+    assert "--nproc-per-node 2" in str(err.value)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        with pytest.raises(ValueError, match="world size"):
+            structmc.sample(
+                workers.mlp_energy(), None, make_sampler(), 40, **options, out_dir=folder, resume=True,
+                distributed=True,
+            )  # fmt: skip
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_without_a_process_group_is_refused():
+    x, y = workers.classification_data()
+    with pytest.raises(ValueError, match="initialised torch.distributed process group"):
+        structmc.sample(workers.mlp_energy(), None, structmc.SGLD(1e-3), 5, data=(x, y), batch_size=4, distributed=True)
+    with pytest.raises(TypeError, match="distributed must be"):
+        structmc.sample(workers.mlp_energy(), None, structmc.SGLD(1e-3), 5, data=(x, y), distributed="yes")
+    with pytest.raises(ValueError, match="bucket_mb"):
+        structmc.distributed.Distributed(bucket_mb=0)

@@ -1,0 +1,182 @@
+"""What the spawned ranks of the torch.distributed tests run (gloo on CPU; importable by the
+spawned interpreters as ``dist_run.workers``)."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import structmc
+from structmc.structured import BernoulliMask, StructuredEnergy, by_neuron
+
+DTYPE = torch.float64
+
+
+def launch(rank: int, world_size: int, init_file: str, task: str, args: dict, out_dir: str, timeout_s: float):
+    """Entry point of one rank: join the gloo group, run ``task``, save its result (or error)."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )  # fmt: skip
+    try:
+        result = {"ok": TASKS[task](rank, world_size, **args)}
+    except BaseException as err:  # noqa: BLE001  (the parent asserts on it)
+        result = {"error": err, "type": type(err).__name__, "message": str(err), "trace": traceback.format_exc()}
+    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# -- problems -----------------------------------------------------------------------------------
+def classification_data(n: int = 37, d: int = 5, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=DTYPE)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    return x, y
+
+
+def mlp_energy(seed: int = 0):
+    torch.manual_seed(seed)
+    module = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 2)).to(DTYPE)
+    return structmc.ModuleEnergy(module, "categorical", prior_std=1.0)
+
+
+def configurations():
+    """name -> (energy factory, sampler factory, sample() options): every sampler family."""
+    x, y = classification_data()
+    base = {"data": (x, y), "batch_size": 9, "seed": 3}
+    centre = mlp_energy().initial_position().detach() * 0.5
+    return {
+        "sgld": (mlp_energy, lambda: structmc.SGLD(1e-3), base),
+        "sgld-3-chains-full-batch": (
+            mlp_energy,
+            lambda: structmc.SGLD(1e-3),
+            {**base, "batch_size": None, "num_chains": 3},
+        ),
+        "psgld-gamma": (mlp_energy, lambda: structmc.PSGLD(1e-3, include_gamma=True), base),
+        "sghmc": (mlp_energy, lambda: structmc.SGHMC(1e-3, friction=0.3, num_leapfrog=2), {**base, "num_chains": 2}),
+        "scale-adapted-sghmc": (mlp_energy, lambda: structmc.ScaleAdaptedSGHMC(1e-3), base),
+        "sgnht": (mlp_energy, lambda: structmc.SGNHT(1e-3), {**base, "batching": "with_replacement"}),
+        "sgld-cv": (
+            mlp_energy,
+            lambda: structmc.SGLD(1e-3),
+            {**base, "gradient": structmc.ControlVariate(centre, chunk_size=8)},
+        ),
+        "sgld-stratified": (mlp_energy, lambda: structmc.SGLD(1e-3), {**base, "batching": "stratified"}),
+        "sd-structured": (
+            lambda: StructuredEnergy(
+                mlp_energy(), by_neuron(mlp_energy().space), 20, mask=BernoulliMask(0.5), num_copies=2, seed=1
+            ),
+            lambda: structmc.SGLD(1e-3),
+            {**base, "num_chains": 2},
+        ),
+        "s-structured": (
+            lambda: StructuredEnergy(mlp_energy(), by_neuron(mlp_energy().space), 20, seed=2),
+            lambda: structmc.SGLD(1e-3),
+            base,
+        ),
+    }
+
+
+def run_configuration(name: str, num_steps: int = 25, distributed=True, **extra):
+    make_energy, make_sampler, options = configurations()[name]
+    chain = structmc.sample(make_energy(), None, make_sampler(), num_steps, distributed=distributed, **options, **extra)
+    return chain
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+def every_family(rank, world_size, names, num_steps):
+    return {name: run_configuration(name, num_steps).samples for name in names}
+
+
+def gaussian_law(rank, world_size, num_chains, num_steps, seed):
+    """SGLD on the exact-law linear regression of tests/samplers/test_statistical.py."""
+    from samplers.test_statistical import DATA, log_prob
+
+    init = torch.zeros(num_chains, 2, dtype=DTYPE)
+    chain = structmc.sample(
+        log_prob, init, structmc.SGLD(0.1), num_steps, data=DATA, batch_size=2, batching="without_replacement",
+        num_chains=num_chains, seed=seed, distributed=True, on_blowup="ignore",
+    )  # fmt: skip
+    return chain.samples
+
+
+def folder_run(rank, world_size, out_dir, num_steps, resume=False, kill_at=None, die_rank=None, die_at=None):
+    """A run with a run folder; ``kill_at``: SIGKILL the whole job (every rank) at that
+    iteration; ``die_rank``/``die_at``: that rank alone exits at once (a crashed rank)."""
+    import signal
+
+    def callback(t, state):
+        if kill_at is not None and t == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if die_rank == rank and t == die_at:
+            os._exit(3)
+
+    chain = run_configuration(
+        "sgld", num_steps, out_dir=out_dir, checkpoint_every=5, resume=resume, callback=callback, progress=False
+    )
+    return chain.samples
+
+
+def drifting(rank, world_size, at):
+    """Rank 1 changes its own positions at iteration ``at``: the checksum must catch it."""
+
+    def callback(t, state):
+        if rank == 1 and t == at:
+            state.theta.add_(1e-9)
+
+    return run_configuration("sgld", 40, callback=callback, check_every=8).samples
+
+
+def different_start(rank, world_size):
+    """Each rank builds its module from another seed: refused before any compute."""
+    x, y = classification_data()
+    return structmc.sample(
+        mlp_energy(seed=rank), None, structmc.SGLD(1e-3), 5, data=(x, y), batch_size=4, distributed=True
+    )
+
+
+def refused(rank, world_size, what):
+    x, y = classification_data()
+    if what == "gibbs":
+        from structmc.gibbs import MetropolisWithinGibbs
+        from structmc.partitions import by_layer
+
+        energy = mlp_energy()
+        sampler = MetropolisWithinGibbs(by_layer(energy.space), 0.1)
+        return structmc.sample(energy, None, sampler, 5, data=(x, y), batch_size=4, distributed=True)
+    if what == "batch-too-small":
+        return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=(x, y), batch_size=1, distributed=True)
+    raise ValueError(what)
+
+
+def many(rank, world_size, jobs):
+    """Several tasks in one job (one spawn, one process-group set-up): ``{key: (task, args)}`` ->
+    ``{key: {"ok": result} or {"type", "message"}}``. Each task fails the same way on every rank,
+    so the group stays in step."""
+    out = {}
+    for key, (task, args) in jobs.items():
+        try:
+            out[key] = {"ok": TASKS[task](rank, world_size, **args)}
+        except Exception as err:  # noqa: BLE001  (the parent asserts on it)
+            out[key] = {"type": type(err).__name__, "message": str(err), "trace": traceback.format_exc()}
+    return out
+
+
+TASKS = {
+    "many": many,
+    "every_family": every_family,
+    "gaussian_law": gaussian_law,
+    "folder_run": folder_run,
+    "drifting": drifting,
+    "different_start": different_start,
+    "refused": refused,
+}
