@@ -16,6 +16,7 @@ SMALL = {
     "mnist_calibration": ["--num-train", "1000", "--epochs", "1"],
     "last_layer": ["--num-train", "1000", "--epochs", "1"],
     "custom_prior": ["--steps", "400"],
+    "distributed_sgld": ["--steps", "200"],  # one process here; under torchrun below
 }
 
 
@@ -65,3 +66,23 @@ def test_example_runs(name, tmp_path, capsys, request):
         assert result[key]["accuracy"] > 0.5  # far above chance (10%) even in the small setting
     if name == "custom_prior":
         assert 0 < result["sigma_quantiles"][0] < result["sigma_quantiles"][2]
+
+
+def test_distributed_example_under_torchrun_gives_the_one_process_chain(tmp_path):
+    """`torchrun --nproc-per-node 2 examples/distributed_sgld.py`: two gloo ranks on this CPU
+    compute one chain, which rank 0 compares with the same chain on one process."""
+    import re
+    import subprocess
+
+    pytest.importorskip("matplotlib")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += [str(EXAMPLES / "distributed_sgld.py"), "--steps", "300", "--out", str(tmp_path)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.search(r"2 process\(es\).*max \|θ\(ranks\) − θ\(one process\)\| = ([0-9.e+-]+)", done.stdout)
+    assert found, done.stdout
+    assert float(found.group(1)) < 1e-10  # float rounding (float64), not another chain
+    assert (tmp_path / "distributed_sgld.png").stat().st_size > 10_000
+    assert (tmp_path / "distributed_sgld-2-ranks" / "manifest.json").exists()  # rank 0's run folder
