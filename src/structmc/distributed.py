@@ -203,14 +203,19 @@ class Context:
             _sync(tensors[0])
             t0 = time.perf_counter()
         try:
-            works = []
+            buckets = []
             for t in tensors:
                 flat = t.view(-1)
                 per = max(1, int(self.options.bucket_mb * 2**20) // max(1, flat.element_size()))
-                for lo in range(0, flat.numel(), per):
-                    works.append(dist.all_reduce(flat[lo : lo + per], group=self.group, async_op=True))
-            for w in works:
-                w.wait()
+                buckets.extend(flat[lo : lo + per] for lo in range(0, flat.numel(), per))
+            if len(buckets) <= len(tensors):  # one bucket per tensor: blocking calls (an async
+                # launch and wait costs ~1 ms more per call on gloo, measured with bench_distributed.py)
+                for b in buckets:
+                    dist.all_reduce(b, group=self.group)
+            else:  # launched together, waited for once: bucket k travels while k+1 is queued
+                works = [dist.all_reduce(b, group=self.group, async_op=True) for b in buckets]
+                for w in works:
+                    w.wait()
         except (RuntimeError, ValueError) as err:  # DistBackendError and gloo's errors are RuntimeErrors
             raise self._failed(what, err) from err
         if timing:

@@ -215,3 +215,25 @@ def test_distributed_without_a_process_group_is_refused():
         structmc.sample(workers.mlp_energy(), None, structmc.SGLD(1e-3), 5, data=(x, y), distributed="yes")
     with pytest.raises(ValueError, match="bucket_mb"):
         structmc.distributed.Distributed(bucket_mb=0)
+
+
+def test_the_benchmark_runs_and_splits_out_the_communication(tmp_path):
+    """bench/bench_distributed.py in a tiny setting: a one-process row and a 2-rank row, the
+    all-reduce timed on its own."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_distributed.py"
+    out = tmp_path / "rows.json"
+    cmd = [sys.executable, str(bench), "--model", "mlp-small", "--world-sizes", "2", "--steps", "2", "--rounds", "1"]
+    cmd += ["--warmup", "1", "--num-data", "500", "--batch", "50", "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {"one process", "2 ranks"}
+    two = rows["2 ranks"]
+    assert 0 < two["comm_per_step"] < two["seconds_per_step"] and two["allreduce_alone"] > 0
+    assert rows["one process"]["comm_per_step"] == 0
+    assert "| 2 ranks |" in done.stdout

@@ -120,3 +120,30 @@ def test_blocked_gibbs_on_cuda_incremental_equals_generic(num_chains):
     ]
     assert chains[0].samples.is_cuda and torch.equal(chains[0].samples, chains[1].samples)
     assert torch.equal(chains[0].info["accept"], chains[1].info["accept"])
+
+
+def test_distributed_run_on_one_gpu_over_nccl_is_the_plain_chain(tmp_path):
+    """A one-rank NCCL process group on the GPU: the distributed path (share stream, weighted
+    all-reduce, checksums, rank 0's folder and the broadcasts NCCL carries on the device) gives
+    the plain CUDA chain; the CPU chain agrees to float rounding."""
+    import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        pytest.skip("this PyTorch build has no NCCL")
+    energy, (X, y) = problem("cuda", torch.float64)
+    options = dict(data=(X.cuda(), y.cuda()), batch_size=40, num_chains=2, seed=5, check_every=4)
+    init = energy.initial_position().cuda()
+    plain = sm.sample(energy, init, sm.SGHMC(1e-3, friction=0.2), 30, **options).samples
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        one_rank = sm.sample(
+            energy, init, sm.SGHMC(1e-3, friction=0.2), 30, distributed=True, out_dir=tmp_path / "run", **options
+        ).samples
+    finally:
+        dist.destroy_process_group()
+    assert one_rank.is_cuda
+    torch.testing.assert_close(one_rank, plain, rtol=1e-12, atol=1e-14)
+    cpu_energy, _ = problem("cpu", torch.float64)
+    cpu = sm.sample(cpu_energy, init.cpu(), sm.SGHMC(1e-3, friction=0.2), 30, **{**options, "data": (X, y)}).samples
+    assert cpu.shape == plain.shape
+    assert sm.load_chain(tmp_path / "run").samples.shape == plain.shape
