@@ -55,7 +55,7 @@ def make_problem(model: str, num_data: int, device: str):
         energy = energy_for("mlp", in_features=784, hidden=hidden, num_outputs=10, likelihood="categorical", seed=0)
         x = torch.randn(num_data, 784, generator=g)
     y = torch.randint(0, 10, (num_data,), generator=g)
-    return energy, (x.to(device), y.to(device))
+    return energy.to(device), (x.to(device), y.to(device))
 
 
 def _sync(device: str) -> None:

@@ -61,11 +61,12 @@ def main(argv=None) -> dict:
     options = dict(
         data=(x.to(device), y.to(device)), batch_size=200, num_chains=2, seed=1, thin=10, burn_in=a.steps // 2
     )
-    init = energy().initial_position().to(device)
+    model = energy().to(device)  # the chains run where the module is
+    init = model.initial_position()
     out = Path(a.out)
     t0 = time.perf_counter()
     chain = sm.sample(
-        energy(),
+        model,
         init,
         sm.SGLD(2e-5),
         a.steps,
@@ -80,9 +81,9 @@ def main(argv=None) -> dict:
     if rank == 0:
         # the reference: the same chain on this one process (no process group involved)
         t0 = time.perf_counter()
-        single = sm.sample(energy(), init.cpu(), sm.SGLD(2e-5), a.steps, progress=False, **{**options, "data": (x, y)})
+        single = sm.sample(energy().to(device), init, sm.SGLD(2e-5), a.steps, progress=False, **options)
         result["single_seconds"] = time.perf_counter() - t0
-        diff = (chain.samples.cpu() - single.samples).abs().max().item()
+        diff = (chain.samples - single.samples).abs().max().item()
         scale = single.samples.abs().max().item()
         result["max_abs_difference"] = diff
         result["png"] = str(plot(chain, single, out / "distributed_sgld.png", world))
@@ -104,7 +105,7 @@ def plot(chain, single, path: Path, world: int) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
     steps = chain.draw_steps.cpu().numpy()
     for ax, k in zip(axes, (0, 100, 4000)):
-        ax.plot(steps, single.samples[0, :, k].numpy(), lw=3, alpha=0.4, label="one process")
+        ax.plot(steps, single.samples[0, :, k].cpu().numpy(), lw=3, alpha=0.4, label="one process")
         ax.plot(steps, chain.samples[0, :, k].cpu().numpy(), lw=1, color="k", label=f"{world} ranks")
         ax.set_title(f"parameter {k}")
         ax.set_xlabel("iteration")

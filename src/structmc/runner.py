@@ -458,6 +458,13 @@ def _distributed_setup(context: Context, energy, sampler, estimator, theta0, dat
     from .checkpointing import json_like
     from .distributed import digest, full_data_grad
 
+    if context.backend == "nccl" and theta0.device.type != "cuda":
+        raise ValueError(
+            f"distributed=True: the chains are on {theta0.device} but the process group's backend is NCCL, which "
+            "reduces GPU tensors only: put the model on this rank's GPU (energy.to('cuda'), or the module before "
+            "building the energy) and pass init there; or use the gloo backend for a CPU run"
+        )
+
     context.check_same_setup(
         {
             "sampler": json_like(sampler.config()),

@@ -139,6 +139,9 @@ def test_distributed_run_on_one_gpu_over_nccl_is_the_plain_chain(tmp_path):
         one_rank = sm.sample(
             energy, init, sm.SGHMC(1e-3, friction=0.2), 30, distributed=True, out_dir=tmp_path / "run", **options
         ).samples
+        cpu_energy, _ = problem("cpu", torch.float64)  # NCCL reduces GPU tensors only: refused, named
+        with pytest.raises(ValueError, match="NCCL"):
+            sm.sample(cpu_energy, None, sm.SGLD(1e-3), 5, data=(X, y), batch_size=40, distributed=True)
     finally:
         dist.destroy_process_group()
     assert one_rank.is_cuda
