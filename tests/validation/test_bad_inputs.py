@@ -108,6 +108,12 @@ def _prepare(centre: torch.Tensor, dim: int = 3, chains: int = 1):
     return ControlVariate(centre).prepare(_energy(dim), None, torch.zeros(chains, dim))
 
 
+def _without(module: str, fn, *args):
+    """``fn(*args)`` as if ``module`` were not installed."""
+    with mock.patch.dict(sys.modules, {module: None}):
+        return fn(*args)
+
+
 def _diagnose_not_a_run(tmp: Path):
     (tmp / "notes").mkdir()
     (tmp / "notes" / "a.txt").write_text("hello")
@@ -878,6 +884,49 @@ CLI = [
     ("tune-budget-too-small", lambda t: cli("tune", "--budget", "600it"), CLIError, "or lower --thin / --min-samples"),
     ("tune-zero-thin", lambda t: cli("tune", "--thin", "0"), CLIError, "--thin must be an integer >= 1"),
     ("tune-map-share-one", lambda t: cli("tune", "--map-share", "1"), CLIError, "--map-share must lie in (0, 1)"),
+    # issue 25: many chains on an executor (structmc sample --executor), refused before any compute
+    (
+        "sample-executor-unknown",
+        lambda t: sample_cli(t, "--executor", "bogus"),
+        CLIError,
+        "--executor: unknown executor 'bogus'; choose serial (the default), process, dask, ray",
+    ),
+    (
+        "sample-executor-ray-not-installed",
+        lambda t: _without("ray", sample_cli, t, "--executor", "ray"),
+        CLIError,
+        'needs ray, which is not installed: pip install "structmc[ray]"',
+    ),
+    (
+        "sample-executor-dask-not-installed",
+        lambda t: _without("distributed", sample_cli, t, "--executor", "tcp://10.0.0.1:8786"),
+        CLIError,
+        'needs dask[distributed], which is not installed: pip install "structmc[dask]"',
+    ),
+    (
+        "sample-executor-address-without-port",
+        lambda t: sample_cli(t, "--executor", "tcp://10.0.0.1"),
+        CLIError,
+        "is not a cluster address: expected tcp://host:port",
+    ),
+    (
+        "sample-workers-without-executor",
+        lambda t: sample_cli(t, "--workers", "4"),
+        CLIError,
+        "--workers sets the workers of --executor process, dask or ray",
+    ),
+    (
+        "sample-workers-zero",
+        lambda t: sample_cli(t, "--executor", "process", "--workers", "0"),
+        CLIError,
+        "--workers must be an integer >= 1, got 0",
+    ),
+    (
+        "config-executor-not-a-string",
+        lambda t: sample_cli(t, "--config", config(t, "c.toml", "executor = 4\n")),
+        CLIError,
+        "must be a string, got 4 (int)",
+    ),
 ]
 
 CASES = [pytest.param(fn, exc, phrase, id=f"api:{name}") for name, fn, exc, phrase in API] + [

@@ -6,7 +6,8 @@ Names come from the library's registries (:mod:`structmc.registry`): ``--sampler
 ``structmc.data.DATASETS`` and ``experiment NAME`` from ``structmc.experiments.REGISTRY``.
 
 This module holds :func:`main` (the argument parser, the dispatch and the error lines); each
-command lives in its own module: :mod:`.sample` (its settings in :mod:`.settings`),
+command lives in its own module: :mod:`.sample` (its settings in :mod:`.settings`; its
+chains as independent tasks, ``--executor``, in :mod:`.many_chains`),
 :mod:`.tune`, :mod:`.reproduce` (``demo``, ``experiment``) and :mod:`.diagnose`, with what
 they share (:class:`UsageError`, ``--out``, the data set and model) in :mod:`.common`.
 """
@@ -149,6 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burn-in", dest="burn_in", type=int)
     p.add_argument("--thin", type=int)
     p.add_argument("--chains", dest="num_chains", type=int)
+    p.add_argument(
+        "--executor",
+        help="run the --chains as independent tasks (structmc.executors.run_chains) on: process, dask, "
+        "ray, a Dask scheduler tcp://host:port or a Ray cluster ray://host:port; each chain writes "
+        "OUT/chains/chain_I, merged into OUT/run. serial (or none, the default): one batched run",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="with --executor process, dask or ray: the processes (CPUs) of the new local pool or "
+        "cluster (default: one per chain, at most one per CPU)",
+    )
     p.add_argument(
         "--batch-size",
         dest="batch_size",

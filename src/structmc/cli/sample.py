@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+from . import many_chains as many
 from .common import UsageError, _load_dataset, _model_energy, _out_folder
 from .settings import _check_lengths, _refuse_unused, _sample_settings, sampler_config
 
@@ -23,12 +24,19 @@ def cmd_sample(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown gradient {s['gradient']!r}; choose minibatch or cv")
     _refuse_unused(s, explicit)
     _check_lengths(s, explicit)
+    many.check_executor(s, explicit)
     if args.resume and args.overwrite:
         raise UsageError("--resume and --overwrite contradict each other: choose one")
     out = _out_folder(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
     from ..storage import RunFolder
 
-    if args.resume and RunFolder(out / "run").checkpoint_file() is None:
+    executor = many.parallel_executor(s)  # None: the chains as one batched run, as before --executor
+    if executor is not None:  # OUT/chains/chain_I, merged into OUT/run
+        _out_folder(out, many.CHAINS)
+        many.check_out(out, s, resume=args.resume, overwrite=args.overwrite)
+    else:
+        many.check_batched_out(out, resume=args.resume, overwrite=args.overwrite)
+    if executor is None and args.resume and RunFolder(out / "run").checkpoint_file() is None:
         run_dir = out / "run"
         if _holds_run(run_dir):
             raise UsageError(
@@ -46,7 +54,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
             + ", or drop --resume"
         )
     if (
-        not args.resume
+        executor is None
+        and not args.resume
         and not args.overwrite
         and RunFolder(out / "run").checkpoint_file() is None
         and _holds_run(out / "run")
@@ -69,24 +78,41 @@ def cmd_sample(args: argparse.Namespace) -> int:
         gradient = ControlVariate(init)
     t0 = time.perf_counter()
     try:
-        chain = sample(
-            energy,
-            init,
-            sampler,
-            s["num_steps"],
-            data=train,
-            batch_size=batch_size,
-            burn_in=s["burn_in"],
-            thin=s["thin"],
-            seed=s["seed"],
-            num_chains=s["num_chains"],
-            gradient=gradient,
-            out_dir=out / "run",
-            checkpoint_every=s["checkpoint_every"],
-            resume=args.resume,
-            overwrite=args.overwrite,
-            progress=None if not args.quiet else False,
-        )
+        if executor is not None:
+            chain = many.run(
+                energy,
+                init,
+                sampler,
+                s,
+                out=out,
+                data=train,
+                batch_size=batch_size,
+                gradient=gradient,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                quiet=args.quiet,
+            )
+        else:
+            if args.overwrite:
+                many.clear_chains(out)  # the chains of an earlier run with --executor go with it
+            chain = sample(
+                energy,
+                init,
+                sampler,
+                s["num_steps"],
+                data=train,
+                batch_size=batch_size,
+                burn_in=s["burn_in"],
+                thin=s["thin"],
+                seed=s["seed"],
+                num_chains=s["num_chains"],
+                gradient=gradient,
+                out_dir=out / "run",
+                checkpoint_every=s["checkpoint_every"],
+                resume=args.resume,
+                overwrite=args.overwrite,
+                progress=None if not args.quiet else False,
+            )
     except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
         text = _flag_words(str(err))
         if text == str(err):
@@ -112,6 +138,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         "metrics": metrics,
         "run_dir": str(out / "run"),
     }
+    if executor is not None:  # OUT/run merged from the chains' own folders
+        report.update(executor=executor, chains_dir=str(out / many.CHAINS), chain_seeds=chain.config["chain_seeds"])
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     md = [
         f"# structmc sample: {s['sampler']} on {s['dataset']} ({s['model']})",
@@ -119,6 +147,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         "| metric | value |",
         "|---|---|",
     ] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
+    if executor is not None:
+        md[1:1] = [
+            "",
+            f"{chain.num_chains} independent chains (structmc.executors.run_chains on --executor {executor}; "
+            f"chain I in {out / many.CHAINS}/chain_I), merged into {out / 'run'}",
+        ]
     (out / "report.md").write_text("\n".join(md) + "\n")
     _trace_plot(out / "trace.png", chain)
     print("\n".join(md))

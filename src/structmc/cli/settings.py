@@ -36,6 +36,9 @@ SAMPLE_DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "checkpoint_every": None,
     "data_dir": None,
+    # independent chains as tasks (structmc.executors.run_chains): None or "serial" = one batched run
+    "executor": None,
+    "workers": None,
 }
 
 
@@ -83,9 +86,10 @@ _INT_KEYS = {
     "num_chains": 1,
     "seed": 0,
     "checkpoint_every": 1,
+    "workers": 1,
 }  # key -> minimum (batch_size: rows or a fraction, see _batch_value)
-_STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir")
-_OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir")
+_STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir", "executor")
+_OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir", "executor", "workers")
 _MAX_SEED = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
 _FLAGS = "the command line"
 _FLAG_NAMES = {"num_steps": "--steps", "num_chains": "--chains"}  # where the flag is not --key-with-dashes

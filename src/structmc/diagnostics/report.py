@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -80,6 +81,12 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
         + (f"; sampler {sampler.get('sampler', sampler)}" if sampler else "")
         + (f"; gradient {cfg['gradient']}" if cfg.get("gradient") else ""),
     ]
+    merged = cfg.get("merged_from")
+    if isinstance(merged, dict):  # structmc sample --executor: independent chains, each in its own folder
+        lines.append(
+            f"merged from {merged.get('num_chains', C)} independent chains (each with its own seed, "
+            f"chain_seeds in the config); their run folders: {os.path.normpath(run_dir / str(merged.get('chains', '?')))}"
+        )
     if diverged is not None:
         lines.append(f"DIVERGED at iteration {diverged.get('step')}: {diverged.get('message')} (the draws end there)")
     info = chain.info or {}
@@ -87,9 +94,11 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
         ds = chain.draw_steps
         lines.append(f"draws kept at iterations {int(ds[0])}..{int(ds[-1])}")
     if "time" in info and info["time"].numel():
-        S, T = info["time"].numel(), float(info["time"][-1])
+        # [S], or [C, S] for chains run apart (merged): the slowest chain's time
+        S, T = info["time"].shape[-1], float(info["time"].reshape(-1, info["time"].shape[-1])[:, -1].max())
+        per = " (the slowest chain)" if info["time"].dim() > 1 and info["time"].shape[0] > 1 else ""
         lines.append(
-            f"iterations run: {S}, sampling time {T:.3g} s ({S / T:.4g} it/s)" if T > 0 else f"iterations run: {S}"
+            f"iterations run: {S}, sampling time {T:.3g} s{per} ({S / T:.4g} it/s)" if T > 0 else f"iterations run: {S}"
         )
     if "lr" in info and info["lr"].numel():
         lines.append(f"step size: first {_fmt(float(info['lr'][0]))}, last {_fmt(float(info['lr'][-1]))}")
