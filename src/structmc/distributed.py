@@ -203,7 +203,7 @@ class Context:
             _sync(tensors[0])
             t0 = time.perf_counter()
         try:
-            buckets = []
+            buckets: list[Tensor] = []
             for t in tensors:
                 flat = t.view(-1)
                 per = max(1, int(self.options.bucket_mb * 2**20) // max(1, flat.element_size()))
