@@ -20,7 +20,7 @@ from . import workers
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="this PyTorch build has no torch.distributed")
 
 
-def spawn(tmp_path, task: str, world_size: int = 2, timeout_s: float = 20.0, join_s: float = 120.0, **args):
+def spawn(tmp_path, task: str, world_size: int = 2, timeout_s: float = 20.0, join_s: float = 120.0, hung_ok=(), **args):
     """Run ``task`` on ``world_size`` gloo ranks; return each rank's saved result (a dict with
     ``ok`` or ``error``; ``None`` for a rank that saved nothing, e.g. killed)."""
     out = tmp_path / f"ranks-{task}-{time.monotonic_ns()}"
@@ -36,9 +36,9 @@ def spawn(tmp_path, task: str, world_size: int = 2, timeout_s: float = 20.0, joi
     for p in procs:
         p.start()
     deadline = time.monotonic() + join_s
-    for p in procs:
-        p.join(max(1.0, deadline - time.monotonic()))
-    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for r, p in enumerate(procs):  # the ranks that must end first; a rank allowed to hang is then killed
+        p.join(max(1.0, deadline - time.monotonic()) if r not in hung_ok else 0.1)
+    hung = [r for r, p in enumerate(procs) if p.is_alive() and r not in hung_ok]
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -46,7 +46,10 @@ def spawn(tmp_path, task: str, world_size: int = 2, timeout_s: float = 20.0, joi
     results = []
     for r in range(world_size):
         f = out / f"rank{r}.pt"
-        results.append(torch.load(f, weights_only=False) if f.exists() else None)
+        res = torch.load(f, weights_only=False) if f.exists() else None
+        if res is not None:
+            res["saved_at"] = f.stat().st_mtime  # when the rank ended (a hung one is killed later)
+        results.append(res)
     return results, [p.exitcode for p in procs]
 
 
@@ -160,9 +163,18 @@ def interrupted(suite):
     t0 = time.monotonic()
     died = spawn(tmp, "folder_run", out_dir=str(tmp / "died"), num_steps=400, die_rank=1, die_at=12, timeout_s=15)
     died_seconds = time.monotonic() - t0
+    t0 = time.time()  # rank 1 stops answering at iteration 12: the process group's timeout (6 s) ends it
+    hung = spawn(
+        tmp, "folder_run", out_dir=str(tmp / "hung"), num_steps=400, hang_rank=1, hang_at=12, timeout_s=6,
+        join_s=60, hung_ok=(1,),
+    )  # fmt: skip
+    hung_seconds = hung[0][0]["saved_at"] - t0 if hung[0][0] is not None else float("inf")
     jobs = {k: ("folder_run", {"out_dir": str(tmp / k), "num_steps": 30, "resume": True}) for k in ("killed", "died")}
     resumed = ok(spawn(tmp, "many", jobs=jobs)[0])
-    return {"killed": killed, "died": died, "died_seconds": died_seconds, "resumed": resumed}
+    return {
+        "killed": killed, "died": died, "died_seconds": died_seconds, "hung": hung, "hung_seconds": hung_seconds,
+        "resumed": resumed,
+    }  # fmt: skip
 
 
 def test_resume_after_kill_9_of_the_whole_job_gives_the_uninterrupted_chain(suite, interrupted):
@@ -237,3 +249,11 @@ def test_the_benchmark_runs_and_splits_out_the_communication(tmp_path):
     assert 0 < two["comm_per_step"] < two["seconds_per_step"] and two["allreduce_alone"] > 0
     assert rows["one process"]["comm_per_step"] == 0
     assert "| 2 ranks |" in done.stdout
+
+
+def test_a_rank_that_hangs_ends_the_run_within_the_timeout(interrupted):
+    results, _ = interrupted["hung"]
+    err = results[0]
+    assert err is not None and err.get("type") == "DistributedError", err
+    assert "rank 0 of 2" in err["message"] and "iteration 13" in err["message"]
+    assert interrupted["hung_seconds"] < 25  # the 6 s timeout (plus start-up), not the hung rank's 600 s

@@ -109,16 +109,23 @@ def gaussian_law(rank, world_size, num_chains, num_steps, seed):
     return chain.samples
 
 
-def folder_run(rank, world_size, out_dir, num_steps, resume=False, kill_at=None, die_rank=None, die_at=None):
+def folder_run(
+    rank, world_size, out_dir, num_steps, resume=False, kill_at=None, die_rank=None, die_at=None, hang_rank=None,
+    hang_at=None,
+):  # fmt: skip
     """A run with a run folder; ``kill_at``: SIGKILL the whole job (every rank) at that
-    iteration; ``die_rank``/``die_at``: that rank alone exits at once (a crashed rank)."""
+    iteration; ``die_rank``/``die_at``: that rank alone exits at once (a crashed rank);
+    ``hang_rank``/``hang_at``: that rank stops answering (sleeps)."""
     import signal
+    import time
 
     def callback(t, state):
         if kill_at is not None and t == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
         if die_rank == rank and t == die_at:
             os._exit(3)
+        if hang_rank == rank and t == hang_at:
+            time.sleep(600)
 
     chain = run_configuration(
         "sgld", num_steps, out_dir=out_dir, checkpoint_every=5, resume=resume, callback=callback, progress=False
