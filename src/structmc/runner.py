@@ -56,6 +56,9 @@ class Run:
     ``fresh()`` copy, so the caller's objects are never mutated and two runs never share
     state. ``run.energy``, ``run.sampler`` (prepared copy), ``run.state``, ``run.iteration``
     (iterations done), ``run.elapsed`` (seconds in steps), ``run.grad_evals`` describe it.
+    ``distributed=True`` (or a :class:`~structmc.distributed.Distributed`): the ranks of the
+    initialised process group compute each gradient together (:mod:`structmc.distributed`);
+    ``run.distributed`` is then its context (rank, world size, ``comm_seconds``).
     """
 
     def __init__(
