@@ -216,6 +216,7 @@ def resumable_iterate(
     *,
     resume: bool = False,
     every: int = 1_000,
+    every_seconds: float | None = None,
     carry: dict | None = None,
     progress: bool | None = False,
     desc: str = "",
@@ -225,7 +226,8 @@ def resumable_iterate(
     ``checkpoint-<iteration>.pt`` listed with its digest in ``manifest.json``; the folder locked
     while it runs).
 
-    Every ``every`` iterations and after the last one, ``run.state_dict()`` (sampler state,
+    Every ``every`` iterations (and, with ``every_seconds``, only when that many seconds have
+    passed since the last checkpoint) and after the last one, ``run.state_dict()`` (sampler state,
     generator, minibatch stream, structured history, a module's BatchNorm statistics),
     ``run.settings()`` and ``carry`` (the caller's accumulators: traces, kept draws — updated
     in place by the loop body, carried by a :class:`~structmc.recorders.Carry` recorder) are
@@ -248,7 +250,9 @@ def resumable_iterate(
         store = RunFolder(folder)
         store.path.mkdir(parents=True, exist_ok=True)
         store.lock()
-        checkpointer = Checkpointer(store, run.settings(), every=every, recorders={"carry": Carry(carry)})
+        checkpointer = Checkpointer(
+            store, run.settings(), every=every, every_seconds=every_seconds, recorders={"carry": Carry(carry)}
+        )
         if resume:
             try:
                 checkpointer.load(run, steps)
