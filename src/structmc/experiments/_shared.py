@@ -344,6 +344,17 @@ def temperature_label(temperature: float | str) -> str:
     return f"T = {temperature}" if isinstance(temperature, str) else f"T = {temperature:g}"
 
 
+def paper_setting_of(settings, authors: float | str) -> str | None:
+    """The setting whose numbers are tallied against the paper's: ``None`` with one setting (it
+    is the only one), else the authors' temperature's label when it ran, else the first run
+    (``settings``: the labels, in run order)."""
+    labels = list(settings)
+    if len(labels) < 2:
+        return None
+    label = temperature_label(authors)
+    return label if label in labels else labels[0]
+
+
 def temperature_suffix(temperature: float, num_data: int) -> str:
     """A run folder's suffix for a temperature: none for T = 1 (the folders written before
     the temperature option), ``-T1overN`` for 1/N, ``-T<value>`` otherwise."""

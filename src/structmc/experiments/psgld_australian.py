@@ -54,6 +54,7 @@ from ._report import Claim, Comparison, write_report
 from ._shared import (
     AUTHORS_TEMPERATURE_1_OVER_N,
     check_temperatures,
+    paper_setting_of,
     pyplot,
     resolve_temperature,
     restores_globals,
@@ -351,8 +352,7 @@ def run(
             }
             by_setting[label] = res
             rows += comparisons(cfg, res, synthetic, label if several else "")
-    authors = temperature_label(AUTHORS_TEMPERATURE_1_OVER_N)
-    paper_setting = (authors if authors in temperatures else next(iter(temperatures))) if several else None
+    paper_setting = paper_setting_of(temperatures, AUTHORS_TEMPERATURE_1_OVER_N)
     figures = [FIGURE] if _plot(out / FIGURE, cfg, by_setting, paper_setting) else []
     lam = ref["hessian_max_eigenvalue"]
     numbers = {

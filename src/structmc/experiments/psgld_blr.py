@@ -104,6 +104,7 @@ from ._shared import (
     AUTHORS_TEMPERATURE_1_OVER_N,
     check_temperatures,
     default_data_dir,
+    paper_setting_of,
     progress_log,
     pyplot,
     resolve_temperature,
@@ -542,8 +543,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
     seeds = [cfg.seed + k for k in range(cfg.num_seeds)]
     temperatures = {temperature_label(t): resolve_temperature(t, n) for t in cfg.temperatures}
     several = len(temperatures) > 1
-    authors = temperature_label(AUTHORS_TEMPERATURE_1_OVER_N)
-    paper_setting = (authors if authors in temperatures else next(iter(temperatures))) if several else None
+    paper_setting = paper_setting_of(temperatures, AUTHORS_TEMPERATURE_1_OVER_N)
     by_temperature: dict[str, dict] = {}
     rows: list[Comparison] = []
     figures: list[str] = []

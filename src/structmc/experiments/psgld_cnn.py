@@ -36,6 +36,7 @@ from ._report import Comparison, Ordering, Tolerance, write_report
 from ._shared import (
     AUTHORS_TEMPERATURE_1_OVER_N,
     check_temperatures,
+    paper_setting_of,
     progress_log,
     pyplot,
     resolve_temperature,
@@ -142,8 +143,7 @@ def run(
     several = len(temperatures) > 1
     errors = {k: r["test_error_pct"] for k, r in results.items()}
     rows = comparisons(cfg, errors, list(temperatures) if "pSGLD" in cfg.methods else [], synthetic)
-    authors = temperature_label(AUTHORS_TEMPERATURE_1_OVER_N)
-    paper_setting = (authors if authors in temperatures else next(iter(temperatures))) if several else None
+    paper_setting = paper_setting_of(temperatures, AUTHORS_TEMPERATURE_1_OVER_N)
     figures = []
     plt = pyplot()
     if plt is not None:

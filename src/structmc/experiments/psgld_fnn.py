@@ -41,6 +41,7 @@ from ._report import Comparison, Ordering, Tolerance, smallest_gap, write_report
 from ._shared import (
     AUTHORS_TEMPERATURE_1_OVER_N,
     check_temperatures,
+    paper_setting_of,
     progress_log,
     pyplot,
     resolve_temperature,
@@ -241,8 +242,7 @@ def run(
     for label, results in by_setting.items():
         errors = {m: {w: r["test_error_pct"] for w, r in by_width.items()} for m, by_width in results.items()}
         rows += comparisons(cfg, errors, synthetic, label if several else "")
-    authors = temperature_label(AUTHORS_TEMPERATURE)
-    paper_setting = authors if several and authors in by_setting else (next(iter(by_setting)) if several else None)
+    paper_setting = paper_setting_of(by_setting, AUTHORS_TEMPERATURE)
     figures = []
     plt = pyplot()
     if plt is not None:
