@@ -28,14 +28,19 @@ How a step works
     SGMCMC sampler (SGLD, pSGLD and its Hessian-diagonal Γ term, SGHMC and scale-adapted SGHMC,
     SGNHT), the control variate's two minibatch terms (its centre's full-data gradient is
     computed once, each rank on its rows of the data, and reduced), and the S / Sd structured
-    energies (their θ̃ and masks come from their own generator, identical on every rank). The
+    energies (their θ̃ and masks come from their own generator, identical on every rank). A
+    Metropolis-adjusted full-data step falls out of the same machinery: the one-block MALA move
+    (``MetropolisWithinGibbs(fully_joint(P), mala=True, scaling="N/n")``, ``batch_size=None``)
+    evaluates every energy and gradient through the oracle, so both states' energies are
+    reduced and every rank takes the same accept decision from the shared generator. The
     chain equals the single-process chain with the same global batch to float rounding (the
     sum is split differently), not bit for bit.
 
 What it refuses, before any compute
-    Kernels that are not gradient samplers (the blocked Gibbs sweep stays single-process: its
-    per-block accept/reject would need one latency-bound reduction per block, hundreds per
-    sweep); energies with module buffers (BatchNorm's batch statistics are per share); a
+    Kernels that are not gradient samplers, except the one-block MALA step (the blocked Gibbs
+    sweep stays single-process: its per-block accept/reject would need one latency-bound
+    reduction per block, hundreds per sweep); an unscaled minibatch energy
+    (``MetropolisWithinGibbs(scaling="none")``: the shares' estimates are averaged); energies with module buffers (BatchNorm's batch statistics are per share); a
     ``DataSource`` (a ``Dataset`` or a per-batch transform: a transform's random numbers
     depend on the share) and ``split_batch=True`` structured energies; a global batch smaller
     than the world size; ranks whose settings, data or initial positions differ.

@@ -124,6 +124,12 @@ class Run:
             raise
         self._theta0, self._data = theta0, (probe if on_dataset else data)  # read to explain a divergence at 1
         energy = sampler.target_energy(energy)
+        if context is not None and energy.num_data is None:  # the ranks' shares are averaged: N/n scaling
+            raise ValueError(
+                "distributed=True averages the ranks' N/n-scaled estimates of the energy, but this sampler asks for "
+                "the unscaled minibatch energy (MetropolisWithinGibbs(scaling='none')): use scaling='N/n' (with the "
+                "full data, batch_size=None, the two are the same target)"
+            )
         sampler = sampler.prepare(energy)
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
         if on_dataset and not isinstance(estimator, Minibatch):
@@ -424,11 +430,14 @@ class Run:
 def _distributed_context(options: Distributed, sampler, energy, source, data) -> Context:
     """The run's process-group context, after refusing what cannot run data-parallel
     (:mod:`structmc.distributed`), before any compute."""
+    from .gibbs import MetropolisWithinGibbs
     from .samplers.sampler import Sampler
 
-    if not isinstance(sampler, Sampler):
+    full_data_step = isinstance(sampler, MetropolisWithinGibbs) and sampler.full_data_step
+    if not isinstance(sampler, Sampler) and not full_data_step:
         raise ValueError(
-            f"distributed=True runs gradient samplers (SGLD, pSGLD, SGHMC, SGNHT, ...), not {type(sampler).__name__}: "
+            f"distributed=True runs gradient samplers (SGLD, pSGLD, SGHMC, SGNHT, ...) and the one-block MALA step "
+            f"(MetropolisWithinGibbs(fully_joint(P), mala=True)), not {type(sampler).__name__} with several blocks: "
             "the blocked Gibbs sweep stays single-process (its per-block accept/reject would need one latency-bound "
             "reduction per block); run independent chains on several processes with structmc.run_chains instead"
         )

@@ -75,10 +75,12 @@ def suite(tmp_path_factory):
     jobs = {
         "families": ("every_family", {"names": FAMILIES, "num_steps": STEPS}),
         "law": ("gaussian_law", {"num_chains": LAW["chains"], "num_steps": burn + LAW["draws"], "seed": LAW["seed"]}),
+        "mala law": ("mala_law", {"num_chains": 400, "num_steps": 600, "seed": 8}),
         "drifting": ("drifting", {"at": 11}),
         "different start": ("different_start", {}),
         "gibbs": ("refused", {"what": "gibbs"}),
         "batch too small": ("refused", {"what": "batch-too-small"}),
+        "unscaled": ("refused", {"what": "unscaled"}),
         "full run": ("folder_run", {"out_dir": str(tmp / "full"), "num_steps": 30}),
     }
     results = ok(spawn(tmp, "many", jobs=jobs)[0])
@@ -132,6 +134,23 @@ def test_two_ranks_sample_the_exact_discretised_law(suite):
         assert np.abs(((second - alt_second) / s_se)[iu]).max() > 10
 
 
+def test_two_ranks_full_batch_mala_keeps_the_posterior(suite):
+    """The one-block MALA step (a Metropolis-adjusted full-data step) over 2 ranks: every
+    evaluation reduced, the accept decision the same on both; its stationary law is the
+    posterior itself (Metropolis invariance), within 4.5 SE, and the same law at half the
+    temperature (what a doubled likelihood from a wrong reduction would give) is far."""
+    from samplers.test_statistical import POST_COV, POST_MEAN, chain_estimates
+
+    samples = suite["ranks"][0]["mala law"]["ok"]
+    torch.testing.assert_close(samples, suite["ranks"][1]["mala law"]["ok"], rtol=0, atol=0)
+    s = samples[:, 100:].numpy()
+    m, m_se, second, s_se = chain_estimates(s, POST_MEAN)
+    iu = np.triu_indices(2)
+    assert np.abs((m - POST_MEAN) / m_se).max() < 4.5, (m, POST_MEAN)
+    assert np.abs(((second - POST_COV) / s_se)[iu]).max() < 4.5, (second, POST_COV)
+    assert np.abs(((second - POST_COV / 2) / s_se)[iu]).max() > 10
+
+
 def test_ranks_that_drift_apart_are_caught_naming_the_iteration(suite):
     for ranks in suite["ranks"]:
         res = ranks["drifting"]
@@ -146,7 +165,11 @@ def test_ranks_with_different_starts_are_refused_before_any_compute(suite):
 
 @pytest.mark.parametrize(
     ("what", "message"),
-    [("gibbs", "stays single-process"), ("batch too small", "smaller than the world size")],
+    [
+        ("gibbs", "stays single-process"),
+        ("batch too small", "smaller than the world size"),
+        ("unscaled", "scaling='N/n'"),
+    ],
 )
 def test_what_cannot_run_data_parallel_is_refused(suite, what, message):
     for ranks in suite["ranks"]:

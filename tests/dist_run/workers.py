@@ -12,6 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 import structmc
+from structmc.gibbs import MetropolisWithinGibbs
+from structmc.partitions import fully_joint
 from structmc.structured import BernoulliMask, StructuredEnergy, by_neuron
 
 DTYPE = torch.float64
@@ -78,6 +80,11 @@ def configurations():
             lambda: structmc.SGLD(1e-3),
             {**base, "num_chains": 2},
         ),
+        "mala-full-batch": (
+            mlp_energy,
+            lambda: MetropolisWithinGibbs(fully_joint(mlp_energy().space.dim), 1e-4, mala=True, scaling="N/n"),
+            {**base, "batch_size": None, "num_chains": 2},
+        ),
         "s-structured": (
             lambda: StructuredEnergy(mlp_energy(), by_neuron(mlp_energy().space), 20, seed=2),
             lambda: structmc.SGLD(1e-3),
@@ -105,6 +112,20 @@ def gaussian_law(rank, world_size, num_chains, num_steps, seed):
     chain = structmc.sample(
         log_prob, init, structmc.SGLD(0.1), num_steps, data=DATA, batch_size=2, batching="without_replacement",
         num_chains=num_chains, seed=seed, distributed=True, on_blowup="ignore",
+    )  # fmt: skip
+    return chain.samples
+
+
+def mala_law(rank, world_size, num_chains, num_steps, seed):
+    """Full-batch MALA (one block) on the exact-law linear regression: its stationary law is
+    the posterior itself (Metropolis-adjusted)."""
+    from samplers.test_statistical import DATA, linear_module_energy
+
+    energy = linear_module_energy()
+    sampler = MetropolisWithinGibbs(fully_joint(2), 0.05, mala=True, scaling="N/n")
+    chain = structmc.sample(
+        energy, torch.zeros(num_chains, 2, dtype=DTYPE), sampler, num_steps, data=DATA, num_chains=num_chains,
+        seed=seed, distributed=True,
     )  # fmt: skip
     return chain.samples
 
@@ -154,12 +175,14 @@ def different_start(rank, world_size):
 def refused(rank, world_size, what):
     x, y = classification_data()
     if what == "gibbs":
-        from structmc.gibbs import MetropolisWithinGibbs
         from structmc.partitions import by_layer
 
         energy = mlp_energy()
         sampler = MetropolisWithinGibbs(by_layer(energy.space), 0.1)
         return structmc.sample(energy, None, sampler, 5, data=(x, y), batch_size=4, distributed=True)
+    if what == "unscaled":
+        sampler = MetropolisWithinGibbs(fully_joint(mlp_energy().space.dim), 1e-4, mala=True)  # scaling="none"
+        return structmc.sample(mlp_energy(), None, sampler, 5, data=(x, y), distributed=True)
     if what == "batch-too-small":
         return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=(x, y), batch_size=1, distributed=True)
     raise ValueError(what)
@@ -182,6 +205,7 @@ TASKS = {
     "many": many,
     "every_family": every_family,
     "gaussian_law": gaussian_law,
+    "mala_law": mala_law,
     "folder_run": folder_run,
     "drifting": drifting,
     "different_start": different_start,

@@ -213,6 +213,13 @@ class MetropolisWithinGibbs:
             raise ValueError("record='layer' needs blocks that each lie in one layer")
         self._incremental = None
 
+    @property
+    def full_data_step(self) -> bool:
+        """One block moved by a gradient-informed (MALA) proposal: a Metropolis-adjusted step of
+        all parameters, every evaluation through the oracle (so it runs data-parallel under
+        ``distributed=True``; a sweep of several blocks stays single-process)."""
+        return self.mala and self.partition.num_groups == 1
+
     # -- set-up ---------------------------------------------------------------------------------
     def target_energy(self, energy):
         return energy.with_num_data(None) if self.scaling == "none" else energy
