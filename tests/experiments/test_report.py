@@ -194,5 +194,15 @@ def test_the_results_table_tallies_claims_only(tmp_path):
     with contextlib.redirect_stdout(buf):
         assert main(["reproduce", "--table", str(tmp_path)]) == 0
     assert "**1/2**" in buf.getvalue()
+    # every counted claim that is not reproduced is listed with the paper's number, ours and the
+    # rule; the reproduced one, the other setting's row and the check are not
+    from structmc.experiments._report import unreproduced_table
+
+    failing = unreproduced_table([report])
+    assert (
+        failing.count("\n| `psgld-fnn` (quick) |") == 1
+        and "| b | 1 | 2 | \\|ours − paper\\| ≤ ±0.1 | not reproduced" in failing
+    )
+    assert "Claims not reproduced" in buf.getvalue() and "| b | 1 | 2 |" in buf.getvalue()
     with pytest.raises(SystemExit):
         main(["reproduce", "--table", str(tmp_path / "empty")])

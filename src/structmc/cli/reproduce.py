@@ -66,7 +66,7 @@ def results_table_of(folders) -> str:
     import json
     from pathlib import Path
 
-    from ..experiments._report import results_table
+    from ..experiments._report import results_table, unreproduced_table
 
     reports = []
     for folder in folders:
@@ -74,7 +74,14 @@ def results_table_of(folders) -> str:
         if not found:
             raise UsageError(f"--table {folder}: no report.json under it")
         reports += [json.loads(p.read_text()) for p in found]
-    return results_table(reports)
+    failing = unreproduced_table(reports)
+    out = results_table(reports)
+    if failing.count("\n") > 1:  # the header and its rule: a row below them
+        out += (
+            "\n\nClaims not reproduced (and those reproduced with a smaller margin, tied or not comparable):\n\n"
+            + failing
+        )
+    return out
 
 
 def reproduce_table() -> str:

@@ -626,6 +626,49 @@ def results_table(reports: Sequence[Mapping]) -> str:
     return "\n".join(lines)
 
 
+def _counted_rows(report: Mapping):
+    """The rows :func:`claim_tally` counts (the paper's claims under the tallied setting)."""
+    setting = report.get("paper_setting")
+    for c in report.get("comparisons", []):
+        if setting and c.get("setting") not in (None, "", setting):
+            continue
+        if c.get("check") or str(c.get("verdict", "")).startswith(CHECK):
+            continue
+        yield c
+
+
+def unreproduced_table(reports: Sequence[Mapping]) -> str:
+    """A markdown table of every counted claim whose verdict is not "reproduced" (smaller
+    margin, tied, not reproduced, not comparable): the experiment and preset, the quantity,
+    the paper's number, ours, the rule and the report's note, so that each such row says why
+    with a number. ``structmc reproduce --table DIR`` prints it below :func:`results_table`."""
+
+    def num(x) -> str:
+        if isinstance(x, (list, tuple)):
+            return "[" + ", ".join(num(v) for v in x) + "]"
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return "–" if x is None else str(x)
+        return f"{x:.5g}"
+
+    lines = [
+        "| experiment (preset) | claim | paper | ours | rule | verdict | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(reports, key=lambda r: str(r.get("experiment"))):
+        for c in _counted_rows(r):
+            verdict = str(c.get("verdict", ""))
+            if verdict.startswith(REPRODUCED):
+                continue
+            unit = c.get("unit") or ""
+            note = " ".join(str(c.get("note") or "").split()).replace("|", "\\|")
+            rule = str(c.get("rule") or "–").replace("|", "\\|")  # |ours − paper| inside a table cell
+            lines.append(
+                f"| `{r.get('experiment')}` ({r.get('preset')}) | {c.get('quantity')} | {num(c.get('paper'))}{unit} | "
+                f"{num(c.get('ours'))}{unit} | {rule} | {verdict} | {note or '–'} |"
+            )
+    return "\n".join(lines)
+
+
 REPORT_FIELDS = (
     "experiment",
     "paper",
