@@ -540,6 +540,10 @@ def run_chain(
     )
     traces, trace_steps = trace.values, trace.steps
     seconds = time.perf_counter() - t0
+    if chain.info.get("time") is not None and chain.info["time"].numel():
+        # the sampler's seconds over the whole chain, the resumed sittings included (Run.elapsed,
+        # checkpointed): a resumed run's wall clock above counts only this sitting
+        seconds = float(chain.info["time"].reshape(-1)[-1])
     acc_layer = acceptance(chain, partition, by="layer", window=(cfg.burn_in + 1, cfg.num_steps))  # [C, L]
     # predictions: nested windows, each segment's probabilities computed once
     steps = chain.draw_steps
