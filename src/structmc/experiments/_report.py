@@ -660,11 +660,16 @@ def unreproduced_table(reports: Sequence[Mapping]) -> str:
             if verdict.startswith(REPRODUCED):
                 continue
             unit = c.get("unit") or ""
+
+            def cell(x, unit=unit) -> str:
+                numeric = isinstance(x, (int, float)) and not isinstance(x, bool)
+                return num(x) + (unit if unit in ("%", "") else f" {unit}") if numeric else num(x)
+
             note = " ".join(str(c.get("note") or "").split()).replace("|", "\\|")
             rule = str(c.get("rule") or "–").replace("|", "\\|")  # |ours − paper| inside a table cell
             lines.append(
-                f"| `{r.get('experiment')}` ({r.get('preset')}) | {c.get('quantity')} | {num(c.get('paper'))}{unit} | "
-                f"{num(c.get('ours'))}{unit} | {rule} | {verdict} | {note or '–'} |"
+                f"| `{r.get('experiment')}` ({r.get('preset')}) | {c.get('quantity')} | {cell(c.get('paper'))} | "
+                f"{cell(c.get('ours'))} | {rule} | {verdict} | {note or '–'} |"
             )
     return "\n".join(lines)
 
