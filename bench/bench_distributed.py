@@ -12,7 +12,11 @@ one run:
   ``comm``: the seconds inside the gradient's all-reduce (waiting for the slower rank
   included: on one device that is where load imbalance shows) and ``compute`` the rest;
 * ``all-reduce alone``: the collective on a tensor of the gradient's size ``[C, P]``, repeated,
-  without the model (the floor of ``comm``).
+  without the model (the floor of ``comm``);
+* ``hand loop``: the data-parallel SGLD loop a careful PyTorch user writes (:class:`HandLoop`:
+  the rank's share of each global batch, one ``all_reduce`` of the flattened gradients, foreach
+  updates), timed in the same rounds; ``structmc / hand loop`` is the ratio of the two
+  (one chain: the hand loop handles exactly that case).
 
     python bench/bench_distributed.py                         # MLP 784-400-400-10, 1 vs 2 ranks, CPU
     python bench/bench_distributed.py --model resnet20 --batch 128 --steps 10
@@ -63,6 +67,52 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+class HandLoop:
+    """The data-parallel SGLD loop a careful PyTorch user writes (the reference of the ratios):
+    the same global permutation on every rank (a shared seed), the rank's contiguous share of
+    each global batch gathered with ``index_select``, the share's loss scaled by N/B (the global
+    batch) so that the ranks' gradients sum to the global estimate, one ``all_reduce`` of the
+    gradients flattened into one buffer, the N(0, 1) prior's gradient added once, and the
+    update as ``torch._foreach_*`` ops with one flat ``randn`` (the same on every rank)."""
+
+    def __init__(self, model, X, y, batch: int, lr: float, seed: int, world: int = 1, rank: int = 0):
+        import torch.nn.functional as F
+
+        self.F = F
+        self.model, self.X, self.y, self.B, self.lr = model, X, y, batch, lr
+        self.g = torch.Generator(X.device).manual_seed(seed)
+        self.params = list(model.parameters())
+        self.numels = [p.numel() for p in self.params]
+        self.total = sum(self.numels)
+        self.world = world
+        base, extra = divmod(batch, world)
+        self.lo = rank * base + min(rank, extra)
+        self.hi = self.lo + base + (1 if rank < extra else 0)
+        self.perm, self.pos = None, X.shape[0]
+
+    def __call__(self, steps: int) -> None:
+        X, y, B, lr, params = self.X, self.y, self.B, self.lr, self.params
+        N = X.shape[0]
+        for _ in range(steps):
+            if self.pos + B > N:
+                self.perm, self.pos = torch.randperm(N, generator=self.g, device=X.device), 0
+            idx = self.perm[self.pos + self.lo : self.pos + self.hi]
+            self.pos += B
+            loss = (N / B) * self.F.cross_entropy(
+                self.model(X.index_select(0, idx)), y.index_select(0, idx), reduction="sum"
+            )
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                if self.world > 1:
+                    flat = torch.cat([g.reshape(-1) for g in grads])
+                    dist.all_reduce(flat)
+                    grads = [t.view_as(p) for t, p in zip(flat.split(self.numels), params)]
+                noise = torch.randn(self.total, generator=self.g, device=X.device).split(self.numels)
+                torch._foreach_add_(grads, params)  # the prior's gradient, once
+                torch._foreach_add_(params, grads, alpha=-0.5 * lr)
+                torch._foreach_add_(params, [n.view_as(p) for n, p in zip(noise, params)], alpha=lr**0.5)
+
+
 def measure(args, distributed: bool, device: str) -> dict:
     import structmc
     from structmc.distributed import Distributed
@@ -80,11 +130,17 @@ def measure(args, distributed: bool, device: str) -> dict:
         seed=0,
         distributed=Distributed(timing=True) if distributed else None,
     )
+    import copy
+
+    world = dist.get_world_size() if distributed else 1
+    rank = dist.get_rank() if distributed else 0
+    hand = HandLoop(copy.deepcopy(energy.module), *data, args.batch, 1e-6, seed=0, world=world, rank=rank)
     for _ in range(args.warmup):
         run.step()
+    hand(args.warmup)
     _sync(device)
-    per_step, comm_per_step = [], []
-    for _ in range(args.rounds):
+    per_step, comm_per_step, hand_per_step = [], [], []
+    for _ in range(args.rounds):  # the same order on every rank: the collectives match
         comm0 = run.oracle.comm_seconds if distributed else 0.0
         t0 = time.perf_counter()
         for _ in range(args.steps):
@@ -92,10 +148,15 @@ def measure(args, distributed: bool, device: str) -> dict:
         _sync(device)
         per_step.append((time.perf_counter() - t0) / args.steps)
         comm_per_step.append(((run.oracle.comm_seconds if distributed else 0.0) - comm0) / args.steps)
+        t0 = time.perf_counter()
+        hand(args.steps)
+        _sync(device)
+        hand_per_step.append((time.perf_counter() - t0) / args.steps)
     run.check_finite()
     out = {
         "seconds_per_step": statistics.median(per_step),
         "comm_per_step": statistics.median(comm_per_step),
+        "hand_loop_seconds_per_step": statistics.median(hand_per_step),
         "dim": run.energy.space.dim,
         "gradient_mb": args.chains * run.energy.space.dim * run.theta.element_size() / 2**20,
     }
@@ -170,14 +231,17 @@ def main(argv=None) -> dict:
         f"\n{args.model} (P = {rows['one process']['dim']:,}), {args.chains} chain(s), global batch {args.batch}, "
         f"{dev}; gradient all-reduce {rows['one process']['gradient_mb']:.2f} MiB per step"
     )
-    print("| run | ms / step | comm ms / step | compute ms / step | comm share | all-reduce alone ms | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| run | ms / step | comm ms / step | compute ms / step | comm share | all-reduce alone ms | speed-up "
+        "| hand loop ms / step | structmc / hand loop |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
-        s, c = r["seconds_per_step"], r["comm_per_step"]
+        s, c, h = r["seconds_per_step"], r["comm_per_step"], r["hand_loop_seconds_per_step"]
         alone = f"{1e3 * r['allreduce_alone']:.3f}" if "allreduce_alone" in r else "–"
         print(
             f"| {name} | {1e3 * s:.2f} | {1e3 * c:.3f} | {1e3 * (s - c):.2f} | {100 * c / s:.1f} % | {alone} "
-            f"| {base / s:.2f}x |"
+            f"| {base / s:.2f}x | {1e3 * h:.2f} | {s / h:.2f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "device": dev, "rows": rows}, indent=2))

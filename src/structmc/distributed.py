@@ -188,6 +188,7 @@ class Context:
         self.iteration = 0  # the iteration in progress (set by the run), for messages
         self.comm_seconds = 0.0
         self.comm_calls = 0
+        self._buffer: Tensor | None = None  # reduce_weighted's flat buffer, reused
 
     # -- collectives, each failure named -------------------------------------------------------
     def _failed(self, what: str, err: BaseException) -> DistributedError:
@@ -229,10 +230,34 @@ class Context:
         self.comm_calls += 1
 
     def reduce_weighted(self, weight: float, *tensors: Tensor) -> tuple[Tensor, ...]:
-        """``Σ_r weight_r · t_r`` on every rank (the global estimate from the ranks' shares)."""
-        out = tuple(t.contiguous().mul_(weight) if t.is_contiguous() else t.contiguous().mul(weight) for t in tensors)
-        self.all_reduce_(out)
-        return out
+        """``Σ_r weight_r · t_r`` on every rank (the global estimate from the ranks' shares). The
+        tensors travel together in one flat buffer (value and gradient in one all-reduce: each
+        collective call costs a fixed latency, ~0.5 ms on gloo between busy CPU processes), reused
+        from call to call: the results are views into it, valid until the next reduction (as an
+        energy's own gradient buffer is until its next evaluation); the smaller ones are copies."""
+        first = tensors[0]
+        if len(tensors) == 1 or any(t.dtype != first.dtype or t.device != first.device for t in tensors):
+            out = tuple(
+                t.contiguous().mul_(weight) if t.is_contiguous() else t.contiguous().mul(weight) for t in tensors
+            )
+            self.all_reduce_(out)
+            return out
+        sizes = [t.numel() for t in tensors]
+        total = sum(sizes)
+        buf = self._buffer
+        if buf is None or buf.numel() != total or buf.dtype != first.dtype or buf.device != first.device:
+            buf = self._buffer = torch.empty(total, dtype=first.dtype, device=first.device)
+        parts = buf.split(sizes)
+        for part, t in zip(parts, tensors):
+            torch.mul(t.reshape(-1), weight, out=part)
+        self.all_reduce_((buf,))
+        # the largest (the gradient) stays a view; the small ones (the energy [C], which the run
+        # keeps in its records and divergence checks) are copied out of the reused buffer
+        largest = max(range(len(tensors)), key=lambda i: sizes[i])
+        return tuple(
+            part.view(t.shape) if i == largest else part.view(t.shape).clone()
+            for i, (part, t) in enumerate(zip(parts, tensors))
+        )
 
     def check_in_sync(self, theta: Tensor, iteration: int) -> None:
         """Raise :class:`DistributedError` unless every rank holds bit-identical positions (a

@@ -90,10 +90,13 @@ def suite(tmp_path_factory):
 def test_two_ranks_give_the_one_process_chain_for_every_sampler_family(suite):
     results = [r["families"]["ok"] for r in suite["ranks"]]
     for name in FAMILIES:
-        single = workers.run_configuration(name, STEPS, distributed=None).samples
+        reference = workers.run_configuration(name, STEPS, distributed=None)
+        single = reference.samples
         for r, res in enumerate(results):
             got = res[name]
             assert got.shape == single.shape, name
+            # the recorded energies too: every iteration's, not the last reduction's buffer
+            torch.testing.assert_close(res[name + "/energy"], reference.info["energy"], rtol=1e-9, atol=1e-9)
             # the same chain to float rounding (the global sum is split differently); a rank that
             # used only its share, or unsynchronised noise, is far outside it (next test)
             torch.testing.assert_close(got, single, rtol=1e-9, atol=1e-11, msg=f"{name}, rank {r}")

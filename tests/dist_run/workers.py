@@ -101,7 +101,12 @@ def run_configuration(name: str, num_steps: int = 25, distributed=True, **extra)
 
 # -- tasks ----------------------------------------------------------------------------------------
 def every_family(rank, world_size, names, num_steps):
-    return {name: run_configuration(name, num_steps).samples for name in names}
+    out = {}
+    for name in names:
+        chain = run_configuration(name, num_steps)
+        out[name] = chain.samples
+        out[name + "/energy"] = chain.info["energy"]  # the reduced minibatch energy of every iteration
+    return out
 
 
 def gaussian_law(rank, world_size, num_chains, num_steps, seed):
