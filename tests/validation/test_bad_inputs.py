@@ -263,6 +263,26 @@ def _out_is_a_file(tmp: Path, *under: str):
 # the table: (id, callable(tmp), exception, phrase)
 # ---------------------------------------------------------------------------------------
 API = [
+    # torch.distributed (issue 25): refused before any compute
+    (
+        "distributed-without-a-process-group",
+        lambda t: sm.sample(_module_energy(), None, sm.SGLD(1e-3), 5, data=_xy(24, classes=2), distributed=True),
+        ValueError,
+        "needs an initialised torch.distributed process group",
+    ),
+    (
+        "distributed-not-a-switch",
+        lambda t: sm.sample(_module_energy(), None, sm.SGLD(1e-3), 5, data=_xy(24, classes=2), distributed="nccl"),
+        TypeError,
+        "distributed must be True, False, None",
+    ),
+    ("distributed-bucket-size", lambda t: sm.distributed.Distributed(bucket_mb=-1), ValueError, "bucket_mb"),
+    (
+        "distributed-sync-check",
+        lambda t: sm.distributed.Distributed(sync_check_every=0),
+        ValueError,
+        "sync_check_every must be a positive integer",
+    ),
     # partitions: patterns and keywords are never dropped
     (
         "custom-pattern-matches-nothing",
