@@ -73,7 +73,7 @@ import torch
 from torch import Tensor
 
 from .batching import MinibatchStream
-from .energy import Batch, Energy, full_data_value_and_grad
+from .energy import Energy, full_data_value_and_grad
 from .oracle import Oracle
 
 
@@ -94,9 +94,9 @@ class Distributed:
     """Options of a distributed run (``sample(..., distributed=Distributed(...))``;
     ``distributed=True`` is ``Distributed()``).
 
-    ``group``: the process group (``None``: the default one). ``bucket_mb``: the gradient's
-    all-reduce is split into buckets of this many MiB, launched together (asynchronously) and
-    waited for once. ``sync_check_every``: iterations between the checksum all-reduce that
+    ``group``: the process group (``None``: the default one). ``bucket_mb``: the energy and the
+    gradient travel in one flat buffer; one larger than this many MiB is split into buckets,
+    launched together (asynchronously) and waited for once. ``sync_check_every``: iterations between the checksum all-reduce that
     verifies every rank holds the same positions (``None``: the run's ``check_every``).
     ``timing``: measure the seconds spent communicating (``run.oracle.comm_seconds``); on a GPU
     this synchronises the device around each reduction, so keep it for benchmarks."""
@@ -408,7 +408,5 @@ def full_data_grad(context: Context, energy: Energy, centre: Tensor, data: Seque
     (grad,) = context.reduce_weighted((hi - lo) / N, grad)
     return grad
 
-
-Batch = Batch  # re-exported for type hints of custom oracles
 
 __all__ = ["Distributed", "DistributedError", "DistributedOracle", "ShareStream", "init", "share_bounds"]
