@@ -283,3 +283,45 @@ def test_a_rank_that_hangs_ends_the_run_within_the_timeout(interrupted):
     assert err is not None and err.get("type") == "DistributedError", err
     assert "rank 0 of 2" in err["message"] and "iteration 13" in err["message"]
     assert interrupted["hung_seconds"] < 25  # the 6 s timeout (plus start-up), not the hung rank's 600 s
+
+
+def test_the_command_line_under_torchrun_gives_the_one_process_chain(tmp_path):
+    """`torchrun --nproc-per-node 2 --no-python structmc sample ... --distributed`: rank 0 writes
+    the run folder and the report; the draws are the one-process command's to float32 rounding."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("structmc") or os.path.join(os.path.dirname(sys.executable), "structmc")
+    args = ["sample", "--dataset", "digits", "--model", "mlp", "--hidden", "20", "--sampler", "sgld"]
+    args += ["--lr", "1e-5", "--steps", "60", "--burn-in", "30", "--chains", "2", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python", exe]
+    done = subprocess.run(
+        [*cmd, *args, "--out", str(tmp_path / "two"), "--distributed"], capture_output=True, text=True, env=env,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    one = subprocess.run([exe, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True, env=env)
+    assert one.returncode == 0, one.stderr[-3000:]
+    a, b = structmc.load_chain(tmp_path / "two" / "run"), structmc.load_chain(tmp_path / "one" / "run")
+    torch.testing.assert_close(a.samples, b.samples, rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "two" / "report.json").exists() and done.stdout.count("wrote ") == 1  # rank 0 alone
+
+
+def test_the_command_line_refuses_distributed_outside_torchrun_and_with_an_executor(tmp_path, monkeypatch, capsys):
+    from structmc.cli import main
+
+    monkeypatch.delenv("RANK", raising=False)
+    base = ["sample", "--dataset", "digits", "--model", "mlp", "--hidden", "4", "--steps", "5", "--burn-in", "1"]
+    base += ["--thin", "1", "--out", str(tmp_path)]
+    for extra, phrase in (
+        (["--distributed"], "under torchrun"),
+        (["--distributed", "--executor", "process"], "choose one"),
+    ):
+        with pytest.raises(SystemExit) as err:
+            main([*base, *extra])
+        assert err.value.code == 2 and phrase in capsys.readouterr().err
+    out = tmp_path.glob("**/run.json")
+    assert not list(out)  # refused before any compute

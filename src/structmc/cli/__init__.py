@@ -157,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         "OUT/chains/chain_I, merged into OUT/run. serial (or none, the default): one batched run",
     )
     p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="under torchrun: one set of chains computed by all the processes, each on its share of "
+        "every minibatch (sample(distributed=True)); rank 0 writes --out and the report",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         help="with --executor process, dask or ray: the processes (CPUs) of the new local pool or "

@@ -31,12 +31,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from ..storage import RunFolder
 
     executor = many.parallel_executor(s)  # None: the chains as one batched run, as before --executor
-    if executor is not None:  # OUT/chains/chain_I, merged into OUT/run
-        _out_folder(out, many.CHAINS)
-        many.check_out(out, s, resume=args.resume, overwrite=args.overwrite)
-    else:
-        many.check_batched_out(out, resume=args.resume, overwrite=args.overwrite)
-    if executor is None and args.resume and RunFolder(out / "run").checkpoint_file() is None:
+    rank = _distributed_rank(args, executor)  # 0 without --distributed
+    if rank == 0:  # rank 0 checks and writes --out (the others would race it on a shared file system)
+        if executor is not None:  # OUT/chains/chain_I, merged into OUT/run
+            _out_folder(out, many.CHAINS)
+            many.check_out(out, s, resume=args.resume, overwrite=args.overwrite)
+        else:
+            many.check_batched_out(out, resume=args.resume, overwrite=args.overwrite)
+    if rank == 0 and executor is None and args.resume and RunFolder(out / "run").checkpoint_file() is None:
         run_dir = out / "run"
         if _holds_run(run_dir):
             raise UsageError(
@@ -54,7 +56,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
             + ", or drop --resume"
         )
     if (
-        executor is None
+        rank == 0
+        and executor is None
         and not args.resume
         and not args.overwrite
         and RunFolder(out / "run").checkpoint_file() is None
@@ -93,7 +96,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
                 quiet=args.quiet,
             )
         else:
-            if args.overwrite:
+            if args.overwrite and rank == 0:
                 many.clear_chains(out)  # the chains of an earlier run with --executor go with it
             chain = sample(
                 energy,
@@ -111,7 +114,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
                 checkpoint_every=s["checkpoint_every"],
                 resume=args.resume,
                 overwrite=args.overwrite,
-                progress=None if not args.quiet else False,
+                progress=None if not args.quiet and rank == 0 else False,
+                distributed=args.distributed or None,
             )
     except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
         text = _flag_words(str(err))
@@ -123,6 +127,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
             new = ValueError(text)
         raise new from err
     seconds = time.perf_counter() - t0
+    if args.distributed:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+        if rank != 0:  # every rank holds rank 0's chain; rank 0 writes the report
+            return 0
     pred = predictive(energy, chain, data.x_test)
     metrics = {"seconds": seconds, "num_draws": chain.num_draws * chain.num_chains}
     if data.task == "regression":
@@ -182,6 +192,30 @@ def _flag_words(text: str) -> str:
     for word, flag in _FLAG_WORDS:
         text = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w=])", flag, text)
     return text
+
+
+def _distributed_rank(args: argparse.Namespace, executor) -> int:
+    """``--distributed``: join torchrun's process group (``structmc.distributed.init``) and
+    return this process's rank; refused, naming what to do, outside torchrun or with
+    ``--executor`` (independent chains as tasks, the other way past one process)."""
+    if not args.distributed:
+        return 0
+    import os
+
+    if executor is not None:
+        raise UsageError(
+            "--distributed computes one set of chains over torchrun's processes; --executor runs the chains as "
+            "independent tasks: choose one"
+        )
+    if "RANK" not in os.environ:
+        raise UsageError(
+            "--distributed: start the command under torchrun, e.g. `torchrun --nproc-per-node 2 --no-python "
+            "structmc sample ... --distributed` (every process runs the same command)"
+        )
+    from ..distributed import init
+
+    rank, _world = init()
+    return rank
 
 
 def _holds_run(run_dir: Path) -> bool:
