@@ -209,22 +209,27 @@ def check_batched_out(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 def clear_chains(out: Path) -> None:
     """Remove ``OUT/chains`` (each chain's run folder, cleared under its lock) and the record."""
-    from ..storage import RunFolder
-
     chains_dir = out / CHAINS
     if not chains_dir.is_dir():
         return
     (chains_dir / RECORD).unlink(missing_ok=True)  # first: a clear cut short is no run to resume
     for d in sorted(chains_dir.glob("chain_*")):
         if d.is_dir():
-            folder = RunFolder(d)
-            folder.lock()
-            try:
-                folder.clear()
-            finally:
-                folder.unlock()
+            _clear_folder(d)
             d.rmdir()
     chains_dir.rmdir()
+
+
+def _clear_folder(path: Path) -> None:
+    """Remove a run folder's files under its lock (a running writer gets RunFolderBusy)."""
+    from ..storage import RunFolder
+
+    folder = RunFolder(path)
+    folder.lock()
+    try:
+        folder.clear()
+    finally:
+        folder.unlock()
 
 
 def run(
@@ -233,19 +238,13 @@ def run(
     """Run the ``--chains`` on ``--executor`` (:func:`structmc.executors.run_chains`, chain ``i``
     in ``OUT/chains/chain_i``) and write them merged to ``OUT/run``; return the merged chain."""
     from ..executors import as_executor, chain_seeds, run_chains
-    from ..storage import RunFolder
     from ..storage.atomic import _atomic_write_bytes
 
     spec, n, seed = s["executor"], s["num_chains"], s["seed"]
     chains_dir, run_dir = out / CHAINS, out / "run"
     if overwrite:
         clear_chains(out)
-        folder = RunFolder(run_dir)
-        folder.lock()
-        try:
-            folder.clear()
-        finally:
-            folder.unlock()
+        _clear_folder(run_dir)
     seeds = chain_seeds(seed, n)
     if read_record(chains_dir) is None:
         chains_dir.mkdir(parents=True, exist_ok=True)
