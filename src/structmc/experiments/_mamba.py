@@ -403,9 +403,12 @@ def tune_all(
     out_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     plot_traces: bool = True,
+    units: Units | None = None,
 ) -> dict:
     """:func:`tune` for every sampler and method: ``{sampler: {method: outcome}}``. One
-    executor (built from ``s.executor`` if it is a spec) serves every call."""
+    executor (built from ``s.executor`` if it is a spec) serves every call. With ``units``,
+    each outcome is a piece ``tuning/<sampler>/<method>``: read back if it finished in an
+    earlier sitting."""
     own = s.executor is None or isinstance(s.executor, str)
     ex = as_executor(s.executor)
     s_local = TuningSettings(**{**s.__dict__, "executor": ex})
@@ -415,23 +418,182 @@ def tune_all(
             result[label] = {}
             for method in methods:
                 trace = None if out_dir is None else Path(out_dir) / "tuning" / label / method
-                res = tune(
-                    method,
-                    label,
-                    s_local,
-                    problem=problem,
-                    grid_problem=grid_problem,
-                    trace_dir=trace,
-                    plot=plot_traces,
-                )
+
+                def one(method=method, label=label, trace=trace) -> dict:
+                    return tune(
+                        method,
+                        label,
+                        s_local,
+                        problem=problem,
+                        grid_problem=grid_problem,
+                        trace_dir=trace,
+                        plot=plot_traces,
+                    )
+
+                key = f"tuning/{label}/{method}"
+                earlier = units is not None and units.done(key)
+                if units is None:
+                    res = one()
+                else:
+                    res = units.get_or_run(key, one, encode=outcome_json, decode=outcome_from_json)
                 result[label][method] = res
                 if log is not None:
                     chosen = res["arm"].label if res["arm"] is not None else f"none ({res['error']})"
-                    log(f"{label:9s} {method:9s} -> {chosen}  [{res['wall_s']:.1f} s]")
+                    log(
+                        f"{label:9s} {method:9s} -> {chosen}  [{res['wall_s']:.1f} s"
+                        + (", finished in an earlier sitting]" if earlier else "]")
+                    )
     finally:
         if own:
             ex.close()
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# resume: the finished pieces of a run
+# ---------------------------------------------------------------------------------------------
+UNITS = "units"  # the run folder's sub-folder of finished pieces
+#: config fields that do not change a result: a resumed run may differ in them
+UNIT_FREE_FIELDS = ("num_threads", "executor", "plot_traces")
+
+
+class ResumeMismatch(ValueError):
+    """``resume=True`` in a folder whose pieces came from another configuration."""
+
+
+class Units:
+    """The finished pieces of a MAMBA experiment in ``out/units``: one JSON file per piece
+    (a tuner's outcome, one evaluation run of one arm), written atomically when the piece
+    ends, with the seconds it took. Every piece is a time-budgeted run of its own (its seed
+    fixed by the experiment, not by the pieces before it), so a run cut short and resumed
+    gives the report a run without the cut would have given, up to the timing noise every
+    seconds budget has.
+
+    ``resume=False`` removes the pieces of an earlier run (a folder's pieces are never
+    mixed); ``resume=True`` keeps them when ``config`` (the experiment's config as a dict)
+    equals the one they were made with, except in :data:`UNIT_FREE_FIELDS`, and raises
+    :class:`ResumeMismatch` naming the fields that differ otherwise, before any compute."""
+
+    def __init__(self, out: str | Path, config: Mapping[str, Any], *, resume: bool):
+        self.folder = Path(out) / UNITS
+        self.resumed = 0  # pieces read back in this sitting
+        self.resumed_seconds = 0.0  # the compute seconds they took in earlier sittings
+        record = self.folder / "config.json"
+        mine = {k: v for k, v in json.loads(json.dumps(_jsonable(dict(config)))).items() if k not in UNIT_FREE_FIELDS}
+        if resume and record.exists():
+            theirs = {k: v for k, v in json.loads(record.read_text()).items() if k not in UNIT_FREE_FIELDS}
+            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k, "<absent>") != theirs.get(k, "<absent>"))
+            if differ:
+                shown = "; ".join(
+                    f"{k}: {theirs.get(k, '<absent>')!r} there, {mine.get(k, '<absent>')!r} now" for k in differ[:6]
+                )
+                raise ResumeMismatch(
+                    f"resume: the finished pieces in {self.folder} come from another configuration ({shown}"
+                    f"{'; ...' if len(differ) > 6 else ''}); resume with the same preset and options, or start "
+                    "afresh without resume (which removes them)"
+                )
+        elif self.folder.exists():  # a fresh start: an earlier run's pieces go
+            import shutil
+
+            shutil.rmtree(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _write_text_atomic(record, json.dumps(mine, indent=1))
+
+    def _path(self, key: str) -> Path:
+        parts = [p for p in key.split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise ValueError(f"a piece's key must be a relative path of names, got {key!r}")
+        return self.folder.joinpath(*parts).with_suffix(".json")
+
+    def done(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def get_or_run(
+        self,
+        key: str,
+        compute: Callable[[], Any],
+        *,
+        encode: Callable[[Any], Any] = lambda v: v,
+        decode: Callable[[Any], Any] = lambda v: v,
+    ) -> Any:
+        """The piece ``key``: read back (``decode`` of its JSON) when it finished earlier, else
+        ``compute()``, saved as ``encode`` of it (JSON-ready through :func:`jsonable`)."""
+        path = self._path(key)
+        if path.exists():
+            record = json.loads(path.read_text())
+            self.resumed += 1
+            self.resumed_seconds += float(record.get("seconds", 0.0))
+            return decode(_json_floats(record["value"]))
+        t0 = time.perf_counter()
+        value = compute()
+        record = {"key": key, "seconds": time.perf_counter() - t0, "value": encode(value)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_text_atomic(path, json.dumps(jsonable(record)))
+        return value
+
+    def summary(self) -> dict:
+        """``{"pieces_read_back", "their_seconds"}``: what this sitting took from earlier ones."""
+        return {"pieces_read_back": self.resumed, "their_seconds": self.resumed_seconds}
+
+    def seconds(self, prefix: str = "") -> float:
+        """The compute seconds of the finished pieces under ``prefix`` (summed over sittings)."""
+        base = self.folder.joinpath(*[p for p in prefix.split("/") if p])
+        files = [base.with_suffix(".json")] if base.with_suffix(".json").is_file() else sorted(base.rglob("*.json"))
+        return sum(float(json.loads(f.read_text()).get("seconds", 0.0)) for f in files if f.name != "config.json")
+
+
+def set_wall_seconds(report: dict, t_start: float, units: Units | None) -> None:
+    """``report["wall_seconds"]``: this sitting's seconds since ``t_start``, plus those the
+    pieces read back took in earlier sittings (and ``report["resumed"]`` says how many)."""
+    report["wall_seconds"] = time.perf_counter() - t_start
+    if units is not None and units.resumed:
+        report["wall_seconds"] += units.resumed_seconds
+        report["resumed"] = units.summary()
+
+
+def wall_line(report: Mapping[str, Any]) -> str:
+    """The report's wall-time sentence: the total, its phases, what came from earlier sittings."""
+    line = (
+        f"Wall time {report['wall_seconds']:.1f} s ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in report["phases_seconds"].items())
+        + ")"
+    )
+    r = report.get("resumed")
+    if r:
+        line += (
+            f"; resumed: {r['pieces_read_back']} finished pieces read back, with the "
+            f"{r['their_seconds']:.1f} s they took in earlier sittings"
+        )
+    return line + "."
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _json_floats(x):
+    """Undo :func:`jsonable`'s strings for the non-finite floats."""
+    if isinstance(x, dict):
+        return {k: _json_floats(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_floats(v) for v in x]
+    return float(x) if x in ("inf", "-inf", "nan", "Infinity", "-Infinity", "NaN") else x
+
+
+def outcome_json(outcome: Mapping[str, Any]) -> dict:
+    """:func:`tune`'s outcome as JSON (the chosen :class:`Arm` as its dict); :func:`outcome_from_json`
+    reads it back."""
+    d = {k: v for k, v in outcome.items() if k != "arm"}
+    d["arm"] = None if outcome["arm"] is None else outcome["arm"].to_dict()
+    return jsonable(d)
+
+
+def outcome_from_json(d: Mapping[str, Any]) -> dict:
+    out = dict(d)
+    out["arm"] = None if d["arm"] is None else Arm.from_dict(d["arm"])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -587,6 +749,8 @@ def evaluate_all(
     seed: int = 0,
     repeat: int = 0,
     log: Callable[[str], None] | None = None,
+    units: Units | None = None,
+    drop: Sequence[str] = (),
     **kwargs,
 ) -> dict:
     """:func:`evaluate_arm` for every chosen arm of :func:`tune_all`'s result:
@@ -594,7 +758,9 @@ def evaluate_all(
     is the same for every method of a sampler, so methods differ by their arm only.
     ``repeat``: the index of an independent evaluation run of the same arms (Fig. 1: ten runs);
     repeat 0 is the single run of before (same seeds, same chains), repeat r adds
-    ``r ×`` :data:`REPEAT_SEED_STRIDE` to every seed."""
+    ``r ×`` :data:`REPEAT_SEED_STRIDE` to every seed. With ``units``, each evaluation is a piece
+    ``evaluation/<repeat>/<sampler>/<method>``: read back if it finished in an earlier sitting.
+    ``drop``: keys left out of every evaluation (e.g. ``("sd", "mean")`` of a large model)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
         raise ValueError(f"repeat must be an int >= 0 (the index of an evaluation run), got {repeat!r}")
     out: dict = {}
@@ -606,14 +772,23 @@ def evaluate_all(
                 out[label][method] = None
                 continue
             run_seed = 10_000 * int(seed) + 1000 + i + REPEAT_SEED_STRIDE * repeat
-            ev = evaluate_arm(problem, arm, budget, seed=run_seed, **kwargs)
+            key = f"evaluation/{repeat}/{label}/{method}"
+            earlier = units is not None and units.done(key)
+
+            def one(arm=arm, run_seed=run_seed) -> dict:
+                ev = evaluate_arm(problem, arm, budget, seed=run_seed, **kwargs)
+                return {k: v for k, v in ev.items() if k not in drop}
+
+            ev = one() if units is None else units.get_or_run(key, one)
             out[label][method] = ev
             if log is not None:
                 k = "-" if ev["ksd"] is None else f"{ev['ksd']:.4g}"
                 x = "-" if ev["xi"] is None else f"{100 * ev['xi']:.1f}"
                 log(
                     f"eval{f' run {repeat + 1}' if repeat else ''} {label:9s} {method:9s} KSD {k:>9s}  "
-                    f"xi*100 {x:>7s}  {ev['iterations']} its" + (f"  ({ev['error']})" if ev["error"] else "")
+                    f"xi*100 {x:>7s}  {ev['iterations']} its"
+                    + (f"  ({ev['error']})" if ev["error"] else "")
+                    + ("  (finished in an earlier sitting)" if earlier else "")
                 )
     return out
 
@@ -823,7 +998,9 @@ def method_rows(
     f_ours = within_factor_flags(ours_scaled, factor)
     f_paper = within_factor_flags({m: paper[m] for m in methods}, factor)
     c_ours = {m: sum(bool(f) for f in fl) for m, fl in f_ours.items()}
-    c_paper = {m: sum(bool(f) for f in fl) for m, fl in f_paper.items()}
+    # the paper's count over the samplers ours has a value for (a run of fewer samplers than the
+    # paper's six compares like with like)
+    c_paper = {m: sum(bool(f) for f, o in zip(f_paper[m], f_ours[m]) if o is not None) for m in methods}
     rows = []
     for m in methods:
         vals = ours_scaled[m]
@@ -845,6 +1022,7 @@ def method_rows(
             "statistic": f"samplers within x{factor:g} of the best method",
             "paper_count": c_paper[m],
             "ours_count": c_ours[m] if finite else None,
+            "samplers_compared": sum(1 for f in f_ours[m] if f is not None),
             "samplers_differing": differ if finite else None,
             "unit": unit,
             "slack": slack,
@@ -1012,8 +1190,12 @@ def values_table(
 def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list[str]:
     """Markdown lines: one table row per method × metric row, a cell per sampler as
     ``ours (paper)``, then the ordering statistic, rule and verdict."""
+    # a row's cells cover the paper's samplers (its "samplers"), not only the ones this run has
+    samplers = next((r["samplers"] for r in rows if "paper_count" in r and "samplers" in r), samplers)
     lines = [
-        "| method | metric | " + " | ".join(samplers) + " | within-factor count ours / paper | verdict |",
+        "| method | metric | "
+        + " | ".join(samplers)
+        + " | within-factor count ours / paper (samplers compared) | verdict |",
         "|---|---|" + "---|" * len(samplers) + "---|---|",
     ]
     for r in rows:
@@ -1021,10 +1203,11 @@ def markdown_report_table(rows: Sequence[dict], samplers: Sequence[str]) -> list
             continue
         cells = [f"{fmt_num(o)} ({fmt_num(p)})" for o, p in zip(r["ours"], r["paper"])]
         oc = "-" if r["ours_count"] is None else str(r["ours_count"])
+        n = r.get("samplers_compared")
         lines.append(
             f"| {r['method']} | {r['metric_label'] if 'metric_label' in r else r['metric']} | "
             + " | ".join(cells)
-            + f" | {oc} / {r['paper_count']} | **{r['verdict']}** |"
+            + f" | {oc} / {r['paper_count']}{'' if n is None else f' ({n})'} | **{r['verdict']}** |"
         )
     return lines
 
@@ -1298,6 +1481,12 @@ __all__ = [
     "ordering_row",
     "comparison",
     "write_rows_report",
+    "Units",
+    "ResumeMismatch",
+    "outcome_json",
+    "outcome_from_json",
+    "set_wall_seconds",
+    "wall_line",
     "values_table",
     "fmt_num",
     "markdown_report_table",

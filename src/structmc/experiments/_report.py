@@ -496,7 +496,8 @@ def row_comparison(row: dict) -> Comparison:
         slack = float(row.get("slack", 0))
         differ = row.get("samplers_differing")
         note = (
-            f"{row['statistic']}: ours on {row['ours_count']}, the paper's on {row['paper_count']} samplers"
+            f"{row['statistic']}: ours on {row['ours_count']}, the paper's on {row['paper_count']}"
+            + (f" of the {row['samplers_compared']} samplers compared" if "samplers_compared" in row else " samplers")
             + (f"; differing on {differ}" if differ else "")
             + f"; ours per sampler {[fmt_num(v) for v in row['ours']]}, the paper's {list(row['paper'])}; "
             f"{row['magnitude']}"
