@@ -539,3 +539,44 @@ def test_converged_preset_keeps_the_papers_run_length_and_cuts_samplers_and_runs
     assert notes[1].startswith("5 evaluation runs per chosen arm instead of the paper's ten")
     assert LR._reduced(full) == []
     assert any(n.startswith("N = 100,000 rows") for n in LR._reduced(quick))
+
+
+# -- resume: the finished pieces of a run cut short ------------------------------------------------
+def test_resume_reads_back_the_finished_pieces_and_gives_the_same_report(tmp_path, cache):
+    cfg = replace(LR.PRESETS["tiny"], samplers=("SGLD", "SGNHT"), num_seeds=2, stein_check=False)
+    whole = LR.run(cfg, tmp_path / "whole", progress=False)
+    out = tmp_path / "cut"
+    LR.run(cfg, out, progress=False)
+    pieces = sorted(p.relative_to(out / M.UNITS).as_posix() for p in (out / M.UNITS).rglob("*.json"))
+    assert "tuning/SGLD/M-KSD.json" in pieces and "evaluation/1/SGNHT/Heuristic.json" in pieces
+    # cut short: the second evaluation run and a tuner had not finished
+    for gone in ("evaluation/1/SGLD/Grid.json", "evaluation/1/SGNHT/M-FSSD.json", "tuning/SGNHT/Grid.json"):
+        (out / M.UNITS / gone).unlink()
+    for gone in (out / M.UNITS / "evaluation" / "1" / "SGNHT").glob("*.json"):
+        gone.unlink()
+    left = sum(1 for _ in (out / M.UNITS).rglob("*.json")) - 1  # config.json is no piece
+    resumed = LR.run(cfg, out, progress=False, resume=True)
+    assert resumed["numbers"]["resumed"]["pieces_read_back"] == left
+    assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
+    md = (out / "report.md").read_text()
+    assert "finished pieces read back" in md
+    # two samplers run: Table 1 still has the paper's six columns, named, and the SGHMC claim
+    # (no SGHMC run) is not testable rather than failed
+    assert "| method | metric | SGLD | SGLD-CV | SGHMC | SGHMC-CV | SGNHT | SGNHT-CV |" in md
+    rows = {r["key"]: r for r in resumed["numbers"]["rows"]}
+    assert rows["claim_heuristic_sghmc"]["verdict"].startswith("not comparable")
+    assert all(r["samplers_compared"] <= 2 for r in rows.values() if "paper_count" in r)
+    # a fresh start in the same folder removes an earlier run's pieces: nothing is read back
+    again = LR.run(cfg, out, progress=False)
+    assert "resumed" not in again["numbers"]
+
+
+def test_resume_with_another_config_is_refused_before_any_compute(tmp_path, cache, monkeypatch):
+    cfg = replace(LR.PRESETS["tiny"], samplers=("SGLD",), num_seeds=1, stein_check=False)
+    LR.run(cfg, tmp_path, progress=False)
+    monkeypatch.setattr(LR, "_run", lambda *a, **k: pytest.fail("computed before refusing"))
+    with pytest.raises(M.ResumeMismatch, match=r"eta: 3 there, 2 now"):
+        LR.run(replace(cfg, eta=2), tmp_path, progress=False, resume=True)
+    assert (tmp_path / M.UNITS / "tuning" / "SGLD" / "M-KSD.json").is_file()  # nothing lost
+    monkeypatch.undo()
+    LR.run(replace(cfg, threads=2), tmp_path, progress=False, resume=True)  # threads change no result

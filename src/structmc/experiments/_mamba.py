@@ -454,7 +454,7 @@ def tune_all(
 # ---------------------------------------------------------------------------------------------
 UNITS = "units"  # the run folder's sub-folder of finished pieces
 #: config fields that do not change a result: a resumed run may differ in them
-UNIT_FREE_FIELDS = ("num_threads", "executor", "plot_traces")
+UNIT_FREE_FIELDS = ("threads", "num_threads", "executor", "plot_traces")
 
 
 class ResumeMismatch(ValueError):
