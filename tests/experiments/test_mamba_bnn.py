@@ -258,3 +258,24 @@ def test_converged_preset_keeps_the_300_s_evaluations_and_says_what_it_cuts():
     assert notes[2].startswith("grid search: 12 iterations per grid point instead of 1,000")
     assert not any(n.startswith(("evaluation runs of", "MAMBA: R =")) for n in notes)
     assert M._reduced(full) == []
+
+
+def test_resume_reads_back_finished_pieces_and_continues_a_tuner_cut_short(tmp_path):
+    from structmc.experiments._mamba import UNITS, ResumeMismatch
+
+    whole = M.run("tiny", tmp_path / "whole", progress=False)
+    out = tmp_path / "cut"
+    M.run("tiny", out, progress=False)
+    units = out / UNITS
+    assert (units / "tuning" / "SGLD" / "MAMBA.json").is_file()
+    assert (units / "evaluation" / "SGLD" / "Heuristic.json").is_file()
+    # cut short in SGLD's grid search (its progress.pt committed, the piece not yet written) and
+    # before the evaluations that follow it
+    (units / "tuning" / "SGLD" / "Grid.json").unlink()
+    for later in ("evaluation/SGLD/Grid.json", "evaluation/SGLD/Heuristic.json"):
+        (units / later).unlink()
+    resumed = M.run("tiny", out, progress=False, resume=True)
+    assert resumed["numbers"]["resumed"]["pieces_read_back"] >= 2
+    assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
+    with pytest.raises(ResumeMismatch, match="eta"):
+        M.run(replace(M.PRESETS["tiny"], eta=2), out, progress=False, resume=True)

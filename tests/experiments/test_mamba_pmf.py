@@ -172,3 +172,20 @@ def test_converged_preset_keeps_the_papers_run_length_and_cuts_sghmc_cv():
     assert len(notes) == 1 and "SGNHT-CV only, not SGHMC-CV" in notes[0], notes
     assert P._reduced(full, files) == []
     assert len(P._reduced(quick, files)) >= 4  # quick's cuts: R, thin, grid iterations, evaluation, reference
+
+
+def test_resume_reads_back_the_finished_pieces_without_the_moments(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
+    cfg = replace(P.PRESETS["tiny"], samplers=("SGLD", "SGHMC"))
+    whole = P.run(cfg, tmp_path / "whole", progress=False)
+    out = tmp_path / "cut"
+    P.run(cfg, out, progress=False)
+    piece = out / M.UNITS / "evaluation" / "0" / "SGHMC" / "MAMBA.json"
+    assert "sd" not in json.loads(piece.read_text())["value"]  # 52,580 numbers at the paper's size: dropped
+    piece.unlink()
+    (out / M.UNITS / "tuning" / "SGHMC" / "Grid.json").unlink()
+    resumed = P.run(cfg, out, progress=False, resume=True)
+    assert resumed["numbers"]["resumed"]["pieces_read_back"] > 0
+    assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
+    rows = {r["key"]: r for r in resumed["numbers"]["rows"]}
+    assert "of 1 (SGHMC / SGHMC-CV run: 1)" in rows["claim_heuristic_sghmc"]["ours"]  # SGHMC-CV not run

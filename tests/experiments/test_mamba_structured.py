@@ -126,3 +126,18 @@ def test_converged_preset_is_full_with_one_thread():
     notes = S._reduced(conv)
     assert len(notes) == 1 and notes[0].startswith("evaluation: 600 s from the MAP"), notes
     assert any(n.startswith("MAMBA: the surviving arm samples for R = 20") for n in S._reduced(quick))
+
+
+def test_resume_continues_mamba_and_reads_back_the_finished_evaluations(tmp_path):
+    from structmc.experiments._mamba import UNITS
+
+    whole = S.run("tiny", tmp_path / "whole", progress=False)
+    out = tmp_path / "cut"
+    S.run("tiny", out, progress=False)
+    pieces = sorted((out / UNITS / "evaluation").rglob("*.json"))
+    assert {p.parent.name for p in pieces} >= {"MAMBA", "defaults", "pSGLD"}
+    pieces[0].unlink()  # cut short before one evaluation ended
+    resumed = S.run("tiny", out, progress=False, resume=True)
+    assert resumed["numbers"]["resumed"]["pieces_read_back"] == len(pieces) - 1
+    assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
+    assert "finished evaluations read back" in (out / "report.md").read_text()

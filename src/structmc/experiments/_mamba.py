@@ -476,6 +476,7 @@ class Units:
 
     def __init__(self, out: str | Path, config: Mapping[str, Any], *, resume: bool):
         self.folder = Path(out) / UNITS
+        self.resume = bool(resume)
         self.resumed = 0  # pieces read back in this sitting
         self.resumed_seconds = 0.0  # the compute seconds they took in earlier sittings
         record = self.folder / "config.json"

@@ -93,7 +93,7 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
-from ._mamba import comparison, ordering_row, step_size_lines, write_rows_report
+from ._mamba import Units, comparison, ordering_row, set_wall_seconds, step_size_lines, write_rows_report
 from ._report import smallest_gap
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
@@ -370,7 +370,7 @@ def heuristic_arm(name: str, cfg: Config, num_data: int) -> Arm:
 # ---------------------------------------------------------------------------------------
 # the experiment
 # ---------------------------------------------------------------------------------------
-def _tune_mamba(name, cfg, problem, log10s, out: Path, progress, seed: int):
+def _tune_mamba(name, cfg, problem, log10s, out: Path, progress, seed: int, resume: bool = False):
     arms = tuning_arms(name, cfg, log10s, cfg.batch_sizes)
     budget = mamba_budget(cfg, len(arms))
     res = mamba(
@@ -388,11 +388,12 @@ def _tune_mamba(name, cfg, problem, log10s, out: Path, progress, seed: int):
         warmup=cfg.warmup,
         out_dir=out,
         progress=progress,
+        resume=resume,  # a tuner cut short continues from its last finished round
     )
     return res, budget
 
 
-def _tune_grid(name, cfg, problem, log10s, out: Path, progress, seed: int):
+def _tune_grid(name, cfg, problem, log10s, out: Path, progress, seed: int, resume: bool = False):
     arms = tuning_arms(name, cfg, log10s, (cfg.grid_batch,))
     budget = Budget(iterations=cfg.grid_iterations)
     res = grid_search(
@@ -410,6 +411,7 @@ def _tune_grid(name, cfg, problem, log10s, out: Path, progress, seed: int):
         warmup=0,
         out_dir=out,
         progress=progress,
+        resume=resume,
     )
     return res, budget
 
@@ -437,19 +439,25 @@ def run(
     progress: bool | None = None,
     *,
     seed: int | None = None,
+    resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
     :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``, MAMBA's ``metric_by_round.png``)
-    to ``out_dir``; return the report. ``seed`` overrides the config's."""
+    to ``out_dir``; return the report. ``seed`` overrides the config's. Every tuner's choice
+    and every evaluation run is saved under ``out_dir/units`` when it ends; ``resume=True``
+    reads back the finished ones of a run cut short (same config, else
+    :class:`~._mamba.ResumeMismatch`), continues a tuner cut short from its last round, and
+    runs the rest."""
     cfg, preset = resolve_preset(config, PRESETS, seed)
     _check(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    units = Units(out, asdict(cfg), resume=resume)
     t_start = time.perf_counter()
     with torch_threads(cfg.num_threads):
-        report = _run(cfg, preset, out, progress, t_start)
-    report["wall_seconds"] = time.perf_counter() - t_start
+        report = _run(cfg, preset, out, progress, t_start, units)
+    set_wall_seconds(report, t_start, units)
     notes = []
     if isinstance(report.get("data"), dict) and report["data"].get("source") == "synthetic":
         notes.append(
@@ -489,7 +497,7 @@ def _check(cfg: Config) -> None:
         raise ValueError("eval_burn_in must lie in [0, 1)")
 
 
-def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
+def _run(cfg: Config, preset, out: Path, progress, t_start: float, units: Units | None = None) -> dict:
     num_val = 0
     if cfg.grid_data == "validation":
         num_val = min(10_000, (cfg.num_train or 60_000) // 6)
@@ -517,20 +525,43 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
         Budget(seconds=cfg.eval_seconds) if cfg.budget == "seconds" else Budget(iterations=cfg.eval_iterations)
     )
 
-    def evaluate(arm, k):
-        return evaluate_arm(
-            p_eval,
-            arm,
-            eval_budget,
-            thin=cfg.eval_thin,
-            max_draws=cfg.eval_max_draws,
-            burn_in=cfg.eval_burn_in,
-            x_test=data.x_test,
-            y_test=data.y_test,
-            seed=cfg.seed * 1000 + k,
-            num_bins=cfg.ece_bins,
-            curve_points=cfg.curve_points,
-        )
+    resume = units is not None and units.resume
+
+    def evaluate(arm, k, key: str):
+        def one():
+            return evaluate_arm(
+                p_eval,
+                arm,
+                eval_budget,
+                thin=cfg.eval_thin,
+                max_draws=cfg.eval_max_draws,
+                burn_in=cfg.eval_burn_in,
+                x_test=data.x_test,
+                y_test=data.y_test,
+                seed=cfg.seed * 1000 + k,
+                num_bins=cfg.ece_bins,
+                curve_points=cfg.curve_points,
+            )
+
+        return one() if units is None else units.get_or_run(f"evaluation/{key}", one)
+
+    def tuned(tune, name, problem, log10s, sub: Path, seed: int, key: str) -> tuple[dict, Arm]:
+        """(the tuning record, the chosen arm) of one tuner: a piece of its own."""
+
+        def one():
+            res, budget = tune(name, cfg, problem, log10s, sub, progress, seed, resume=resume)
+            return {"tuning": _tuning_record(res, budget, N, log10s), "best": res.best}
+
+        if units is None:
+            got = one()
+        else:
+            got = units.get_or_run(
+                f"tuning/{key}",
+                one,
+                encode=lambda v: {"tuning": v["tuning"], "best": v["best"].to_dict()},
+                decode=lambda v: {"tuning": v["tuning"], "best": Arm.from_dict(v["best"])},
+            )
+        return got["tuning"], got["best"]
 
     results: dict[str, dict] = {}
     for si, name in enumerate(cfg.samplers):
@@ -539,15 +570,17 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
         for method, tune in (("MAMBA", _tune_mamba), ("Grid", _tune_grid)):
             problem = p_mamba if method == "MAMBA" else p_grid
             sub = folder / method.lower()
-            res, budget = tune(name, cfg, problem, cfg.log10_h, sub, progress, cfg.seed + si)
-            entry: dict[str, Any] = {"tuning": _tuning_record(res, budget, N, cfg.log10_h)}
-            entry["eval"] = evaluate(res.best, 10 * si + METHODS.index(method))
+            record, best = tuned(tune, name, problem, cfg.log10_h, sub, cfg.seed + si, f"{name}/{method}")
+            entry: dict[str, Any] = {"tuning": record}
+            entry["eval"] = evaluate(best, 10 * si + METHODS.index(method), f"{name}/{method}")
             if entry["eval"]["diverged"] and cfg.retry_log10_h:
                 # Sect. 4.3: the chosen step size lost stability in the long run -> re-tune on smaller steps
                 entry["first_choice"] = {"tuning": entry["tuning"], "eval": entry["eval"]}
-                res, budget = tune(name, cfg, problem, cfg.retry_log10_h, sub / "retry", progress, cfg.seed + si)
-                entry["tuning"] = _tuning_record(res, budget, N, cfg.retry_log10_h)
-                entry["eval"] = evaluate(res.best, 10 * si + METHODS.index(method) + 5)
+                record, best = tuned(
+                    tune, name, problem, cfg.retry_log10_h, sub / "retry", cfg.seed + si, f"{name}/{method}/retry"
+                )
+                entry["tuning"] = record
+                entry["eval"] = evaluate(best, 10 * si + METHODS.index(method) + 5, f"{name}/{method}/retry")
                 entry["retuned"] = True
             else:
                 entry["retuned"] = False
@@ -555,7 +588,7 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float) -> dict:
         arm = heuristic_arm(name, cfg, N)
         rec["Heuristic"] = {
             "tuning": {"chosen": describe_arm(arm, N), "rule": "h = 1/N, batch 10 %"},
-            "eval": evaluate(arm, 10 * si + 2),
+            "eval": evaluate(arm, 10 * si + 2, f"{name}/Heuristic"),
             "retuned": False,
         }
         results[name] = rec
@@ -958,7 +991,13 @@ def _markdown(report: dict) -> str:
         f"Preset `{report['preset'] or 'custom'}`; data: {data_line}; {report['num_train']:,} training / "
         f"{report['num_test']:,} test images; {report['model']}, P = {report['dim']:,}. MAP after "
         f"{report['map']['steps']} Adam steps: test accuracy {100 * report['map']['test']['accuracy']:.2f} %, ECE "
-        f"{100 * report['map']['test']['ece']:.2f} %. Seed {report['seed']}; wall time {report['wall_seconds']:.1f} s.",
+        f"{100 * report['map']['test']['ece']:.2f} %. Seed {report['seed']}; wall time {report['wall_seconds']:.1f} s"
+        + (
+            f" ({report['resumed']['pieces_read_back']} finished pieces read back, with the "
+            f"{report['resumed']['their_seconds']:.1f} s they took in earlier sittings)."
+            if report.get("resumed")
+            else "."
+        ),
         "",
         "Methods: MAMBA-KSD (budget: the surviving arm samples for R = "
         f"{cfg['mamba_R']:g} {cfg['budget']}; η = {cfg['eta']}), grid search ({cfg['grid_iterations']} iterations per "

@@ -696,10 +696,10 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
                     "both, strictly (was: ours >= 1 on any sampler)",
                 )
             )
-            known = [  # a sampler not run (or failed) has nothing to test
+            known = [  # a sampler not run has nothing to test; a diverged run (None) ranks worst
                 M._clean(ours_ksd["Heuristic"][j]) >= 3 * M._clean(ours_ksd["MAMBA"][j])
                 for j in hs
-                if ours_ksd["Heuristic"][j] is not None and ours_ksd["MAMBA"][j] is not None
+                if samplers[j] in cfg.samplers
             ]
             o = sum(known)
             out.append(

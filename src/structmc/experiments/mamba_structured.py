@@ -70,6 +70,7 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
+from ._mamba import Units, set_wall_seconds
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
 from ._shared import threads as torch_threads
@@ -243,11 +244,15 @@ def run(
     progress: bool | None = None,
     *,
     seed: int | None = None,
+    resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` in the common report format
     (structmc.experiments._report; this experiment's own record under ``numbers``), the
     figures and MAMBA's trace (``tuning/trace.json``, ``tuning/metric_by_round.png``) to
-    ``out_dir``. ``seed`` overrides the config's."""
+    ``out_dir``. ``seed`` overrides the config's. MAMBA commits its progress every round and
+    each evaluation run is saved under ``out_dir/units`` when it ends; ``resume=True``
+    continues a run cut short (same config, else :class:`~._mamba.ResumeMismatch`): MAMBA from
+    its last round, the finished evaluations read back."""
     cfg, preset = resolve_preset(config, PRESETS, seed)
     if cfg.metric not in ("val_nll", "ksd"):
         raise ValueError(f"metric must be 'val_nll' or 'ksd', got {cfg.metric!r}")
@@ -257,10 +262,11 @@ def run(
         raise ValueError(f"num_val must be >= 1 (the validation images the arms are scored on), got {cfg.num_val}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    units = Units(out, asdict(cfg), resume=resume)
     t0 = time.perf_counter()
     with torch_threads(cfg.num_threads):
-        report = _run(cfg, preset, out, progress)
-    report["wall_seconds"] = time.perf_counter() - t0
+        report = _run(cfg, preset, out, progress, units)
+    set_wall_seconds(report, t0, units)
     from . import REGISTRY
     from ._report import write_report
 
@@ -331,7 +337,14 @@ def comparisons(cfg: Config, evals: dict, tuning: dict) -> list:
     return out
 
 
-def _run(cfg: Config, preset, out: Path, progress) -> dict:
+def _digest_of(arm: Arm) -> str:
+    import hashlib
+    import json
+
+    return hashlib.blake2b(json.dumps(arm.to_dict(), sort_keys=True).encode(), digest_size=6).hexdigest()
+
+
+def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -> dict:
     data = load_data(cfg, num_val=cfg.num_val)
     N = len(data.y_train)
     energy = make_energy(cfg, N)
@@ -384,8 +397,11 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
         warmup=cfg.warmup,
         out_dir=out / "tuning",
         progress=progress,
+        resume=units is not None and units.resume,  # from its last committed round
     )
     tuning_s = time.perf_counter() - t0
+    if units is not None and units.resume:  # the tuner's own clock counts its earlier sittings
+        tuning_s = float(res.timing.get("wall", tuning_s))
     first = res.rounds[0]
     round0 = [
         {
@@ -438,19 +454,25 @@ def _run(cfg: Config, preset, out: Path, progress) -> dict:
     )
     evals = {}
     for name, arm in configs.items():
-        e = evaluate_arm(
-            p_eval,
-            arm,
-            eval_budget,
-            thin=cfg.eval_thin,
-            max_draws=cfg.eval_max_draws,
-            burn_in=cfg.eval_burn_in,
-            x_test=data.x_test,
-            y_test=data.y_test,
-            seed=cfg.seed * 1000 + 1,
-            num_bins=cfg.ece_bins,
-            curve_points=cfg.curve_points,
-        )
+
+        def one(arm=arm) -> dict:
+            return evaluate_arm(
+                p_eval,
+                arm,
+                eval_budget,
+                thin=cfg.eval_thin,
+                max_draws=cfg.eval_max_draws,
+                burn_in=cfg.eval_burn_in,
+                x_test=data.x_test,
+                y_test=data.y_test,
+                seed=cfg.seed * 1000 + 1,
+                num_bins=cfg.ece_bins,
+                curve_points=cfg.curve_points,
+            )
+
+        # the piece's key names the arm too: a resumed MAMBA that chose differently evaluates anew
+        key = f"evaluation/{name}/{_digest_of(arm)}"
+        e = one() if units is None else units.get_or_run(key, one)
         e["structure"] = structure_of(arm, dim)
         # the tuning metric on the validation set, for the same draws' configuration
         evals[name] = e
@@ -621,7 +643,13 @@ def _markdown(report: dict) -> str:
         f"{report['model']}, P = {report['dim']:,}. pSGLD ε = {report['lr']:.3g} (2 × {cfg['psgld_step']:g} / N), "
         f"batch {cfg['batch_size']}, history window {cfg['history']}; every run starts at the MAP ("
         f"{cfg['map_steps']} Adam steps; test accuracy {100 * report['map']['test']['accuracy']:.2f} %). Seed "
-        f"{report['seed']}; wall time {report['wall_seconds']:.1f} s.",
+        f"{report['seed']}; wall time {report['wall_seconds']:.1f} s"
+        + (
+            f" ({report['resumed']['pieces_read_back']} finished evaluations read back, with the "
+            f"{report['resumed']['their_seconds']:.1f} s they took in earlier sittings)."
+            if report.get("resumed")
+            else "."
+        ),
         "",
         f"MAMBA: {t['num_arms']} arms (rho {cfg['rho']}, K {cfg['num_copies']}, M {cfg['num_groups']}"
         f"{', plus plain pSGLD' if cfg['include_plain'] else ''}), rounds of {t['round_sizes']} arms, budget "
