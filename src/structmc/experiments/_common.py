@@ -347,6 +347,16 @@ PROPOSAL_VARS: dict[int, tuple[float, float, float, float]] = {
 TRACE_PARAMS = (1005, 7872, 8008, 8107)
 CHANCE = 0.1
 DATASET_LABELS = {"mnist": "MNIST", "fashion-mnist": "FMNIST"}
+
+
+def stable_index(value, canonical, position: int) -> int:
+    """``value``'s index in ``canonical`` (the full preset's order), else ``len(canonical) +
+    position``: a chain's seed built from it does not depend on which other data sets or batch
+    sizes a run includes, so a run of one data set draws the chain a run of all draws for it."""
+    canonical = list(canonical)
+    return canonical.index(value) if value in canonical else len(canonical) + position
+
+
 BLOCKS_NOTE = (
     "Blocks: the paper's 130 (Sect. 4.4) instead of the reference code's 810. A sweep costs about a fifth "
     "(fewer, larger first-layer blocks), so the chain gets ~5x more sweeps in the same time; the later "

@@ -161,7 +161,7 @@ def _run(cfg: Config, preset: str, out_dir, progress) -> dict:
                 x_aug = data.x_train
                 t_seed = None
             else:
-                t_seed = cfg.transform_seed + 100 * d_i + t_i
+                t_seed = cfg.transform_seed + 100 * fnbg.stable_index(name, DATASET_LABELS, d_i) + t_i
                 x_aug = TRANSFORMS[tname](data.x_train, torch.Generator().manual_seed(t_seed))
                 samples[name][tname] = x_aug[:6]
             x_tr, x_te, stats = fnbg.standardize(x_aug, data.x_test, cfg.test_stats)
@@ -176,7 +176,8 @@ def _run(cfg: Config, preset: str, out_dir, progress) -> dict:
                 cfg=cfg,
                 batch_size=batch,
                 windows=ws,
-                seed=cfg.seed + 1000 * d_i,  # paired: same start and stream per data set
+                # paired: same start and stream per data set, whichever data sets the run has
+                seed=cfg.seed + 1000 * fnbg.stable_index(name, DATASET_LABELS, d_i),
                 folder=out / "chains" / f"{name}-{tname}",
                 progress=progress,
             )
