@@ -557,6 +557,8 @@ def test_resume_reads_back_the_finished_pieces_and_gives_the_same_report(tmp_pat
     left = sum(1 for _ in (out / M.UNITS).rglob("*.json")) - 1  # config.json is no piece
     resumed = LR.run(cfg, out, progress=False, resume=True)
     assert resumed["numbers"]["resumed"]["pieces_read_back"] == left
+    # the results table's time: this sitting's plus the work read back
+    assert resumed["compute_time_s"] > resumed["wall_time_s"] and whole["compute_time_s"] is None
     assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
     md = (out / "report.md").read_text()
     assert "finished pieces read back" in md

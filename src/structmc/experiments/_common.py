@@ -549,7 +549,7 @@ def run_chain(
         **kw,
     )
     traces, trace_steps = trace.values, trace.steps
-    seconds = time.perf_counter() - t0
+    seconds = sitting = time.perf_counter() - t0
     if chain.info.get("time") is not None and chain.info["time"].numel():
         # the sampler's seconds over the whole chain, the resumed sittings included (Run.elapsed,
         # checkpointed): a resumed run's wall clock above counts only this sitting
@@ -592,6 +592,7 @@ def run_chain(
         },  # −log target on the sweep's batch
         "energy_last": chain.info["energy"][:, -1].tolist(),
         "seconds": seconds,
+        "seconds_this_sitting": sitting,  # the sample() call of this process (seconds: every sitting)
         "seconds_predict": predict_seconds,
         "sweeps_per_second": cfg.num_steps / seconds if seconds > 0 else float("nan"),
         "num_blocks": partition.num_groups,
@@ -735,6 +736,14 @@ def write_fnbg_report(
         else []
     )
     figures = sorted(p.name for p in Path(out).glob("*.png"))
+    # a chain resumed from its checkpoints did part of its sampling in earlier sittings: the
+    # report's work is this call's wall time plus that part
+    earlier = 0.0
+    runs: dict[str, Any] = report.get("runs") or {}
+    for r in runs.values():
+        if isinstance(r, dict) and "seconds" in r:
+            total = float(r["seconds"])
+            earlier += max(0.0, total - float(r.get("seconds_this_sitting") or total))
     return write_details_report(
         out,
         name,
@@ -745,6 +754,7 @@ def write_fnbg_report(
         comparisons=comparisons,
         markdown=markdown,
         wall_time_s=report["wall_time_s"],
+        compute_time_s=report["wall_time_s"] + earlier if earlier > 0.0 else None,
         step_sizes=fnbg_step_size_lines(cfg),
         reductions=reductions_,
         figures=figures,

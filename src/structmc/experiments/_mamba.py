@@ -544,11 +544,12 @@ class Units:
 
 
 def set_wall_seconds(report: dict, t_start: float, units: Units | None) -> None:
-    """``report["wall_seconds"]``: this sitting's seconds since ``t_start``, plus those the
-    pieces read back took in earlier sittings (and ``report["resumed"]`` says how many)."""
+    """``report["wall_seconds"]``: this sitting's seconds since ``t_start``; for a resumed run
+    also ``report["compute_seconds"]``, those plus the seconds the pieces read back took in
+    earlier sittings, and ``report["resumed"]`` (how many)."""
     report["wall_seconds"] = time.perf_counter() - t_start
     if units is not None and units.resumed:
-        report["wall_seconds"] += units.resumed_seconds
+        report["compute_seconds"] = report["wall_seconds"] + units.resumed_seconds
         report["resumed"] = units.summary()
 
 
@@ -563,7 +564,8 @@ def wall_line(report: Mapping[str, Any]) -> str:
     if r:
         line += (
             f"; resumed: {r['pieces_read_back']} finished pieces read back, with the "
-            f"{r['their_seconds']:.1f} s they took in earlier sittings"
+            f"{r['their_seconds']:.1f} s they took in earlier sittings: {report['compute_seconds']:.1f} s of work "
+            "in all (the phases above count every sitting)"
         )
     return line + "."
 

@@ -274,8 +274,12 @@ def write_report(
     notes: Sequence[str] = (),
     extra_md: str = "",
     paper_setting: str | None = None,
+    compute_time_s: float | None = None,
 ) -> dict:
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
+
+    ``wall_time_s`` is this call's; ``compute_time_s``, for a run resumed over several
+    sittings, the seconds of work over all of them (this call's plus what it read back).
 
     ``experiment`` is the registry record (:class:`~structmc.experiments.Experiment`);
     ``numbers`` every number the table/figure holds (nested dicts/lists); ``step_sizes`` the
@@ -308,6 +312,7 @@ def write_report(
         "versions": versions(),
         "hardware": hardware(device),
         "wall_time_s": float(wall_time_s),
+        "compute_time_s": None if compute_time_s is None else float(compute_time_s),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "numbers": numbers,
         "comparisons": [c.to_dict() for c in comparisons],
@@ -339,7 +344,14 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     hw = report["hardware"]
     lines += [
         f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
-        f"({hw['torch_threads']} threads" + (f", {hw['gpu']}" if hw.get("gpu") else "") + f"), {report['date']}.",
+        f"({hw['torch_threads']} threads"
+        + (f", {hw['gpu']}" if hw.get("gpu") else "")
+        + f"), {report['date']}"
+        + (
+            f"; resumed: {report['compute_time_s']:.1f} s of work over every sitting."
+            if report.get("compute_time_s") is not None
+            else "."
+        ),
         "",
     ]
     if report["reductions"]:
@@ -429,6 +441,7 @@ def write_details_report(
     reductions: Sequence[str] = (),
     figures: Sequence[str] = (),
     notes: Sequence[str] = (),
+    compute_time_s: float | None = None,
 ) -> dict:
     """:func:`write_report` for experiment ``name`` (a key of
     :data:`~structmc.experiments.REGISTRY`) that builds its own record ``details`` (runs,
@@ -462,6 +475,7 @@ def write_details_report(
         figures=figures,
         notes=notes,
         extra_md="## Details\n" + "\n".join(md),
+        compute_time_s=compute_time_s,
     )
 
 
@@ -548,6 +562,7 @@ def write_rows_report(
     step_sizes: Sequence[str],
     device: str = "cpu",
     notes: Sequence[str] = (),
+    compute_time_s: float | None = None,
 ) -> dict:
     """:func:`write_details_report` for an experiment whose record ``legacy`` holds ``rows``:
     one Comparison per row (:func:`row_comparison`), each row's ``verdict`` replaced by the
@@ -575,6 +590,7 @@ def write_rows_report(
         reductions=reductions,
         figures=[f for f in figures if (Path(out) / f).exists()],
         notes=notes,
+        compute_time_s=compute_time_s,
     )
 
 
@@ -613,7 +629,8 @@ def results_table(reports: Sequence[Mapping]) -> str:
         t = claim_tally(r)
         judged = t[REPRODUCED] + t[SMALLER_MARGIN] + t[TIED] + t[NOT_REPRODUCED]
         paper = r.get("paper") or {}
-        seconds = float(r.get("wall_time_s") or 0.0)
+        # a run resumed over several sittings: its work over all of them, not the last call's
+        seconds = float(r.get("compute_time_s") or r.get("wall_time_s") or 0.0)
         wall = (
             f"{seconds:.0f} s"
             if seconds < 120

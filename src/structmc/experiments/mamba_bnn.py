@@ -474,6 +474,7 @@ def run(
         legacy=legacy,
         rows=legacy["rows"],
         wall_time_s=report["wall_seconds"],
+        compute_time_s=report.get("compute_seconds"),
         reductions=report["reduced"],
         figures=list(FIGURES.values()),
         markdown=_markdown,

@@ -786,6 +786,7 @@ def _run(cfg: Config, preset, out: Path, log, units: M.Units | None = None) -> d
         legacy=report,
         rows=rows,
         wall_time_s=report["wall_seconds"],
+        compute_time_s=report.get("compute_seconds"),
         reductions=report["reduced"],
         figures=list(FIGURES.values()),
         markdown=lambda r: _markdown(r, tuned, n_train),

@@ -279,6 +279,7 @@ def run(
         comparisons=comparisons(cfg, report["evaluation"], report["tuning"]),
         numbers=_jsonable(report),
         wall_time_s=report["wall_seconds"],
+        compute_time_s=report.get("compute_seconds"),
         step_sizes=[
             f"pSGLD ε = {cfg.psgld_step:g} on the per-datum loss → PSGLD(lr = 2ε/N = "
             f"{report['lr']:.3g}); MAMBA's arms keep this lr and vary rho, K and M"
