@@ -206,3 +206,15 @@ def test_the_results_table_tallies_claims_only(tmp_path):
     assert "Claims not reproduced" in buf.getvalue() and "| b | 1 | 2 |" in buf.getvalue()
     with pytest.raises(SystemExit):
         main(["reproduce", "--table", str(tmp_path / "empty")])
+
+
+def test_the_results_table_counts_the_work_of_every_sitting():
+    from structmc.experiments._report import work_seconds
+
+    assert work_seconds({"wall_time_s": 30.0}) == 30.0
+    assert work_seconds({"wall_time_s": 30.0, "compute_time_s": 4000.0}) == 4000.0  # resumed
+    # a Gibbs report whose chains were read back from checkpoints (before compute_time_s)
+    resumed = {"wall_time_s": 47.0, "numbers": {"runs": {"mnist/b3000": {"seconds": 6366.0}}}}
+    assert work_seconds(resumed) == 47.0 + 6366.0
+    fresh = {"wall_time_s": 100.0, "numbers": {"runs": {"a": {"seconds": 60.0}, "b": {"seconds": 30.0}}}}
+    assert work_seconds(fresh) == 100.0  # its sampling is part of its call

@@ -615,6 +615,22 @@ def claim_tally(report: Mapping) -> dict[str, int]:
     return counts
 
 
+def work_seconds(report: Mapping) -> float:
+    """The seconds of work behind ``report``: its ``compute_time_s`` for a run resumed over
+    several sittings, else its wall time; a Gibbs report written before ``compute_time_s``
+    whose chains sampled longer than its call lasted (they were read back from checkpoints)
+    counts its call plus their sampling seconds (``numbers.runs[*].seconds``)."""
+    if report.get("compute_time_s") is not None:
+        return float(report["compute_time_s"])
+    wall = float(report.get("wall_time_s") or 0.0)
+    runs = (report.get("numbers") or {}).get("runs")
+    if isinstance(runs, Mapping):
+        sampled = sum(float(v["seconds"]) for v in runs.values() if isinstance(v, Mapping) and "seconds" in v)
+        if sampled > wall:
+            return wall + sampled
+    return wall
+
+
 def results_table(reports: Sequence[Mapping]) -> str:
     """A markdown table with one line per report: the experiment, the paper's table or
     figure, the preset, the tally of the paper's claims (:func:`claim_tally`), the setting the
@@ -629,8 +645,7 @@ def results_table(reports: Sequence[Mapping]) -> str:
         t = claim_tally(r)
         judged = t[REPRODUCED] + t[SMALLER_MARGIN] + t[TIED] + t[NOT_REPRODUCED]
         paper = r.get("paper") or {}
-        # a run resumed over several sittings: its work over all of them, not the last call's
-        seconds = float(r.get("compute_time_s") or r.get("wall_time_s") or 0.0)
+        seconds = work_seconds(r)
         wall = (
             f"{seconds:.0f} s"
             if seconds < 120
