@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,3 +220,17 @@ def test_the_results_table_counts_the_work_of_every_sitting():
     assert work_seconds(resumed) == 47.0 + 6366.0
     fresh = {"wall_time_s": 100.0, "numbers": {"runs": {"a": {"seconds": 60.0}, "b": {"seconds": 30.0}}}}
     assert work_seconds(fresh) == 100.0  # its sampling is part of its call
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="contention reads /proc (Linux)")
+def test_the_report_says_how_much_of_the_machine_the_run_had():
+    import time as _time
+
+    from structmc.experiments._report import hardware
+
+    t0 = _time.process_time()
+    while _time.process_time() - t0 < 0.2:  # some CPU of our own
+        pass
+    hw = hardware()
+    assert hw["process_cpu_s"] >= 0.2 and hw["process_wall_s"] > 0
+    assert 0 < hw["cores_used"] <= (os.cpu_count() or 1) + 0.5 and len(hw["load_average"]) == 3

@@ -204,7 +204,32 @@ def hardware(device: str = "cpu") -> dict:
     out = {"cpu": cpu, "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": device}
     if str(device).startswith("cuda") and torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    out.update(contention())
     return out
+
+
+def contention() -> dict:
+    """How much of the machine this process had (Linux; empty elsewhere): its CPU seconds and
+    wall seconds since it started (one experiment per ``structmc reproduce`` process), their
+    ratio ``cores_used`` (about the thread count on an idle machine, less when other processes
+    shared the cores: seconds budgets then buy fewer iterations) and the 1/5/15-minute load
+    average when the report was written."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = float(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        wall = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+        cpu = time.process_time()
+        load = os.getloadavg()
+    except (OSError, ValueError, IndexError, AttributeError):
+        return {}
+    return {
+        "process_cpu_s": round(cpu, 1),
+        "process_wall_s": round(wall, 1),
+        "cores_used": round(cpu / wall, 2) if wall > 0 else None,
+        "load_average": [round(v, 2) for v in load],
+    }
 
 
 def smallest_gap(values: Sequence[float]) -> float:
@@ -346,6 +371,11 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
         f"({hw['torch_threads']} threads"
         + (f", {hw['gpu']}" if hw.get("gpu") else "")
+        + (
+            f"; the process used {hw['cores_used']:g} cores on average, load {hw['load_average'][0]:g} at the end"
+            if hw.get("cores_used") is not None and hw.get("load_average")
+            else ""
+        )
         + f"), {report['date']}"
         + (
             f"; resumed: {report['compute_time_s']:.1f} s of work over every sitting."
