@@ -202,10 +202,15 @@ def test_the_results_table_tallies_claims_only(tmp_path):
 
     failing = unreproduced_table([report])
     assert (
-        failing.count("\n| `psgld-fnn` (quick) |") == 1
+        failing.count("\n| `psgld-fnn` (quick, ") == 1
         and "| b | 1 | 2 | \\|ours − paper\\| ≤ ±0.1 | not reproduced" in failing
     )
     assert "Claims not reproduced" in buf.getvalue() and "| b | 1 | 2 |" in buf.getvalue()
+    # --claims: every counted claim, one row each, the reproduced one too (not the check)
+    every = io.StringIO()
+    with contextlib.redirect_stdout(every):
+        assert main(["reproduce", "--table", str(tmp_path), "--claims"]) == 0
+    assert every.getvalue().count("\n| `psgld-fnn` (quick, ") == 2 and "| b | 1 | 2 |" in every.getvalue()
     with pytest.raises(SystemExit):
         main(["reproduce", "--table", str(tmp_path / "empty")])
 

@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FOLDER",
         help="print the markdown results table (the tally of the papers' claims) of every report.json under FOLDER",
     )
+    p.add_argument(
+        "--claims", action="store_true", help="with --table: every claim of the papers, one row each (preset, time)"
+    )
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--seed", type=int, help="override the experiment's seed")
     p.add_argument("--quiet", action="store_true")

@@ -19,7 +19,7 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         print(reproduce_table() if getattr(args, "command", "") == "reproduce" else experiment_table())
         return 0
     if getattr(args, "table", None):
-        print(results_table_of(args.table))
+        print(results_table_of(args.table, claims=bool(getattr(args, "claims", False))))
         return 0
     name = name or args.name
     if not name:
@@ -60,13 +60,15 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     return 0 if report else 1
 
 
-def results_table_of(folders) -> str:
+def results_table_of(folders, claims: bool = False) -> str:
     """The markdown results table (:func:`structmc.experiments._report.results_table`) of every
-    ``report.json`` under ``folders``; refuses a folder with none."""
+    ``report.json`` under ``folders``, then the claims not reproduced; with ``claims``, every
+    claim of the papers instead, one row each (:func:`~structmc.experiments._report.claims_table`).
+    Refuses a folder with none."""
     import json
     from pathlib import Path
 
-    from ..experiments._report import results_table, unreproduced_table
+    from ..experiments._report import claims_table, results_table, unreproduced_table
 
     reports = []
     for folder in folders:
@@ -74,6 +76,8 @@ def results_table_of(folders) -> str:
         if not found:
             raise UsageError(f"--table {folder}: no report.json under it")
         reports += [json.loads(p.read_text()) for p in found]
+    if claims:
+        return claims_table(reports)
     failing = unreproduced_table(reports)
     out = results_table(reports)
     if failing.count("\n") > 1:  # the header and its rule: a row below them

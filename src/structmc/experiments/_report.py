@@ -675,12 +675,7 @@ def results_table(reports: Sequence[Mapping]) -> str:
         t = claim_tally(r)
         judged = t[REPRODUCED] + t[SMALLER_MARGIN] + t[TIED] + t[NOT_REPRODUCED]
         paper = r.get("paper") or {}
-        seconds = work_seconds(r)
-        wall = (
-            f"{seconds:.0f} s"
-            if seconds < 120
-            else (f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
-        )
+        wall = _duration(work_seconds(r))
         lines.append(
             f"| `{r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | {r.get('preset')} | "
             f"**{t[REPRODUCED]}/{judged}** | {t[SMALLER_MARGIN]} | {t[TIED]} | {t[NOT_REPRODUCED]} | "
@@ -705,6 +700,23 @@ def unreproduced_table(reports: Sequence[Mapping]) -> str:
     margin, tied, not reproduced, not comparable): the experiment and preset, the quantity,
     the paper's number, ours, the rule and the report's note, so that each such row says why
     with a number. ``structmc reproduce --table DIR`` prints it below :func:`results_table`."""
+    return claims_table(reports, reproduced=False)
+
+
+def _duration(seconds: float) -> str:
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else (f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
+    )
+
+
+def claims_table(reports: Sequence[Mapping], reproduced: bool = True) -> str:
+    """A markdown table with one row per claim of the papers that the reports count (their
+    tallied setting; checks left out): the experiment, preset and its work time (:func:`work_seconds`),
+    the claim, the paper's number, ours, the rule, the verdict and the report's note.
+    ``reproduced=False`` keeps only the rows not reproduced (:func:`unreproduced_table`).
+    ``structmc reproduce --table DIR --claims`` prints it."""
 
     def num(x) -> str:
         if isinstance(x, (list, tuple)):
@@ -714,13 +726,13 @@ def unreproduced_table(reports: Sequence[Mapping]) -> str:
         return f"{x:.5g}"
 
     lines = [
-        "| experiment (preset) | claim | paper | ours | rule | verdict | note |",
+        "| experiment (preset, time) | claim | paper | ours | rule | verdict | note |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(reports, key=lambda r: str(r.get("experiment"))):
         for c in _counted_rows(r):
             verdict = str(c.get("verdict", ""))
-            if verdict.startswith(REPRODUCED):
+            if verdict.startswith(REPRODUCED) and not reproduced:
                 continue
             unit = c.get("unit") or ""
 
@@ -731,7 +743,8 @@ def unreproduced_table(reports: Sequence[Mapping]) -> str:
             note = " ".join(str(c.get("note") or "").split()).replace("|", "\\|")
             rule = str(c.get("rule") or "–").replace("|", "\\|")  # |ours − paper| inside a table cell
             lines.append(
-                f"| `{r.get('experiment')}` ({r.get('preset')}) | {c.get('quantity')} | {cell(c.get('paper'))} | "
+                f"| `{r.get('experiment')}` ({r.get('preset')}, {_duration(work_seconds(r))}) | {c.get('quantity')} | "
+                f"{cell(c.get('paper'))} | "
                 f"{cell(c.get('ours'))} | {rule} | {verdict} | {note or '–'} |"
             )
     return "\n".join(lines)
@@ -778,6 +791,9 @@ __all__ = [
     "COMPARISON_FIELDS",
     "claim_tally",
     "results_table",
+    "claims_table",
+    "unreproduced_table",
+    "work_seconds",
     "REPRODUCED",
     "SMALLER_MARGIN",
     "NOT_REPRODUCED",
