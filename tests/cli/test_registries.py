@@ -352,3 +352,16 @@ def test_submodules_are_attributes_of_the_package():
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         structmc.nope  # noqa: B018
+
+
+def test_reproduce_resume_of_a_mamba_experiment_reads_back_its_pieces(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
+    argv = ["reproduce", "mamba-structured", "--preset", "tiny", "--quiet", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    assert "finished evaluations read back" in capsys.readouterr().out
+    # another seed is another run: refused with one line, before any compute, the pieces kept
+    assert main(argv + ["--resume", "--seed", "1"]) == 2
+    assert "come from another configuration (seed: 0 there, 1 now)" in capsys.readouterr().err
+    assert any((tmp_path / "run" / "units" / "evaluation").rglob("*.json"))
