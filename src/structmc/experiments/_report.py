@@ -763,6 +763,7 @@ REPORT_FIELDS = (
     "versions",
     "hardware",
     "wall_time_s",
+    "compute_time_s",
     "date",
     "numbers",
     "comparisons",
