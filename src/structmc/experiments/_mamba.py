@@ -67,13 +67,12 @@ from torch import Tensor
 from ..diagnostics import ksd, ksd_curve
 from ..executors import as_executor
 from ..run import Budget, DivergenceError
-from ..storage import _atomic_write_bytes
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
 from ._report import fmt_num, json_value
-from ._shared import json_floats, versions
 from ._shared import jsonable as _jsonable
 from ._shared import threads as Threads
+from ._shared import versions
 
 SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = ("M-KSD", "M-FSSD", "Grid", "Heuristic")
@@ -525,7 +524,7 @@ class Units:
             record = json.loads(path.read_text())
             self.resumed += 1
             self.resumed_seconds += float(record.get("seconds", 0.0))
-            return decode(json_floats(record["value"]))
+            return decode(_json_floats(record["value"]))
         t0 = time.perf_counter()
         value = compute()
         record = {"key": key, "seconds": time.perf_counter() - t0, "value": encode(value)}
@@ -572,7 +571,18 @@ def wall_line(report: Mapping[str, Any]) -> str:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    _atomic_write_bytes(text.encode(), path)  # the storage's atomic write: a unique temporary, then os.replace
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _json_floats(x):
+    """Undo :func:`jsonable`'s strings for the non-finite floats."""
+    if isinstance(x, dict):
+        return {k: _json_floats(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_floats(v) for v in x]
+    return float(x) if x in ("inf", "-inf", "nan", "Infinity", "-Infinity", "NaN") else x
 
 
 def outcome_json(outcome: Mapping[str, Any]) -> dict:

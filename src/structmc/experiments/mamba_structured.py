@@ -57,7 +57,6 @@ From the MAP and on this time scale structure did not help; the paper's gain (96
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -66,12 +65,11 @@ from pathlib import Path
 from ..diagnostics.calibration import classification_metrics
 from ..predictive import predictive
 from ..run import Budget
-from ..storage import _digest
 from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
-from ._common import evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
+from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import Units, set_wall_seconds
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
@@ -340,6 +338,13 @@ def comparisons(cfg: Config, evals: dict, tuning: dict) -> list:
     return out
 
 
+def _digest_of(arm: Arm) -> str:
+    import hashlib
+    import json
+
+    return hashlib.blake2b(json.dumps(arm.to_dict(), sort_keys=True).encode(), digest_size=6).hexdigest()
+
+
 def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -> dict:
     data = load_data(cfg, num_val=cfg.num_val)
     N = len(data.y_train)
@@ -452,10 +457,22 @@ def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -
     for name, arm in configs.items():
 
         def one(arm=arm) -> dict:
-            return evaluate_configured_arm(p_eval, arm, eval_budget, cfg, data, cfg.seed * 1000 + 1)
+            return evaluate_arm(
+                p_eval,
+                arm,
+                eval_budget,
+                thin=cfg.eval_thin,
+                max_draws=cfg.eval_max_draws,
+                burn_in=cfg.eval_burn_in,
+                x_test=data.x_test,
+                y_test=data.y_test,
+                seed=cfg.seed * 1000 + 1,
+                num_bins=cfg.ece_bins,
+                curve_points=cfg.curve_points,
+            )
 
         # the piece's key names the arm too: a resumed MAMBA that chose differently evaluates anew
-        key = f"evaluation/{name}/{_digest(json.dumps(arm.to_dict(), sort_keys=True).encode())[:12]}"
+        key = f"evaluation/{name}/{_digest_of(arm)}"
         e = one() if units is None else units.get_or_run(key, one)
         e["structure"] = structure_of(arm, dim)
         # the tuning metric on the validation set, for the same draws' configuration
