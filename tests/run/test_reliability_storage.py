@@ -765,3 +765,22 @@ def test_the_sigint_handler_is_restored_when_a_run_raises(tmp_path, monkeypatch,
     finally:
         signal.signal(signal.SIGINT, before)
     assert not (tmp_path / ".structmc.lock").exists()
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path, monkeypatch):
+    from structmc.storage import write_atomic
+
+    path = tmp_path / "piece.json"
+    write_atomic(path, "old")
+    write_atomic(path, b"new bytes")
+    assert path.read_bytes() == b"new bytes"
+
+    # a write that fails midway keeps the old file whole and removes its temporary
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("structmc.storage.atomic.os.replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(path, "never seen")
+    assert path.read_bytes() == b"new bytes"
+    assert [p.name for p in tmp_path.iterdir()] == ["piece.json"]

@@ -212,6 +212,25 @@ def evaluate_arm(
     return out
 
 
+def evaluate_configured_arm(problem: Problem, arm: Arm, budget: Budget, cfg, data, seed: int) -> dict:
+    """:func:`evaluate_arm` with the evaluation settings of an MNIST MAMBA experiment's config
+    (``eval_thin``, ``eval_max_draws``, ``eval_burn_in``, ``ece_bins``, ``curve_points``) on
+    ``data``'s test set (mamba-bnn, mamba-structured)."""
+    return evaluate_arm(
+        problem,
+        arm,
+        budget,
+        thin=cfg.eval_thin,
+        max_draws=cfg.eval_max_draws,
+        burn_in=cfg.eval_burn_in,
+        x_test=data.x_test,
+        y_test=data.y_test,
+        seed=seed,
+        num_bins=cfg.ece_bins,
+        curve_points=cfg.curve_points,
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # a pSGLD / SGLD chain scored by its posterior predictive (psgld-fnn, psgld-cnn)
 # ---------------------------------------------------------------------------------------

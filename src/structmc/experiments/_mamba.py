@@ -67,12 +67,13 @@ from torch import Tensor
 from ..diagnostics import ksd, ksd_curve
 from ..executors import as_executor
 from ..run import Budget, DivergenceError
+from ..storage import write_atomic
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
 from ._report import fmt_num, json_value
+from ._shared import json_floats, versions
 from ._shared import jsonable as _jsonable
 from ._shared import threads as Threads
-from ._shared import versions
 
 SAMPLER_LABELS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = ("M-KSD", "M-FSSD", "Grid", "Heuristic")
@@ -498,7 +499,7 @@ class Units:
 
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        _write_text_atomic(record, json.dumps(mine, indent=1))
+        write_atomic(record, json.dumps(mine, indent=1))
 
     def _path(self, key: str) -> Path:
         parts = [p for p in key.split("/") if p]
@@ -524,12 +525,12 @@ class Units:
             record = json.loads(path.read_text())
             self.resumed += 1
             self.resumed_seconds += float(record.get("seconds", 0.0))
-            return decode(_json_floats(record["value"]))
+            return decode(json_floats(record["value"]))
         t0 = time.perf_counter()
         value = compute()
         record = {"key": key, "seconds": time.perf_counter() - t0, "value": encode(value)}
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_text_atomic(path, json.dumps(jsonable(record)))
+        write_atomic(path, json.dumps(jsonable(record)))
         return value
 
     def summary(self) -> dict:
@@ -568,21 +569,6 @@ def wall_line(report: Mapping[str, Any]) -> str:
             "in all (the phases above count every sitting)"
         )
     return line + "."
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def _json_floats(x):
-    """Undo :func:`jsonable`'s strings for the non-finite floats."""
-    if isinstance(x, dict):
-        return {k: _json_floats(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_json_floats(v) for v in x]
-    return float(x) if x in ("inf", "-inf", "nan", "Infinity", "-Infinity", "NaN") else x
 
 
 def outcome_json(outcome: Mapping[str, Any]) -> dict:

@@ -295,15 +295,16 @@ def load_result(folder: Path | None, resume: bool) -> dict | None:
 
     if folder is None or not resume or not (Path(folder) / RESULT).exists():
         return None
+    return json_floats(json.loads((Path(folder) / RESULT).read_text()))
 
-    def floats(x):  # jsonable wrote inf / NaN as strings
-        if isinstance(x, dict):
-            return {k: floats(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [floats(v) for v in x]
-        return float(x) if x in ("inf", "-inf", "nan") else x
 
-    return floats(json.loads((Path(folder) / RESULT).read_text()))
+def json_floats(x):
+    """Undo :func:`jsonable`'s strings for the non-finite floats (``"inf"``, ``"-inf"``, ``"nan"``)."""
+    if isinstance(x, dict):
+        return {k: json_floats(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [json_floats(v) for v in x]
+    return float(x) if x in ("inf", "-inf", "nan") else x
 
 
 def save_result(folder: Path | None, result: dict) -> None:

@@ -92,7 +92,7 @@ from ..tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, 
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
-from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
+from ._common import evaluate_arm, evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import Units, comparison, ordering_row, set_wall_seconds, step_size_lines, write_rows_report
 from ._report import smallest_gap
 from ._shared import jsonable as _jsonable
@@ -530,19 +530,7 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float, units: Units 
 
     def evaluate(arm, k, key: str):
         def one():
-            return evaluate_arm(
-                p_eval,
-                arm,
-                eval_budget,
-                thin=cfg.eval_thin,
-                max_draws=cfg.eval_max_draws,
-                burn_in=cfg.eval_burn_in,
-                x_test=data.x_test,
-                y_test=data.y_test,
-                seed=cfg.seed * 1000 + k,
-                num_bins=cfg.ece_bins,
-                curve_points=cfg.curve_points,
-            )
+            return evaluate_configured_arm(p_eval, arm, eval_budget, cfg, data, cfg.seed * 1000 + k)
 
         return one() if units is None else units.get_or_run(f"evaluation/{key}", one)
 

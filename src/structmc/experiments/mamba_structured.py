@@ -69,7 +69,7 @@ from ..tuning import Arm, Problem, mamba
 from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
-from ._common import evaluate_arm, load_data, log_loss_metric, mamba_budget
+from ._common import evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import Units, set_wall_seconds
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
@@ -457,19 +457,7 @@ def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -
     for name, arm in configs.items():
 
         def one(arm=arm) -> dict:
-            return evaluate_arm(
-                p_eval,
-                arm,
-                eval_budget,
-                thin=cfg.eval_thin,
-                max_draws=cfg.eval_max_draws,
-                burn_in=cfg.eval_burn_in,
-                x_test=data.x_test,
-                y_test=data.y_test,
-                seed=cfg.seed * 1000 + 1,
-                num_bins=cfg.ece_bins,
-                curve_points=cfg.curve_points,
-            )
+            return evaluate_configured_arm(p_eval, arm, eval_budget, cfg, data, cfg.seed * 1000 + 1)
 
         # the piece's key names the arm too: a resumed MAMBA that chose differently evaluates anew
         key = f"evaluation/{name}/{_digest_of(arm)}"

@@ -32,7 +32,7 @@ verified); folders from before manifests load with a warning that they are unver
 
 from __future__ import annotations
 
-from .atomic import _atomic_save, _atomic_write_bytes, _digest
+from .atomic import _atomic_save, _atomic_write_bytes, _digest, write_atomic
 from .chains import load_chain, save_chain
 from .folder import RunFolder, concat_info
 from .layout import (
@@ -61,6 +61,7 @@ for _obj in (
     _digest,
     _atomic_write_bytes,
     _atomic_save,
+    write_atomic,
     _chunk_index,
     _is_run_folder_entry,
 ):
@@ -74,6 +75,7 @@ __all__ = [
     "save_chain",
     "load_chain",
     "concat_info",
+    "write_atomic",
     "MANIFEST",
     "LOCK",
     "FOLDER_FORMAT",

@@ -32,6 +32,12 @@ def _atomic_write_bytes(data: bytes, path: Path) -> None:
         raise
 
 
+def write_atomic(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically: readers see the old file or the
+    whole new one, never a part, and two writers never share a temporary file."""
+    _atomic_write_bytes(data.encode() if isinstance(data, str) else data, Path(path))
+
+
 def _atomic_save(obj: Any, path: Path) -> tuple[str, int]:
     """``torch.save`` to ``path`` atomically; returns the blake2b digest and size of the bytes written."""
     buf = io.BytesIO()
