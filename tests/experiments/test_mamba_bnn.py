@@ -276,6 +276,11 @@ def test_resume_reads_back_finished_pieces_and_continues_a_tuner_cut_short(tmp_p
         (units / later).unlink()
     resumed = M.run("tiny", out, progress=False, resume=True)
     assert resumed["numbers"]["resumed"]["pieces_read_back"] >= 2
+    # the grid search resumed from its progress.pt: its earlier sitting's rounds count, in the
+    # run's work and in the seconds of the piece it finished
+    credited = resumed["numbers"]["resumed"]["credited_seconds"]
+    assert credited > 0
+    assert json.loads((units / "tuning" / "SGLD" / "Grid.json").read_text())["seconds"] >= credited
     assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
     with pytest.raises(ResumeMismatch, match="eta"):
         M.run(replace(M.PRESETS["tiny"], eta=2), out, progress=False, resume=True)

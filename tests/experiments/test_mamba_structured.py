@@ -141,3 +141,11 @@ def test_resume_continues_mamba_and_reads_back_the_finished_evaluations(tmp_path
     assert resumed["numbers"]["resumed"]["pieces_read_back"] == len(pieces) - 1
     assert [c["ours"] for c in resumed["comparisons"]] == [c["ours"] for c in whole["comparisons"]]
     assert "finished evaluations read back" in (out / "report.md").read_text()
+    # the tuner resumed from its progress.pt with every round committed: its earlier sitting's
+    # seconds count in the work over every sitting
+    n = resumed["numbers"]
+    assert 0 < n["resumed"]["credited_seconds"] <= n["tuning"]["seconds"]
+    assert n["compute_seconds"] == pytest.approx(
+        n["wall_seconds"] + n["resumed"]["their_seconds"] + n["resumed"]["credited_seconds"]
+    )
+    assert n["compute_seconds"] >= n["tuning"]["seconds"]

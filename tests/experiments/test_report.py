@@ -239,3 +239,29 @@ def test_the_report_says_how_much_of_the_machine_the_run_had():
     hw = hardware()
     assert hw["process_cpu_s"] >= 0.2 and hw["process_wall_s"] > 0
     assert 0 < hw["cores_used"] <= (os.cpu_count() or 1) + 0.5 and len(hw["load_average"]) == 3
+
+
+def test_report_tables_keep_a_rule_with_pipes_in_its_cell_and_figures_appear_once(tmp_path):
+    import re
+
+    exp = REGISTRY.get("ssgmcmc-linreg")
+    write_report(
+        tmp_path,
+        experiment=exp,
+        preset="tiny",
+        config={},
+        seed=0,
+        comparisons=[Comparison("test error, pSGLD", 1.3, 1.26, Tolerance(abs=0.2), unit="%")],
+        numbers={},
+        wall_time_s=1.0,
+        figures=["shown.png", "other.png"],
+        extra_md="## Details\n\n![shown](shown.png)\n",
+    )
+    md = (tmp_path / "report.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| quantity |"))
+    row = next(line for line in md.splitlines() if line.startswith("| test error, pSGLD |"))
+    cells = lambda line: re.split(r"(?<!\\)\|", line)  # noqa: E731 (unescaped pipes only)
+    assert len(cells(row)) == len(cells(header)), row
+    assert "\\|ours − paper\\|" in row
+    assert md.count("](shown.png)") == 1 and md.count("](other.png)") == 1
+    assert " thread" in md and " 1 threads" not in md

@@ -480,6 +480,7 @@ class Units:
         self.resume = bool(resume)
         self.resumed = 0  # pieces read back in this sitting
         self.resumed_seconds = 0.0  # the compute seconds they took in earlier sittings
+        self.credited_seconds = 0.0  # earlier sittings' seconds of work that resumed itself (see credit)
         record = self.folder / "config.json"
         mine = {k: v for k, v in json.loads(json.dumps(_jsonable(dict(config)))).items() if k not in UNIT_FREE_FIELDS}
         if resume and record.exists():
@@ -526,16 +527,33 @@ class Units:
             self.resumed += 1
             self.resumed_seconds += float(record.get("seconds", 0.0))
             return decode(json_floats(record["value"]))
-        t0 = time.perf_counter()
+        t0, credited = time.perf_counter(), self.credited_seconds
         value = compute()
-        record = {"key": key, "seconds": time.perf_counter() - t0, "value": encode(value)}
+        # a piece that resumed itself (a tuner from its last committed round) took its earlier
+        # sittings' seconds too (credited during compute)
+        seconds = time.perf_counter() - t0 + self.credited_seconds - credited
+        record = {"key": key, "seconds": seconds, "value": encode(value)}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(jsonable(record)))
         return value
 
     def summary(self) -> dict:
-        """``{"pieces_read_back", "their_seconds"}``: what this sitting took from earlier ones."""
-        return {"pieces_read_back": self.resumed, "their_seconds": self.resumed_seconds}
+        """What this sitting took from earlier ones: ``pieces_read_back``, ``their_seconds`` (the
+        seconds those pieces took) and ``credited_seconds`` (see :meth:`credit`)."""
+        return {
+            "pieces_read_back": self.resumed,
+            "their_seconds": self.resumed_seconds - self.credited_seconds,
+            "credited_seconds": self.credited_seconds,
+        }
+
+    def credit(self, seconds: float) -> None:
+        """Count ``seconds`` of work that earlier sittings did for a computation that resumes
+        itself rather than through a piece: a tuner continued from its last committed round
+        (``progress.pt``). They go into the report's work over every sitting and into the
+        seconds of the piece being computed, if any."""
+        if seconds > 0:
+            self.credited_seconds += float(seconds)
+            self.resumed_seconds += float(seconds)
 
     def seconds(self, prefix: str = "") -> float:
         """The compute seconds of the finished pieces under ``prefix`` (summed over sittings)."""
@@ -549,7 +567,7 @@ def set_wall_seconds(report: dict, t_start: float, units: Units | None) -> None:
     also ``report["compute_seconds"]``, those plus the seconds the pieces read back took in
     earlier sittings, and ``report["resumed"]`` (how many)."""
     report["wall_seconds"] = time.perf_counter() - t_start
-    if units is not None and units.resumed:
+    if units is not None and (units.resumed or units.credited_seconds):
         report["compute_seconds"] = report["wall_seconds"] + units.resumed_seconds
         report["resumed"] = units.summary()
 
@@ -561,14 +579,20 @@ def wall_line(report: Mapping[str, Any]) -> str:
         + ", ".join(f"{k} {v:.1f} s" for k, v in report["phases_seconds"].items())
         + ")"
     )
-    r = report.get("resumed")
-    if r:
-        line += (
-            f"; resumed: {r['pieces_read_back']} finished pieces read back, with the "
-            f"{r['their_seconds']:.1f} s they took in earlier sittings: {report['compute_seconds']:.1f} s of work "
-            "in all (the phases above count every sitting)"
-        )
+    if report.get("resumed"):
+        line += f"; resumed: {resumed_phrase(report)} (the phases above count every sitting)"
     return line + "."
+
+
+def resumed_phrase(report: Mapping[str, Any], pieces: str = "finished pieces") -> str:
+    """What a resumed run took from earlier sittings, and its work over every sitting."""
+    r = report["resumed"]
+    out = (
+        f"{r['pieces_read_back']} {pieces} read back, with the {r['their_seconds']:.1f} s they took in earlier sittings"
+    )
+    if r.get("credited_seconds"):
+        out += f", and {r['credited_seconds']:.1f} s of a tuner's rounds committed in earlier sittings"
+    return out + f": {report['compute_seconds']:.1f} s of work in all"
 
 
 def outcome_json(outcome: Mapping[str, Any]) -> dict:
@@ -1475,6 +1499,7 @@ __all__ = [
     "outcome_json",
     "outcome_from_json",
     "set_wall_seconds",
+    "resumed_phrase",
     "wall_line",
     "values_table",
     "fmt_num",

@@ -369,7 +369,7 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     hw = report["hardware"]
     lines += [
         f"Preset `{report['preset']}`, seed {report['seed']}, {report['wall_time_s']:.1f} s on {hw['cpu']} "
-        f"({hw['torch_threads']} threads"
+        f"({hw['torch_threads']} thread{'s' * (hw['torch_threads'] != 1)}"
         + (f", {hw['gpu']}" if hw.get("gpu") else "")
         + (
             f"; the process used {hw['cores_used']:g} cores on average, load {hw['load_average'][0]:g} at the end"
@@ -411,12 +411,17 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
     ]
     for c in report["comparisons"]:
         unit = f" {c['unit']}" if c["unit"] else ""
-        lines.append(
-            "| "
-            + (f"{c.get('setting') or 'all'} | " if setting_col else "")
-            + f"{c['quantity']} | {_fmt(c['paper'])}{unit if c['paper'] is not None else ''} | "
-            f"{_fmt(c['ours'])}{unit} | {_fmt(c['difference'])} | {c['rule'] or '–'} | **{c['verdict']}** |"
-        )
+        cells = [
+            *([c.get("setting") or "all"] if setting_col else []),
+            c["quantity"],
+            f"{_fmt(c['paper'])}{unit if c['paper'] is not None else ''}",
+            f"{_fmt(c['ours'])}{unit}",
+            _fmt(c["difference"]),
+            c["rule"] or "–",
+            f"**{c['verdict']}**",
+        ]
+        # a rule such as |ours − paper| <= t holds pipes: escaped, they stay in their cell
+        lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
     notes = [c for c in report["comparisons"] if c["note"]]
     if notes:
         lines += [""] + [f"- *{c['quantity']}*: {c['note']}" for c in notes]
@@ -426,8 +431,9 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     if extra_md:
         lines += ["", extra_md.rstrip()]
-    if report["figures"]:
-        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in report["figures"]]
+    figures = [f for f in report["figures"] if f"]({f})" not in extra_md]  # those the text shows already: once
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures]
     v = report["versions"]
     lines += [
         "",

@@ -93,7 +93,15 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_arm, evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
-from ._mamba import Units, comparison, ordering_row, set_wall_seconds, step_size_lines, write_rows_report
+from ._mamba import (
+    Units,
+    comparison,
+    ordering_row,
+    resumed_phrase,
+    set_wall_seconds,
+    step_size_lines,
+    write_rows_report,
+)
 from ._report import smallest_gap
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
@@ -539,6 +547,8 @@ def _run(cfg: Config, preset, out: Path, progress, t_start: float, units: Units 
 
         def one():
             res, budget = tune(name, cfg, problem, log10s, sub, progress, seed, resume=resume)
+            if units is not None:  # the rounds a resumed tuner committed in earlier sittings
+                units.credit(float(res.timing.get("wall_earlier_sittings", 0.0)))
             return {"tuning": _tuning_record(res, budget, N, log10s), "best": res.best}
 
         if units is None:
@@ -981,12 +991,7 @@ def _markdown(report: dict) -> str:
         f"{report['num_test']:,} test images; {report['model']}, P = {report['dim']:,}. MAP after "
         f"{report['map']['steps']} Adam steps: test accuracy {100 * report['map']['test']['accuracy']:.2f} %, ECE "
         f"{100 * report['map']['test']['ece']:.2f} %. Seed {report['seed']}; wall time {report['wall_seconds']:.1f} s"
-        + (
-            f" ({report['resumed']['pieces_read_back']} finished pieces read back, with the "
-            f"{report['resumed']['their_seconds']:.1f} s they took in earlier sittings)."
-            if report.get("resumed")
-            else "."
-        ),
+        + (f" ({resumed_phrase(report, 'finished pieces')})." if report.get("resumed") else "."),
         "",
         "Methods: MAMBA-KSD (budget: the surviving arm samples for R = "
         f"{cfg['mamba_R']:g} {cfg['budget']}; η = {cfg['eta']}), grid search ({cfg['grid_iterations']} iterations per "

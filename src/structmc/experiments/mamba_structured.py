@@ -70,7 +70,7 @@ from ..tuning.metrics import KSD, FunctionMetric
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
-from ._mamba import Units, set_wall_seconds
+from ._mamba import Units, resumed_phrase, set_wall_seconds
 from ._shared import jsonable as _jsonable
 from ._shared import pyplot, restores_globals
 from ._shared import threads as torch_threads
@@ -402,6 +402,7 @@ def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -
     )
     tuning_s = time.perf_counter() - t0
     if units is not None and units.resume:  # the tuner's own clock counts its earlier sittings
+        units.credit(float(res.timing.get("wall_earlier_sittings", 0.0)))
         tuning_s = float(res.timing.get("wall", tuning_s))
     first = res.rounds[0]
     round0 = [
@@ -633,12 +634,7 @@ def _markdown(report: dict) -> str:
         f"batch {cfg['batch_size']}, history window {cfg['history']}; every run starts at the MAP ("
         f"{cfg['map_steps']} Adam steps; test accuracy {100 * report['map']['test']['accuracy']:.2f} %). Seed "
         f"{report['seed']}; wall time {report['wall_seconds']:.1f} s"
-        + (
-            f" ({report['resumed']['pieces_read_back']} finished evaluations read back, with the "
-            f"{report['resumed']['their_seconds']:.1f} s they took in earlier sittings)."
-            if report.get("resumed")
-            else "."
-        ),
+        + (f" ({resumed_phrase(report, 'finished evaluations')})." if report.get("resumed") else "."),
         "",
         f"MAMBA: {t['num_arms']} arms (rho {cfg['rho']}, K {cfg['num_copies']}, M {cfg['num_groups']}"
         f"{', plus plain pSGLD' if cfg['include_plain'] else ''}), rounds of {t['round_sizes']} arms, budget "

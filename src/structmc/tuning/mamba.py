@@ -178,7 +178,7 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
             result.rounds.append(record)
             alive = kept
             result.best_index = None if ranked[0].failed else ranked[0].index
-            result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
+            result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start, wall_before)
             if out_dir is not None:
                 _save_progress(out_dir, result, carries)
             if result.best_index is None:  # nothing to rank: promoting failed arms by index would be arbitrary
@@ -187,7 +187,7 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
     finally:
         bar.close()
     result.complete = True
-    result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start)
+    result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start, wall_before)
     if out_dir is not None:
         _save_progress(out_dir, result, carries)
         try:
@@ -213,7 +213,7 @@ def _planned_tasks(num_arms: int, plan: RoundPlan) -> int:
     return total
 
 
-def _timing(result: TuningResult, executor, wall: float) -> dict:
+def _timing(result: TuningResult, executor, wall: float, wall_earlier: float = 0.0) -> dict:
     keys = ("seconds", "scores_s", "metric_s", "setup_s")
     sums = {k: 0.0 for k in keys}
     busy_share = 0.0
@@ -236,6 +236,8 @@ def _timing(result: TuningResult, executor, wall: float) -> dict:
         "in_task_other": max(0.0, busy_total - sum(sums.values())),
         "overhead": max(0.0, wall - busy_share),
         "slots": slots,
+        # of ``wall``, the seconds of rounds committed in earlier sittings (a resumed tuner)
+        "wall_earlier_sittings": wall_earlier,
     }
 
 
