@@ -153,8 +153,8 @@ def test_a_report_judged_under_two_settings_tallies_the_papers(tmp_path):
     from structmc.experiments._report import Comparison, Tolerance, write_report
 
     rows = [
-        Comparison("error", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1"),
-        Comparison("error", 2.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N"),
+        Comparison("error", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1", note="Fig. 2"),
+        Comparison("error", 2.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N", note="Fig. 2"),
         Comparison("shared", 5.0, 5.0, Tolerance(abs=0.1)),
     ]
     exp = REGISTRY.get("psgld-fnn")
@@ -166,6 +166,7 @@ def test_a_report_judged_under_two_settings_tallies_the_papers(tmp_path):
     assert report["verdicts_by_setting"]["T = 1"]["reproduced"] == 2
     md = (tmp_path / "report.md").read_text()
     assert "| T = 1/N | error |" in md and "| all | shared |" in md and "**T = 1/N**" in md
+    assert md.count("- *error*: Fig. 2") == 1  # the row's note, once for both settings
     single = write_report(tmp_path / "one", comparisons=rows[2:], **kw)  # one setting: no column
     assert single["verdicts_by_setting"] == {} and "| setting |" not in (tmp_path / "one" / "report.md").read_text()
 

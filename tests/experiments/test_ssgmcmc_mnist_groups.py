@@ -71,7 +71,7 @@ def test_tiny_end_to_end(tmp_path, registered, mnist_data):
 
     def numbers(rep):
         return {
-            k: {f: v for f, v in r.items() if f not in ("seconds", "ms_per_step")}
+            k: {f: v for f, v in r.items() if f not in ("seconds", "seconds_this_sitting", "ms_per_step")}
             for k, r in rep["numbers"]["results"].items()
         }
 
@@ -80,6 +80,10 @@ def test_tiny_end_to_end(tmp_path, registered, mnist_data):
     assert all((tmp_path / "runs" / k.replace(" ", "_") / "result.json").exists() for k in report["numbers"]["results"])
     resumed = mg.run("tiny", tmp_path, progress=False, resume=True)
     assert resumed["numbers"]["results"] == report["numbers"]["results"]
+    # its work: this call plus the sampling of the chains read back (every sitting counts)
+    sampled = sum(r["seconds"] for res in report["numbers"]["results_by_temperature"].values() for r in res.values())
+    assert report["compute_time_s"] is None
+    assert resumed["compute_time_s"] == pytest.approx(resumed["wall_time_s"] + sampled)
 
 
 def test_without_the_files_no_row_is_judged(tmp_path, no_files, registered):
@@ -125,3 +129,43 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     assert passes(mg.comparisons(cfg, flat)) == (6, 7)
     with pytest.raises(ValueError, match="tolerance_pct must lie in"):  # as wide as the paper's gap: refused
         mg.run(mg.Config(tolerance_pct=2.1), "/nonexistent/never")
+
+
+def test_long_runs_checkpoint_by_the_clock_not_every_epoch(tmp_path, monkeypatch):
+    """A structured chain's checkpoint holds its θ̃ history (850 MB at the paper's 5,000 x 42,200):
+    converged and full write one at an epoch's end once 300 s have passed, not every epoch."""
+    from dataclasses import replace
+
+    from structmc.storage import RunFolder
+
+    assert mg.PRESETS["converged"].checkpoint_seconds == mg.PRESETS["full"].checkpoint_seconds == 300.0
+    saved = []
+    real = RunFolder.save_checkpoint
+
+    def counted(self, ckpt):
+        saved.append(self.path.name)
+        return real(self, ckpt)
+
+    monkeypatch.setattr(RunFolder, "save_checkpoint", counted)
+    tiny = mg.PRESETS["tiny"]
+    data = mg.load_data(tiny)
+    steps, per_epoch = mg.steps_for(tiny, len(data.y_train))
+    assert steps >= 3 * per_epoch  # several epoch ends to checkpoint at
+    mg.run_one(tiny, data, "Sd-pSGLD", 4, 0.5, folder=tmp_path / "every-epoch")
+    mg.run_one(replace(tiny, checkpoint_seconds=1e6), data, "Sd-pSGLD", 4, 0.5, folder=tmp_path / "by-clock")
+    assert saved.count("every-epoch") >= 3 and saved.count("by-clock") == 1  # the last iteration's only
+    first = json.loads((tmp_path / "by-clock" / "result.json").read_text())
+    assert 0 < first["seconds_this_sitting"] == first["seconds"]
+    # cut short after its last checkpoint (before its predictive): resumed, every sampling second
+    # came from the earlier sitting
+    real_predictive = mg.predictive
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mg, "predictive", cut)
+    with pytest.raises(KeyboardInterrupt):
+        mg.run_one(tiny, data, "Sd-pSGLD", 4, 0.5, folder=tmp_path / "cut")
+    monkeypatch.setattr(mg, "predictive", real_predictive)
+    again = mg.run_one(tiny, data, "Sd-pSGLD", 4, 0.5, folder=tmp_path / "cut", resume=True)
+    assert again["seconds_this_sitting"] == 0 and again["seconds"] > 0

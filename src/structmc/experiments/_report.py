@@ -422,9 +422,10 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         ]
         # a rule such as |ours − paper| <= t holds pipes: escaped, they stay in their cell
         lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
-    notes = [c for c in report["comparisons"] if c["note"]]
+    # a row judged under several settings has one note: said once
+    notes = dict.fromkeys(f"- *{c['quantity']}*: {c['note']}" for c in report["comparisons"] if c["note"])
     if notes:
-        lines += [""] + [f"- *{c['quantity']}*: {c['note']}" for c in notes]
+        lines += [""] + list(notes)
     if report["step_size_mapping"]:
         lines += ["", "## Step sizes in the library's convention", ""] + [f"- {s}" for s in report["step_size_mapping"]]
     if report["notes"]:
