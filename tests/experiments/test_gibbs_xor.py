@@ -9,6 +9,7 @@ import torch
 import structmc.data as D
 import structmc.experiments as E
 from structmc.experiments import gibbs_xor as G
+from structmc.experiments._report import work_seconds
 
 from .adversarial import passes, reversed_ranks, shuffled
 
@@ -157,11 +158,19 @@ def test_resume_reads_finished_chains_back(tmp_path, no_files):
         checkpoint_every=20,
         width_run=False,
     )
-    first = G.run(cfg, tmp_path, progress=False)["numbers"]
-    again = G.run(cfg, tmp_path, progress=False, resume=True)["numbers"]
+    first_report = G.run(cfg, tmp_path, progress=False)
+    again_report = G.run(cfg, tmp_path, progress=False, resume=True)
+    first, again = first_report["numbers"], again_report["numbers"]
     for name, s in first["settings"].items():
         assert again["settings"][name]["node_acceptance"] == s["node_acceptance"]
         assert again["settings"][name]["accuracy"] == s["accuracy"]
+    # the work of a resumed run counts the sampling read back from the first sitting's chains
+    assert first_report["compute_time_s"] is None
+    sampled = sum(s["sampling_seconds"] for s in first["settings"].values())
+    read_back = sum(s["wall_seconds"] for s in again["settings"].values())  # this call's time in sample()
+    earlier = again_report["compute_time_s"] - again_report["wall_time_s"]
+    assert earlier >= sampled - read_back - 1e-9 and earlier > 0.5 * sampled
+    assert work_seconds(again_report) == again_report["compute_time_s"]
 
 
 def test_registry_lists_gibbs_xor():

@@ -266,3 +266,21 @@ def test_report_tables_keep_a_rule_with_pipes_in_its_cell_and_figures_appear_onc
     assert "\\|ours − paper\\|" in row
     assert md.count("](shown.png)") == 1 and md.count("](other.png)") == 1
     assert " thread" in md and " 1 threads" not in md
+
+
+def test_report_header_counts_one_core_in_the_singular(tmp_path):
+    from structmc.experiments._report import render_markdown
+
+    report = write_report(
+        tmp_path,
+        experiment=REGISTRY.get("ssgmcmc-linreg"),
+        preset="tiny",
+        config={},
+        seed=0,
+        comparisons=[Comparison("test error, pSGLD", 1.3, 1.26, Tolerance(abs=0.2), unit="%")],
+        numbers={},
+        wall_time_s=1.0,
+    )
+    for used, words in ((1.0, "used 1 core on average"), (0.5, "used 0.5 cores on average")):
+        report["hardware"] = {**report["hardware"], "cores_used": used, "load_average": [1.0, 1.0, 1.0]}
+        assert words in render_markdown(report)

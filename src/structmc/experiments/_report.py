@@ -372,7 +372,7 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         f"({hw['torch_threads']} thread{'s' * (hw['torch_threads'] != 1)}"
         + (f", {hw['gpu']}" if hw.get("gpu") else "")
         + (
-            f"; the process used {hw['cores_used']:g} cores on average, load {hw['load_average'][0]:g} at the end"
+            f"; the process used {hw['cores_used']:g} core{'s' * (hw['cores_used'] != 1)} on average, load {hw['load_average'][0]:g} at the end"
             if hw.get("cores_used") is not None and hw.get("load_average")
             else ""
         )

@@ -954,6 +954,11 @@ def run(
     report["wall_seconds"] = time.perf_counter() - t0
     _plot(out, res, scen, cfg)
     report["wall_seconds"] = time.perf_counter() - t0
+    # a resumed run's work includes the sampling of earlier sittings, restored from the chains'
+    # checkpoints: each setting's cumulative sampling seconds beyond what this call spent on it
+    # (the earlier sittings' scoring and plotting, seconds at most, are not counted)
+    earlier = sum(max(0.0, r["sampling_seconds"] - r["wall_seconds"]) for r in res.values())
+    compute_time_s = report["wall_seconds"] + earlier if resume else None
     notes = (
         []
         if source.get("source") == "files"
@@ -971,6 +976,7 @@ def run(
         legacy=report,
         rows=rows,
         wall_time_s=report["wall_seconds"],
+        compute_time_s=compute_time_s,
         reductions=report["reduced"],
         figures=list(FIGURES.values()),
         markdown=_markdown,
