@@ -284,3 +284,25 @@ def test_report_header_counts_one_core_in_the_singular(tmp_path):
     for used, words in ((1.0, "used 1 core on average"), (0.5, "used 0.5 cores on average")):
         report["hardware"] = {**report["hardware"], "cores_used": used, "load_average": [1.0, 1.0, 1.0]}
         assert words in render_markdown(report)
+
+
+def test_claims_table_keeps_its_columns_with_pipes_in_any_cell(tmp_path):
+    import re
+
+    from structmc.experiments._report import claims_table
+
+    rows = [Comparison("max |var/q − 1| at 10^6 steps", 0.0, 0.35, Tolerance(abs=0.1), note="see |x|")]
+    report = write_report(
+        tmp_path,
+        experiment=REGISTRY.get("ssgmcmc-theorem1"),
+        preset="tiny",
+        config={},
+        seed=0,
+        comparisons=rows,
+        numbers={},
+        wall_time_s=1.0,
+    )
+    lines = claims_table([report]).splitlines()
+    cells = lambda line: re.split(r"(?<!\\)\|", line)  # noqa: E731 (unescaped pipes only)
+    assert len(lines) == 3 and len(cells(lines[2])) == len(cells(lines[0])), lines[2]
+    assert "max \\|var/q − 1\\| at 10^6 steps" in lines[2] and "see \\|x\\|" in lines[2]

@@ -747,12 +747,15 @@ def claims_table(reports: Sequence[Mapping], reproduced: bool = True) -> str:
                 numeric = isinstance(x, (int, float)) and not isinstance(x, bool)
                 return num(x) + (unit if unit in ("%", "") else f" {unit}") if numeric else num(x)
 
-            note = " ".join(str(c.get("note") or "").split()).replace("|", "\\|")
-            rule = str(c.get("rule") or "–").replace("|", "\\|")  # |ours − paper| inside a table cell
+            def esc(text) -> str:  # |ours − paper|, max |var/q − 1| inside a table cell
+                return str(text).replace("|", "\\|")
+
+            note = " ".join(str(c.get("note") or "").split())
+            rule = c.get("rule") or "–"
             lines.append(
-                f"| `{r.get('experiment')}` ({r.get('preset')}, {_duration(work_seconds(r))}) | {c.get('quantity')} | "
-                f"{cell(c.get('paper'))} | "
-                f"{cell(c.get('ours'))} | {rule} | {verdict} | {note or '–'} |"
+                f"| `{r.get('experiment')}` ({r.get('preset')}, {_duration(work_seconds(r))}) | "
+                f"{esc(c.get('quantity'))} | {esc(cell(c.get('paper')))} | {esc(cell(c.get('ours')))} | "
+                f"{esc(rule)} | {esc(verdict)} | {esc(note or '–')} |"
             )
     return "\n".join(lines)
 
