@@ -38,7 +38,12 @@ ORDERINGS = {
     "acc_iqr_depth",
     "runtime",
 }
-EVIDENCE = {"defect_depth_fall", "defect_layers_paper"}  # correct kernel vs the reference code's defect: checks
+EVIDENCE = {  # correct kernel vs the reference code's defect: checks
+    "defect_depth_fall",
+    "defect_layers_paper",
+    "defect_exact_output",
+    "defect_exact_paper",
+}
 WIDTH = {"width_no_fall", "width_nbg_output"}  # Observation 2 (a claim) and node blocks beside it (a check)
 
 
@@ -80,12 +85,24 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
     assert "Reduced from the paper" in md and "Paper vs ours" in md and "simulated" in md
 
     settings = on_disk["settings"]
-    assert set(settings) == {"approx-deep", "exact-deep", "approx-shallow", "exact-shallow", "approx-deep-defect"}
+    assert set(settings) == {
+        "approx-deep",
+        "exact-deep",
+        "approx-shallow",
+        "exact-shallow",
+        "approx-deep-defect",
+        "exact-deep-defect",
+    }
     # the evidence run: approx-deep's chains (same seed: initial points, batches, random numbers) with the defect
     ok, defect = settings["approx-deep"], settings["approx-deep-defect"]
     assert defect["reference_defect"] and not ok["reference_defect"] and defect["seed"] == ok["seed"]
     assert defect["node_acceptance"] != ok["node_acceptance"]  # the switch changes the chains
     assert "Evidence: where the paper's fall of acceptance with depth comes from" in md
+    # the exact evidence run: scenario 2's initial points (the pool's first chains), with the defect
+    exact, exact_defect = settings["exact-deep"], settings["exact-deep-defect"]
+    assert exact_defect["reference_defect"] and exact_defect["seed"] == exact["seed"]
+    assert exact_defect["num_chains"] == G.PRESETS["tiny"].num_chains < exact["num_chains"]
+    assert "Evidence: exact NBG's node rates (Fig. 3a) with the reference code's defect" in md
     for name, s in settings.items():
         nodes = 13 if s["model"] == "mlp_xor_deep" else 3
         chains = G.PRESETS["tiny"].exact_pool_chains if name == "exact-deep" else G.PRESETS["tiny"].num_chains
@@ -347,3 +364,28 @@ def test_width_rule_fails_a_fall_and_needs_power():
     space = G.energy_for("mlp_xor", hidden=(11,)).space
     fine, nodes = G.width_partitions(space, 11)
     assert fine.sizes().eq(3).all() and fine.num_groups == 11 + 4 and nodes.num_groups == 12
+
+
+def test_exact_evidence_rows_tell_the_defect_from_the_correct_kernel():
+    """The exact evidence rows' rules on numbers: the correct kernel's node rates of the full run
+    (node 1 76.8 %, node 13 76.9 %) against the defect's (75.6 %, 13.3 %: the output node's gap
+    shows, its level is 7.4 pp from the paper's) and against the paper's own medians."""
+
+    def nodes(first, last, spread=0.02, chains=10):
+        s = torch.linspace(-1, 1, chains, dtype=torch.float64)[:, None]
+        base = torch.linspace(first, last, 13, dtype=torch.float64)
+        return (base + spread * s).clamp(0, 1)
+
+    def verdicts(correct, defect):
+        rows = G._exact_defect_rows(correct, {"node_acceptance": defect.tolist()}, G.PRESETS["full"])
+        assert all(r["check"] and r["evidence_of"] == "exact-deep" for r in rows)
+        return {r["key"]: r["verdict"] for r in rows}
+
+    correct, ours, paper = nodes(0.768, 0.769), nodes(0.756, 0.133), nodes(0.6383, 0.2072)
+    assert verdicts(correct, ours) == {"defect_exact_output": "agrees", "defect_exact_paper": "differs"}
+    assert verdicts(correct, paper) == {"defect_exact_output": "agrees", "defect_exact_paper": "agrees"}
+    # the switch does nothing, or the defect narrows the gap: no evidence; the paper's rates for both: not both
+    assert verdicts(correct, correct) == {"defect_exact_output": "differs", "defect_exact_paper": "differs"}
+    assert verdicts(ours, correct)["defect_exact_output"] == "differs"
+    assert verdicts(paper, paper)["defect_exact_paper"] == "differs"
+    assert verdicts(correct[:1], ours[:1])["defect_exact_output"] == "n/a"

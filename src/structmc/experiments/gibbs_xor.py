@@ -27,7 +27,10 @@ Settings, each one batched run of several chains:
 * ``approx-deep-defect``: ``approx-deep`` again (same initial points, batches and random
   numbers) with the reference code's sampler defect, ``MetropolisWithinGibbs(...,
   reference_defect=True)``: the evidence rows below (``Config.reference_defect_run=False``
-  drops it).
+  drops it);
+* ``exact-deep-defect``: exact NBG on the deep net with the same defect, from the initial
+  points of the exact pool's first ``num_chains`` chains (scenario 2's): the evidence rows on
+  Fig. 3a's node rates (dropped with ``approx-deep-defect``).
 
 Observation 2 (Sect. 5.5, issue 26 §5): "Increasing the network width in initial layers does not
 have a negative impact on acceptance rates". The paper shows no figure for it; the width study
@@ -88,7 +91,14 @@ transcription of ``Gibbs.draw`` and against an exact Gaussian target), and its e
   with the defect than with the correct kernel by more than ``Config.evidence_z`` = 2
   standard errors;
 * ``defect_layers_paper``: with the defect every layer 1-3 mean lies within ``tol_rate`` of
-  Fig. 4b's, with the correct kernel not every one.
+  Fig. 4b's, with the correct kernel not every one;
+
+and, on exact NBG (``exact-deep-defect`` against scenario 2's chains, same initial points):
+
+* ``defect_exact_output``: the gap between node 1's and the output node's acceptance (per
+  chain) is larger with the defect by more than ``evidence_z`` standard errors;
+* ``defect_exact_paper``: with the defect the node 1 and node 13 medians lie within
+  ``tol_rate`` of Fig. 3a's 63.83 and 20.72 %, with the correct kernel not both.
 
 At the ``quick`` length (5,500 sweeps, seed 0, published files) the layer means 1-7 were
 89.0, 88.8, 88.6, 87.9, 87.0, 84.7, 64.8 % with the correct kernel and 84.9, 79.7, 76.6,
@@ -241,9 +251,12 @@ SETTINGS = {
     # MetropolisWithinGibbs(reference_defect=True)) on approx-deep's chains: the same initial points,
     # batches and random numbers, the switch the only difference (issue 26 §3)
     "approx-deep-defect": ("mlp_xor_deep", True),
+    # exact-deep's scenario-2 chains (the pool's first num_chains initial points) with the same defect: the
+    # evidence on Fig. 3a's node rates (node 13, the output, at 20.72 % in the paper)
+    "exact-deep-defect": ("mlp_xor_deep", False),
 }
 #: setting run with the reference code's defect -> the correct setting it repeats (and takes the seed of)
-REFERENCE_DEFECT = {"approx-deep-defect": "approx-deep"}
+REFERENCE_DEFECT = {"approx-deep-defect": "approx-deep", "exact-deep-defect": "exact-deep"}
 
 FIGURES = {
     "fig3a": "fig3a_node_acceptance.png",
@@ -315,12 +328,14 @@ def _run_setting(name: str, index: int, cfg: Config, data, out: Path, progress, 
     partition = by_neuron(energy.space)
     chains = cfg.exact_pool_chains if name == "exact-deep" else cfg.num_chains
     defect = name in REFERENCE_DEFECT
-    if defect:  # the correct setting's seed: same initial points, batches and random numbers
+    drawn = chains  # initial points drawn; the first `chains` are used
+    if defect:  # the correct setting's seed: same initial points (and, same chain count, batches and random numbers)
         index = list(SETTINGS).index(REFERENCE_DEFECT[name])
+        drawn = cfg.exact_pool_chains if REFERENCE_DEFECT[name] == "exact-deep" else chains
     seed = cfg.seed * 100 + index
     dtype = data.x_train.dtype
     gen = torch.Generator().manual_seed(seed)
-    init = torch.randn(chains, energy.space.dim, generator=gen, dtype=dtype) * math.sqrt(cfg.prior_var)
+    init = torch.randn(drawn, energy.space.dim, generator=gen, dtype=dtype)[:chains] * math.sqrt(cfg.prior_var)
     sampler = MetropolisWithinGibbs(
         partition, cfg.approx_var if approx else cfg.exact_var, scaling="none", reference_defect=defect
     )
@@ -823,6 +838,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None) -> list
     )
     if "approx-deep-defect" in res:
         rows += _defect_rows(ad, res["approx-deep-defect"], cfg)
+    if "exact-deep-defect" in res:
+        rows += _exact_defect_rows(exact_node, res["exact-deep-defect"], cfg)
     if width is not None:  # Observation 2 (issue 26 §5)
         rows += _width_rows(width, cfg)
     return rows
@@ -877,8 +894,59 @@ def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
         fall_per_chain={"correct": fall_c.tolist(), "reference_defect": fall_d.tolist()}, difference=diff, se=se
     )
     for row in (fall, near):
-        row.update(check=True, evidence=True, layers=layers)
+        row.update(check=True, evidence=True, evidence_of="approx-deep", layers=layers)
     return [fall, near]
+
+
+def _exact_defect_rows(correct_node: torch.Tensor, defect: dict, cfg: Config) -> list[dict]:
+    """The evidence rows on Fig. 3a: exact NBG on the deep net with the correct kernel
+    (``correct_node``: scenario 2's chains, ``[C, 13]`` node rates) and with the reference
+    code's defect (exact-deep-defect, from the same initial points; its random numbers differ,
+    the pool runs more chains). Checks (``check``), outside the tally.
+
+    * ``defect_exact_output``: the gap node 1 minus node 13 (the output), per chain, is larger
+      with the defect than without, by more than ``cfg.evidence_z`` standard errors (Welch);
+    * ``defect_exact_paper``: with the defect the node 1 and node 13 medians both lie within
+      ``cfg.tol_rate`` of the paper's (63.83 %, 20.72 %), with the correct kernel not both."""
+    nc = correct_node.to(torch.float64)
+    nd = torch.tensor(defect["node_acceptance"], dtype=torch.float64)
+    gap_c, gap_d = nc[:, 0] - nc[:, 12], nd[:, 0] - nd[:, 12]
+    diff = float(gap_d.mean() - gap_c.mean())
+    se = None
+    if len(gap_c) > 1 and len(gap_d) > 1:
+        se = math.sqrt(float(gap_c.var()) / len(gap_c) + float(gap_d.var()) / len(gap_d))
+    medc, medd = _quantiles(nc)["median"], _quantiles(nd)["median"]
+    paper = (PAPER_RATES[0], PAPER_RATES[1])
+    gap = _order_row(
+        "defect_exact_output",
+        "evidence: exact NBG's output node (13) accepts less than node 1 with the reference code's defect, not "
+        "with the correct kernel (deep net, same initial points)",
+        "Sect. 5.2, Fig. 3a; eeyore Gibbs.draw",
+        f"{100 * (paper[0] - paper[1]):.2f} pp (63.83 - 20.72, medians, the reference sampler)",
+        f"node 1 - node 13, mean over chains: defect {100 * float(gap_d.mean()):.2f} pp, correct "
+        f"{100 * float(gap_c.mean()):.2f} pp: difference {100 * diff:.2f} pp"
+        + ("" if se is None else f" ± {100 * se:.2f} pp (SE)"),
+        None if se is None else (diff > cfg.evidence_z * se and diff > 0),
+        f"mean over chains of (node 1 - node 13 acceptance): defect minus correct > {cfg.evidence_z:g} SE "
+        "(Welch, chains independent)",
+    )
+    within = lambda m: all(abs(a - b) <= cfg.tol_rate + 1e-12 for a, b in zip(m, paper))  # noqa: E731
+    near = _order_row(
+        "defect_exact_paper",
+        "evidence: the reference code's defect, not the correct kernel, gives the paper's exact NBG node 1 and "
+        "node 13 medians (deep net)",
+        "Sect. 5.2, Fig. 3a",
+        "63.83 / 20.72",
+        f"defect {100 * medd[0]:.2f} / {100 * medd[12]:.2f}; correct {100 * medc[0]:.2f} / {100 * medc[12]:.2f}",
+        within((medd[0], medd[12])) and not within((medc[0], medc[12])),
+        f"with the defect both medians within {100 * cfg.tol_rate:g} pp of the paper's, with the correct kernel "
+        "not both",
+    )
+    gap.update(gap_per_chain={"correct": gap_c.tolist(), "reference_defect": gap_d.tolist()}, difference=diff, se=se)
+    nodes = {"correct": medc, "reference_defect": medd, "paper": {"1": paper[0], "13": paper[1]}}
+    for row in (gap, near):
+        row.update(check=True, evidence=True, evidence_of="exact-deep", nodes=nodes)
+    return [gap, near]
 
 
 def comparisons(cfg: Config, res: dict, scen: dict, width: dict | None = None) -> list:
@@ -1131,6 +1199,8 @@ def _markdown(report: dict) -> str:
         acc_rows.append(("exact shallow (extra, not in the paper)", res["exact-shallow"]["accuracy"]))
     if "approx-deep-defect" in res:
         acc_rows.append(("approx deep, reference code's defect (evidence run)", res["approx-deep-defect"]["accuracy"]))
+    if "exact-deep-defect" in res:
+        acc_rows.append(("exact deep, reference code's defect (evidence run)", res["exact-deep-defect"]["accuracy"]))
     for label, accs in acc_rows:
         med = _median(accs)
         mean = sum(accs) / len(accs) if accs else None
@@ -1168,7 +1238,7 @@ def _defect_markdown(report: dict) -> list[str]:
     """The evidence section: acceptance per layer of both samplers and the evidence rows."""
     res = report["settings"]
     if "approx-deep-defect" not in res:
-        return []
+        return _exact_defect_markdown(report)
     mc = res["approx-deep"]["layer_summary"]["mean"]
     md = res["approx-deep-defect"]["layer_summary"]["mean"]
     lines = [
@@ -1188,7 +1258,7 @@ def _defect_markdown(report: dict) -> list[str]:
         paper = f"{100 * PAPER_LAYERS[j]:.2f}" if j < len(PAPER_LAYERS) else "-"
         label = str(j + 1) if j + 1 < len(mc) else f"{j + 1} (output)"
         lines.append(f"| {label} | {paper} | {100 * c:.2f} | {100 * d:.2f} | {100 * (d - c):+.2f} |")
-    ev = [r for r in report["rows"] if r.get("evidence")]
+    ev = [r for r in report["rows"] if r.get("evidence") and r.get("evidence_of", "approx-deep") == "approx-deep"]
     lines += ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
     for r in ev:  # the verdict word only ("check (not reproduced)"): its reason repeats our numbers
         word = r["verdict"].split(":")[0] + (")" if r["verdict"].startswith("check (") and ":" in r["verdict"] else "")
@@ -1205,7 +1275,34 @@ def _defect_markdown(report: dict) -> list[str]:
         + ("supported only in part here." if any(held) else "not supported by this run."),
         "",
     ]
-    return lines
+    return lines + _exact_defect_markdown(report)
+
+
+def _exact_defect_markdown(report: dict) -> list[str]:
+    """The evidence section on Fig. 3a: exact NBG's node medians with both kernels."""
+    ev = [r for r in report["rows"] if r.get("evidence_of") == "exact-deep"]
+    if not ev:
+        return []
+    nodes = ev[0]["nodes"]
+    lines = [
+        "## Evidence: exact NBG's node rates (Fig. 3a) with the reference code's defect",
+        "",
+        "exact-deep-defect runs exact NBG on the deep net from the initial points of scenario 2's chains with "
+        "the reference defect (the random numbers differ: the pool runs more chains). Median acceptance per node "
+        "over chains (%):",
+        "",
+        "| node | paper (Fig. 3a) | correct kernel | reference defect |",
+        "|---|---|---|---|",
+    ]
+    for j, (c, d) in enumerate(zip(nodes["correct"], nodes["reference_defect"])):
+        paper = nodes["paper"].get(str(j + 1))
+        label = str(j + 1) if j + 1 < len(nodes["correct"]) else f"{j + 1} (output)"
+        lines.append(f"| {label} | {'-' if paper is None else f'{100 * paper:.2f}'} | {100 * c:.2f} | {100 * d:.2f} |")
+    lines += ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
+    for r in ev:
+        word = r["verdict"].split(":")[0] + (")" if r["verdict"].startswith("check (") and ":" in r["verdict"] else "")
+        lines.append(f"- **{word}**: {r['quantity']}. Ours: {r['ours']}. Rule: {r['rule']}.")
+    return lines + [""]
 
 
 def _width_markdown(report: dict) -> list[str]:
