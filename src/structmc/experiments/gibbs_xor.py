@@ -845,6 +845,13 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None) -> list
     return rows
 
 
+def _welch(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float | None]:
+    """``mean(a) - mean(b)`` and its standard error for independent chains (Welch; ``None``
+    with fewer than two chains on a side)."""
+    se = math.sqrt(float(a.var()) / len(a) + float(b.var()) / len(b)) if len(a) > 1 and len(b) > 1 else None
+    return float(a.mean() - b.mean()), se
+
+
 def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
     """The evidence rows: approximate NBG on the deep net with the correct kernel (approx-deep)
     and with the reference code's defect (approx-deep-defect, the same chains' initial points,
@@ -859,10 +866,7 @@ def _defect_rows(correct: dict, defect: dict, cfg: Config) -> list[dict]:
     lc = torch.tensor(correct["layer_acceptance"], dtype=torch.float64)  # [C, 7]
     ld = torch.tensor(defect["layer_acceptance"], dtype=torch.float64)
     fall_c, fall_d = lc[:, 0] - lc[:, 2], ld[:, 0] - ld[:, 2]  # per chain, layer 1 - layer 3
-    diff = float(fall_d.mean() - fall_c.mean())
-    se = None
-    if len(fall_c) > 1 and len(fall_d) > 1:
-        se = math.sqrt(float(fall_c.var()) / len(fall_c) + float(fall_d.var()) / len(fall_d))
+    diff, se = _welch(fall_d, fall_c)
     mc, md = lc.mean(0).tolist(), ld.mean(0).tolist()
     layers = {"correct": mc, "reference_defect": md, "paper": list(PAPER_LAYERS)}
     paper_fall = PAPER_LAYERS[0] - PAPER_LAYERS[2]
@@ -911,10 +915,7 @@ def _exact_defect_rows(correct_node: torch.Tensor, defect: dict, cfg: Config) ->
     nc = correct_node.to(torch.float64)
     nd = torch.tensor(defect["node_acceptance"], dtype=torch.float64)
     gap_c, gap_d = nc[:, 0] - nc[:, 12], nd[:, 0] - nd[:, 12]
-    diff = float(gap_d.mean() - gap_c.mean())
-    se = None
-    if len(gap_c) > 1 and len(gap_d) > 1:
-        se = math.sqrt(float(gap_c.var()) / len(gap_c) + float(gap_d.var()) / len(gap_d))
+    diff, se = _welch(gap_d, gap_c)
     medc, medd = _quantiles(nc)["median"], _quantiles(nd)["median"]
     paper = (PAPER_RATES[0], PAPER_RATES[1])
     gap = _order_row(
@@ -1259,10 +1260,7 @@ def _defect_markdown(report: dict) -> list[str]:
         label = str(j + 1) if j + 1 < len(mc) else f"{j + 1} (output)"
         lines.append(f"| {label} | {paper} | {100 * c:.2f} | {100 * d:.2f} | {100 * (d - c):+.2f} |")
     ev = [r for r in report["rows"] if r.get("evidence") and r.get("evidence_of", "approx-deep") == "approx-deep"]
-    lines += ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
-    for r in ev:  # the verdict word only ("check (not reproduced)"): its reason repeats our numbers
-        word = r["verdict"].split(":")[0] + (")" if r["verdict"].startswith("check (") and ":" in r["verdict"] else "")
-        lines.append(f"- **{word}**: {r['quantity']}. Ours: {r['ours']}. Rule: {r['rule']}.")
+    lines += _evidence_lines(ev)
     held = [r["verdict"] in ("reproduced", "check (reproduced)") for r in ev]  # a check row's verdict: "check (...)"
     reduced = " (a reduced run: see above)" if report.get("reduced") else ""
     lines += [
@@ -1298,11 +1296,17 @@ def _exact_defect_markdown(report: dict) -> list[str]:
         paper = nodes["paper"].get(str(j + 1))
         label = str(j + 1) if j + 1 < len(nodes["correct"]) else f"{j + 1} (output)"
         lines.append(f"| {label} | {'-' if paper is None else f'{100 * paper:.2f}'} | {100 * c:.2f} | {100 * d:.2f} |")
-    lines += ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
-    for r in ev:
+    return lines + _evidence_lines(ev) + [""]
+
+
+def _evidence_lines(rows: list[dict]) -> list[str]:
+    """The evidence rows as a list, each with its verdict word only ("check (not reproduced)"):
+    its reason would repeat our numbers."""
+    lines = ["", "Evidence rows (checks: ours, outside the tally of the paper's claims):", ""]
+    for r in rows:
         word = r["verdict"].split(":")[0] + (")" if r["verdict"].startswith("check (") and ":" in r["verdict"] else "")
         lines.append(f"- **{word}**: {r['quantity']}. Ours: {r['ours']}. Rule: {r['rule']}.")
-    return lines + [""]
+    return lines
 
 
 def _width_markdown(report: dict) -> list[str]:
