@@ -33,7 +33,10 @@ def test_tolerance_reproduced_and_failed_rows():
     assert rule.judge(1.74, 1.40) == REPRODUCED  # 0.34 exactly
     v = rule.judge(1.80, 1.40)
     assert v.startswith(NOT_REPRODUCED) and "+0.4" in v and "0.34" in v
-    assert rule.judge(math.nan, 1.4).startswith("not comparable")
+    # issue 35 §4: a non-finite value is a failed claim, never dropped; a missing one was not run
+    assert rule.judge(math.nan, 1.4) == "not reproduced: the run produced nan"
+    assert rule.judge(math.inf, 1.4) == "not reproduced: the run produced inf"
+    assert rule.judge(None, 1.4).startswith("not run")
     with pytest.raises(ValueError):
         Tolerance()
 
@@ -82,11 +85,13 @@ def test_a_reversed_ordering_is_never_reproduced_nor_same_ordering():
 def test_checks_are_reported_but_not_counted():
     rows = [
         Comparison("a claim", 1.0, 1.0, Tolerance(abs=0.1)),
-        Comparison("ours, true by construction", 1.0, 1.0, Tolerance(abs=0.1), check=True),
+        Comparison("ours, true by construction", 1.0, 1.0, Tolerance(abs=0.1), check=True, check_reason="ours"),
     ]
     assert rows[1].verdict == "check (reproduced)"
     counts = verdict_counts(rows)
-    assert counts[REPRODUCED] == 1 and sum(counts.values()) == 1
+    assert counts[REPRODUCED] == 1 and counts["claims"] == 1 and counts["check"] == 1
+    with pytest.raises(ValueError, match="check_reason"):  # a check says why it is not a claim (issue 35 §1)
+        Comparison("a published value", 1.0, 1.0, Tolerance(abs=0.1), check=True)
 
 
 def test_write_report_has_every_field_and_a_table(tmp_path):
@@ -113,7 +118,16 @@ def test_write_report_has_every_field_and_a_table(tmp_path):
     assert on_disk == report and set(REPORT_FIELDS) <= set(on_disk)
     assert all(set(COMPARISON_FIELDS) <= set(c) for c in on_disk["comparisons"])
     assert on_disk["numbers"]["curve"] == [1.0, "inf"] and on_disk["reduced"] is True
-    assert on_disk["verdicts"] == {REPRODUCED: 2, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, "not comparable": 0}
+    assert on_disk["verdicts"] == {
+        REPRODUCED: 2,
+        SMALLER_MARGIN: 0,
+        TIED: 0,
+        NOT_REPRODUCED: 0,
+        "not run": 0,
+        "check": 0,
+        "claims": 2,
+        "run": 2,
+    }
     assert abs(on_disk["comparisons"][0]["difference"] - 0.04) < 1e-12
     md = (tmp_path / "report.md").read_text()
     assert "| test error, pSGLD | 1.26 % | 1.3 % |" in md and "**reproduced**" in md
@@ -182,28 +196,30 @@ def test_the_results_table_tallies_claims_only(tmp_path):
         Comparison("a", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N"),
         Comparison("a", 3.0, 1.0, Tolerance(abs=0.1), setting="T = 1"),
         Comparison("b", 2.0, 1.0, Tolerance(abs=0.1)),
-        Comparison("ours", 1.0, 1.0, Tolerance(abs=0.1), check=True),
+        Comparison("ours", 1.0, 1.0, Tolerance(abs=0.1), check=True, check_reason="our own target"),
+        Comparison("c", None, 1.0, Tolerance(abs=0.1), not_run="needs a GPU"),
     ]
     kw = dict(experiment=REGISTRY.get("psgld-fnn"), preset="quick", config={}, seed=0, numbers={}, wall_time_s=90.0)
     report = write_report(tmp_path / "r", comparisons=rows, paper_setting="T = 1/N", **kw)
     t = claim_tally(report)
-    assert (t["reproduced"], t["not reproduced"], t["check"]) == (1, 1, 1)
+    assert (t["reproduced"], t["not reproduced"], t["not run"], t["check"], t["claims"], t["run"]) == (1, 1, 1, 1, 3, 2)
     table = results_table([report])
-    assert "| `psgld-fnn` |" in table and "**1/2**" in table and "| T = 1/N |" in table
+    # claims in the paper 3, run 2, reproduced 1, ... not reproduced 1, not run 1, checks 1
+    assert "| `psgld-fnn` |" in table and "| 3 | 2 | **1** | 0 | 0 | 1 | 1 | 1 | T = 1/N |" in table
     import contextlib
     import io
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["reproduce", "--table", str(tmp_path)]) == 0
-    assert "**1/2**" in buf.getvalue()
+    assert "| 3 | 2 | **1** |" in buf.getvalue()
     # every counted claim that is not reproduced is listed with the paper's number, ours and the
     # rule; the reproduced one, the other setting's row and the check are not
     from structmc.experiments._report import unreproduced_table
 
     failing = unreproduced_table([report])
     assert (
-        failing.count("\n| `psgld-fnn` (quick, ") == 1
+        failing.count("\n| `psgld-fnn` (quick, ") == 2
         and "| b | 1 | 2 | \\|ours − paper\\| ≤ ±0.1 | not reproduced" in failing
     )
     assert "Claims not reproduced" in buf.getvalue() and "| b | 1 | 2 |" in buf.getvalue()
@@ -211,7 +227,7 @@ def test_the_results_table_tallies_claims_only(tmp_path):
     every = io.StringIO()
     with contextlib.redirect_stdout(every):
         assert main(["reproduce", "--table", str(tmp_path), "--claims"]) == 0
-    assert every.getvalue().count("\n| `psgld-fnn` (quick, ") == 2 and "| b | 1 | 2 |" in every.getvalue()
+    assert every.getvalue().count("\n| `psgld-fnn` (quick, ") == 3 and "| b | 1 | 2 |" in every.getvalue()
     with pytest.raises(SystemExit):
         main(["reproduce", "--table", str(tmp_path / "empty")])
 
@@ -306,3 +322,117 @@ def test_claims_table_keeps_its_columns_with_pipes_in_any_cell(tmp_path):
     cells = lambda line: re.split(r"(?<!\\)\|", line)  # noqa: E731 (unescaped pipes only)
     assert len(lines) == 3 and len(cells(lines[2])) == len(cells(lines[0])), lines[2]
     assert "max \\|var/q − 1\\| at 10^6 steps" in lines[2] and "see \\|x\\|" in lines[2]
+
+
+def test_a_value_row_is_judged_on_the_noise_of_both_sides():
+    """Issue 35 §1: |ours − paper| ≤ k·√(SE_ours² + SE_paper²), the rule stating its numbers."""
+    from structmc.experiments._report import WithinNoise, binomial_se, seed_se
+
+    rule = WithinNoise(ours_se=0.003, paper_se=0.004, k=3.0, source="5 seeds each")
+    assert rule.allowed == pytest.approx(0.015)
+    assert rule.judge(0.0360, 0.0236) == REPRODUCED  # 0.0124 ≤ 0.015
+    v = rule.judge(0.0400, 0.0236)
+    assert v.startswith(NOT_REPRODUCED) and "3.3 combined SEs" in v
+    assert "0.015" in rule.describe() and "5 seeds each" in rule.describe()
+    assert rule.judge(math.nan, 0.02) == "not reproduced: the run produced nan"
+    with pytest.raises(ValueError):
+        WithinNoise(ours_se=0.0, paper_se=0.0)
+    with pytest.raises(ValueError):
+        WithinNoise(ours_se=math.nan)
+    assert seed_se([1.0, 2.0, 3.0]) == pytest.approx(1.0 / math.sqrt(3))
+    assert math.isnan(seed_se([1.0]))
+    assert binomial_se(0.9, 10_000) == pytest.approx(0.003)
+
+
+def test_implausible_values_fail_whatever_the_rule():
+    """Issue 35 §4: an accuracy of 250 %, a negative error or MSE, an IAC below 1, an ESS of 0,
+    an ECE of 509 % are "not reproduced: implausible", even where the ordering holds."""
+    from structmc.experiments._report import plausible_range
+
+    cases = [
+        ("test accuracy, SGLD", 250.0, 93.0, "%"),
+        ("test error, pSGLD", -5.0, 1.26, "%"),
+        ("Housing: test MSE, By Layer", -0.01, 0.024, ""),
+        ("IAC of w1, SGLD", 0.5, 3.0, ""),
+        ("ESS, S-SGLD", 0.0, 400.0, ""),
+        ("SGLD: ECE of MAMBA", 509.0, 0.8, "%"),
+        ("acceptance, node 1", 1.3, 0.64, "fraction"),
+    ]
+    for quantity, ours, paper, unit in cases:
+        row = Comparison(quantity, ours, paper, Tolerance(abs=1e9), unit=unit)
+        assert row.verdict.startswith("not reproduced: implausible"), (quantity, row.verdict)
+    order = Comparison(
+        "SGLD: test accuracy of MAMBA, grid", [250.0, 240.0], [93.8, 93.3], Ordering(("MAMBA", "Grid"), False)
+    )
+    assert order.verdict.startswith("not reproduced: implausible")
+    # signed quantities get no range; a valid value passes the check
+    assert plausible_range("MSE difference, S − base") is None and plausible_range("log10 h") is None
+    assert Comparison("test accuracy", 93.1, 93.0, Tolerance(abs=0.5), unit="%").verdict == REPRODUCED
+    assert Comparison("bias of w1", -0.3, -0.3, Tolerance(abs=0.1)).verdict == REPRODUCED
+
+
+def test_non_finite_values_in_orderings_and_claims_fail_and_missing_ones_stay_counted():
+    from structmc.experiments._report import Claim, tally
+
+    o = Ordering(("pSGLD", "SGLD"))
+    assert o.judge([math.nan, 1.0], [1.0, 2.0]).startswith("not reproduced: the run produced [nan] for pSGLD")
+    assert o.judge([None, None], [1.0, 2.0]).startswith("not run")
+    c = Claim("a < b", lambda v: v[0] < v[1])
+    assert c.judge([math.nan, 1.0], None).startswith("not reproduced: the run produced nan")
+    rows = [
+        Comparison("a", math.nan, 1.0, Tolerance(abs=0.1)),
+        Comparison("b", None, 1.0, Tolerance(abs=0.1), not_run="the preset leaves SGHMC out"),
+        Comparison("c", 1.0, 1.0, Tolerance(abs=0.1)),
+    ]
+    t = tally(rows)
+    assert (t["claims"], t["run"], t[REPRODUCED], t[NOT_REPRODUCED], t["not run"]) == (3, 2, 1, 1, 1)
+    # an older report's "not comparable" stays in the denominator, as not run
+    old = [{"quantity": "x", "verdict": "not comparable: ours nan", "check": False, "setting": ""}]
+    assert tally(old)["claims"] == 1 and tally(old)["not run"] == 1
+
+
+def test_a_weak_claim_cannot_carry_a_tally_by_itself():
+    """Issue 35 §4: "no systematic trend" holds for any constant answer; it counts as reproduced
+    only while at least half of the report's other claims are."""
+    from structmc.experiments._report import Claim, tally
+
+    weak = Comparison("no trend", 0.0, 0.5, Claim("spread ≤ 2 sds", lambda r: r <= 2, weak=True))
+    assert weak.verdict == REPRODUCED and weak.weak
+    bad = [Comparison(f"MSE {k}", 0.3, 0.03, WithinNoise_(), unit="") for k in range(3)]
+    t = tally([weak, *bad])
+    assert t[REPRODUCED] == 0 and t[NOT_REPRODUCED] == 4
+    good = [Comparison(f"MSE {k}", 0.031, 0.03, WithinNoise_(), unit="") for k in range(3)]
+    assert tally([weak, *good])[REPRODUCED] == 4
+    assert tally([weak])[REPRODUCED] == 0  # alone it carries nothing
+
+
+def WithinNoise_():
+    from structmc.experiments._report import WithinNoise
+
+    return WithinNoise(ours_se=0.001, paper_se=0.001)
+
+
+def test_a_preset_beyond_tiny_refuses_stand_in_data_before_compute(tmp_path, monkeypatch):
+    """Issue 35 §5: `structmc reproduce psgld-australian --preset full` with no data file exits 2
+    naming the file and the switch that downloads it, before any compute; tiny runs on the
+    stand-in and says so."""
+    import contextlib
+    import io
+
+    from structmc.cli import main
+
+    monkeypatch.setenv("STRUCTMC_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTMC_NO_SHARED_DATA", "1")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(["reproduce", "psgld-australian", "--preset", "full", "--out", str(tmp_path / "run")])
+    assert rc == 2
+    assert "statlog-australian/australian.dat" in err.getvalue() and "--download" in err.getvalue()
+    assert not (tmp_path / "run" / "report.json").exists()
+    from structmc.experiments import get, resolve_preset
+
+    for preset in ("quick", "full"):
+        cfg, _ = resolve_preset(preset, get("psgld-australian").PRESETS)
+        assert cfg.data == "files"
+    assert resolve_preset("tiny", get("psgld-australian").PRESETS)[0].data == "auto"

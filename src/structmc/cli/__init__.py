@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--seed", type=int, help="override the experiment's seed")
+    p.add_argument(
+        "--download",
+        action="store_true",
+        help="download a missing data file (checked against its registered checksum) where the experiment can; "
+        "without it, every preset but tiny refuses to run without the paper's files",
+    )
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("experiment", help="the older spelling of `reproduce` (--list shows presets and data sets)")
@@ -292,6 +298,8 @@ def _user_message(err: BaseException) -> str:
         )
     if isinstance(err, DataError) and "data_dir=" in text:
         text = text.replace("data_dir=...", "--data-dir DIR").replace("data_dir=<dir>", "--data-dir <dir>")
+    if isinstance(err, DataError) and "download=True" in text:
+        text = text.replace("pass download=True", "pass download=True (structmc reproduce --download)")
     if isinstance(err, (ModuleNotFoundError, ImportError)) and getattr(err, "name", None):
         text = f"{text} (an optional dependency is missing: pip install {err.name})"
     return " ".join(text.split()) or type(err).__name__

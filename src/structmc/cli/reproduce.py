@@ -53,8 +53,13 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     out = _out_folder(
         args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce" else f"runs/{name}")
     )
+    from ..experiments import downloads_allowed
+
     t0 = time.perf_counter()
-    report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
+    with downloads_allowed(bool(getattr(args, "download", False))):
+        report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
+    if report and report.get("stand_in"):
+        print(f"structmc: warning: {exp.name} {preset} ran on stand-in data, not the paper's: {report['stand_in']}")
     print((out / "report.md").read_text())
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0 if report else 1

@@ -19,6 +19,8 @@ contracts in pyproject.toml's ``[tool.importlinter]``, checked by ``lint-imports
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -481,17 +483,43 @@ REGISTRY: Registry[Experiment] = Registry(
 )
 
 
+#: set by ``structmc reproduce --download`` (:func:`downloads_allowed`): presets resolved while
+#: it is true download missing data files (checksummed) where their config has a ``download`` field
+_DOWNLOAD: contextvars.ContextVar[bool] = contextvars.ContextVar("structmc_experiments_download", default=False)
+
+
+@contextlib.contextmanager
+def downloads_allowed(allowed: bool = True):
+    """Within this block, :func:`resolve_preset` turns on ``download`` in the configs of named
+    presets that have the field (``structmc reproduce --download``)."""
+    token = _DOWNLOAD.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _DOWNLOAD.reset(token)
+
+
 def resolve_preset(config, presets: dict, seed: int | None = None) -> tuple:
     """``(config, preset name)`` for a preset name (a copy of ``presets[name]``, so a run never
     changes its module's presets) or a config object (name ``"custom"``); ``seed`` (the
     ``--seed`` of ``structmc reproduce``) overrides the config's ``seed`` in a copy. Every
-    experiment's ``run`` resolves its first argument here."""
+    experiment's ``run`` resolves its first argument here.
+
+    No stand-in behind a report (issue 35 §5): a named preset other than ``tiny`` whose config
+    would fall back to stand-in data (``data="auto"``) gets ``data="files"``, so that a missing
+    file raises :class:`~structmc.data.DataNotFoundError` naming it before any compute; inside
+    :func:`downloads_allowed` its ``download`` is turned on."""
     import dataclasses
 
     if isinstance(config, str):
         if config not in presets:
             raise ValueError(f"unknown preset {config!r}; choose from {sorted(presets)}")
         config, name = dataclasses.replace(presets[config]), config
+        fields = {f.name for f in dataclasses.fields(config)}
+        if name != "tiny" and "data" in fields and config.data == "auto":
+            config = dataclasses.replace(config, data="files")
+        if _DOWNLOAD.get() and "download" in fields:
+            config = dataclasses.replace(config, download=True)
     else:
         name = "custom"
     if seed is not None:
@@ -509,4 +537,4 @@ def entry(name: str) -> Experiment:
     return REGISTRY.get(name)
 
 
-__all__ = ["Experiment", "Paper", "PAPERS", "REGISTRY", "get", "entry", "resolve_preset"]
+__all__ = ["Experiment", "Paper", "PAPERS", "REGISTRY", "get", "entry", "resolve_preset", "downloads_allowed"]

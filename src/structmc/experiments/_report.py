@@ -5,10 +5,21 @@ the paper publishes (or per claim it states), each judged by a rule written in t
 experiment — never by eye:
 
 * :class:`Tolerance` — reproduced when ``|ours − paper| ≤ abs + rel·|paper|``;
+* :class:`WithinNoise` — a published number judged on the noise of both sides: reproduced when
+  ``|ours − paper| ≤ k·√(se_ours² + se_paper²)`` (k = 3 by default), the rule stating its numbers;
 * :class:`Ordering` — a claim over several values ("pSGLD < SGLD at every size"): reproduced
   when our values rank as the paper's and our margin is at least ``margin`` of the paper's,
   "same ordering, smaller margin" when they rank alike with a smaller margin, else "not
   reproduced" (saying which pair is out of order).
+
+Every row of a paper's claim is counted (issue 35): a value the run produced as NaN or inf is
+"not reproduced: the run produced nan", an implausible value (an accuracy outside [0, 100], a
+negative MSE, an ESS ≤ 0, an IAC < 1, ...; :func:`plausible_range`) is "not reproduced:
+implausible", a claim the preset or the machine did not run is "not run: <why>" and stays in
+the denominator, and a claim a constant answer meets by construction ("no trend") is *weak*: it
+counts as reproduced only while at least half of the report's other claims are (:func:`tally`).
+A *check* is a row that is not a claim of the papers (our own targets, implementation checks,
+evidence for an explanation, data the papers did not use) and says why (``check_reason``).
 
 :func:`write_report` writes both files with every field a reader needs to trust the numbers:
 the config, seed, package versions, hardware, wall time, step-size mapping into the library's
@@ -22,6 +33,7 @@ import json
 import math
 import os
 import platform
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +48,11 @@ REPRODUCED = "reproduced"
 SMALLER_MARGIN = "same ordering, smaller margin"
 TIED = "tied"  # the paper's ordering neither shown nor contradicted: a pair within the tie, reversed or equal
 NOT_REPRODUCED = "not reproduced"
-NOT_COMPARABLE = "not comparable"
-CHECK = "check"  # a row that is not a claim of the paper (ours, a hypothesis, true by construction): no tally
+NOT_COMPARABLE = "not comparable"  # older reports only: counted as "not run" (issue 35: nothing leaves the denominator)
+NOT_RUN = "not run"  # a claim of the paper this run did not test (the reason follows): in the denominator
+CHECK = "check"  # a row that is not a claim of the paper (ours, evidence, other data): no tally, says why
+IMPLAUSIBLE = "implausible"
+WEAK_NOT_CARRIED = "a weak claim (a constant answer meets it) is not carried when fewer than half of the report's other claims are reproduced"
 
 
 def _finite(x) -> bool:
@@ -62,13 +77,80 @@ class Tolerance:
         return "|ours − paper| ≤ " + " + ".join(parts)
 
     def judge(self, ours, paper) -> str:
-        if not (_finite(ours) and _finite(paper)):
-            return f"{NOT_COMPARABLE}: ours {ours!r}, paper {paper!r}"
+        if not _finite(paper):
+            raise ValueError(f"a published value must be a finite number, got {paper!r}")
+        if not _finite(ours):
+            return _not_finite(ours)
         allowed = self.abs + self.rel * abs(paper)
         diff = ours - paper
         if abs(diff) <= allowed * (1 + 1e-9):  # a difference equal to the tolerance passes despite rounding
             return REPRODUCED
         return f"{NOT_REPRODUCED}: differs by {diff:+.4g}, beyond the tolerance ±{allowed:.4g}"
+
+
+def _not_finite(ours) -> str:
+    """The verdict of a value the run did not produce as a finite number."""
+    if ours is None:
+        return f"{NOT_RUN}: no value from this run"
+    return f"{NOT_REPRODUCED}: the run produced {ours!r}"
+
+
+@dataclass(frozen=True)
+class WithinNoise:
+    """A published number judged on the noise of both sides (issue 35 §1): reproduced when
+    ``|ours − paper| ≤ k·√(ours_se² + paper_se²)``. ``ours_se`` is the standard error of our
+    value (the spread over seeds / √seeds, a bootstrap or a binomial test-set SE where there is
+    one run), ``paper_se`` the paper's (its reported sd / √runs or SE; 0 where it reports none),
+    ``source`` says where each comes from. The rule states its numbers."""
+
+    ours_se: float
+    paper_se: float = 0.0
+    k: float = 3.0
+    source: str = ""
+
+    def __post_init__(self):
+        if not (_finite(self.ours_se) and self.ours_se >= 0 and _finite(self.paper_se) and self.paper_se >= 0):
+            raise ValueError(f"WithinNoise needs finite SEs >= 0, got ours {self.ours_se!r}, paper {self.paper_se!r}")
+        if not (self.k > 0) or self.ours_se + self.paper_se == 0:
+            raise ValueError("WithinNoise needs k > 0 and some noise on one side (else use a Tolerance)")
+
+    @property
+    def allowed(self) -> float:
+        return self.k * math.hypot(self.ours_se, self.paper_se)
+
+    def describe(self) -> str:
+        return (
+            f"|ours − paper| ≤ {self.k:g}·√(SE_ours² + SE_paper²) = {self.k:g}·√({self.ours_se:.3g}² + "
+            f"{self.paper_se:.3g}²) = {self.allowed:.3g}" + (f" ({self.source})" if self.source else "")
+        )
+
+    def judge(self, ours, paper) -> str:
+        if not _finite(paper):
+            raise ValueError(f"a published value must be a finite number, got {paper!r}")
+        if not _finite(ours):
+            return _not_finite(ours)
+        diff = ours - paper
+        z = abs(diff) / math.hypot(self.ours_se, self.paper_se)
+        if abs(diff) <= self.allowed * (1 + 1e-9):
+            return REPRODUCED
+        return f"{NOT_REPRODUCED}: differs by {diff:+.4g} = {z:.2g} combined SEs, beyond {self.k:g}"
+
+
+def binomial_se(p: float, n: int) -> float:
+    """The standard error of an accuracy ``p`` (a fraction) on ``n`` test points; for a
+    percentage pass ``p / 100`` and scale the result by 100."""
+    if not (0 <= p <= 1) or n <= 0:
+        return math.nan
+    return math.sqrt(max(p * (1 - p), 1.0 / n) / n)  # never 0: one error in n
+
+
+def seed_se(values: Sequence[float]) -> float:
+    """The standard error of the mean of ``values`` (one per seed): sd / √n, NaN for n < 2."""
+    vals = [float(v) for v in values]
+    if len(vals) < 2 or not all(math.isfinite(v) for v in vals):
+        return math.nan
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
 
 
 @dataclass(frozen=True)
@@ -95,8 +177,15 @@ class Ordering:
     def judge(self, ours: Sequence[float], paper: Sequence[float]) -> str:
         if len(ours) != len(self.labels) or len(paper) != len(self.labels):
             raise ValueError(f"an Ordering over {len(self.labels)} labels needs as many values")
-        if not all(_finite(x) for x in list(ours) + list(paper)):
-            return f"{NOT_COMPARABLE}: non-finite values (ours {list(ours)}, paper {list(paper)})"
+        if not all(_finite(x) for x in paper):
+            raise ValueError(f"published values must be finite numbers, got {list(paper)}")
+        bad = [lab for lab, x in zip(self.labels, ours) if not _finite(x)]
+        if bad:
+            if all(x is None for x in ours):
+                return f"{NOT_RUN}: no value from this run"
+            return (
+                f"{NOT_REPRODUCED}: the run produced {[ours[self.labels.index(b)] for b in bad]} for {', '.join(bad)}"
+            )
         sign = 1.0 if self.lower_is_better else -1.0  # "worse" is positive in the paper's direction
         order = sorted(range(len(paper)), key=lambda i: paper[i], reverse=not self.lower_is_better)
         tied = []
@@ -127,19 +216,27 @@ class Ordering:
 @dataclass(frozen=True)
 class Claim:
     """A claim the paper makes in words or in a figure, checked by an explicit test on our
-    numbers: ``test(ours) -> bool``; ``text`` states the claim and the test."""
+    numbers: ``test(ours) -> bool``; ``text`` states the claim and the test. ``weak``: a claim
+    that a constant answer meets by construction ("no systematic trend"), which cannot carry
+    an experiment's tally by itself (:func:`tally`). A test that raises ``TypeError`` or
+    ``ValueError`` means the claim could not be tested in this run: "not run" (still counted);
+    a non-finite number among ``ours`` is "not reproduced: the run produced nan"."""
 
     text: str
     test: Any
+    weak: bool = False
 
     def describe(self) -> str:
-        return self.text
+        return self.text + (" [weak: a constant answer meets it]" if self.weak else "")
 
     def judge(self, ours, paper) -> str:
+        bad = [x for x in _numbers_in(ours) if not math.isfinite(x)]
+        if bad:
+            return f"{NOT_REPRODUCED}: the run produced {bad[0]!r}"
         try:
             ok = bool(self.test(ours))
         except (TypeError, ValueError) as err:
-            return f"{NOT_COMPARABLE}: {err}"
+            return f"{NOT_RUN}: {err}"
         return REPRODUCED if ok else f"{NOT_REPRODUCED}: the claim fails on our numbers ({_fmt(ours)})"
 
 
@@ -152,22 +249,54 @@ class Comparison:
     quantity: str
     ours: Any
     paper: Any
-    rule: Tolerance | Ordering | Claim | None = None
+    rule: Tolerance | WithinNoise | Ordering | Claim | None = None
     unit: str = ""
     note: str = ""
     check: bool = False  # not a claim of the paper: judged and shown, outside the tally
     # the run setting the row comes from when a report judges one claim under several (issue 26 §2:
     # "T = 1" the posterior, "T = 1/N" the authors' code); "" when the report has one setting
     setting: str = ""
+    #: why a check is not a claim of the papers (required with ``check``)
+    check_reason: str = ""
+    #: the reason a claim of the paper was not run (preset, GPU, data offline): verdict "not run"
+    not_run: str = ""
+    #: the range a plausible value of ``ours`` lies in, ``(low, high)`` inclusive (``None``:
+    #: inferred from the quantity and unit by :func:`plausible_range`; ``False``: no range)
+    valid: Any = None
     verdict: str = field(init=False, default="")
 
     def __post_init__(self):
-        if self.paper is None or self.rule is None:
+        if self.check and not self.check_reason.strip():
+            raise ValueError(f"a check must say why it is not a claim of the paper (check_reason): {self.quantity!r}")
+        if self.not_run:
+            self.verdict = f"{NOT_RUN}: {self.not_run}"
+        elif self.paper is None or self.rule is None:
             self.verdict = "no published value" if self.paper is None else "not judged"
         else:
-            self.verdict = self.rule.judge(self.ours, self.paper)
+            outside = self.implausible()
+            self.verdict = (
+                f"{NOT_REPRODUCED}: {IMPLAUSIBLE} ({outside})" if outside else self.rule.judge(self.ours, self.paper)
+            )
         if self.check:
             self.verdict = f"{CHECK} ({self.verdict})"
+
+    @property
+    def weak(self) -> bool:
+        return bool(getattr(self.rule, "weak", False))
+
+    def implausible(self) -> str:
+        """Why ``ours`` is not a plausible value of the quantity ("" when it is, or when no
+        range applies): a finite number outside :attr:`valid` (or the inferred range)."""
+        if self.valid is False:
+            return ""
+        rng = self.valid if self.valid is not None else plausible_range(self.quantity, self.unit)
+        if rng is None:
+            return ""
+        low, high = rng
+        for x in _numbers_in(self.ours):
+            if math.isfinite(x) and not (low <= x <= high):
+                return f"{x:.4g} outside [{low:g}, {high:g}] for {self.quantity!r}"
+        return ""
 
     @property
     def difference(self):
@@ -186,8 +315,54 @@ class Comparison:
             "verdict": self.verdict,
             "note": self.note,
             "check": self.check,
+            "check_reason": self.check_reason,
+            "weak": self.weak,
             "setting": self.setting,
         }
+
+
+def _numbers_in(x) -> list[float]:
+    """Every real number in ``x`` (a number or nested lists / tuples / dict values)."""
+    if isinstance(x, bool) or x is None:
+        return []
+    if isinstance(x, (int, float)):
+        return [float(x)]
+    if isinstance(x, Mapping):
+        x = list(x.values())
+    if isinstance(x, (list, tuple)):
+        return [v for item in x for v in _numbers_in(item)]
+    return []
+
+
+# (pattern on the quantity, range): the first match applies. Quantities that are differences,
+# changes, logs or ratios of a signed thing match none and get no range.
+_SIGNED = re.compile(
+    r"differen|change|\bgap\b|\bdrop\b|\bfall\b|\blog|\bminus\b|−|improve|\bbias\b|\bmean\b(?! test| squared)|\bz\b|Δ",
+    re.I,
+)
+_RANGES: tuple[tuple[re.Pattern, str, tuple[float, float]], ...] = (
+    (re.compile(r"\bIAC\b|autocorrelation time", re.I), "", (1.0, math.inf)),
+    (re.compile(r"\bESS\b|effective sample size", re.I), "", (1e-12, math.inf)),
+    (re.compile(r"\b(ECE|MCE)\b|calibration error", re.I), "%", (0.0, 100.0)),
+    (re.compile(r"accuracy|error rate|test error|\berror\b|acceptance", re.I), "%", (0.0, 100.0)),
+    (re.compile(r"\b(R?MSE|variance|KSD|FSSD|seconds|wall time|Brier)\b", re.I), "", (0.0, math.inf)),
+    (re.compile(r"\b(sd|std|var)\b(?!-)"), "", (0.0, math.inf)),
+)
+
+
+def plausible_range(quantity: str, unit: str = "") -> tuple[float, float] | None:
+    """The range a plausible value of ``quantity`` (in ``unit``) lies in, or ``None``: an
+    accuracy, error, acceptance rate, ECE or MCE in [0, 100] (in [0, 1] when the unit is a
+    fraction), an MSE, variance, sd, KSD or time ≥ 0, an ESS > 0, an IAC ≥ 1. A quantity that
+    names a difference, change, gap, log or ratio gets none (it may be negative)."""
+    if _SIGNED.search(quantity) or re.search(r"ratio|/|×|factor|per cent of|%\s*of", quantity, re.I):
+        return None
+    for pattern, kind, rng in _RANGES:
+        if pattern.search(quantity):
+            if kind == "%" and unit.strip().lower() in ("fraction", "accuracy", "proportion", "probability"):
+                return (0.0, 1.0)
+            return rng
+    return None
 
 
 def hardware(device: str = "cpu") -> dict:
@@ -242,18 +417,72 @@ def smallest_gap(values: Sequence[float]) -> float:
     return min(gaps)
 
 
-def verdict_counts(rows: Sequence[Comparison], setting: str | None = None) -> dict[str, int]:
-    """How many of the paper's claims got each verdict (checks are not counted). With
-    ``setting``, only the rows of that run setting and those common to all settings."""
-    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0}
-    for r in rows:
-        if setting is not None and r.setting not in ("", setting):
+_KEYS = (REPRODUCED, SMALLER_MARGIN, TIED, NOT_REPRODUCED, NOT_RUN)
+
+
+def _row_dict(r) -> dict:
+    return r if isinstance(r, Mapping) else {**r.to_dict(), "weak": r.weak}
+
+
+def tally(rows: Sequence, setting: str | None = None) -> dict[str, int]:
+    """The count of a report's rows by verdict, over the paper's claims (checks counted apart):
+    ``claims`` (every claim, run or not), ``run``, ``reproduced``, ``same ordering, smaller
+    margin``, ``tied``, ``not reproduced`` (NaN and implausible values included), ``not run``
+    (an older report's "not comparable" included: nothing leaves the denominator) and
+    ``check``. With ``setting``, only the rows of that run setting and those common to all.
+
+    Weak claims (:class:`Claim` with ``weak=True``: a constant answer meets them) count as
+    reproduced only while at least half of the other run claims are reproduced; otherwise as
+    not reproduced (:func:`carried_verdicts` gives each row's verdict under this rule).
+    ``rows``: :class:`Comparison` objects or their dicts (a report's ``comparisons``)."""
+    counts = {k: 0 for k in _KEYS} | {CHECK: 0}
+    for verdict, _row in carried_verdicts(rows, setting):
+        if verdict.startswith(CHECK):
+            counts[CHECK] += 1
             continue
-        for key in counts:
-            if r.verdict.startswith(key):
+        for key in _KEYS:
+            if verdict.startswith(key):
                 counts[key] += 1
                 break
+        else:
+            if verdict.startswith(NOT_COMPARABLE):
+                counts[NOT_RUN] += 1
+    counts["claims"] = sum(counts[k] for k in _KEYS)
+    counts["run"] = counts["claims"] - counts[NOT_RUN]
     return counts
+
+
+def carried_verdicts(rows: Sequence, setting: str | None = None) -> list[tuple[str, dict]]:
+    """``(verdict, row dict)`` for each row of ``setting`` (all when ``None``) that is a claim
+    or a check (rows with "no published value" or "not judged" are left out), the verdict of a
+    weak claim rewritten when the report's other claims do not carry it (:func:`tally`)."""
+    out = []
+    for r in rows:
+        d = _row_dict(r)
+        if setting is not None and d.get("setting") not in (None, "", setting):
+            continue
+        v = str(d.get("verdict", ""))
+        if d.get("check") and not v.startswith(CHECK):
+            v = f"{CHECK} ({v})"
+        if v.startswith(("no published value", "not judged")):
+            continue
+        out.append((v, d))
+    strong = [v for v, d in out if not v.startswith((CHECK, NOT_RUN, NOT_COMPARABLE)) and not d.get("weak")]
+    carried = len(strong) > 0 and 2 * sum(v.startswith(REPRODUCED) for v in strong) >= len(strong)
+    return [
+        (
+            f"{NOT_REPRODUCED}: {WEAK_NOT_CARRIED}"
+            if d.get("weak") and v.startswith(REPRODUCED) and not carried
+            else v,
+            d,
+        )
+        for v, d in out
+    ]
+
+
+def verdict_counts(rows: Sequence[Comparison], setting: str | None = None) -> dict[str, int]:
+    """:func:`tally` (kept under its older name)."""
+    return tally(rows, setting)
 
 
 def fmt_num(v, digits: int = 3) -> str:
@@ -300,8 +529,12 @@ def write_report(
     extra_md: str = "",
     paper_setting: str | None = None,
     compute_time_s: float | None = None,
+    stand_in: str = "",
 ) -> dict:
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
+
+    ``stand_in``: what stood in for the paper's data (only the ``tiny`` preset may run on a
+    stand-in, :func:`refuse_stand_in`): said at the top of report.md and in ``report["stand_in"]``.
 
     ``wall_time_s`` is this call's; ``compute_time_s``, for a run resumed over several
     sittings, the seconds of work over all of them (this call's plus what it read back).
@@ -340,7 +573,8 @@ def write_report(
         "compute_time_s": None if compute_time_s is None else float(compute_time_s),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "numbers": numbers,
-        "comparisons": [c.to_dict() for c in comparisons],
+        "stand_in": stand_in,
+        "comparisons": _carried_rows(comparisons, settings),
         "verdicts": verdict_counts(comparisons, paper_setting if settings else None),
         "paper_setting": paper_setting if settings else None,
         "verdicts_by_setting": {s: verdict_counts(comparisons, s) for s in settings},
@@ -353,11 +587,36 @@ def write_report(
     return report
 
 
+def _carried_rows(comparisons: Sequence[Comparison], settings: Sequence[str]) -> list[dict]:
+    """The rows' dicts with each weak claim's verdict as :func:`tally` counts it in its setting."""
+    rows = [{**c.to_dict(), "weak": c.weak} for c in comparisons]
+    for s in list(settings) or [None]:
+        for v, d in carried_verdicts(rows, s):
+            if d.get("weak") and d.get("setting") in (("", None) if s is None else (s,)) and not d.get("check"):
+                d["verdict"] = v
+    return rows
+
+
+def refuse_stand_in(preset: str, source: str, what: str) -> None:
+    """Refuse, before any compute, a preset other than ``tiny`` whose data would be a stand-in
+    (issue 35 §5): ``source`` is "files" when the paper's files were found; ``what`` names the
+    missing file, where to get it and the switch that downloads it."""
+    if preset != "tiny" and source != "files":
+        from ..data import DataNotFoundError
+
+        raise DataNotFoundError(
+            f"preset {preset!r} needs the paper's data, not a stand-in: {what} (only the tiny preset runs on a "
+            "stand-in, and says so)"
+        )
+
+
 def _tally(counts: Mapping[str, int]) -> str:
+    claims = counts.get("claims", sum(counts.get(k, 0) for k in _KEYS))
     return (
+        f"{claims} claims of the paper: {counts.get(NOT_RUN, 0) + counts.get(NOT_COMPARABLE, 0)} not run; of those run, "
         f"{counts['reproduced']} reproduced, {counts['same ordering, smaller margin']} same ordering with a smaller "
-        f"margin, {counts.get(TIED, 0)} tied, {counts['not reproduced']} not reproduced, {counts['not comparable']} "
-        "not comparable (the paper's claims only; rows marked check are ours and not counted)."
+        f"margin, {counts.get(TIED, 0)} tied, {counts['not reproduced']} not reproduced (NaN and implausible values "
+        "included). Rows marked check are not claims of the paper (each says why) and are not counted."
     )
 
 
@@ -384,6 +643,12 @@ def render_markdown(report: Mapping, extra_md: str = "") -> str:
         ),
         "",
     ]
+    if report.get("stand_in"):
+        lines += [
+            f"**Stand-in data, not the paper's: {report['stand_in']}.** The verdicts below say nothing about the "
+            "paper's claims.",
+            "",
+        ]
     if report["reductions"]:
         lines += [
             "**Reduced from the paper's settings** (what this preset cuts, and what that is expected to change):",
@@ -520,7 +785,7 @@ def write_details_report(
 # rows: the dict form of a Comparison that the MAMBA experiments and gibbs-xor build
 # ---------------------------------------------------------------------------------------------
 #: a row's own verdict word -> this module's verdict
-ROW_VERDICTS = {"agrees": REPRODUCED, "differs": NOT_REPRODUCED, "n/a": NOT_COMPARABLE}
+ROW_VERDICTS = {"agrees": REPRODUCED, "differs": NOT_REPRODUCED, "n/a": NOT_RUN}
 
 
 def _holds(holds, reason: str):
@@ -561,6 +826,8 @@ def row_comparison(row: dict) -> Comparison:
             unit="samplers",
             note=note,
             check=bool(row.get("check")),
+            check_reason=str(row.get("check_reason", "")),
+            not_run=str(row.get("not_run", "")),
         )
     if row.get("metric") == "claim" or row.get("kind") == "claim":
         holds = row["verdict"] == "agrees" if row["verdict"] in ("agrees", "differs") else None
@@ -568,18 +835,29 @@ def row_comparison(row: dict) -> Comparison:
             quantity,
             row["ours"],
             row["paper"],
-            Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run")),
+            Claim(row["rule"], _holds(holds, "the claim cannot be tested in this run"), weak=bool(row.get("weak"))),
             unit=row.get("unit", ""),
             check=bool(row.get("check")),
+            check_reason=str(row.get("check_reason", "")),
+            not_run=str(row.get("not_run", "")),
         )
     tol = float(row.get("tol", 0.0))
+    se = row.get("se")  # a value row judged on its noise: {"ours": SE, "paper": SE, "source": ...}
+    rule = (
+        WithinNoise(float(se["ours"]), float(se.get("paper", 0.0)), float(se.get("k", 3.0)), str(se.get("source", "")))
+        if se
+        else Tolerance(abs=tol if tol > 0 else 1e-12)
+    )
     return Comparison(
         quantity,
         row["ours"],
         row["paper"],
-        Tolerance(abs=tol if tol > 0 else 1e-12),
+        rule,
         unit=row.get("comparison_unit", row.get("unit", "")),
         check=bool(row.get("check")),
+        check_reason=str(row.get("check_reason", "")),
+        not_run=str(row.get("not_run", "")),
+        valid=row.get("valid"),
     )
 
 
@@ -608,9 +886,11 @@ def write_rows_report(
     comps = [row_comparison(r) for r in rows]
     for r, c in zip(rows, comps):
         r["verdict"] = c.verdict
-    legacy["verdicts"] = {word: sum(c.verdict.startswith(v) for c in comps) for word, v in ROW_VERDICTS.items()}
+    legacy["verdicts"] = {
+        word: sum(c.verdict.startswith(v) and not c.check for c in comps) for word, v in ROW_VERDICTS.items()
+    }
     md = markdown(legacy).replace(
-        "Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not comparable): "
+        "Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not run): "
     )
     return write_details_report(
         out,
@@ -632,24 +912,10 @@ def write_rows_report(
 
 
 def claim_tally(report: Mapping) -> dict[str, int]:
-    """Verdict counts of a written report's paper claims, recomputed from its rows: checks
-    are left out, and with several run settings only the rows of the setting the paper's
-    numbers correspond to (and those common to all settings) count. Works on reports of
+    """:func:`tally` of a written report's rows under the setting its paper's numbers
+    correspond to (``paper_setting``; rows common to all settings too). Works on reports of
     every format (rows written by :func:`write_report` and :func:`write_rows_report`)."""
-    counts = {REPRODUCED: 0, SMALLER_MARGIN: 0, TIED: 0, NOT_REPRODUCED: 0, NOT_COMPARABLE: 0, CHECK: 0}
-    setting = report.get("paper_setting")
-    for c in report.get("comparisons", []):
-        verdict = str(c.get("verdict", ""))
-        if setting and c.get("setting") not in (None, "", setting):
-            continue
-        if c.get("check") or verdict.startswith(CHECK):
-            counts[CHECK] += 1
-            continue
-        for key in (REPRODUCED, SMALLER_MARGIN, TIED, NOT_REPRODUCED, NOT_COMPARABLE):
-            if verdict.startswith(key):
-                counts[key] += 1
-                break
-    return counts
+    return tally(report.get("comparisons", []), report.get("paper_setting") or None)
 
 
 def work_seconds(report: Mapping) -> float:
@@ -668,38 +934,54 @@ def work_seconds(report: Mapping) -> float:
     return wall
 
 
-def results_table(reports: Sequence[Mapping]) -> str:
+def results_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | None = None) -> str:
     """A markdown table with one line per report: the experiment, the paper's table or
-    figure, the preset, the tally of the paper's claims (:func:`claim_tally`), the setting the
-    tally is taken under, the wall time and the date. ``structmc reproduce --table DIR``
-    prints it for every ``report.json`` under ``DIR``."""
+    figure, the preset, then the paper's claims (:func:`claim_tally`): every claim, those run,
+    reproduced, with a smaller margin, tied, not reproduced (NaN and implausible values
+    included), not run (still in the denominator), the checks (not claims, not counted), the
+    setting the tally is taken under, the work time and the date. ``missing`` maps an
+    experiment with no report to its claims' rows (all "not run"), which get a line too.
+    ``structmc reproduce --table DIR`` prints it for every ``report.json`` under ``DIR``."""
     lines = [
-        "| experiment | paper, table/figure | preset | claims reproduced | smaller margin | tied | not reproduced "
-        "| not comparable | checks (not counted) | tally setting | wall time | date |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| experiment | paper, table/figure | preset | claims in the paper | run | reproduced | smaller margin | tied "
+        "| not reproduced | not run | checks (not counted) | tally setting | work time | date |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(reports, key=lambda r: str(r.get("experiment"))):
         t = claim_tally(r)
-        judged = t[REPRODUCED] + t[SMALLER_MARGIN] + t[TIED] + t[NOT_REPRODUCED]
         paper = r.get("paper") or {}
         wall = _duration(work_seconds(r))
+        stand_in = " (stand-in data)" if r.get("stand_in") else ""
         lines.append(
-            f"| `{r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | {r.get('preset')} | "
-            f"**{t[REPRODUCED]}/{judged}** | {t[SMALLER_MARGIN]} | {t[TIED]} | {t[NOT_REPRODUCED]} | "
-            f"{t[NOT_COMPARABLE]} | {t[CHECK]} | {r.get('paper_setting') or '–'} | {wall} | {r.get('date', '–')} |"
+            f"| `{r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | {r.get('preset')}"
+            f"{stand_in} | {t['claims']} | {t['run']} | **{t[REPRODUCED]}** | {t[SMALLER_MARGIN]} | {t[TIED]} | "
+            f"{t[NOT_REPRODUCED]} | {t[NOT_RUN]} | {t[CHECK]} | {r.get('paper_setting') or '–'} | {wall} | "
+            f"{r.get('date', '–')} |"
+        )
+    for name, rows in sorted((missing or {}).items()):
+        t = tally(rows)
+        lines.append(
+            f"| `{name}` | no record | – | {t['claims']} | 0 | **0** | 0 | 0 | 0 | {t[NOT_RUN]} | {t[CHECK]} | – | – | – |"
         )
     return "\n".join(lines)
 
 
+def total_tally(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | None = None) -> dict[str, int]:
+    """:func:`claim_tally` summed over ``reports`` (and the rows of experiments with no report)."""
+    total: dict[str, int] = {}
+    for t in [claim_tally(r) for r in reports] + [tally(rows) for rows in (missing or {}).values()]:
+        for k, v in t.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
 def _counted_rows(report: Mapping):
-    """The rows :func:`claim_tally` counts (the paper's claims under the tallied setting)."""
-    setting = report.get("paper_setting")
-    for c in report.get("comparisons", []):
-        if setting and c.get("setting") not in (None, "", setting):
+    """The rows :func:`claim_tally` counts (the paper's claims under the tallied setting), each
+    with its verdict as counted (a weak claim not carried says so)."""
+    for verdict, c in carried_verdicts(report.get("comparisons", []), report.get("paper_setting") or None):
+        if verdict.startswith(CHECK):
             continue
-        if c.get("check") or str(c.get("verdict", "")).startswith(CHECK):
-            continue
-        yield c
+        yield {**c, "verdict": verdict}
 
 
 def unreproduced_table(reports: Sequence[Mapping]) -> str:
@@ -781,7 +1063,20 @@ REPORT_FIELDS = (
     "figures",
     "notes",
 )
-COMPARISON_FIELDS = ("quantity", "paper", "ours", "difference", "unit", "rule", "verdict", "note", "check", "setting")
+COMPARISON_FIELDS = (
+    "quantity",
+    "paper",
+    "ours",
+    "difference",
+    "unit",
+    "rule",
+    "verdict",
+    "note",
+    "check",
+    "check_reason",
+    "weak",
+    "setting",
+)
 
 __all__ = [
     "Tolerance",
@@ -809,4 +1104,13 @@ __all__ = [
     "SMALLER_MARGIN",
     "NOT_REPRODUCED",
     "NOT_COMPARABLE",
+    "NOT_RUN",
+    "WithinNoise",
+    "binomial_se",
+    "seed_se",
+    "plausible_range",
+    "tally",
+    "carried_verdicts",
+    "total_tally",
+    "refuse_stand_in",
 ]

@@ -85,7 +85,8 @@ class Config:
     reference_steps: int = 20_000  # per chain, after as many warm-up steps / 10
     reference_leapfrog: int = 8
     reference_step: float = 0.5  # on the Laplace-whitened scale
-    data: str = "auto"  # "files", "auto" (synthetic stand-in when missing) or "synthetic"
+    data: str = "auto"  # "files", "auto" (synthetic stand-in when missing; tiny only) or "synthetic"
+    download: bool = False  # fetch the Statlog file (checksummed) when missing: structmc reproduce --download
     data_dir: str | None = None
     seed: int = 0
     threads: int | None = 1
@@ -124,7 +125,7 @@ def synthetic_australian(seed: int = 0, n: int = 690, d: int = 14) -> tuple[Tens
 def load(cfg: Config) -> tuple[Tensor, Tensor, dict]:
     if cfg.data != "synthetic":
         try:
-            d = load_australian(data_dir=cfg.data_dir, download=False)
+            d = load_australian(data_dir=cfg.data_dir, download=cfg.download)
             return d.x_train, d.y_train, {"source": "files", "description": f"Statlog Australian ({d.meta['source']})"}
         except DataNotFoundError as err:
             if cfg.data == "files":
