@@ -1042,6 +1042,55 @@ def claims_table(reports: Sequence[Mapping], reproduced: bool = True) -> str:
     return "\n".join(lines)
 
 
+def rejudge_record(folder: str | Path, comparisons: Sequence[Comparison]) -> dict:
+    """Replace the rows of the record in ``folder`` (its ``report.json`` and the "Paper vs ours"
+    section of its ``report.md``) by ``comparisons`` — the same numbers judged under today's
+    rules (issue 35 §7) — keeping everything else, the details and figures included. Each
+    experiment's ``rejudge(report) -> list[Comparison]`` rebuilds the rows from a written
+    report's ``numbers`` and ``config``; ``docs/results/rejudge.py`` runs it on every record.
+    Returns the new report dict."""
+    folder = Path(folder)
+    report = json.loads((folder / "report.json").read_text())
+    settings = list(dict.fromkeys(c.setting for c in comparisons if c.setting))
+    paper_setting = report.get("paper_setting")
+    if settings and paper_setting not in settings:
+        raise ValueError(f"{folder}: the rows' settings {settings} do not hold the tallied {paper_setting!r}")
+    report["comparisons"] = jsonable(_carried_rows(comparisons, settings))
+    report["verdicts"] = verdict_counts(comparisons, paper_setting if settings else None)
+    report["verdicts_by_setting"] = {s: verdict_counts(comparisons, s) for s in settings}
+    report.setdefault("stand_in", "")
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    md_path = folder / "report.md"
+    fresh = render_markdown(report).splitlines()
+    new_section = _section(fresh, "## Paper vs ours")
+    if md_path.exists():
+        old = md_path.read_text().splitlines()
+        if "## Paper vs ours" in old:
+            start = old.index("## Paper vs ours")
+            end = start + len(_section(old, "## Paper vs ours"))
+            md_path.write_text("\n".join(old[:start] + new_section + old[end:]) + "\n")
+            return report
+    md_path.write_text("\n".join(fresh) + "\n")
+    return report
+
+
+_SECTION_ENDS = ("## Step sizes", "## Notes", "## Details", "## Figures")
+
+
+def _section(lines: Sequence[str], head: str) -> list[str]:
+    """The lines of the markdown section ``head`` (through its notes), up to the next of the
+    report's sections (step sizes, notes, details, figures) or the versions line."""
+    start = list(lines).index(head)
+    out = []
+    for line in lines[start:]:
+        if out and (line.startswith(_SECTION_ENDS) or line.startswith("structmc ")):
+            break
+        out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return out + [""]
+
+
 REPORT_FIELDS = (
     "experiment",
     "paper",
@@ -1113,4 +1162,5 @@ __all__ = [
     "carried_verdicts",
     "total_tally",
     "refuse_stand_in",
+    "rejudge_record",
 ]
