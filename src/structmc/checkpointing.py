@@ -235,7 +235,13 @@ class InterruptGuard:
                 again = self.interrupted
                 self.interrupted = True
                 if callable(chained) and chained is not signal.default_int_handler:
-                    chained(signum, frame)
+                    try:
+                        chained(signum, frame)
+                    except KeyboardInterrupt:
+                        # the program's handler logs and re-raises (issue 36 §2): on the first Ctrl-C
+                        # the loop still finishes its iteration and checkpoints, then raises
+                        if again:
+                            raise
                 if again:
                     raise KeyboardInterrupt
 

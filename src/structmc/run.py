@@ -7,6 +7,7 @@ watch, a callback) and, with a run folder, one :class:`~structmc.checkpointing.C
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -353,6 +354,7 @@ def _sample_into(
                     assert records is not None  # a checkpointer comes with a folder and its records
                     _keep_finite_records(err, run, records, folder)
                     raise err from None
+                _say_resumable(folder, run.iteration, num_steps)
             raise
         finally:
             if bar is not None:
@@ -366,6 +368,17 @@ def _sample_into(
     chain = records.chain(run.energy.space, run.config())
     chain.buffers = _chain_buffers(run.energy, run.num_chains)
     return chain
+
+
+def _say_resumable(folder: RunFolder | None, iteration: int, num_steps: int) -> None:
+    """Ctrl-C wrote a checkpoint: say where and how to continue (issue 36 §20)."""
+    if folder is None:
+        return
+    sys.stderr.write(
+        f"structmc: interrupted after iteration {iteration} of {num_steps}; checkpoint written to {folder.path}. "
+        f"Continue with the same call and resume=True (structmc sample: the same flags and --resume).\n"
+    )
+    sys.stderr.flush()
 
 
 def _keep_finite_records(err: DivergenceError, run: Run, records: RunRecords, folder: RunFolder | None) -> None:

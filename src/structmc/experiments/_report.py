@@ -966,6 +966,34 @@ def results_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | 
     return "\n".join(lines)
 
 
+def summary_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | None = None) -> str:
+    """The README's table: one line per report (and per experiment with no report, from
+    ``missing``): claims in the paper, run, reproduced, not reproduced, not run, and the rest
+    of those run (same ordering with a smaller margin, or tied), then the total line."""
+    lines = [
+        "| experiment | paper, table/figure | preset | claims in the paper | run | reproduced | not reproduced "
+        "| not run | smaller margin or tied |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    items = [(str(r.get("experiment")), r, claim_tally(r)) for r in reports]
+    items += [(name, None, tally(rows)) for name, rows in (missing or {}).items()]
+    for name, r, t in sorted(items, key=lambda x: x[0]):
+        paper = (r or {}).get("paper") or {}
+        where = f"{paper.get('citation', '–')}, {r.get('figure') or '–'}" if r else "no record"
+        preset = (r.get("preset") + (" (stand-in data)" if r.get("stand_in") else "")) if r else "–"
+        lines.append(
+            f"| `{name}` | {where} | {preset} | {t['claims']} | {t['run']} | **{t[REPRODUCED]}** | "
+            f"{t[NOT_REPRODUCED]} | {t[NOT_RUN]} | {t[SMALLER_MARGIN] + t[TIED]} |"
+        )
+    total = total_tally(reports, missing)
+    if items:
+        lines.append(
+            f"| **all** | | | **{total['claims']}** | {total['run']} | **{total[REPRODUCED]}** | "
+            f"{total[NOT_REPRODUCED]} | {total[NOT_RUN]} | {total[SMALLER_MARGIN] + total[TIED]} |"
+        )
+    return "\n".join(lines)
+
+
 def total_tally(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | None = None) -> dict[str, int]:
     """:func:`claim_tally` summed over ``reports`` (and the rows of experiments with no report)."""
     total: dict[str, int] = {}
@@ -1161,6 +1189,7 @@ __all__ = [
     "tally",
     "carried_verdicts",
     "total_tally",
+    "summary_table",
     "refuse_stand_in",
     "rejudge_record",
 ]
