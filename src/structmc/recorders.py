@@ -249,8 +249,9 @@ class Carry(Recorder):
 
 
 class BlowupWatch(Recorder):
-    """Watches a chain blowing up without (yet) becoming NaN, at the first iteration, every
-    ``EVERY`` iterations and at ``last`` (one device read each), on two scales:
+    """Watches a chain blowing up without (yet) becoming NaN, on two scales. The energy is
+    watched at every iteration on the device (a running maximum, no host sync) and read at the
+    first iteration, every ``EVERY`` iterations and at ``last`` (one device read each):
 
     * the minibatch energy against its value at iteration 1 (the start):
       ``|U_t| > FACTOR · max(|U_1|, P, 1)`` for a chain. Only growth counts (the energy falling
@@ -277,6 +278,8 @@ class BlowupWatch(Recorder):
         self.run, self.mode, self.last = run, mode, last
         self.scale: Tensor | None = None
         self.fired = False
+        self.peak: Tensor | None = None  # max |energy| per chain since the last read, on the device
+        self.peak_from: int | None = None
         e = run.energy
         base = e if isinstance(e, ModuleEnergy) else e.cv_base
         # a structured energy's cv_base is its ModuleEnergy; a hierarchical one is not a ModuleEnergy
@@ -287,6 +290,13 @@ class BlowupWatch(Recorder):
         self.prior_first = None if self.prior_of is None else self._prior_per_param(run.theta).clamp(min=0.5)
 
     def on_step(self, iteration: int, state, info: dict) -> None:
+        energy = info.get("energy")
+        if self.scale is not None and not self.fired and isinstance(energy, Tensor) and energy.is_floating_point():
+            # every iteration, on the device: the largest |energy| since the last read (no host sync);
+            # a spike between two reads is seen (issue 36 §13: ×100 in 60 iterations, then back)
+            e = energy.detach().abs().reshape(-1)
+            self.peak = e.clone() if self.peak is None else torch.maximum(self.peak, e)
+            self.peak_from = iteration if self.peak_from is None else self.peak_from
         if self.scale is None or iteration % self.EVERY == 0 or iteration == self.last:
             self.check(iteration, info)
 
@@ -304,7 +314,10 @@ class BlowupWatch(Recorder):
             self.scale = energy.abs().clamp(min=max(1.0, float(self.run.energy.space.dim)))
             self.first = energy.clone()
             return
-        ratio = energy.abs() / self.scale
+        peak = energy.abs() if self.peak is None else torch.maximum(self.peak.to(torch.float64), energy.abs())
+        since = t if self.peak_from is None else self.peak_from
+        self.peak, self.peak_from = None, None
+        ratio = peak / self.scale
         if prior is not None:  # one read for both scales
             assert self.prior_first is not None  # set with prior_of
             prior_ratio = prior / self.prior_first
@@ -327,9 +340,14 @@ class BlowupWatch(Recorder):
         )
         msg = None
         if growth > self.FACTOR and math.isfinite(growth):
-            now, first = float(energy[worst]), float(self.first[worst])
+            now, top, first = float(energy[worst]), float(peak[worst]), float(self.first[worst])
+            when = (
+                f"{now:.3g} at iteration {t}"
+                if top <= abs(now) * (1 + 1e-12)
+                else f"up to {top:.3g} between iterations {since} and {t} ({now:.3g} at iteration {t})"
+            )
             msg = (
-                f"{self.run.sampler.name}: the minibatch energy is blowing up: {now:.3g} at iteration {t}, "
+                f"{self.run.sampler.name}: the minibatch energy is blowing up: {when}, "
                 f"{growth:.3g} times its initial magnitude ({first:.3g} at iteration 1{chain(worst)}). "
             )
         elif prior is not None:

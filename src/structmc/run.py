@@ -107,7 +107,8 @@ def sample(
         its ``state_dict()`` is part of every checkpoint (under its name) and ``resume=True``
         restores it, so it ends as if the run had not stopped.
     on_blowup : ``"warn"`` (default), ``"raise"`` or ``"ignore"``: what to do when the minibatch
-        energy grows past 1000 times its initial magnitude (checked every 64 iterations), a chain
+        energy grows past 100 times its initial magnitude (``BlowupWatch.FACTOR``; watched at every
+        iteration on the device, read every 64), a chain
         blowing up without (yet) becoming NaN; ``"raise"`` raises :class:`DivergenceError` as for NaN.
     check_every : iterations between reads of the NaN/Inf flags (one device-to-host transfer
         each; see :meth:`Run.step`). The flags are also read before every write to ``out_dir``

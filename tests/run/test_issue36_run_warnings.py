@@ -53,3 +53,20 @@ def test_ctrl_c_mid_step_under_a_handler_that_logs_and_reraises_still_checkpoint
     finally:
         signal.signal(signal.SIGINT, before)
     assert torch.equal(resumed.samples, full.samples)
+
+
+def test_an_energy_spike_between_two_reads_is_warned():
+    """§13: the energy spiked ×100 between the blow-up checks (every 64 iterations) and came
+    back: before, silence; now the running maximum, kept on the device at every iteration,
+    is read with the flags and warned about, naming the iterations."""
+    calls = itertools.count(1)
+
+    def log_density(theta, batch):
+        spike = 1e6 if 20 <= next(calls) <= 25 else 0.0  # a constant: the gradient is unchanged
+        return -0.5 * (theta * theta).sum() - spike
+
+    with pytest.warns(UserWarning, match=r"blowing up: up to .* between iterations"):
+        sm.sample(log_density, torch.zeros(3), sm.SGLD(0.05), 60, seed=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no spike: no warning
+        sm.sample(lambda th, b: -0.5 * (th * th).sum(), torch.zeros(3), sm.SGLD(0.05), 60, seed=0, progress=False)
