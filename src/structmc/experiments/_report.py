@@ -744,6 +744,7 @@ def write_details_report(
     figures: Sequence[str] = (),
     notes: Sequence[str] = (),
     compute_time_s: float | None = None,
+    stand_in: str = "",
 ) -> dict:
     """:func:`write_report` for experiment ``name`` (a key of
     :data:`~structmc.experiments.REGISTRY`) that builds its own record ``details`` (runs,
@@ -778,6 +779,7 @@ def write_details_report(
         notes=notes,
         extra_md="## Details\n" + "\n".join(md),
         compute_time_s=compute_time_s,
+        stand_in=stand_in,
     )
 
 
