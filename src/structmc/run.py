@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -368,7 +369,22 @@ def _sample_into(
         return None
     chain = records.chain(run.energy.space, run.config())
     chain.buffers = _chain_buffers(run.energy, run.num_chains)
+    _warn_unhealthy(chain, burn_in, run.sampler.name)
     return chain
+
+
+def _warn_unhealthy(chain: Chain, burn_in: int, name: str) -> None:
+    """Warn when the run's own records show it is not sampling the target yet (issue 36 §14,
+    §17): an energy trace still moving after burn-in, a Metropolis chain stuck."""
+    from .diagnostics.health import stationarity_note, stuck_note
+
+    info = chain.info or {}
+    for key, note in (("energy", stationarity_note), ("accept", stuck_note)):
+        values = info.get(key)
+        if isinstance(values, Tensor) and values.numel():
+            line = note(values, burn_in)
+            if line:
+                warnings.warn(f"{name}: {line}", UserWarning, stacklevel=4)
 
 
 def _say_resumable(folder: RunFolder | None, iteration: int, num_steps: int) -> None:

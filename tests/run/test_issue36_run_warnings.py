@@ -70,3 +70,53 @@ def test_an_energy_spike_between_two_reads_is_warned():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no spike: no warning
         sm.sample(lambda th, b: -0.5 * (th * th).sum(), torch.zeros(3), sm.SGLD(0.05), 60, seed=0, progress=False)
+
+
+def test_a_chain_whose_energy_has_not_settled_after_burn_in_is_warned():
+    """§14: a chain started far out whose energy is still falling at the last step (before:
+    silence) is warned, with the split R-hat and the halves' means; a settled one is not."""
+    far = torch.full((4,), 30.0)
+    with pytest.warns(UserWarning, match=r"the energy has not settled after burn-in .* split R-hat .* falling"):
+        sm.sample(lambda th, b: -0.5 * (th * th).sum(), far, sm.SGLD(1e-3), 400, burn_in=50, seed=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sm.sample(
+            lambda th, b: -0.5 * (th * th).sum(), torch.zeros(4), sm.SGLD(0.1), 400, burn_in=50, seed=0, progress=False
+        )
+
+
+def test_the_health_checks_as_pure_functions():
+    from structmc.diagnostics.health import energy_stationarity, stuck_chains, stuck_note
+
+    g = torch.Generator().manual_seed(0)
+    flat = torch.randn(4, 500, generator=g)
+    assert energy_stationarity(flat)["settled"]
+    trend = flat + torch.linspace(10, 0, 500)
+    s = energy_stationarity(trend)
+    assert not s["settled"] and s["rhat"] > 1.1 and s["second"] < s["first"]
+    assert not energy_stationarity(flat[:, :30])["checked"]  # too short to judge
+    # §17: 1 of 32 chains accepts nothing after burn-in while the pooled rate reads ~0.55
+    acc = (torch.rand(32, 3, 400, generator=g) < 0.57).double()
+    acc[7, :, 100:] = 0.0
+    out = stuck_chains(acc, burn_in=100)
+    assert out["stuck"] == [7] and 0.5 < out["pooled"] < 0.6
+    assert "chain 7: 0" in stuck_note(acc, burn_in=100)
+    assert stuck_note((torch.rand(32, 3, 400, generator=g) < 0.57).double(), burn_in=100) is None
+
+
+def test_diagnose_reports_function_space_mixing_and_what_weight_space_rhat_means(tmp_path):
+    """§15: the report explains weight-space R-hat in a network and, given the model and
+    held-out inputs, gives R-hat and ESS of the predictive; §14 in diagnose too."""
+    from support.runs import mlp_energy
+
+    from structmc.diagnostics import diagnose_run
+
+    energy, (X, y) = mlp_energy()
+    sm.sample(
+        energy, None, sm.SGLD(1e-3), 200, data=(X, y), batch_size=30, burn_in=50, num_chains=3, seed=0,
+        out_dir=tmp_path / "run", progress=False,
+    )  # fmt: skip
+    text = diagnose_run(tmp_path / "run", plots=False, energy=energy, held_out=X[:40])
+    assert "expected to look poor" in text and "permutation" in text
+    line = next(t for t in text.splitlines() if t.startswith("function space"))
+    assert "R-hat median" in line and "ESS median" in line

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from ._utils import quantiles
+from .health import WEIGHT_SPACE_NOTE, stationarity_note, stuck_note
 from .summary import mixing, select_random, select_top_variance, summary
 
 
@@ -53,7 +54,16 @@ def blowup_note(energy, dim: int, factor: float = 100.0) -> str | None:
     )
 
 
-def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, plots: bool = True) -> str:
+def diagnose_run(
+    run_dir,
+    out_dir=None,
+    *,
+    num_params: int = 8,
+    seed: int = 0,
+    plots: bool = True,
+    energy=None,
+    held_out=None,
+) -> str:
     """Load ``structmc.load_chain(run_dir)``, return a printable report and write plots.
 
     A run that stopped on NaN/Inf or a blow-up (``diverged.json``) is reported with its
@@ -62,6 +72,10 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     parameters of rank-normalised split R-hat, bulk/tail ESS and Sokal IAC (vectorised, so
     fine for 10^5-10^6 parameters), and a :func:`summary` table of ``num_params`` parameters
     (half with the largest posterior variance, half uniformly at random with ``seed``).
+    With ``energy`` (the run's model) and ``held_out`` inputs, the report adds function-space
+    mixing: R-hat and ESS of the predictive on held-out points (:func:`.health.function_space`),
+    which a network's weight-space symmetries do not spoil. An energy trace that has not settled
+    after burn-in and a stuck Metropolis chain are warned about (:mod:`.health`).
     Plots (trace, autocorrelation, pair, energy vs iteration and time, step size) go to
     ``out_dir`` (default ``run_dir/diagnostics``) with ``summary.txt``; without matplotlib they
     are skipped and the report says so.
@@ -90,6 +104,8 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
     if diverged is not None:
         lines.append(f"DIVERGED at iteration {diverged.get('step')}: {diverged.get('message')} (the draws end there)")
     info = chain.info or {}
+    # the records after burn-in: from the first kept draw's iteration (burn_in + thin) on
+    burn = max(0, int(chain.draw_steps[0]) - 1) if D else 0
     if D:
         ds = chain.draw_steps
         lines.append(f"draws kept at iterations {int(ds[0])}..{int(ds[-1])}")
@@ -112,6 +128,13 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
         blowup = blowup_note(e, P)
         if blowup:
             lines.append(blowup)
+        settle = stationarity_note(e, burn)
+        if settle:
+            lines.append(f"WARNING: {settle}")
+    if "accept" in info and info["accept"].numel():
+        stuck = stuck_note(info["accept"], burn)
+        if stuck:
+            lines.append(f"WARNING: {stuck}")
 
     if D < 4:
         lines.append("too few draws (< 4) for ESS / R-hat")
@@ -128,6 +151,11 @@ def diagnose_run(run_dir, out_dir=None, *, num_params: int = 8, seed: int = 0, p
         "IAC: Sokal window, c = 5):"
     )
     lines += [_dist("R-hat", r), _dist("ESS bulk", eb), _dist("ESS tail", et), _dist("IAC", tau)]
+    lines.append(f"  note: {WEIGHT_SPACE_NOTE}")
+    if energy is not None and held_out is not None:
+        from .health import function_space_lines
+
+        lines += function_space_lines(energy, chain, held_out)
     finite = torch.isfinite(r)
     if bool(finite.any()):
         rf = r[finite]
