@@ -270,6 +270,7 @@ def comparisons(
                 Ordering(("pSGLD", "SGD"), margin=0.5),
                 unit="%",
                 setting=s if several else "",
+                valid=(0, 100),
                 not_run=why,
             )
         )
