@@ -120,3 +120,28 @@ def test_diagnose_reports_function_space_mixing_and_what_weight_space_rhat_means
     assert "expected to look poor" in text and "permutation" in text
     line = next(t for t in text.splitlines() if t.startswith("function space"))
     assert "R-hat median" in line and "ESS median" in line
+
+
+def test_sgnht_from_a_dispersed_start_is_guarded_and_unchanged_where_the_guard_is_idle():
+    """§16: the thermostat after the first step from a dispersed start put the friction factor
+    (1 − ξ) below −1, and the momentum grew to NaN within a few iterations. The cap ξ ≤ 1 keeps
+    the chain finite; near equilibrium (ξ ≈ a) it never acts: the same chain, bit for bit."""
+    logp = lambda th, b: -50.0 * (th * th).sum()  # noqa: E731  (N(0, 0.1²) per coordinate)
+    far = torch.full((20,), 1.5)  # 15 sds out: the first step puts ξ at 2.2
+    with pytest.raises(sm.DivergenceError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sm.sample(logp, far, sm.SGNHT(0.01, max_friction=None), 400, seed=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        guarded = sm.sample(logp, far, sm.SGNHT(0.01), 4000, burn_in=2000, seed=0, progress=False)
+    draws = guarded.samples.reshape(-1, 20)
+    assert bool(torch.isfinite(draws).all())
+    assert abs(float(draws.mean())) < 0.01 and 0.008 < float(draws.var()) < 0.012  # N(0, 0.01), loosely
+    near = torch.zeros(20)
+    a = sm.sample(logp, near, sm.SGNHT(0.01), 500, seed=1, progress=False)
+    b = sm.sample(logp, near, sm.SGNHT(0.01, max_friction=None), 500, seed=1, progress=False)
+    assert float(a.info["thermostat"].max()) < 1.0 and torch.equal(a.samples, b.samples)
+    assert "max_friction" not in sm.SGNHT(0.01).config()  # run folders of earlier versions resume
+    with pytest.raises(ValueError, match="max_friction"):
+        sm.SGNHT(0.01, max_friction=3.0)
