@@ -4,6 +4,7 @@ step-size mapping, no-data fallback."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -92,43 +93,182 @@ def test_without_the_files_no_row_is_judged(tmp_path, no_files, registered):
     assert any("synthetic" in n for n in report["notes"])
 
 
+#: (accuracy %, IAC, ESS) with the paper's two accuracies and Fig. 3's shapes (invented values elsewhere): S-pSGLD
+#: loses accuracy and mixes faster with M, Sd-pSGLD peaks at M = 32 and stays within a point, beats pSGLD at every
+#: ρ, mixes faster with M and at small ρ, like pSGLD at ρ = 0.5 and like S-pSGLD at ρ = 0.1
+SHAPE = {
+    "pSGLD": (94.2, 700, 7.0),
+    "S-pSGLD M=4": (93.0, 690, 7.1),
+    "S-pSGLD M=32": (85.0, 600, 8.0),
+    "Sd-pSGLD M=4 rho=0.1": (94.6, 680, 7.2),
+    "Sd-pSGLD M=32 rho=0.1": (94.8, 640, 7.6),
+    "Sd-pSGLD M=512 rho=0.1": (94.7, 560, 8.5),
+    f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.1": (94.6, 520, 9.0),
+    "Sd-pSGLD M=4 rho=0.5": (95.22, 695, 7.05),
+    "Sd-pSGLD M=32 rho=0.5": (96.3, 680, 7.2),
+    "Sd-pSGLD M=512 rho=0.5": (95.6, 670, 7.3),
+    f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.5": (95.5, 660, 7.4),
+}
+PAPER = {k: dict(zip(("accuracy_pct", "iac", "ess"), v)) for k, v in SHAPE.items()}
+GRID = mg.Config(s_groups=(4, 32), sd_groups=(4, 32, 512, mg.NUM_PARAMS), rhos=(0.1, 0.5))
+CLAIMS = 11  # every claim of Fig. 3 and Sect. 9.1, run or not: 2 values, 1 ordering, 8 claims in words
+
+
+def _keys(cfg):
+    return (
+        {"pSGLD"}
+        | {mg._key("S-pSGLD", m, None) for m in cfg.s_groups}
+        | {mg._key("Sd-pSGLD", m, r) for m in cfg.sd_groups for r in cfg.rhos}
+    )
+
+
+def _rows(cfg, answer):
+    return mg.comparisons(cfg, {k: v for k, v in answer.items() if k in _keys(cfg)})
+
+
 def test_wrong_answers_do_not_pass_the_verdicts():
     """Adversarial numbers (issue 26 §1). The paper publishes two accuracies (Sd-pSGLD at M = 32,
-    ρ = 0.5: 96.3 %; pSGLD: 94.2 %) and Fig. 3's shapes in words; the answer below has those two
-    numbers and the figure's shapes (invented values elsewhere). It passes every row; constants
-    and every ranking reversed pass none, the numbers shuffled across methods two of seven."""
+    ρ = 0.5: 96.3 %; pSGLD: 94.2 %) and Fig. 3's shapes in words; the answer with those two
+    numbers and the figure's shapes passes every row; constants and every ranking reversed pass
+    at most one, the numbers shuffled across methods three of eleven."""
     from .adversarial import constants, passes, reversed_ranks, shuffled
 
-    cfg = mg.Config(s_groups=(4, 32), sd_groups=(4, 32, 512, mg.NUM_PARAMS), rhos=(0.1, 0.5))
-    # (accuracy %, IAC, ESS): S-pSGLD loses accuracy and mixes faster with M, Sd-pSGLD peaks at M = 32 and mixes
-    # faster at small ρ; the invented accuracies keep more than 1 point (the tolerance) from the two published
-    shape = {
-        "pSGLD": (94.2, 700, 7.0),
-        "S-pSGLD M=4": (93.0, 690, 7.1),
-        "S-pSGLD M=32": (85.0, 600, 8.0),
-        "Sd-pSGLD M=4 rho=0.1": (93.0, 680, 7.2),
-        "Sd-pSGLD M=32 rho=0.1": (93.1, 640, 7.6),
-        "Sd-pSGLD M=512 rho=0.1": (93.0, 560, 8.5),
-        f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.1": (92.9, 520, 9.0),
-        "Sd-pSGLD M=4 rho=0.5": (95.22, 695, 7.05),
-        "Sd-pSGLD M=32 rho=0.5": (96.3, 680, 7.2),
-        "Sd-pSGLD M=512 rho=0.5": (95.25, 670, 7.3),
-        f"Sd-pSGLD M={mg.NUM_PARAMS} rho=0.5": (95.28, 660, 7.4),
-    }
-    paper = {k: dict(zip(("accuracy_pct", "iac", "ess"), v)) for k, v in shape.items()}
-    assert passes(mg.comparisons(cfg, paper)) == (7, 7)  # 2 values, 1 ordering, 4 claims
-    assert {r.setting for r in mg.comparisons(cfg, paper, setting="T = 0.5")} == {"T = 0.5"}
-    for answer in constants(paper):
-        assert passes(mg.comparisons(cfg, answer)) == (0, 7)
-    # shuffled: 2 of 7, Sd-pSGLD given a better-than-pSGLD neighbour's numbers and pSGLD a worse one's (the
-    # accuracy ordering), and one ρ comparison between two numbers both taken from elsewhere
-    assert passes(mg.comparisons(cfg, shuffled(paper)))[0] <= 2
-    assert passes(mg.comparisons(cfg, reversed_ranks(paper)))[0] == 0
+    assert passes(_rows(GRID, PAPER)) == (CLAIMS, CLAIMS)
+    assert {r.setting for r in mg.comparisons(GRID, PAPER, setting="T = 0.5")} == {"T = 0.5"}
+    for answer in constants(PAPER):
+        assert passes(_rows(GRID, answer))[0] <= 1  # a constant equal to pSGLD's 94.2 % hits that value
+    assert passes(_rows(GRID, shuffled(PAPER)))[0] <= 3
+    assert passes(_rows(GRID, reversed_ranks(PAPER)))[0] == 0
     # a drop of S-pSGLD's accuracy within a seed's noise is not the paper's "drops dramatically"
-    flat = dict(paper, **{"S-pSGLD M=32": dict(paper["S-pSGLD M=32"], accuracy_pct=93.5)})
-    assert passes(mg.comparisons(cfg, flat)) == (6, 7)
+    flat = dict(PAPER, **{"S-pSGLD M=32": dict(PAPER["S-pSGLD M=32"], accuracy_pct=93.5)})
+    assert passes(_rows(GRID, flat)) == (CLAIMS - 1, CLAIMS)
     with pytest.raises(ValueError, match="tolerance_pct must lie in"):  # as wide as the paper's gap: refused
         mg.run(mg.Config(tolerance_pct=2.1), "/nonexistent/never")
+
+
+def test_every_claim_has_a_row_run_or_not():
+    """Issue 35 §3: the converged record ran ``s_groups=()``, ``sd_groups=(32,)``, ``rhos=(0.5,)``;
+    Fig. 3's claims about S-pSGLD over M, Sd-pSGLD over M and over ρ are rows "not run" naming the
+    config, in the denominator; the published accuracies are judged on 3 binomial SEs."""
+    conv = mg.PRESETS["converged"]
+    rows = _rows(conv, PAPER)
+    assert len(rows) == CLAIMS and not any(r.check for r in rows)
+    not_run = [r for r in rows if r.verdict.startswith("not run")]
+    assert len(not_run) == 7
+    assert sum("s_groups=()" in r.verdict for r in not_run) == 2
+    assert sum("rhos=(0.5,)" in r.verdict for r in not_run) == 3
+    assert sum("sd_groups=(32,)" in r.verdict for r in not_run) == 2
+    values = [r for r in rows if r.quantity.startswith("accuracy")]
+    assert [r.paper for r in values] == [96.3, 94.2]
+    # 3 binomial SEs on 10,000 images: 96.3 % ± 0.57, 94.2 % ± 0.70 (k = 3, the paper's SE 0)
+    assert [round(r.rule.allowed, 2) for r in values] == [0.57, 0.7] and all(r.rule.k == 3 for r in values)
+    moved = {k: dict(v, accuracy_pct=v["accuracy_pct"] + 0.6) for k, v in PAPER.items()}
+    assert [r.verdict.split(":")[0] for r in _rows(conv, moved)[:2]] == ["not reproduced", "reproduced"]
+
+
+@pytest.mark.parametrize("cfg", [mg.PRESETS["converged"], GRID], ids=["converged", "grid"])
+def test_issue_35_families(cfg):
+    """Issue 35 §4's five families through :func:`mg.comparisons`. On the converged record's
+    config (whose run claims all concern the two methods it ran) each passes at most a quarter
+    of the 11 claims. On the paper's whole grid a family that keeps the paper's numbers for the
+    other methods (NaN in one, one method missing) or keeps every ordering (offsets, × 10,
+    fractions: the IAC/ESS claims are orderings, which such answers meet) passes those claims
+    legitimately; there every row it touches must fail instead: the value rows under offsets,
+    absurd values and fractions, every row of the NaN method, every row of the missing one."""
+    from structmc.experiments._report import NOT_RUN, binomial_se, tally
+
+    from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
+
+    paper = {k: v for k, v in PAPER.items() if k in _keys(cfg)}
+
+    def beyond(method, cell, value):  # the value rows' 3 binomial SEs; IAC / ESS have no value rule
+        return 3 * 100 * binomial_se(value / 100, 10_000) if cell == "accuracy_pct" else 0.0
+
+    def values_fail(rows):
+        return all(not r.verdict.startswith("reproduced") for r in rows if r.quantity.startswith("accuracy"))
+
+    whole = cfg is GRID
+    for answer in offsets(paper, beyond):
+        rows = _rows(cfg, answer)
+        assert values_fail(rows)
+        if not whole:
+            at_most_a_quarter(rows, "offsets")
+    for answer in [*absurd(paper, low=0.0, high=100.0), fractions(paper)]:
+        rows = _rows(cfg, answer)
+        assert values_fail(rows) and not any(
+            r.verdict.startswith("reproduced") for r in rows if "accuracy" in r.quantity
+        )
+        if not whole:
+            at_most_a_quarter(rows, "absurd / fractions")
+    for answer in non_finite(paper):
+        rows = _rows(cfg, answer)
+        bad = {k for k, v in answer.items() if not all(math.isfinite(x) for x in v.values())}
+        touched = [r for r in rows if r.ours is not None and bad & _methods_of(r, cfg)]
+        assert all(r.verdict.startswith("not reproduced: the run produced") for r in touched), [
+            (r.quantity, r.verdict) for r in touched
+        ]
+        if not whole or len(bad) == len(paper):
+            at_most_a_quarter(rows, "non-finite")
+    complete = passes(_rows(cfg, paper))[1]
+    for method, answer in missing_method(paper):
+        rows = _rows(cfg, answer)  # no KeyError: the missing method's rows are "not run"
+        assert passes(rows)[1] == complete == CLAIMS
+        hit = [r for r in _rows(cfg, paper) if r.ours is not None and method in _methods_of(r, cfg)]
+        gone = {r.quantity for r in rows if r.verdict.startswith(NOT_RUN)}
+        assert hit and {r.quantity for r in hit} <= gone
+        if not whole:
+            at_most_a_quarter(rows, "missing method")
+    assert tally(_rows(cfg, paper))["claims"] == CLAIMS
+
+
+def _methods_of(row, cfg) -> set:
+    """The runs a row's value comes from (its quantity and config)."""
+    q = row.quantity
+    s_ms, sd_ms, rhos = sorted(cfg.s_groups), sorted(cfg.sd_groups), sorted(cfg.rhos)
+    sd = {mg._key("Sd-pSGLD", m, r) for m in sd_ms for r in rhos}
+    if q.startswith("accuracy, Sd-pSGLD") or q.startswith("Sd-pSGLD beats"):
+        return {mg._key("Sd-pSGLD", 32, 0.5)} | ({"pSGLD"} if "beats" in q else set())
+    if q == "accuracy, pSGLD":
+        return {"pSGLD"}
+    if q.startswith("S-pSGLD"):
+        return {mg._key("S-pSGLD", m, None) for m in s_ms[:1] + s_ms[-1:]}
+    if "improves slightly" in q:
+        return sd
+    if "at every ρ" in q and "accuracy" in q:
+        return sd | {"pSGLD"}
+    if "as M grows, at every ρ" in q:
+        return {mg._key("Sd-pSGLD", m, r) for m in sd_ms[:1] + sd_ms[-1:] for r in rhos}
+    if "than pSGLD" in q:
+        return {mg._key("Sd-pSGLD", sd_ms[-1], rhos[0]), "pSGLD"}
+    if "smallest ρ than" in q:
+        return {mg._key("Sd-pSGLD", sd_ms[-1], r) for r in (rhos[0], rhos[-1])}
+    common = sorted(set(s_ms) & set(sd_ms))
+    if not common:
+        return set()
+    return {mg._key("Sd-pSGLD", common[-1], r) for r in (rhos[0], rhos[-1])} | {
+        mg._key("S-pSGLD", common[-1], None),
+        "pSGLD",
+    }
+
+
+def test_the_record_rejudged_counts_as_passes_does(tmp_path):
+    """``rejudge`` rebuilds the converged record's rows from its numbers; the written report's
+    tally (the README's) equals ``passes`` on the same rows, at the tallied T = 1/2."""
+    import shutil
+    from pathlib import Path
+
+    from structmc.experiments._report import claim_tally, rejudge_record
+
+    from .adversarial import passes
+
+    src = Path(__file__).parents[2] / "docs" / "results" / "ssgmcmc-mnist-groups-converged"
+    shutil.copytree(src, tmp_path / "rec")
+    report = json.loads((tmp_path / "rec" / "report.json").read_text())
+    rows = mg.rejudge(report)
+    written = rejudge_record(tmp_path / "rec", rows)
+    t = claim_tally(written)
+    assert (t["reproduced"] + t["same ordering, smaller margin"], t["claims"]) == passes(rows, "T = 0.5")
+    assert t["claims"] == CLAIMS and t["not run"] == 7 and t["check"] == 0
 
 
 def test_long_runs_checkpoint_by_the_clock_not_every_epoch(tmp_path, monkeypatch):
