@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import types
 import warnings
 
 import pytest
@@ -145,3 +146,35 @@ def test_sgnht_from_a_dispersed_start_is_guarded_and_unchanged_where_the_guard_i
     assert "max_friction" not in sm.SGNHT(0.01).config()  # run folders of earlier versions resume
     with pytest.raises(ValueError, match="max_friction"):
         sm.SGNHT(0.01, max_friction=3.0)
+
+
+cfgmod = types.ModuleType("cfgmod_issue36")  # a user's settings module, read by the log density below
+cfgmod.SIGMA = 1.0
+G = 1.0
+
+
+def _lp_module(theta, batch):
+    return -0.5 * (theta * theta).sum() / cfgmod.SIGMA**2
+
+
+def _lp_globals(theta, batch):
+    return -0.5 * (theta * theta).sum() / globals()["G"] ** 2
+
+
+@pytest.mark.parametrize("how", ["module attribute", "globals()"])
+def test_resume_sees_a_changed_value_that_a_log_density_reads_through_a_module_or_globals(tmp_path, how):
+    """§1: `cfgmod.SIGMA = 10.0` (or globals()["G"]) between a run and its resume was accepted
+    in silence; the values read are fingerprinted now, and the resume is refused naming the
+    log density."""
+    global G
+    lp = _lp_module if how == "module attribute" else _lp_globals
+    kw = dict(num_chains=1, seed=0, progress=False, out_dir=tmp_path, checkpoint_every=10)
+    sm.sample(lp, torch.zeros(2), sm.SGLD(0.1), 20, **kw)
+    old = (cfgmod.SIGMA, G)
+    try:
+        cfgmod.SIGMA, G = 10.0, 10.0
+        with pytest.raises(ValueError, match="cannot resume: the target changed.*log density"):
+            sm.sample(lp, torch.zeros(2), sm.SGLD(0.1), 40, resume=True, **kw)
+    finally:
+        cfgmod.SIGMA, G = old
+    sm.sample(lp, torch.zeros(2), sm.SGLD(0.1), 40, resume=True, **kw)  # unchanged: resumes

@@ -208,14 +208,43 @@ class _Hasher:
             self.feed(value, f"{name} (its closure variable {var!r})", depth + 1)
         if lib is None:
             g = f.__globals__
-            for var in sorted(_loaded_globals(f.__code__)):
+            loaded = _loaded_globals(f.__code__)
+            paths = _attribute_paths(f.__code__)
+            for var in sorted(loaded):
                 if var in g:
                     self.put("global", var)
                     self.feed(g[var], f"{name} (its global {var!r})", depth + 1)
+                    if isinstance(g[var], types.ModuleType):
+                        self.module_attributes(
+                            g[var], sorted(paths.get(var, ())), f"{name} (its global {var!r})", depth
+                        )
                 elif hasattr(builtins, var):
                     self.put("builtin", var)
                 else:
                     self.put("missing global", var)
+            if "globals" in loaded and "globals" not in g:
+                # globals()["G"] (issue 36 §1): the module globals named by the function's string constants
+                for key in sorted(k for k in _string_constants(f.__code__) if k in g and k not in loaded):
+                    self.put("global by name", key)
+                    self.feed(g[key], f"{name} (globals()[{key!r}])", depth + 1)
+
+    def module_attributes(self, module: types.ModuleType, paths, name: str, depth: int) -> None:
+        """The values a function reads through a module of the user's (``cfg.SIGMA``; issue 36
+        §1): a library module is identified by its name, a user's module by what is read."""
+        if module.__name__.split(".")[0] in _LIBRARIES:
+            return
+        for path in paths:
+            obj: object = module
+            for k, attr in enumerate(path):
+                if not isinstance(obj, types.ModuleType):
+                    break  # the rest is an attribute of a value hashed whole
+                obj = getattr(obj, attr, _MISSING)
+                if obj is _MISSING:
+                    self.put("missing attribute", ".".join(path[: k + 1]))
+                    break
+            if obj is not _MISSING:
+                self.put("module attribute", ".".join(path))
+                self.feed(obj, f"{name}.{'.'.join(path)}", depth + 1)
 
     def code_object(self, c: types.CodeType) -> None:
         # bytecode and what it refers to; not the name, file or line numbers
@@ -361,6 +390,38 @@ def _loaded_globals(code: types.CodeType) -> set[str]:
         if isinstance(const, types.CodeType):
             names |= _loaded_globals(const)
     return names
+
+
+_MISSING = object()
+
+
+def _attribute_paths(code: types.CodeType) -> dict[str, set[tuple[str, ...]]]:
+    """``{global: {(attr, attr, ...)}}``: the attribute chains read off each global
+    (``cfg.SIGMA`` -> ``{"cfg": {("SIGMA",)}}``), nested functions included."""
+    out: dict[str, set[tuple[str, ...]]] = {}
+    ins = list(dis.get_instructions(code))
+    for i, x in enumerate(ins):
+        if x.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            chain = []
+            for y in ins[i + 1 :]:
+                if y.opname not in ("LOAD_ATTR", "LOAD_METHOD"):
+                    break
+                chain.append(str(y.argval))
+            if chain:
+                out.setdefault(str(x.argval), set()).add(tuple(chain))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            for k, v in _attribute_paths(const).items():
+                out.setdefault(k, set()).update(v)
+    return out
+
+
+def _string_constants(code: types.CodeType) -> set[str]:
+    out = {c for c in code.co_consts if isinstance(c, str)}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out |= _string_constants(const)
+    return out
 
 
 def _origin_module(obj) -> str | None:
