@@ -56,6 +56,8 @@ every block gave 30.0 / 0.4 / 0.0 / 0.0 %: the paper's "near zero in the output 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -72,7 +74,6 @@ from ..partitions import by_layer
 from ..zoo import energy_for
 from . import resolve_preset
 from ._common import (
-    ACCURACY_GAP,
     BLOCKS_NOTE,
     DATASET_LABELS,
     PAPER_ACCURACY,
@@ -424,11 +425,17 @@ def _real(synthetic: bool):
         raise ValueError("synthetic stand-in data: the paper's claim is about MNIST / FMNIST")
 
 
+DEFECT_REASON = (
+    "evidence for an explanation, not a claim of the paper: the reference code's sampler defect "
+    "(MetropolisWithinGibbs(reference_defect=True)) run on the same chains"
+)
+
+
 def claims_comparisons(cfg: Config, claims: Mapping) -> list:
     """The claims section's rows from its numbers (:func:`run_claims`; JSON round trips too):
     per data set, layer blocks (Sect. 4.4), one common σ² (Sect. 5.3) and Fig. 6's volatility,
     claims of the paper; the same two acceptance rules on the reference code's defect, checks.
-    Rules and margins: :class:`Config`. Synthetic data: "not comparable"."""
+    Rules and margins: :class:`Config`. Synthetic data: "not run"."""
     from ._report import Claim, Comparison
 
     x, bar = float(cfg.near_zero), XOR_DISPARITY
@@ -468,6 +475,8 @@ def claims_comparisons(cfg: Config, claims: Mapping) -> list:
                     f"{ch['chains']} chains x {ch['steps']} sweeps after {ch['pretrain']} of pre-training"
                     + ("; the reference code's defect (a check: ours)" if defect else ""),
                     check=defect,
+                    check_reason=DEFECT_REASON if defect else "",
+                    valid=(0.0, 1.0),
                 )
             )
             perl = st["per-layer σ²"]["mean"]
@@ -506,6 +515,8 @@ def claims_comparisons(cfg: Config, claims: Mapping) -> list:
                         else "; the reference code's defect (a check: ours)"
                     ),
                     check=defect,
+                    check_reason=DEFECT_REASON if defect else "",
+                    valid=(0.0, 1.0),
                 )
             )
         vol = c["volatility"]
@@ -522,6 +533,7 @@ def claims_comparisons(cfg: Config, claims: Mapping) -> list:
                 "increasingly volatile for decreasing batch size; vanishes at the training-set size",
                 Claim("strictly decreasing with the batch size (no slack)", vol_test),
                 unit="log-likelihood per item",
+                valid=(0.0, math.inf),
                 note=f"θ one prior draw (the reference code); whole-set mean {vol['full']:.4g}",
             )
         )
@@ -662,7 +674,13 @@ def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -
     report["tables"] = _tables(report, cfg)
     if cfg.claims:  # issue 26 §5: its own small chains, after (and apart from) the main ones
         report["tables"]["claims"] = run_claims(cfg, energy, progress)
-    comparisons = table_comparisons(report["tables"], cfg)
+    comparisons = table_comparisons(
+        report["tables"],
+        cfg,
+        {d: int(info["num_test"]) for d, info in data_info.items()},
+        report["examples"],
+        {r["dataset"]: r["trace"] for r in runs.values() if int(r["batch_size"]) == 3000},
+    )
     report["wall_time_s"] = time.perf_counter() - wall0
     _plots(out, report, examples, cfg)
     return write_fnbg_report(
@@ -673,82 +691,382 @@ def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -
 # ---------------------------------------------------------------------------------------
 # the common report format (structmc.experiments._report)
 # ---------------------------------------------------------------------------------------
-def comparisons(cfg: Config, tables: Mapping, synthetic: Collection[str] = ()) -> list:
-    """The report's rows from the numbers of :func:`_tables`, in its row order (accuracy, chain
-    length, acceptance, batch ordering); pure, so a test feeds it numbers and a finished run's
-    ``report.json`` (``numbers["tables"]``, JSON's string keys included) is judged again.
-    ``synthetic``: data sets whose images are the synthetic stand-in (accuracy not comparable).
+PAPER_FIG5_TEXT = "chain scales decrease in deeper layers (θ_1005, layer 1, widest; θ_8107, output, narrowest)"
+OBSERVATION6 = (
+    "Observation 6: a non-convergent chain's posterior predictive assesses predictive uncertainty in agreement "
+    "with human insight"
+)
+NOT_RUN_HUMAN = (
+    "'in agreement with human insights' needs a person's reading of the test images (which are ambiguous to the "
+    "eye); no data set here records one, so no rule can test it"
+)
 
-    * accuracy at batch 3,000 (Table 2): ``Tolerance(abs=cfg.tolerance)`` (2 pp, below the 9.86 pp
-      between the paper's MNIST and FMNIST cells); other batch sizes: no published value;
-    * chain length (Table 3): accuracy strictly increasing with the window (:func:`increases`);
-    * batch size (Table 2): 600 < 1,800 < 3,000 > 4,200 over the sizes run (:func:`batch_order`);
-    * acceptance per layer (Tables 5, 6): every layer ≥ ``min_acceptance``, a check (true by the
-      choice of σ² per layer, which the paper tunes for it), not tallied;
-    * the claims section (``tables["claims"]``, when run): :func:`claims_comparisons`."""
+
+def _label(d: str) -> str:
+    return DATASET_LABELS.get(d, d)
+
+
+def _batches(rows, d: str) -> list[int]:
+    return sorted({int(r["batch_size"]) for r in rows if r["dataset"] == d})
+
+
+def _need_paper_batches(run: Sequence[int]) -> str:
+    """ "" when every batch size of Table 2 (600, 1,800, 3,000, 4,200) was run, else why not."""
+    missing = [b for b in PAPER_BATCH_SIZES if b not in run]
+    if not missing:
+        return ""
+    return (
+        f"needs Table 2's batch sizes {', '.join(f'{b:,}' for b in PAPER_BATCH_SIZES)}; this run has "
+        f"{', '.join(f'{b:,}' for b in run) or 'none'} (the full preset runs all four, ~1 h per chain)"
+    )
+
+
+def above_chance(accs: Sequence[float]) -> bool:
+    """Every accuracy above chance (10 %): the paper's accuracies all are, and Sect. 5.6 reads
+    accuracy above chance as what a chain learned (a chance-level or fractional-percent answer
+    fails every accuracy claim, whatever its ordering)."""
+    return all(float(a) > 0.1 for a in accs)
+
+
+def fig8_holds(rows: Sequence[Mapping], confident: float = 0.96, uncertain: float = 0.35, runner: float = 0.8) -> bool:
+    """Fig. 8's claim on the shown images (correctly classified test images, their top-3
+    probabilities): one near certain (p̂ ≥ ``confident``, the least of the paper's 0.96-0.99)
+    and one uncertain with a probable alternative (p̂ ≤ ``uncertain``, the paper's 0.35 / 0.33,
+    and a runner-up ≥ ``runner`` × p̂, the paper's 0.28 / 0.35 = 0.8). ``ValueError`` without rows."""
+    tops = [[float(p) for _c, p in r["top"]] for r in rows if int(r["label"]) == int(r["predicted"])]
+    if not tops:
+        raise ValueError("no correctly classified test image shown")
+    sure = any(t[0] >= confident for t in tops)
+    unsure = any(t[0] <= uncertain and len(t) > 1 and t[1] >= runner * t[0] for t in tops)
+    return sure and unsure
+
+
+def trace_scales(trace: Mapping, after: int) -> list[float]:
+    """Fig. 5: the standard deviation of each traced parameter (θ_1005, θ_7872, θ_8008, θ_8107:
+    hidden layers 1-3, output) over the trace points after sweep ``after``, chain 0."""
+    steps = [int(t) for t in trace["steps"]]
+    vals = torch.as_tensor(trace["values"], dtype=torch.float64)[0]  # [S, 4]
+    keep = torch.tensor([t > after for t in steps], dtype=torch.bool)
+    if int(keep.sum()) < 2:
+        raise ValueError("fewer than 2 trace points after burn-in")
+    return vals[keep].std(0).tolist()
+
+
+def comparisons(
+    cfg: Config,
+    tables: Mapping,
+    synthetic: Collection[str] = (),
+    n_test: Mapping[str, int] | None = None,
+    examples: Mapping[str, Sequence] | None = None,
+    traces: Mapping[str, Mapping] | None = None,
+) -> list:
+    """The report's rows from the numbers of :func:`_tables`; pure, so a test feeds it numbers
+    and a finished run's ``report.json`` (``numbers["tables"]``, ``numbers["examples"]``, JSON's
+    string keys included) is judged again (:func:`rejudge`). Every claim of Tables 2, 3, 5, 6
+    and Figs. 5, 6, 8 has a row per data set of the run, run or "not run" with the reason
+    (issue 35 §3); rows of a batch size the paper did not run are checks ("beyond the paper").
+
+    * Table 2, batch 3,000 (the published cells): ``WithinNoise`` on the binomial SE of one
+      chain's accuracy on the test set (:func:`._common.accuracy_comparison`); other batch
+      sizes: no published value;
+    * Table 3 (the batch-3,000 chain): accuracy strictly increasing with the window, above chance;
+    * Tables 5, 6, per batch size of the paper: every layer's acceptance ≥ ``min_acceptance``
+      ("do not vanish with depth"; weak: most answers meet it) and, over the four batch sizes,
+      every layer's acceptance falling with the batch size (not vanishing);
+    * Table 2's ordering: 600 < 1,800 < 3,000 > 4,200, above chance (needs the four sizes);
+    * Fig. 5: the traced parameters' scale falling with depth (``traces``: run -> trace);
+    * Fig. 8: a near-certain and an uncertain correctly classified image (weak); Observation 6's
+      "in agreement with human insights": not run (no human reading);
+    * the claims section (``tables["claims"]``): :func:`claims_comparisons`; not run when off.
+
+    ``synthetic``: data sets whose images are the synthetic stand-in (claims not run);
+    ``n_test``: test images per data set (default ``cfg.num_test`` or 10,000)."""
     from ._report import Claim, Comparison
 
-    out = []
-    for r in tables["accuracy"]:
-        label = f"{DATASET_LABELS.get(r['dataset'], r['dataset'])}, batch {int(r['batch_size']):,}"
-        note = f"NLL {r['nll']:.3f}, ECE {r['ece']:.3f}" if "nll" in r and "ece" in r else ""
-        out.append(
-            accuracy_comparison(
-                f"{label}: test accuracy (Table 2)", r["ours"], r["paper"], cfg, r["dataset"] in synthetic, note=note
-            )
+    n_test = dict(n_test or {})
+    examples = dict(examples or {})
+    traces = dict(traces or {})
+    acc_rows, len_rows, acc_layer = tables["accuracy"], tables["chain_length"], tables["acceptance"]
+    datasets = list(
+        dict.fromkeys(
+            [*cfg.datasets, *(r["dataset"] for key in ("accuracy", "chain_length", "acceptance") for r in tables[key])]
         )
-    for r in tables["chain_length"]:
-        label = f"{DATASET_LABELS.get(r['dataset'], r['dataset'])}, batch {int(r['batch_size']):,}"
+    )
+    claims = tables.get("claims") or {}
+    out: list = []
+    for d in datasets:
+        label = _label(d)
+        syn = "synthetic stand-in images: the paper's claim is about MNIST / FMNIST" if d in synthetic else ""
+        run_b = _batches(acc_rows, d)
+        # Table 2: the published cell(s), then the batch sizes without one
+        for (pd, pb), paper in PAPER_ACCURACY.items():
+            if pd != d:
+                continue
+            r = next((r for r in acc_rows if r["dataset"] == d and int(r["batch_size"]) == pb), None)
+            note = f"NLL {r['nll']:.3f}, ECE {r['ece']:.3f}" if r is not None and "nll" in r and "ece" in r else ""
+            out.append(
+                accuracy_comparison(
+                    f"{label}, batch {pb:,}: test accuracy (Table 2)",
+                    None if r is None else r["ours"],
+                    paper,
+                    cfg,
+                    d in synthetic,
+                    note=note,
+                    n_test=n_test.get(d),
+                    not_run="" if r is not None else f"batch {pb:,} not run on {label} ({_need_paper_batches(run_b)})",
+                )
+            )
+        for r in acc_rows:
+            if r["dataset"] == d and (d, int(r["batch_size"])) not in PAPER_ACCURACY:
+                out.append(
+                    accuracy_comparison(
+                        f"{label}, batch {int(r['batch_size']):,}: test accuracy (Table 2)",
+                        r["ours"],
+                        None,
+                        cfg,
+                        False,
+                        note="no published value in our copy of the text",
+                    )
+                )
+        # Table 3: the batch-3,000 chain's windows
+        head = next((r for r in len_rows if r["dataset"] == d and int(r["batch_size"]) == 3000), None)
+        for r in [head] + [r for r in len_rows if r["dataset"] == d and int(r["batch_size"]) != 3000]:
+            other = r is not None and int(r["batch_size"]) != 3000
+            out.append(
+                Comparison(
+                    f"{label}, batch {3000 if r is None else int(r['batch_size']):,}: accuracy by window "
+                    f"{[] if r is None else list(r['windows'])} (Table 3)",
+                    None if r is None else list(r["ours"]),
+                    "accuracy increases with chain length",
+                    Claim(
+                        "strictly increasing with the window (no slack), every window above chance (10 %)",
+                        lambda v: increases(v) and above_chance(v),
+                    ),
+                    unit="accuracy",
+                    valid=(0.0, 1.0),
+                    check=other,
+                    check_reason="beyond the paper: Table 3 is on the batch-3,000 chain only" if other else "",
+                    not_run=syn or ("" if r is not None else f"the batch-3,000 chain not run on {label}"),
+                )
+            )
+        # Tables 5, 6: non-vanishing acceptance per batch size, and its fall with the batch size
+        by_b = {int(r["batch_size"]): r for r in acc_layer if r["dataset"] == d}
+        for b in list(PAPER_BATCH_SIZES) + [b for b in sorted(by_b) if b not in PAPER_BATCH_SIZES]:
+            r = by_b.get(b)
+            other = b not in PAPER_BATCH_SIZES
+            out.append(
+                Comparison(
+                    f"{label}, batch {b:,}: acceptance per layer (Tables 5, 6)",
+                    None if r is None else list(r["ours"]),
+                    "acceptance does not vanish with depth (σ² reduced in deeper layers)",
+                    Claim(
+                        f"every layer ≥ {cfg.min_acceptance:g}", lambda v, m=cfg.min_acceptance: min(v) >= m, weak=True
+                    ),
+                    unit="rate",
+                    note="" if r is None else f"proposal σ² per layer {list(r['proposal_var'])} (the reference code's)",
+                    valid=(0.0, 1.0),
+                    check=other,
+                    check_reason=f"beyond the paper: batch {b:,} is not one of Tables 5-6's" if other else "",
+                    not_run=syn or ("" if r is not None else f"batch {b:,} not run on {label}"),
+                )
+            )
+        missing = _need_paper_batches(sorted(by_b))
+        per = [list(by_b[b]["ours"]) for b in PAPER_BATCH_SIZES if b in by_b]
+
+        def falls(v, m=cfg.min_acceptance):
+            t = torch.as_tensor(v, dtype=torch.float64)  # [batch, layer]
+            return bool((t[1:] < t[:-1]).all()) and float(t.min()) >= m
+
         out.append(
             Comparison(
-                f"{label}: accuracy by window {list(r['windows'])} (Table 3)",
-                list(r["ours"]),
-                "accuracy increases with chain length",
-                Claim("strictly increasing with the window (no slack)", increases),
-                unit="accuracy",
-            )
-        )
-    for r in tables["acceptance"]:
-        label = f"{DATASET_LABELS.get(r['dataset'], r['dataset'])}, batch {int(r['batch_size']):,}"
-        out.append(
-            Comparison(
-                f"{label}: acceptance per layer (Tables 5, 6)",
-                list(r["ours"]),
-                "non-vanishing in every layer",
-                Claim(f"every layer ≥ {cfg.min_acceptance:g}", lambda v, m=cfg.min_acceptance: min(v) >= m),
+                f"{label}: acceptance per layer by batch size {list(PAPER_BATCH_SIZES)} (Tables 5, 6)",
+                per or None,
+                "for increasing batch size, acceptance rates drop across all layers",
+                Claim(f"every layer strictly lower at each larger batch, and ≥ {cfg.min_acceptance:g}", falls),
                 unit="rate",
-                note=f"proposal σ² per layer {list(r['proposal_var'])}, chosen for this acceptance (a check, not "
-                "tallied: it holds by the choice of σ²)",
-                check=True,
+                valid=(0.0, 1.0),
+                not_run=syn or missing,
             )
         )
-    for r in tables["batch_ordering"]:
-        label = DATASET_LABELS.get(r["dataset"], r["dataset"])
-        by_b = {int(b): a for b, a in r["accuracy_by_batch"].items()}
+        # Table 2's ordering over the batch sizes
+        accb = {int(r["batch_size"]): r["ours"] for r in acc_rows if r["dataset"] == d}
         out.append(
             Comparison(
-                f"{label}: accuracy by batch size {sorted(by_b)} (Table 2)",
-                [by_b[b] for b in sorted(by_b)],
+                f"{label}: accuracy by batch size {list(PAPER_BATCH_SIZES)} (Table 2)",
+                [accb[b] for b in PAPER_BATCH_SIZES if b in accb] or None,
                 "600 < 1,800 < 3,000 > 4,200: batch 3,000 the most accurate",
                 Claim(
-                    "strictly increasing up to batch 3,000, every larger batch below 3,000 (no slack)",
-                    lambda _v, by_b=by_b: batch_order(by_b),
+                    "strictly increasing up to batch 3,000, every larger batch below 3,000 (no slack), all above chance",
+                    lambda v, accb=accb: batch_order(accb) and above_chance(v),
                 ),
                 unit="accuracy",
+                valid=(0.0, 1.0),
+                not_run=syn or _need_paper_batches(sorted(accb)),
             )
         )
-    return out + claims_comparisons(cfg, tables.get("claims") or {})
-
-
-def table_comparisons(tables: dict, cfg: Config) -> list:
-    """:func:`comparisons` of the run's tables, each row's ``verdict`` replaced by its
-    Comparison's (the common vocabulary)."""
-    synthetic = {r["dataset"] for r in tables["accuracy"] if str(r.get("verdict", "")).startswith("n/a (synthetic")}
-    out = comparisons(cfg, tables, synthetic)
-    rows = [r for key in ("accuracy", "chain_length", "acceptance", "batch_ordering") for r in tables[key]]
-    for r, c in zip(rows, out[: len(rows)], strict=True):  # the claims section's rows follow
-        r["verdict"] = c.verdict
+        # Fig. 5: the headline chain's traces
+        tr = traces.get(d)
+        scales = None
+        why = syn
+        if tr is None:
+            why = why or f"the batch-3,000 chain not run on {label}"
+        else:
+            try:
+                scales = trace_scales(tr, int(cfg.burn_in))
+            except ValueError as err:
+                why = why or str(err)
+        out.append(
+            Comparison(
+                f"{label}, batch 3,000: sd of the traces of θ_1005, θ_7872, θ_8008, θ_8107 (layers 1-3, output) "
+                "after burn-in (Fig. 5)",
+                scales,
+                PAPER_FIG5_TEXT,
+                Claim(
+                    "strictly decreasing from layer 1 to the output (one traced parameter per layer, as Fig. 5)",
+                    strictly_decreasing,
+                ),
+                valid=(0.0, math.inf),
+                note="chain 0, every trace point after the burn-in; the paper shows the same four parameters",
+                not_run=why,
+            )
+        )
+        # Fig. 8 and Observation 6
+        ex = examples.get(d)
+        tops = None if not ex else [[round(float(p), 4) for _c, p in e["top"][:2]] for e in ex]
+        out.append(
+            Comparison(
+                f"{label}: posterior predictive of correctly classified test images, top-2 probabilities (Fig. 8)",
+                tops,
+                "near certainty for some images (0.96-0.99), uncertainty with a probable alternative for others "
+                "(0.35 vs 0.28; 0.33 vs 0.32)",
+                Claim(
+                    "a shown image with p̂ ≥ 0.96 and one with p̂ ≤ 0.35 whose runner-up ≥ 0.8 p̂",
+                    lambda _v, ex=ex: fig8_holds(ex or []),
+                    weak=True,
+                ),
+                valid=(0.0, 1.0),
+                note="the two most and two least confident correctly classified test images of the headline chain",
+                not_run=syn or ("" if ex else f"no headline chain on {label}"),
+            )
+        )
+        out.append(
+            Comparison(
+                f"{label}: {OBSERVATION6} (Sect. 5.9)",
+                None,
+                "posterior predictive uncertainty agrees with human perception",
+                None,
+                not_run=NOT_RUN_HUMAN,
+            )
+        )
+        # the claims section
+        if d in claims:
+            out += claims_comparisons(cfg, {d: claims[d]})
+        else:
+            out += _claims_not_run(cfg, d)
+    for d in claims:
+        if d not in datasets:
+            out += claims_comparisons(cfg, {d: claims[d]})
     return out
+
+
+def _claims_not_run(cfg: Config, d: str) -> list:
+    """The claims section's three claims on data set ``d`` as "not run" rows (issue 35 §3)."""
+    from ._report import Comparison
+
+    why = (
+        "the claims section is off in this preset (Config.claims; the `claims` preset runs it in its own chains)"
+        if not cfg.claims
+        else f"the claims section ran on {', '.join(cfg.claims_datasets)} only (Config.claims_datasets)"
+    )
+    label = _label(d)
+    return [
+        Comparison(
+            f"{label}: layer blocks (first layer one block of 7,850): first-layer acceptance, vs the paper's 130 "
+            "blocks at the same σ² (Sect. 4.4)",
+            None,
+            "zero or near-zero (layer blocks); the finer blocks not",
+            None,
+            not_run=why,
+        ),
+        Comparison(
+            f"{label}: one σ² for every block: acceptance of the first layer, the output, and the output with the "
+            "per-layer σ² (Sect. 5.3)",
+            None,
+            "not feasible: high in the first hidden layer, near zero in the output; per-layer σ² avoids it",
+            None,
+            not_run=why,
+        ),
+        Comparison(
+            f"{label}: sd of the batch-mean log-likelihood against the batch size (Fig. 6)",
+            None,
+            "increasingly volatile for decreasing batch size; vanishes at the training-set size",
+            None,
+            not_run=why,
+        ),
+    ]
+
+
+def table_comparisons(
+    tables: dict,
+    cfg: Config,
+    n_test: Mapping[str, int] | None = None,
+    examples: Mapping | None = None,
+    traces: Mapping | None = None,
+) -> list:
+    """:func:`comparisons` of the run's tables, each table row's ``verdict`` replaced by the
+    verdict of its Comparison (matched by quantity)."""
+    synthetic = {r["dataset"] for r in tables["accuracy"] if str(r.get("verdict", "")).startswith("n/a (synthetic")}
+    out = comparisons(cfg, tables, synthetic, n_test, examples, traces)
+    by_q = {c.quantity: c.verdict for c in out}
+    for r in tables["accuracy"]:
+        r["verdict"] = by_q.get(f"{_label(r['dataset'])}, batch {int(r['batch_size']):,}: test accuracy (Table 2)", "")
+    for r in tables["chain_length"]:
+        q = f"{_label(r['dataset'])}, batch {int(r['batch_size']):,}: accuracy by window {list(r['windows'])} (Table 3)"
+        r["verdict"] = by_q.get(q, "")
+    for r in tables["acceptance"]:
+        r["verdict"] = by_q.get(
+            f"{_label(r['dataset'])}, batch {int(r['batch_size']):,}: acceptance per layer (Tables 5, 6)", ""
+        )
+    for r in tables["batch_ordering"]:
+        r["verdict"] = by_q.get(
+            f"{_label(r['dataset'])}: accuracy by batch size {list(PAPER_BATCH_SIZES)} (Table 2)", ""
+        )
+    return out
+
+
+def _report_config(report: Mapping) -> Config:
+    """The record's config with today's verdict rules (the fields that judge, not those that
+    ran: ``tolerance``, ``rule``, ``min_acceptance`` and the claims' margins take today's
+    defaults); JSON lists back to tuples, batch-size keys back to ints."""
+    raw = dict(report["config"])
+    rules = ("tolerance", "rule", "min_acceptance")
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(Config):
+        if f.name not in raw or f.name in rules:
+            continue
+        v = raw[f.name]
+        if isinstance(v, list):
+            v = tuple(v)
+        if f.name == "proposal_var" and isinstance(v, dict):
+            v = {int(k): tuple(x) for k, x in v.items()}
+        kw[f.name] = v
+    return Config(**kw)
+
+
+def rejudge(report: Mapping) -> list:
+    """The rows of a written gibbs-mnist report judged under today's rules (issue 35 §7), from
+    its ``numbers`` (tables, examples, runs' traces, data) and ``config``."""
+    cfg = _report_config(report)
+    n = report["numbers"]
+    tables = n["tables"]
+    synthetic = {d for d, info in (n.get("data") or {}).items() if info.get("source") == "synthetic"}
+    n_test = {d: int(info["num_test"]) for d, info in (n.get("data") or {}).items() if info.get("num_test")}
+    traces = {
+        r["dataset"]: r["trace"]
+        for r in (n.get("runs") or {}).values()
+        if int(r["batch_size"]) == 3000 and r.get("trace")
+    }
+    return comparisons(cfg, tables, synthetic, n_test, n.get("examples") or {}, traces)
 
 
 def _headline_index(cfg: Config) -> int:
@@ -952,14 +1270,15 @@ def _markdown(report: dict, cfg: Config) -> str:
         )
     lines += [
         "",
-        "Verdict rules (from the config): accuracy at batch 3,000 — |ours − paper| ≤ "
-        f"{100 * cfg.tolerance:.1f} pp in every preset (below the {100 * ACCURACY_GAP:.2f} pp between the paper's "
-        "MNIST and FMNIST cells; Table 2's other cells and Table 3's are not in our copy of the text, so the "
-        "comparisons across batch sizes and windows are strict orderings, not tolerances); a reduced run also "
+        "Verdict rules (from the config): accuracy at batch 3,000 — |ours − paper| ≤ 3 binomial SEs of one chain's "
+        "test accuracy (Table 2's other cells and Table 3's are not in our copy of the text, so the comparisons "
+        "across batch sizes and windows are strict orderings, every accuracy above chance); a reduced run also "
         f"notes chance < ours ≤ paper + {100 * cfg.tolerance:.1f} pp (this run: `{cfg.rule}`); chain length — "
         "accuracy strictly increasing with the window; batch size — strictly increasing up to 3,000 and "
-        f"lower at every larger batch; acceptance — every layer ≥ {100 * cfg.min_acceptance:.0f} % (a check: "
-        "σ² is chosen for it).",
+        f"lower at every larger batch (needs the four batch sizes); acceptance — every layer ≥ "
+        f"{100 * cfg.min_acceptance:.0f} % (Tables 5–6: does not vanish with depth) and falling with the batch size; "
+        "Fig. 5 — the traced parameters' sd falling with depth; Fig. 8 — a near-certain and an uncertain correctly "
+        "classified image. A claim this run does not cover is a row marked not run, with the reason.",
         "",
         "![accuracy vs chain length](accuracy_vs_length.png)",
         "",
