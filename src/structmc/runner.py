@@ -33,6 +33,27 @@ from .run_inputs import Budget, _as_budget, as_source, check_int, initial_positi
 from .samplers.kernel import Kernel
 
 
+KERNEL_MEMBERS = ("name", "lr", "target_energy", "prepare", "init", "step", "state_dict", "load_state", "config")
+
+
+def check_kernel_state(sampler, state, theta0: Tensor) -> None:
+    """The state a kernel's ``init`` returns must carry the position as ``state.theta``, a tensor
+    shaped like the initial positions ``[chains, parameters]`` (issue 36 §19): the run reads the
+    draws from it. Refused at set-up, naming the member."""
+    theta = getattr(state, "theta", None)
+    if not isinstance(theta, Tensor) or theta.shape != theta0.shape:
+        got = (
+            f"a {type(state).__name__} without a .theta attribute"
+            if theta is None
+            else f".theta of {type(theta).__name__}"
+            + (f" shaped {list(theta.shape)}" if isinstance(theta, Tensor) else "")
+        )
+        raise TypeError(
+            f"{type(sampler).__name__}.init must return a state whose .theta is the position, a tensor "
+            f"[chains, parameters] = {list(theta0.shape)} (e.g. a dataclass with a theta field); got {got}"
+        )
+
+
 class DivergenceError(FloatingPointError):
     """The chain produced NaN/Inf. ``.chain`` holds the draws kept before it happened."""
 
@@ -78,9 +99,11 @@ class Run:
     ):
         dist_options = as_distributed(distributed)
         if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
+            missing = [m for m in KERNEL_MEMBERS if not hasattr(sampler, m)]
             raise TypeError(
                 f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
                 f"structmc.samplers.Kernel), got {type(sampler).__name__}"
+                + (f", which lacks {', '.join(missing)}" if missing else "")
             )
         num_chains = check_int("num_chains", num_chains, 1)
         self.check_every = check_int("check_every", check_every, 1)
@@ -174,6 +197,7 @@ class Run:
         else:
             self.oracle = Oracle(energy, estimator, self.stream, self.generator)
         self.state = sampler.init(theta0, self.generator)
+        check_kernel_state(sampler, self.state, theta0)
         self.iteration = 0
         self.elapsed = 0.0
         self._unchecked: list[tuple[Tensor, object, float | None]] = []  # (total, energy, lr) per iteration

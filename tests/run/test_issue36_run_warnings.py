@@ -178,3 +178,20 @@ def test_resume_sees_a_changed_value_that_a_log_density_reads_through_a_module_o
     finally:
         cfgmod.SIGMA, G = old
     sm.sample(lp, torch.zeros(2), sm.SGLD(0.1), 40, resume=True, **kw)  # unchanged: resumes
+
+
+def test_a_kernel_whose_state_lacks_theta_is_refused_at_set_up_naming_the_member():
+    """§19: a dict state failed with AttributeError deep in the run loop."""
+
+    class DictKernel(sm.SGLD):
+        def init(self, theta, generator=None):
+            return {"theta": theta.clone()}
+
+    with pytest.raises(TypeError, match=r"DictKernel.init must return a state whose .theta .* without a .theta"):
+        sm.sample(lambda th, b: -(th * th).sum(), torch.zeros(2), DictKernel(0.1), 5, progress=False)
+
+    class NoStep:
+        name, lr = "x", None
+
+    with pytest.raises(TypeError, match="lacks target_energy, prepare, init, step"):
+        sm.sample(lambda th, b: -(th * th).sum(), torch.zeros(2), NoStep(), 5, progress=False)

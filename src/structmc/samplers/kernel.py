@@ -16,7 +16,9 @@ without a change to any of them:
 * ``prepare(energy)``: a **copy** for one run, holding that run's scratch (buffers, index
   tensors, an incremental evaluator) and refusing, with ``ValueError``, an energy it cannot
   run on. The object the user built is configuration and is never changed;
-* ``init(theta [C, P], generator) -> state``: the state tree at the start;
+* ``init(theta [C, P], generator) -> state``: the state tree at the start; it must carry the
+  position as ``state.theta`` (a ``[C, P]`` tensor, e.g. a dataclass field), from which the run
+  reads the draws (refused at set-up otherwise, naming the member);
 * ``step(state, oracle, lr, generator) -> (state, info)``: one iteration; every random number
   from ``generator``, every energy or gradient through ``oracle`` (:class:`~structmc.oracle.Oracle`,
   which counts them); ``info`` holds ``[C]``- or ``[C, ...]``-shaped records (``energy`` at
