@@ -32,7 +32,6 @@ from .recording import InfoLog, Progress
 from .run_inputs import Budget, _as_budget, as_source, check_int, initial_positions
 from .samplers.kernel import Kernel
 
-
 KERNEL_MEMBERS = ("name", "lr", "target_energy", "prepare", "init", "step", "state_dict", "load_state", "config")
 
 
