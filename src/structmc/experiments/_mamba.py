@@ -70,7 +70,7 @@ from ..run import Budget, DivergenceError
 from ..storage import write_atomic
 from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
 from ..tuning.task import evenly
-from ._report import fmt_num, json_value
+from ._report import REPRODUCED, SMALLER_MARGIN, TIED, Ordering, WithinNoise, fmt_num, json_value
 from ._shared import json_floats, versions
 from ._shared import jsonable as _jsonable
 from ._shared import threads as Threads
@@ -1064,11 +1064,17 @@ def claim_row(
     holds: bool | None,
     rule: str,
     check: bool = False,
+    *,
+    check_reason: str = "",
+    not_run: str = "",
+    weak: bool = False,
 ) -> dict:
     """A row for one of the paper's qualitative claims ("agrees" when ours shows it too);
-    ``check=True`` for a row that is not the paper's claim (reported, not tallied)."""
-    verdict = "n/a" if holds is None else ("agrees" if holds else "differs")
-    return {
+    ``check=True`` for a row that is not the paper's claim (reported, not tallied; ``check_reason``
+    says why, issue 35), ``not_run`` the reason a claim of the paper was not run in this preset (it
+    stays counted), ``weak`` a claim a constant answer meets by construction."""
+    verdict = "n/a" if holds is None or not_run else ("agrees" if holds else "differs")
+    row = {
         "key": key,
         "method": None,
         "metric": "claim",
@@ -1083,6 +1089,19 @@ def claim_row(
         "magnitude": "",
         "check": check,
     }
+    if check_reason:
+        row["check_reason"] = check_reason
+    if not_run:
+        row["not_run"] = not_run
+    if weak:
+        row["weak"] = True
+    return row
+
+
+def not_run_row(key: str, quantity: str, source: str, paper_text: str, reason: str) -> dict:
+    """A claim of the paper this preset does not run (a sampler or a figure panel it leaves
+    out): verdict "not run: ``reason``", still in the denominator (issue 35 §3)."""
+    return claim_row(key, quantity, source, paper_text, "not run", None, "not run in this preset", not_run=reason)
 
 
 def ordering_row(
@@ -1098,17 +1117,24 @@ def ordering_row(
     margin: float = 0.5,
     unit: str = "",
     check: bool = False,
+    resolve: bool = False,
+    check_reason: str = "",
+    not_run: str = "",
+    valid: Any = None,
 ) -> dict:
     """A row judged by :class:`._report.Ordering` (issue 26 §1): ``labels[i]`` has ``ours[i]`` /
     ``paper[i]``; reproduced when ours ranks as the paper's with at least ``margin`` of its
     spread, "tied" when a pair is reversed (or equal) within ``tie`` — so a constant answer
-    never passes — "not reproduced" when reversed beyond it, "not comparable" with a missing
-    value. Used where a table's methods are closer than the run-to-run noise lets its values
-    be tested one by one (:func:`comparison` builds the rule). The methods are listed best
-    first in the paper's ranking, so that the rule reads as the paper's ordering."""
+    never passes — "not reproduced" when reversed beyond it or a value is NaN, "not run" with
+    a value missing (``None``). With ``resolve`` (:class:`ResolvedOrdering`) a pair of ours in the
+    paper's order by no more than ``tie`` is tied as well: within the noise it shows no ordering.
+    Used where a table's methods are closer than the run-to-run noise lets its values be tested one
+    by one (:func:`comparison` builds the rule). The methods are listed best first in the paper's
+    ranking, so that the rule reads as the paper's ordering."""
     order = sorted(range(len(labels)), key=lambda i: paper[i], reverse=not lower_is_better)
     labels, ours, paper = [labels[i] for i in order], [ours[i] for i in order], [paper[i] for i in order]
-    return {
+    missing = [lab for lab, v in zip(labels, ours) if v is None]
+    row = {
         "key": key,
         "method": None,
         "metric": "ordering",
@@ -1125,27 +1151,93 @@ def ordering_row(
         "rule": (
             f"ranking {(' < ' if lower_is_better else ' > ').join(labels)} as in the paper (margin >= {margin:g}x "
             f"the paper's spread); a reversal within {tie:g} is tied"
+            + (f", and so is a pair in the paper's order by {tie:g} or less (within the noise)" if resolve else "")
         ),
         "verdict": "",
         "check": check,
     }
+    if resolve:
+        row["resolve"] = True
+    if check_reason:
+        row["check_reason"] = check_reason
+    if not_run or missing:
+        row["not_run"] = not_run or f"no value from this run for {', '.join(missing)}"
+    if valid is not None:
+        row["valid"] = valid
+    return row
+
+
+@dataclass(frozen=True)
+class ResolvedOrdering(Ordering):
+    """:class:`._report.Ordering` where a pair must be *resolved*: a pair of ours in the paper's
+    order by no more than ``tie`` (the noise of the estimates) is "tied" as a reversed one is —
+    within the noise it shows no ordering (so the paper's ranking given as fractions instead of
+    percent, or by any gap under the noise, is not credited). Pairs the paper itself ranks by no
+    more than ``tie`` ask only that ours do not reverse them beyond ``tie``."""
+
+    def describe(self) -> str:
+        return super().describe() + f"; a pair in the paper's order by <= {self.tie:g} is tied too (within the noise)"
+
+    def judge(self, ours: Sequence[float], paper: Sequence[float]) -> str:
+        verdict = super().judge(ours, paper)
+        if not verdict.startswith((REPRODUCED, SMALLER_MARGIN)):
+            return verdict
+        sign = 1.0 if self.lower_is_better else -1.0
+        order = sorted(range(len(paper)), key=lambda i: paper[i], reverse=not self.lower_is_better)
+        for a, b in zip(order, order[1:]):
+            if sign * (paper[b] - paper[a]) > self.tie and sign * (ours[b] - ours[a]) <= self.tie:
+                return (
+                    f"{TIED}: {self.labels[b]} ({ours[b]:.4g}) trails {self.labels[a]} ({ours[a]:.4g}) by no more "
+                    f"than the noise {self.tie:g} (the paper's gap {sign * (paper[b] - paper[a]):.4g}): the "
+                    "ordering is neither shown nor contradicted"
+                )
+        return verdict
+
+
+@dataclass(frozen=True)
+class WeakWithinNoise(WithinNoise):
+    """:class:`._report.WithinNoise` for a table whose noise window is wider than its spread: one
+    constant lies within every cell's window, so a constant answer meets every row of the table by
+    the rule's construction — a *weak* claim (:func:`._report.tally` counts it only while at least
+    half of the report's other claims are reproduced)."""
+
+    weak: bool = True
+
+    def describe(self) -> str:
+        return super().describe() + " [weak: one constant lies within every cell's window of this table]"
 
 
 def comparison(row: dict):
     """The :class:`._report.Comparison` of a row dict: an :func:`ordering_row` under its
-    :class:`._report.Ordering`, every other row as :func:`._report.row_comparison`."""
-    from ._report import Comparison, Ordering, row_comparison
+    :class:`._report.Ordering` (:class:`ResolvedOrdering` with ``resolve``), a value row with
+    ``"se"`` and ``"weak"`` under :class:`WeakWithinNoise`, every other row as
+    :func:`._report.row_comparison`; the row's ``note`` kept."""
+    import dataclasses
+
+    from ._report import Comparison, row_comparison
 
     if row.get("kind") != "ordering":
-        return row_comparison(row)
-    ours = [math.nan if v is None else float(v) for v in row["ours"]]  # missing: not comparable
+        c = row_comparison(row)
+        if row.get("weak") and isinstance(c.rule, WithinNoise) and not isinstance(c.rule, WeakWithinNoise):
+            r = c.rule
+            c = dataclasses.replace(c, rule=WeakWithinNoise(r.ours_se, r.paper_se, r.k, r.source))
+        if row.get("note"):
+            c.note = str(row["note"])
+        return c
+    # a missing value: the row is "not run" (ordering_row sets not_run); NaN stays NaN ("not reproduced")
+    ours = list(row["ours"]) if row.get("not_run") else [math.nan if v is None else float(v) for v in row["ours"]]
+    rule_cls = ResolvedOrdering if row.get("resolve") else Ordering
     return Comparison(
         row["quantity"] + (f" [{row['source']}]" if row.get("source") else ""),
         ours,
         list(row["paper"]),
-        Ordering(tuple(row["labels"]), row["lower_is_better"], margin=row["margin"], tie=row["tie"]),
+        rule_cls(tuple(row["labels"]), row["lower_is_better"], margin=row["margin"], tie=row["tie"]),
         unit=row.get("unit", ""),
+        note=str(row.get("note", "")),
         check=bool(row.get("check")),
+        check_reason=str(row.get("check_reason", "")),
+        not_run=str(row.get("not_run", "")),
+        valid=row.get("valid"),
     )
 
 
@@ -1155,24 +1247,28 @@ def write_rows_report(out, name: str, *, rows: list[dict], legacy: dict, markdow
     Comparison's, ``legacy["verdicts"]`` counted over the paper's claims (checks left out) as
     agrees (reproduced, or same ordering with a smaller margin), tied, differs, n/a; the other
     keywords go to :func:`._report.write_details_report`."""
-    from ._report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, SMALLER_MARGIN, TIED, write_details_report
+    from ._report import NOT_COMPARABLE, NOT_REPRODUCED, NOT_RUN, carried_verdicts, write_details_report
 
     comps = [comparison(r) for r in rows]
-    for r, c in zip(rows, comps):
-        r["verdict"] = c.verdict
+    # each row's verdict as the tally counts it (a weak claim the others do not carry says so)
+    dicts = [{**c.to_dict(), "weak": c.weak} for c in comps]
+    carried = {id(d): v for v, d in carried_verdicts(dicts)}
+    verdicts = [carried.get(id(d), c.verdict) for d, c in zip(dicts, comps)]
+    for r, v in zip(rows, verdicts):
+        r["verdict"] = v
     legacy["verdicts"] = {
-        word: sum(c.verdict.startswith(v) for c in comps)
+        word: sum(x.startswith(v) for x in verdicts)
         for word, v in (
             ("agrees", (REPRODUCED, SMALLER_MARGIN)),
             ("tied", TIED),
             ("differs", NOT_REPRODUCED),
-            ("n/a", NOT_COMPARABLE),
+            ("n/a", (NOT_RUN, NOT_COMPARABLE)),
         )
     }
     md = markdown(legacy).replace(
         "Verdicts: ",
         "Verdicts, the paper's claims only (agree = reproduced or same ordering with a smaller margin, "
-        "differ = not reproduced, n/a = not comparable): ",
+        "differ = not reproduced, n/a = not run): ",
     )
     return write_details_report(
         out,
@@ -1291,6 +1387,9 @@ def markdown_timing(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5
     return lines
 
 
+WALL_REASON = "our engineering target (the issue's wall time <= 1.5 T), not a claim of the paper"
+
+
 def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> dict:
     """Row: every seconds-budget MAMBA run's tuning wall time ≤ ``target`` × T (the issue's
     target, not a paper number)."""
@@ -1310,6 +1409,7 @@ def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> 
             None,
             "every MAMBA run: wall / T <= target; n/a for iteration budgets",
             check=True,
+            check_reason=WALL_REASON,
         )
     ok = [r for r in ratios if r[2] <= target]
     worst = max(ratios, key=lambda r: r[2])
@@ -1322,6 +1422,7 @@ def wall_claim(tuned: Mapping[str, Mapping[str, dict]], target: float = 1.5) -> 
         len(ok) == len(ratios),
         "every MAMBA call: whole wall time / T <= target",
         check=True,  # our engineering target, not the paper's claim: reported, not tallied
+        check_reason=WALL_REASON,
     )
 
 
