@@ -151,6 +151,24 @@ def check_deterministic(energy, inputs: Sequence[Tensor]) -> None:
     energy._randomness_checked = True
 
 
+#: the largest ``num_data`` taken: 2**53, the largest integer every float64 holds exactly (the N/n
+#: scale of a minibatch energy is a float; a count beyond it is no data set's)
+MAX_NUM_DATA = 2**53
+
+
+def check_num_data(num_data) -> None:
+    """Refuse a ``num_data`` beyond :data:`MAX_NUM_DATA` before any compute: the minibatch energy
+    is scaled by N/n, and N = 2**70 makes every gradient ~1e21 (the run ends in a
+    ``DivergenceError`` that blames the step size)."""
+    if num_data is not None and int(num_data) > MAX_NUM_DATA:
+        raise ValueError(
+            f"num_data = {num_data} exceeds 2**53 = {MAX_NUM_DATA}: it scales the minibatch energy by "
+            f"N/n, so every gradient would be ~{float(num_data):.1e} times a data point's and the chain "
+            "would diverge. num_data is the number of data points N the likelihood sums over: pass that "
+            "(or None to take the data's number of rows)"
+        )
+
+
 def check_module_data(energy, data: Sequence[Tensor]) -> None:
     """Check ``data = (inputs..., target)`` (no chain dimension) against the module and the
     likelihood before any compute; raises ``ValueError`` saying what to convert.
@@ -168,6 +186,7 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
     if len(data) < 2:
         raise ValueError(f"a module energy needs data=(inputs..., targets), got {len(data)} tensor(s)")
     inputs, target = data[:-1], data[-1]
+    check_num_data(getattr(energy, "num_data", None))
     dtype = energy.dtype
     for i, x in enumerate(data):
         if not isinstance(x, Tensor):
@@ -203,7 +222,76 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
             f"the module cannot run on the data ({shapes}; a forward on {rows} row(s) failed: {err}){first}"
         ) from err
     energy.likelihood.check_output(out, rows)  # one tensor [rows, ...] for a named likelihood
+    energy.likelihood.check_value(out, target, rows)  # a custom one returns one number
     if not isinstance(out, Tensor):  # a custom likelihood may take what the module returns
         return
     energy.likelihood.check_target(out, target, rows)
     check_deterministic(energy, inputs)
+
+
+#: parameter dtypes coarse enough for an SGLD step to round away (8 and 11 significant bits)
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+_BITS = {torch.float16: 11, torch.bfloat16: 8}
+
+
+def rounded_away(theta: Tensor, step: Tensor) -> float:
+    """The share of the coordinates whose nonzero ``step`` is lost when ``theta + step`` is
+    rounded to ``theta``'s dtype (the sum taken in float32, as the update is)."""
+    step = step.float().expand_as(theta)
+    nonzero = step != 0
+    if not bool(nonzero.any()):
+        return 0.0
+    same = (theta.float() + step).to(theta.dtype) == theta
+    return float((same & nonzero).sum()) / float(nonzero.sum())
+
+
+def warn_below_resolution(energy, sampler, theta: Tensor, data=None, *, share: float = 0.9) -> str | None:
+    """Warn (and return the message) when SGLD's updates at ``theta`` ``[C, P]`` are below the
+    resolution of a float16/bfloat16 parameter dtype: the gradient step ``lr/2·∇U`` (the
+    gradient on ≤ 64 rows of ``data``, N/n-scaled, evaluated once; skipped for a module with
+    buffers, whose running statistics it would update) or the noise ``√(lr·T)`` rounded away in
+    at least ``share`` of the coordinates. Such a chain ignores the gradient (a random walk) or
+    does not move at all, silently. Nothing is computed for other dtypes or other kernels, and
+    no random number is drawn. Called once at set-up (``structmc.runner.Run``)."""
+    if theta.dtype not in LOW_PRECISION or getattr(sampler, "name", None) != "sgld":
+        return None
+    schedule = getattr(sampler, "lr", None)
+    if schedule is None:
+        return None
+    lr = float(schedule(0)) if callable(schedule) else float(schedule)
+    temperature = float(getattr(sampler, "temperature", 1.0))
+    dtype = str(theta.dtype).replace("torch.", "")
+    lost = []
+    if not getattr(energy, "has_buffers", False):
+        batch = None
+        if data is not None:
+            rows = min(64, int(data[0].shape[0]))
+            batch = tuple(t[:rows].to(theta.device).expand(theta.shape[0], *t[:rows].shape) for t in data)
+        try:
+            _, grad = energy.value_and_grad(theta, batch)
+        except Exception:  # noqa: BLE001  (a warning only: the run's own evaluation will say what fails)
+            grad = None
+        if grad is not None and bool(torch.isfinite(grad).all()):
+            frac = rounded_away(theta, -0.5 * lr * grad.float())
+            if frac >= share:
+                lost.append(
+                    f"its gradient step lr/2·∇U is rounded away in {frac:.0%} of the coordinates, so the chain "
+                    "ignores the posterior's gradient (a random walk)"
+                )
+    noise = (lr * temperature) ** 0.5
+    frac = rounded_away(theta, torch.tensor(noise))
+    if noise > 0 and frac >= share:
+        lost.append(
+            f"its noise √(lr·T) = {noise:.2g} is rounded away in {frac:.0%} of the coordinates (the chain does not move)"
+        )
+    if not lost:
+        return None
+    message = (
+        f"{sampler.name}: the parameters are {dtype} ({_BITS[theta.dtype]} significant bits) and at "
+        f"lr={lr:g} {' and '.join(lost)}. Sample in float32 (module.float() and float32 data before "
+        "ModuleEnergy), or raise lr"
+    )
+    import warnings
+
+    warnings.warn(message, UserWarning, stacklevel=3)
+    return message

@@ -27,7 +27,15 @@ from torch import Tensor
 from .batching import DataSource
 from .chain import Chain
 from .diagnostics.calibration import classification_metrics
-from .predictive import _check_count, _draw_groups, predictive_energy
+from .predictive import (
+    _check_count,
+    _check_inputs,
+    _draw_groups,
+    _finite_draws,
+    _finite_predictions,
+    _finite_rows,
+    predictive_energy,
+)
 
 __all__ = ["evaluate"]
 
@@ -76,9 +84,16 @@ def evaluate(
     )
     if sum(s.shape[0] for g in groups for s, _ in g) == 0:
         raise ValueError("no draws to evaluate")
+    _finite_draws(samples)
+    # sample()'s checks on the data, before any compute: NaN/Inf rows, dtypes, the input width
+    # (one forward of one draw), the labels against the likelihood; a Dataset's on its first batch
+    tensors = data_tensors(data)
+    first = tensors if tensors is not None else next(iter(batches()))
+    _check_inputs(energy, groups[0], first[:-1], "evaluate", first[-1])
     task = "regression" if lik.name == "gaussian" else "classification"
-    accs, targets = _accumulate(energy, groups, batches, draws_per_call)
+    accs, targets = _accumulate(energy, groups, batches, draws_per_call, check_rows=tensors is None)
     pooled = _pool(accs)
+    _finite_predictions(pooled["probs_sum" if task == "classification" else "f_sum"], "evaluate")
     out = {"task": task, "num_draws": pooled["S"], "num_inputs": n}
     y = targets.to(pooled["device"])
     if task == "classification":
@@ -145,13 +160,32 @@ def _batches(data, batch_size: int):
     return n, lambda: (source.collate(list(range(lo, min(lo + batch_size, n)))) for lo in range(0, n, batch_size))
 
 
-def _accumulate(energy, groups_list, batches, draws_per_call) -> tuple[list[dict], Tensor]:
+def data_tensors(data) -> tuple[Tensor, ...] | None:
+    """The tensors of in-memory ``data`` (a tuple of tensors, a TensorDataset, a DataSource over
+    tensors), ``None`` for a Dataset read item by item."""
+    if isinstance(data, DataSource):
+        return data.tensors
+    if hasattr(data, "tensors"):
+        return tuple(data.tensors)
+    if isinstance(data, (tuple, list)):
+        return tuple(data)
+    return None
+
+
+def _accumulate(energy, groups_list, batches, draws_per_call, check_rows: bool = False) -> tuple[list[dict], Tensor]:
     """Per-input sums over the draws of each entry of ``groups_list`` (each [(samples [S, P],
-    buffers)]), reading the data once; and the targets, concatenated."""
+    buffers)]), reading the data once; and the targets, concatenated. ``check_rows``: refuse a
+    batch with NaN/Inf values (a Dataset's, read here for the first time)."""
     lik = energy.likelihood
     parts: list[dict[str, list[Tensor]]] = [{} for _ in groups_list]
     targets = []
+    seen = 0
     for batch in batches():
+        if check_rows:
+            for i, t in enumerate(batch):
+                name = "the target" if i == len(batch) - 1 else f"input {i}"
+                _finite_rows(t, f"evaluate: {name}", seen)
+            seen += int(batch[-1].shape[0])
         xb = tuple(t.to(energy.device) for t in batch[:-1])
         yb = batch[-1].to(energy.device)
         targets.append(batch[-1])

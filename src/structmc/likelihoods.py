@@ -77,6 +77,27 @@ class Likelihood:
                 f"(e.g. a transpose or a reduction over the rows)"
             )
 
+    def check_value(self, out, target: Tensor, rows: int) -> None:
+        """``ValueError`` when a custom likelihood, called on the module's output ``out`` on the
+        first ``rows`` rows and their targets, does not return one number (the summed
+        log-likelihood): a per-example vector would otherwise fail inside autograd ("grad can be
+        implicitly created only for scalar outputs"). An exception of the callable itself is left
+        to the evaluation; the named likelihoods sum by construction."""
+        if self.name in _KINDS:
+            return
+        try:
+            value = self.log_lik(out, target[:rows])
+        except Exception:  # noqa: BLE001  (the evaluation will raise it, with its own message)
+            return
+        if not isinstance(value, Tensor) or value.numel() != 1:
+            what = f"a tensor of shape {list(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
+            fn = getattr(self.log_lik, "__qualname__", type(self.log_lik).__name__)
+            raise ValueError(
+                f"the likelihood {fn!r} returned {what} on {rows} row(s): it must return the summed "
+                f"log-likelihood of the minibatch, one scalar tensor (e.g. end it with .sum() over "
+                f"the rows)"
+            )
+
     def check_target(self, out: Tensor, target: Tensor, rows: int) -> None:
         """``ValueError`` when ``target`` (all rows, no chain dimension) does not fit this
         likelihood and the module's output ``out`` on its first ``rows`` rows (label dtype and

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from .chain import Chain
 from .energy import Energy
+from .energy_checks import _all_finite, _first_layer
 from .likelihoods import Likelihood
 from .space import ParamSpace
 
@@ -80,6 +81,80 @@ def _check_draws_fit(energy: Predictor, draws: Chain | Tensor) -> None:
             f"draws must be [S, {P}] or [C, D, {P}] (the energy's model has P = {P} parameters), got "
             f"{list(samples.shape)}: pass draws of this model"
         )
+
+
+def _finite_draws(samples: Tensor) -> None:
+    """Refuse draws holding NaN or Inf (a chain that diverged): every prediction through them
+    would be NaN, averaged into the rest. Names how many and the first, in the draws' layout."""
+    if _all_finite(samples):
+        return
+    bad = ~torch.isfinite(samples).all(-1)  # [S] or [C, D]
+    first = [int(i) for i in bad.nonzero()[0]]
+    where = f"chain {first[0]}, draw {first[1]}" if len(first) == 2 else f"draw {first[0]}"
+    raise ValueError(
+        f"draws: {int(bad.sum())} of {bad.numel()} draws hold NaN or Inf (the first: {where}); the "
+        "predictions through them would be NaN. Pass the finite draws only (a chain that diverged: "
+        "the draws before it did, or rerun with a smaller step size)"
+    )
+
+
+def _finite_rows(x: Tensor, name: str, offset: int = 0) -> None:
+    """Refuse a floating tensor ``[n, ...]`` with NaN/Inf values, naming the rows."""
+    if not x.is_floating_point() or _all_finite(x):
+        return
+    rows = (~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).nonzero().flatten()
+    raise ValueError(
+        f"{name} has NaN or Inf values in {rows.numel()} row(s) (the first: row {int(rows[0]) + offset}): "
+        "drop or impute those rows (a NaN row would be predicted as NaN and miscounted in the metrics)"
+    )
+
+
+def _check_inputs(model: Predictor, groups, inputs: Sequence[Tensor], who: str, target: Tensor | None = None) -> Tensor:
+    """Before any compute, the checks :func:`structmc.sample` makes on its data: floating
+    inputs (and target) without NaN/Inf, in the model's dtype; one forward of the first draw on
+    ≤ 4 rows (the input width), its output (and ``target``) against the likelihood. Returns
+    that output ``[rows, ...]``."""
+    for i, x in enumerate(inputs):
+        _finite_rows(x, f"{who}: input {i}")
+    if target is not None:
+        _finite_rows(target, f"{who}: the target")
+    dtype = getattr(model, "dtype", None)
+    for i, x in enumerate(inputs):
+        if dtype is not None and x.is_floating_point() and x.dtype != dtype:
+            raise ValueError(
+                f"{who}: input {i} has dtype {x.dtype} but the model's parameters are {dtype}: convert the "
+                f"features with x.to({dtype})"
+            )
+    samples, buffers = next((s, b) for s, b in groups if s.shape[0] > 0)
+    rows = min(4, int(inputs[0].shape[0]))
+    xs = tuple(t[:rows].to(model.device) for t in inputs)
+    try:
+        out = model.forward_draws(samples[:1], xs, draws_per_call=1, buffers=buffers)[0]
+    except Exception as err:
+        shapes = ", ".join(f"input {i}: {list(x.shape)} {x.dtype}" for i, x in enumerate(inputs))
+        module = getattr(model, "module", None)
+        first = _first_layer(module) if isinstance(module, torch.nn.Module) else ""
+        raise ValueError(
+            f"{who}: the model cannot run on the inputs ({shapes}; a forward on {rows} row(s) failed: {err}){first}"
+        ) from err
+    lik = model.likelihood
+    lik.check_output(out, rows)
+    if target is not None:
+        lik.check_target(out, target, rows)
+    return out
+
+
+def _finite_predictions(values: Tensor, who: str, offset: int = 0) -> None:
+    """Refuse NaN/Inf predictions from finite inputs and draws (the model overflows)."""
+    if _all_finite(values):
+        return
+    rows = (~torch.isfinite(values)).reshape(values.shape[0], -1).any(1).nonzero().flatten()
+    raise ValueError(
+        f"{who}: the model's predictions are NaN or Inf for {rows.numel()} input(s) (the first: row "
+        f"{int(rows[0]) + offset}) although the inputs and the draws are finite: the model overflows "
+        "there (e.g. a float16/bfloat16 model, or draws far out in the tails); evaluate in float32 or "
+        "check those draws"
+    )
 
 
 def predictive_energy(energy, who: str = "predictive") -> Predictor:
@@ -196,18 +271,21 @@ def predictive(
     groups = _draw_groups(model, draws, chain)
     if sum(s.shape[0] for s, _ in groups) == 0:
         raise ValueError("no draws to average over")
+    samples = draws.samples if isinstance(draws, Chain) else draws
+    _finite_draws(samples[chain] if chain is not None and samples.dim() == 3 else samples)
+    _check_inputs(model, groups, inputs, "predictive")
     parts: list[dict[str, Tensor]] = []
     for lo in range(0, inputs[0].shape[0], batch_size):
         xb = tuple(t[lo : lo + batch_size].to(model.device) for t in inputs)
         outputs = torch.cat(
             [model.forward_draws(s, xb, draws_per_call=draws_per_call, buffers=b) for s, b in groups if s.shape[0] > 0]
         )
+        _finite_predictions(outputs.transpose(0, 1), "predictive", lo)
         lik = model.likelihood
         parts.append(lik.predict(outputs, per_draw=True) if per_draw else lik.predict(outputs))
     if not per_draw:
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     # the groups hold the draws in their layout's order (chain-major), so [S, ...] -> [*lead, ...]
-    samples = draws.samples if isinstance(draws, Chain) else draws
     lead = tuple(samples.shape[:-1]) if chain is None or samples.dim() < 3 else tuple(samples.shape[1:-1])
     out = {}
     for k in parts[0]:
