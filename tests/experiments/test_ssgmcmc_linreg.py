@@ -5,6 +5,7 @@ tests/cli/test_cli.py::test_ssgmcmc_linreg_reproduce_tiny."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -68,26 +69,9 @@ def _sweep_with(sweep, answer: dict) -> dict:
 
 
 def _rows(exact_map, answer, table, sweep=None):
-    scenarios = {}
-    for name in (*EXACT, *SD):
-        cells = answer[name]
-        corr = [[1.0 if a == b else 0.0 for b in range(4)] for a in range(4)]
-        for key, v in cells.items():
-            if key[0] == "corr":
-                corr[key[1]][key[2]] = corr[key[2]][key[1]] = v
-        s = {"var": [cells.get(("var", j), 0.0) for j in range(4)], "corr": corr}
-        if name in EXACT:
-            tcorr = [[1.0 if a == b else 0.0 for b in range(4)] for a in range(4)]
-            for i, j in lr.PAIRS:
-                tcorr[i][j] = tcorr[j][i] = table[name][("corr", i, j)]
-            s |= {
-                "target_var": [table[name][("var", j)] for j in range(4)],
-                "target_corr": tcorr,
-                "se_var": [0.0] * 4,
-                "se_corr": [[0.0] * 4 for _ in range(4)],
-            }
-        scenarios[name] = s
-    return lr.comparisons(lr.Config(), exact_map, scenarios, sweep)
+    """``comparisons`` on an answer table ``{scenario: {cell: value}}``; a scenario the answer
+    lacks is left out of the input (not run)."""
+    return lr.comparisons(lr.Config(), exact_map, _scenarios_of(exact_map, answer, table), sweep)
 
 
 def test_wrong_answers_do_not_pass_the_verdicts(targets, sweep_exact):
@@ -101,7 +85,7 @@ def test_wrong_answers_do_not_pass_the_verdicts(targets, sweep_exact):
     maps = [r for r in rows if r.quantity.startswith("exact MAP")]
     assert len(maps) == 4 and all(r.check and r.verdict.startswith("check") for r in maps)
     judged = passes(rows)
-    assert judged[0] == judged[1] and judged[1] >= 20, judged
+    assert judged[0] == judged[1] == 27, judged
     # the ρ sweep's rows: the exact predictions pass, with no error or with quick's standard errors (~0.013)
     theorem3 = lambda answer, se=0.0: lr.sweep_comparisons(_sweep_with(sweep_exact, answer) | {"se": [se] * 5})  # noqa: E731
     assert passes(theorem3(stable)) == (3, 3) and passes(theorem3(stable, 0.013)) == (3, 3)
@@ -124,15 +108,24 @@ def test_wrong_answers_do_not_pass_the_verdicts(targets, sweep_exact):
     # (SE 0.015, 0.012, 0.014, 0.013, 0.009) against the exact -0.027, -0.169, -0.375, -0.631, -0.898: passes 3/3
     quick = sweep_exact | {"corr": [-0.020, -0.154, -0.349, -0.594, -0.855], "se": [0.015, 0.012, 0.014, 0.013, 0.009]}
     assert passes(lr.sweep_comparisons(quick)) == (3, 3)
-    # var w3: S-SGLD's two partitions' targets (0.0136, 0.0132) are closer than the 10 % noise tolerance, so
-    # those rows are checks: the two-group optimum's value given as the factorised one's cannot pass as a claim
+    # var w3: S-SGLD's two partitions' targets (0.0136, 0.0132) are closer than the 10 % noise tolerance: the rows
+    # still count (issue 35: a failure must count); a pass is weak (it cannot tell the scenarios apart)
     w3 = [r for r in rows if r.quantity.startswith("S-SGLD {w1},{w2},{w3},{b}: var w3")][0]
     gap = abs(table[EXACT[1]][("var", 2)] - table[EXACT[2]][("var", 2)])
-    assert w3.check and w3.rule.abs >= 0.9 * gap
+    assert not w3.check and w3.weak and "cannot tell those scenarios apart" in w3.note
+    assert w3.verdict == "reproduced" and "weak" in w3.rule.describe()
+    tol = float(w3.rule.text.split("≤ ")[1].split(" ")[0])
+    assert tol >= 0.9 * gap
     sgld_w3 = [r for r in rows if r.quantity.startswith("SGLD: var w3")][0]
-    assert not sgld_w3.check  # SGLD's target is far from the others: its 10 % tolerance counts
-    # measured: constants 2, 5, 7, 6, 2 of 24 (one near 0.01 hits the four zero correlations of the structured
-    # optima and a variance or two near 0.01), shuffled 7, reversed 7 (former rules: 8 and 9 at most)
+    assert not sgld_w3.check and not sgld_w3.note
+    # only the non-claims are checks: the exact MAP (the data's construction) and the sweep's implementation check
+    checks = [r for r in rows if r.check]
+    assert len(checks) == 5 and all(r.check_reason for r in checks)
+    assert {r.quantity.split(" ")[0] for r in checks} == {"exact", "rho"}
+    # measured: constants 2, 5, 7, 6, 2 of 27 (one near 0.01 hits the four zero correlations of the structured
+    # optima and a variance or two near 0.01), shuffled 7, reversed 7 (former rules: 8 and 9 at most). The four
+    # var w3 / var b rows of S-SGLD now count (issue 35) as weak passes, and "Sd-SGLD lies between", which a
+    # constant meets, is weak: neither is carried by a wrong answer's 7 of 22 strong claims
     counts = [passes(_rows(exact_map, a, table))[0] for a in constants(table)]
     assert max(counts) <= 7, counts
     assert passes(_rows(exact_map, shuffled(table), table))[0] <= 7
@@ -144,6 +137,105 @@ def test_wrong_answers_do_not_pass_the_verdicts(targets, sweep_exact):
     assert max(counts) <= 7, counts
     assert wrong(shuffled(table), shuffled(stable)) <= 7
     assert wrong(reversed_ranks(table), reversed_ranks(stable)) <= 7
+
+
+def _beyond(table):
+    """The allowed difference of each cell's rule, stated here (not read from the module, so a
+    loosened rule there fails the offsets): variances 10 % of the target, correlations 0.05 (no
+    Monte Carlo error in these answers); Sd-SGLD's corr(w1, w2) the 'between' claim's 0.05."""
+    return lambda m, c, v: 0.10 * abs(table[m][c]) if c[0] == "var" else 0.05
+
+
+def test_the_five_families_of_issue_35(targets, sweep_exact):
+    """Issue 35 §4 through ``comparisons``: per-scenario offsets just beyond each rule, the right
+    order with absurd values (× 10: correlations beyond 1; negative variances), NaN or inf for a
+    scenario and for all, a scenario not run, fractions (/100): each passes at most a quarter of
+    the 27 counted claims. The scenarios' table and the ρ sweep get the same wrong answer."""
+    from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets
+
+    exact_map, table = targets
+    stable = {f"rho={r:g}": {"corr": v} for r, v in zip(sweep_exact["rho"], sweep_exact["corr"])}
+
+    def rows(answer, sweep_answer=None):
+        sweep = None if sweep_answer is None else _sweep_with(sweep_exact, sweep_answer)
+        return _rows(exact_map, answer, table, sweep)
+
+    full = passes(rows(table, stable))
+    assert full == (27, 27)
+    sweep_beyond = lambda m, c, v: 0.2  # noqa: E731  (beyond the grid's 0.098 half-gap at the mean-field end)
+    for answer, s_answer in zip(offsets(table, _beyond(table)), offsets(stable, sweep_beyond)):
+        at_most_a_quarter(rows(answer, s_answer), "offsets")
+    for answer, s_answer in zip(absurd(table, low=0.0), absurd(stable, low=-1.0)):
+        at_most_a_quarter(rows(answer, s_answer), "absurd")
+    neg = list(absurd(table, low=0.0))[1]
+    assert all("implausible" in r.verdict for r in rows(neg, stable) if ": var " in r.quantity)
+    at_most_a_quarter(rows(fractions(table), fractions(stable)), "fractions")
+    # NaN / inf for one scenario: its rows fail, none leaves the denominator; all NaN passes nothing
+    answers = list(non_finite(table))
+    for answer in answers[:-1]:
+        bad = next(m for m, by in answer.items() if not all(math.isfinite(v) for v in by.values()))
+        r = rows(answer, stable)
+        assert passes(r)[1] == full[1]
+        own = [x for x in r if x.quantity.startswith(f"{bad}:")]
+        assert all(x.verdict.startswith("not reproduced: the run produced") for x in own), bad
+    assert passes(rows(answers[-1], {k: {"corr": math.nan} for k in stable}))[0] == 0
+    # a scenario not run: its rows "not run", the denominator the complete answer's (no KeyError)
+    for name, answer in missing_method(table):
+        r = _rows(exact_map, answer, table, _sweep_with(sweep_exact, stable))
+        assert passes(r)[1] == full[1], name
+        gone = [x for x in r if x.quantity.startswith(f"{name}:")]
+        assert all(x.verdict.startswith("not run") for x in gone) and (name in SD or len(gone) == 7), name
+        lost = [x for x in r if name in str(x.verdict)]
+        assert (lost or name == SD[0]) and all(x.verdict.startswith("not run") for x in lost), name  # SD[0]: no row
+    # no ρ sweep (rho_grid empty): its three claims "not run", still counted
+    r = rows(table, None)
+    assert passes(r) == (24, 27) and sum(x.verdict.startswith("not run") for x in r) == 3
+    # every moment row fails each offset answer: a rule loosened in the module (10 % -> 20 %, 0.05 -> 0.1) passes them
+    for answer in offsets(table, _beyond(table)):
+        moments = [x for x in rows(answer, stable) if ": var " in x.quantity or ": corr(" in x.quantity]
+        assert len(moments) == 21 and all(x.verdict.startswith("not reproduced") for x in moments)
+
+
+def _scenarios_of(exact_map, answer, table):
+    """``comparisons``' scenarios from an answer table, the exact targets from ``table``."""
+    out = {}
+    for name in (*EXACT, *SD):
+        if name not in answer:
+            continue
+        cells = answer[name]
+        corr = [[1.0 if a == b else 0.0 for b in range(4)] for a in range(4)]
+        for key, v in cells.items():
+            if key[0] == "corr":
+                corr[key[1]][key[2]] = corr[key[2]][key[1]] = v
+        s = {"var": [cells.get(("var", j), 0.0) for j in range(4)], "corr": corr}
+        if name in EXACT:
+            tcorr = [[1.0 if a == b else 0.0 for b in range(4)] for a in range(4)]
+            for i, j in lr.PAIRS:
+                tcorr[i][j] = tcorr[j][i] = table[name][("corr", i, j)]
+            s |= {
+                "target_var": [table[name][("var", j)] for j in range(4)],
+                "target_corr": tcorr,
+                "se_var": [0.0] * 4,
+                "se_corr": [[0.0] * 4 for _ in range(4)],
+            }
+        out[name] = s
+    return out
+
+
+def test_tiny_run_rejudges_to_its_own_rows_and_the_tally_agrees(tmp_path):
+    """The tiny preset end to end: ``rejudge`` rebuilds the written rows from the report's numbers
+    (the SEs across chains now among them), and ``passes()`` equals the README's tally."""
+    import json
+
+    from structmc.experiments._report import REPRODUCED, carried_verdicts, claim_tally
+
+    report = lr.run("tiny", tmp_path / "tiny", progress=False)
+    on_disk = json.loads((tmp_path / "tiny" / "report.json").read_text())
+    assert all("se" in on_disk["numbers"]["scenarios"][n] for n in EXACT)
+    rows = lr.rejudge(on_disk)
+    assert [v for v, _ in carried_verdicts(rows)] == [c["verdict"] for c in report["comparisons"]]
+    t = claim_tally(on_disk)
+    assert passes(rows) == (t[REPRODUCED] + t["same ordering, smaller margin"], t["claims"]) and t["claims"] == 27
 
 
 def test_sd_exact_covariance_interpolates_between_the_mean_field_and_the_posterior():

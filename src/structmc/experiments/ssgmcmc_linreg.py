@@ -52,6 +52,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -340,6 +341,7 @@ def run(
         se_var = var_c.std(0) / C**0.5 if C > 1 else var_c.abs().mean(0)
         se_corr = corr_c.std(0) / C**0.5 if C > 1 else torch.ones(4, 4)
         tsd = target.diagonal().sqrt()
+        results[name]["se"] = {"var": se_var.tolist(), "corr": se_corr.tolist()}  # across chains (rejudge)
         stats[name].update(
             target_var=target.diagonal().tolist(),
             target_corr=(target / tsd.outer(tsd)).nan_to_num().tolist(),
@@ -530,12 +532,14 @@ def sweep_comparisons(sweep: dict) -> list[Comparison]:
             ),
             note=f"ours: within-chain corr, mean over chains; SE {', '.join(f'{s:.3f}' for s in se)}; exact "
             f"{', '.join(f'{e:.3f}' for e in exact)}",
+            valid=(-1, 1),
         ),
         Comparison(
             f"Theorem 3 (ii): at rho = {rho[0]:g} corr(w1, w2) is near the mean-field value (rho -> 0: S-SGLD)",
             ours[0],
             mf,
             Tolerance(abs=tol_mf),
+            valid=(-1, 1),
             note=f"tolerance: half-way from the exact prediction at rho = {rho[0]:g} ({exact[0]:.3f}) to the one at "
             f"rho = {rho[1]:g} ({exact[1]:.3f}), so a sweep shifted by one grid point fails",
         ),
@@ -559,29 +563,56 @@ def sweep_comparisons(sweep: dict) -> list[Comparison]:
             Tolerance(abs=0.05 + 4 * se[worst]),
             note="a check of the implementation against the exact prediction, not a claim of the paper",
             check=True,
+            check_reason=SWEEP_CHECK_REASON,
+            valid=(-1, 1),
         ),
     ]
 
 
+#: the five scenarios of :func:`_scenarios`; those with an exact target in closed form (SGLD: the
+#: posterior; S-SGLD: Theorem 1's structured optimum) get moment rows
+SCENARIOS = (
+    "SGLD",
+    "S-SGLD {[w1,w2],[w3,b]}",
+    "S-SGLD {w1},{w2},{w3},{b}",
+    "Sd-SGLD {[w1,w2],[w3,b]}",
+    "Sd-SGLD {w1},{w2},{w3},{b}",
+)
+EXACT_SCENARIOS = SCENARIOS[:3]
+MAP_CHECK_REASON = (
+    "an implementation check of the simulated data, not a claim of the method: the paper's covariate law is not "
+    "published, so ours was fitted to make the expected exact MAP the paper's (fit_covariate_law) and the data "
+    "seed chosen nearest it; computed, not sampled"
+)
+SWEEP_CHECK_REASON = (
+    "an implementation check against the exact stationary law of the discretised chain computed here, not a claim "
+    "of the paper (which gives no number for the sweep)"
+)
+NOT_RUN_SCENARIO = "scenario {name} not in this run's results"
+NOT_RUN_SWEEP = "Theorem 3's rho sweep not run (Config.rho_grid is empty)"
+
+
 def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = None) -> list[Comparison]:
-    """The report's rows (pure, so a test can feed it any numbers; issue 26 §1).
+    """The report's rows (pure, so a test can feed it any numbers; issues 26 §1, 35).
 
     ``exact_map``: our data set's exact posterior mode (4 numbers); ``scenarios``: ``{name:
     {"var": [4], "corr": [4][4]}}`` for the five scenarios of :func:`_scenarios`, those with an
     exact target adding ``"target_var"``, ``"target_corr"`` and the standard errors across chains
-    ``"se_var"``, ``"se_corr"``.
+    ``"se_var"``, ``"se_corr"``. A scenario missing from ``scenarios`` keeps its rows, "not run".
 
     * the exact MAP against the paper's: checks (computed, not sampled: true by construction of
-      the data set, not a claim of the method), outside the tally;
+      the data set, not a claim of the method), each saying why;
     * each variance and correlation against its exact target (the posterior for SGLD, Theorem 1's
-      structured optimum for S-SGLD): within 10 % of the target (variances) or 0.05
-      (correlations) plus 4 standard errors across chains; a row counts only when that sits below
-      **0.9 × the distance from its target to another scenario's target** for that quantity, so
-      that neither our noise nor the tolerance lets one scenario's target pass for another's
-      (var w3: S-SGLD's two partitions have 0.0136 and 0.0132: those rows are checks);
-    * the figure's claims on corr(w1, w2), as stated there;
-    * with ``sweep`` (:func:`_rho_sweep`'s numbers), Theorem 3's rows (:func:`sweep_comparisons`).
-    """
+      structured optimum for S-SGLD): a claim (Fig. 2 draws these laws; the paper gives no
+      number), within 10 % of the target (variances: the discretisation bias of ε = 1e-3, ε·λ_max
+      ≈ 0.26, plus minibatch noise) or 0.05 (correlations) plus 4 standard errors across chains.
+      Where that tolerance is not below the distance to another scenario's target (var w3 and
+      var b of S-SGLD's two partitions: 0.0136 / 0.0132, 0.0102 / 0.0099) the row still counts:
+      a failure is a failure, a pass is weak (it cannot tell those scenarios apart, and is
+      credited only while the report's other claims carry it);
+    * the figure's claims on corr(w1, w2), as stated there ("Sd-SGLD lies between" is weak: equal
+      numbers meet it);
+    * Theorem 3's rows (:func:`sweep_comparisons`) with ``sweep``, else "not run"."""
     rows = []
     for k, j in enumerate(range(4)):
         rows.append(
@@ -595,6 +626,7 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
                 if k == 0
                 else "",
                 check=True,
+                check_reason=MAP_CHECK_REASON,
             )
         )
     exact = {n: v for n, v in scenarios.items() if "target_var" in v}
@@ -605,28 +637,64 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
         others = [abs(float(x) - own) for x in values if abs(float(x) - own) > 0]
         return 0.9 * min(others) if others else math.inf
 
-    def value_row(quantity: str, ours, target: float, tol: float, values) -> Comparison:
+    def value_row(quantity: str, ours, target: float, tol: float, values, valid) -> Comparison:
         cap = gap_to_others(target, values)
-        judged = tol < cap
+        if tol < cap:
+            return Comparison(quantity, ours, target, Tolerance(abs=tol), valid=valid)
+        # another scenario's target lies within the tolerance: a failure counts, a pass is weak (issue 35: "a
+        # reason not to credit a pass, not a reason to drop a failure"), credited only while the others carry it
         return Comparison(
             quantity,
             ours,
             target,
-            Tolerance(abs=tol),
-            note=""
-            if judged
-            else f"a check: the noise tolerance {tol:.3g} is not below 0.9 × the distance to another scenario's "
-            f"target ({cap:.3g}), so this row cannot tell the scenarios apart",
-            check=not judged,
+            Claim(
+                f"|ours − target| ≤ {tol:.3g} (10 % + 4 SE for a variance, 0.05 + 4 SE for a correlation); weak: "
+                f"another scenario's target lies within it",
+                lambda v, t=target, a=tol: abs(v - t) <= a * (1 + 1e-9),
+                weak=True,
+            ),
+            note=f"the noise tolerance {tol:.3g} is not below 0.9 × the distance to another scenario's target "
+            f"({cap:.3g}): a pass here cannot tell those scenarios apart (weak), a failure counts",
+            valid=valid,
         )
 
-    for name, v in exact.items():
+    for name in EXACT_SCENARIOS:
         ref = "exact posterior" if name == "SGLD" else "exact structured optimum (Theorem 1)"
+        v = exact.get(name)
+        if v is None:
+            for j in range(4):
+                rows.append(
+                    Comparison(
+                        f"{name}: var {NAMES[j]} (vs the {ref})",
+                        None,
+                        "exact target",
+                        Tolerance(abs=0.1),
+                        not_run=NOT_RUN_SCENARIO.format(name=name),
+                    )
+                )
+            for i, j in PAIRS:
+                rows.append(
+                    Comparison(
+                        f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})",
+                        None,
+                        "exact target",
+                        Tolerance(abs=0.05),
+                        not_run=NOT_RUN_SCENARIO.format(name=name),
+                    )
+                )
+            continue
         for j in range(4):  # variances within 10% (discretisation and minibatch noise) + 4 standard errors
             tol = 0.10 * float(v["target_var"][j]) + 4 * float(v["se_var"][j])
             values = [w["target_var"][j] for w in exact.values()]
             rows.append(
-                value_row(f"{name}: var {NAMES[j]} (vs the {ref})", v["var"][j], float(v["target_var"][j]), tol, values)
+                value_row(
+                    f"{name}: var {NAMES[j]} (vs the {ref})",
+                    v["var"][j],
+                    float(v["target_var"][j]),
+                    tol,
+                    values,
+                    (0, math.inf),
+                )
             )
         for i, j in PAIRS:
             tol = 0.05 + 4 * float(v["se_corr"][i][j])
@@ -638,15 +706,26 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
                     float(v["target_corr"][i][j]),
                     tol,
                     values,
+                    (-1, 1),
                 )
             )
     c12 = {n: v["corr"][0][1] for n, v in scenarios.items()}
-    sgld, s2, s4 = c12["SGLD"], c12["S-SGLD {[w1,w2],[w3,b]}"], c12["S-SGLD {w1},{w2},{w3},{b}"]
-    sd4 = c12["Sd-SGLD {w1},{w2},{w3},{b}"]
+
+    def claim(quantity: str, names: tuple, paper: str, rule: Claim) -> Comparison:
+        lost = [n for n in names if n not in c12]
+        return Comparison(
+            quantity,
+            None if lost else [c12[n] for n in names],
+            paper,
+            rule,
+            not_run=f"scenario(s) {', '.join(lost)} not in this run's results" if lost else "",
+            valid=(-1, 1),
+        )
+
     rows.append(
-        Comparison(
+        claim(
             "figure: SGLD shows the w1-w2 dependence, fully factorised S-SGLD removes most of it",
-            [sgld, s4],
+            ("SGLD", "S-SGLD {w1},{w2},{w3},{b}"),
             "strong vs weak",
             Claim(
                 "|corr(w1,w2)| > 0.8 for SGLD, and below a third of that for S-SGLD "
@@ -656,9 +735,9 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
         )
     )
     rows.append(
-        Comparison(
+        claim(
             "figure: S-SGLD {[w1,w2],[w3,b]} keeps a w1-w2 dependence (same group)",
-            [s2, s4],
+            ("S-SGLD {[w1,w2],[w3,b]}", "S-SGLD {w1},{w2},{w3},{b}"),
             "kept",
             Claim(
                 "|corr(w1,w2)| of S-SGLD {[w1,w2],[w3,b]} > 0.5 (exact target 0.67) and "
@@ -668,18 +747,84 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
         )
     )
     rows.append(
-        Comparison(
+        claim(
             "Theorem 3: Sd-SGLD (rho = 0.5) lies between SGLD and S-SGLD",
-            [sgld, sd4, s4],
+            ("SGLD", "Sd-SGLD {w1},{w2},{w3},{b}", "S-SGLD {w1},{w2},{w3},{b}"),
             "between",
             Claim(
-                "|corr(w1,w2)|: S-SGLD - 0.05 <= Sd-SGLD <= SGLD + 0.05 (four groups)",
+                "|corr(w1,w2)|: S-SGLD - 0.05 <= Sd-SGLD <= SGLD + 0.05 (four groups); weak: equal numbers for "
+                "the three scenarios meet it",
                 lambda v: abs(v[2]) - 0.05 <= abs(v[1]) <= abs(v[0]) + 0.05,
+                weak=True,
             ),
         )
     )
     if sweep is not None:
         rows += sweep_comparisons(sweep)
+    else:
+        rows += [
+            Comparison(q, None, "Theorem 3", Claim(q, lambda v: False), not_run=NOT_RUN_SWEEP)
+            for q in (
+                "Theorem 3: Sd-SGLD {w1},{w2},{w3},{b} corr(w1, w2) moves monotonically with rho from the mean field "
+                "toward the posterior",
+                "Theorem 3 (ii): at the smallest rho corr(w1, w2) is near the mean-field value (rho -> 0: S-SGLD)",
+                "Theorem 3 (i): at the largest rho corr(w1, w2) has moved most of the way to the posterior's "
+                "(rho -> 1: SGLD)",
+            )
+        ]
+    return rows
+
+
+def rejudge(report: dict) -> list[Comparison]:
+    """The rows of a written report rebuilt from its ``numbers`` and ``config`` under today's
+    rules (issue 35 §7). The standard errors across chains of the moment rows are in
+    ``numbers["scenarios"][name]["se"]`` in reports written since; an older report lacks them, and
+    they are read back from its own rows' tolerances (0.1·target + 4 SE for a variance, 0.05 + 4 SE
+    for a correlation), which the row's note says."""
+    import dataclasses
+    import re
+
+    names = {f.name for f in dataclasses.fields(Config)}
+    fields: dict[str, Any] = {
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in report["config"].items() if k in names
+    }
+    cfg = Config(**fields)
+    numbers = report["numbers"]
+    old_tol: dict[str, float] = {}
+    for c in report.get("comparisons", []):
+        m = re.search(r"≤ ±([0-9.eE+-]+)", str(c.get("rule") or ""))
+        if m:
+            old_tol[c["quantity"]] = float(m.group(1))
+    recovered: set[str] = set()
+    stats: dict[str, dict] = {}
+    for name, res in numbers["scenarios"].items():
+        s = {"var": res["samples"]["var"], "corr": res["samples"]["corr"]}
+        target = res.get("exact_posterior") or res.get("exact_structured_optimum")
+        if name in EXACT_SCENARIOS and target is not None:
+            ref = "exact posterior" if name == "SGLD" else "exact structured optimum (Theorem 1)"
+            s |= {"target_var": target["var"], "target_corr": target["corr"]}
+            if "se" in res:
+                s |= {"se_var": res["se"]["var"], "se_corr": res["se"]["corr"]}
+            else:
+                se_corr = [[0.0] * 4 for _ in range(4)]
+                se_var = []
+                for j in range(4):
+                    q = f"{name}: var {NAMES[j]} (vs the {ref})"
+                    se_var.append((old_tol[q] - 0.10 * float(target["var"][j])) / 4)
+                    recovered.add(q)
+                for i, j in PAIRS:
+                    q = f"{name}: corr({NAMES[i]}, {NAMES[j]}) (vs the {ref})"
+                    se_corr[i][j] = se_corr[j][i] = (old_tol[q] - 0.05) / 4
+                    recovered.add(q)
+                s |= {"se_var": se_var, "se_corr": se_corr}
+        stats[name] = s
+    rows = comparisons(cfg, numbers["exact_posterior"]["mean"], stats, numbers.get("rho_sweep"))
+    for r in rows:
+        if r.quantity in recovered:
+            r.note = (r.note + "; " if r.note else "") + (
+                "the SE across chains read back from this record's earlier tolerance (the report then kept no SEs "
+                "in its numbers)"
+            )
     return rows
 
 
