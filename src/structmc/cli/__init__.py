@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 
+    _D = SAMPLE_DEFAULTS  # the defaults --help shows
     p = sub.add_parser("sample", help="run a sampler on a built-in model / data set")
     p.add_argument(
         "--config",
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", type=_widths, help="MLP widths, e.g. 50,50")
     p.add_argument("--activation", choices=sorted(ACTIVATIONS))
     p.add_argument("--sampler", choices=SAMPLERS.names())
-    p.add_argument("--lr", type=float)
+    p.add_argument("--lr", type=float, help=f"step size (default {_D['lr']:g})")
     p.add_argument("--friction", type=float)
     p.add_argument("--a", type=float, help="SGNHT diffusion parameter")
     p.add_argument("--alpha", type=float, help="pSGLD RMS decay")
@@ -155,10 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gradient", choices=["minibatch", "cv"])
     p.add_argument("--prior-std", dest="prior_std", type=float)
     p.add_argument("--noise-std", dest="noise_std", type=float)
-    p.add_argument("--steps", dest="num_steps", type=int)
-    p.add_argument("--burn-in", dest="burn_in", type=int)
-    p.add_argument("--thin", type=int)
-    p.add_argument("--chains", dest="num_chains", type=int)
+    p.add_argument(
+        "--steps", dest="num_steps", type=int, help=f"iterations, burn-in included (default {_D['num_steps']})"
+    )
+    p.add_argument(
+        "--burn-in", dest="burn_in", type=int, help=f"iterations dropped at the start (default {_D['burn_in']})"
+    )
+    p.add_argument("--thin", type=int, help=f"keep every THIN-th draw after burn-in (default {_D['thin']})")
+    p.add_argument("--chains", dest="num_chains", type=int, help=f"chains (default {_D['num_chains']})")
     p.add_argument(
         "--executor",
         help="run the --chains as independent tasks (structmc.executors.run_chains) on: process, dask, "
@@ -180,10 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--batch-size",
         dest="batch_size",
-        help="rows per minibatch (32), or a fraction of the training "
-        "set in (0, 1] (0.01, as structmc tune reports it; 1.0: the full data)",
+        help="rows per minibatch, or a fraction of the training set in (0, 1] (0.01, as structmc tune "
+        f"reports it; 1.0: the full data) (default {_D['batch_size']})",
     )
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help=f"seeds the data split and the chains (default {_D['seed']})")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch's intra-op CPU threads for this run (torch.set_num_threads; default: torch's, one per "
+        "core: on a loaded machine --threads 1 can be much faster)",
+    )
     p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     p.add_argument(

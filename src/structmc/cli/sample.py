@@ -14,8 +14,26 @@ from .settings import _check_lengths, _refuse_unused, _sample_settings, sampler_
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
+    """``structmc sample``: with ``--threads N`` torch runs on N intra-op threads, restored after."""
+    import torch
+
+    threads = getattr(args, "threads", None)
+    if threads is None:
+        return _cmd_sample(args)
+    if isinstance(threads, int) and threads >= 1:  # else the settings refuse it, naming --threads
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return _cmd_sample(args)
+        finally:
+            torch.set_num_threads(before)
+    return _cmd_sample(args)
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
     from .. import ControlVariate, find_map, predictive, sample
     from ..diagnostics import classification_metrics, regression_metrics
+    from ..run import DivergenceError
     from ..samplers import sampler_from_config
 
     explicit: dict = {}
@@ -27,7 +45,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     many.check_executor(s, explicit)
     if args.resume and args.overwrite:
         raise UsageError("--resume and --overwrite contradict each other: choose one")
-    out = _out_folder(args.out or f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out is empty: pass the run folder (or leave --out out for runs/sample-<time>)")
+    out = _out_folder(args.out if args.out is not None else f"runs/sample-{time.strftime('%Y%m%d-%H%M%S')}", "run")
     from ..storage import RunFolder
 
     executor = many.parallel_executor(s)  # None: the chains as one batched run, as before --executor
@@ -117,6 +137,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
                 progress=None if not args.quiet and rank == 0 else False,
                 distributed=args.distributed or None,
             )
+    except DivergenceError as err:  # the chain went to NaN/Inf (or blew up): one line, exit 2
+        raise UsageError(_diverged_message(err, out, executor is not None)) from err
     except ValueError as err:  # sample()'s messages name its keyword arguments: name the flags
         text = _flag_words(str(err))
         if text == str(err):
@@ -192,6 +214,19 @@ def _flag_words(text: str) -> str:
     for word, flag in _FLAG_WORDS:
         text = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w=])", flag, text)
     return text
+
+
+def _diverged_message(err, out: Path, independent: bool) -> str:
+    """The one line for a run that stopped on NaN/Inf or a blow-up: what happened, where
+    ``diverged.json`` and the draws kept before it are, and what to change."""
+    records = sorted(out.glob("chains/chain_*/diverged.json")) if independent else []
+    if not records and (out / "run" / "diverged.json").is_file():
+        records = [out / "run" / "diverged.json"]
+    where = f"recorded in {', '.join(map(str, records))}" if records else f"nothing recorded in {out / 'run'}"
+    kept = getattr(err, "chain", None)
+    draws = f"; the {kept.num_draws} draw(s) kept before it are in {out / 'run'}" if kept is not None else ""
+    text = " ".join(str(err).split())
+    return f"the run diverged: {_flag_words(text)} ({where}{draws}): pass a smaller --lr"
 
 
 def _distributed_rank(args: argparse.Namespace, executor) -> int:

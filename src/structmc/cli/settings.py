@@ -39,6 +39,8 @@ SAMPLE_DEFAULTS: dict[str, Any] = {
     # independent chains as tasks (structmc.executors.run_chains): None or "serial" = one batched run
     "executor": None,
     "workers": None,
+    # torch's intra-op threads for the run (None: torch's default)
+    "threads": None,
 }
 
 
@@ -87,9 +89,10 @@ _INT_KEYS = {
     "seed": 0,
     "checkpoint_every": 1,
     "workers": 1,
+    "threads": 1,
 }  # key -> minimum (batch_size: rows or a fraction, see _batch_value)
 _STR_KEYS = ("dataset", "model", "activation", "sampler", "gradient", "data_dir", "executor")
-_OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir", "executor", "workers")
+_OPTIONAL_KEYS = ("schedule", "noise_std", "checkpoint_every", "data_dir", "executor", "workers", "threads")
 _MAX_SEED = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
 _FLAGS = "the command line"
 _FLAG_NAMES = {"num_steps": "--steps", "num_chains": "--chains"}  # where the flag is not --key-with-dashes
