@@ -376,7 +376,7 @@ def _sample_into(
 def _warn_unhealthy(chain: Chain, burn_in: int, name: str) -> None:
     """Warn when the run's own records show it is not sampling the target yet (issue 36 §14,
     §17): an energy trace still moving after burn-in, a Metropolis chain stuck."""
-    from .diagnostics.health import stationarity_note, stuck_note
+    from .diagnostics.health import ConvergenceWarning, stationarity_note, stuck_note
 
     info = chain.info or {}
     for key, note in (("energy", stationarity_note), ("accept", stuck_note)):
@@ -384,7 +384,7 @@ def _warn_unhealthy(chain: Chain, burn_in: int, name: str) -> None:
         if isinstance(values, Tensor) and values.numel():
             line = note(values, burn_in)
             if line:
-                warnings.warn(f"{name}: {line}", UserWarning, stacklevel=4)
+                warnings.warn(f"{name}: {line}", ConvergenceWarning, stacklevel=4)
 
 
 def _say_resumable(folder: RunFolder | None, iteration: int, num_steps: int) -> None:

@@ -22,7 +22,7 @@ from .calibration import (
     rmse,
 )
 from .ess import ess, ess_bulk, ess_equicorrelation, ess_from_correlation, ess_mean, ess_tail, ess_tfp
-from .health import energy_stationarity, function_space, stuck_chains
+from .health import ConvergenceWarning, energy_stationarity, function_space, stuck_chains
 from .interop import to_arviz
 from .plots import (
     plot_acceptance,
@@ -52,6 +52,7 @@ from .stein import (
 from .summary import Summary, mixing, param_labels, select_draws, select_random, select_top_variance, summary
 
 __all__ = [
+    "ConvergenceWarning",
     "energy_stationarity",
     "function_space",
     "stuck_chains",

@@ -11,6 +11,13 @@ import math
 import torch
 from torch import Tensor
 
+
+class ConvergenceWarning(UserWarning):
+    """The run's own records show it is not sampling the target yet (an energy trace still
+    moving after burn-in, a stuck Metropolis chain): filter it with ``warnings.simplefilter(
+    "ignore", ConvergenceWarning)`` where a transient is intended."""
+
+
 #: split-R-hat of the energy above which the trace has not settled (Vehtari et al. 2021's 1.01 is
 #: for parameters over long runs; the minibatch energy of a short run is noisier, so 1.1)
 ENERGY_RHAT_MAX = 1.1
@@ -153,6 +160,7 @@ def function_space_lines(energy, chain, inputs, max_points: int = 256) -> list[s
 
 
 __all__ = [
+    "ConvergenceWarning",
     "function_space",
     "function_space_lines",
     "ENERGY_RHAT_MAX",
