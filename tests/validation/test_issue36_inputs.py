@@ -149,3 +149,26 @@ def test_num_data_beyond_2_53_is_refused_before_compute():
     energy, X, y = _setup(num_data=2**70)
     with pytest.raises(ValueError, match=r"num_data = 1180591620717411303424 exceeds 2\*\*53"):
         sm.sample(energy, None, sm.SGLD(1e-3), 10**6, data=(X, y), progress=False)
+
+
+# -- item 12: -0.0 and +0.0 are the same data on resume ---------------------------------------------
+def test_resume_accepts_data_differing_only_in_the_sign_of_zero(tmp_path):
+    energy, X, y = _setup()
+    X = X.clone()
+    X[:4, 1] = 0.0
+    kw = dict(data=(X, y), batch_size=8, out_dir=tmp_path / "run", progress=False)
+    sm.sample(energy, None, sm.SGLD(1e-3), 6, **kw)
+    negated = X.clone()
+    negated[:4, 1] = -0.0
+    assert not torch.equal(negated.view(torch.int32), X.view(torch.int32))  # other bytes, same numbers
+    resumed = sm.sample(energy, None, sm.SGLD(1e-3), 10, **{**kw, "data": (negated, y)}, resume=True)
+    assert resumed.num_draws == 10
+
+
+def test_tensor_digest_is_unchanged_without_negative_zeros():
+    from structmc.fingerprint import tensor_digest
+
+    t = torch.linspace(-1, 1, 7)
+    assert tensor_digest(t) == tensor_digest(t.clone())
+    assert tensor_digest(torch.tensor([0.0, 1.0])) == tensor_digest(torch.tensor([-0.0, 1.0]))
+    assert tensor_digest(torch.tensor([0.0, 1.0])) != tensor_digest(torch.tensor([0.0, -1.0]))

@@ -67,8 +67,18 @@ def _update_tensor(h, t: Tensor) -> None:
     if t.is_neg():
         t = t.resolve_neg()
     flat = t.reshape(-1).contiguous().cpu()
+    if flat.is_floating_point() and flat.element_size() >= 2:
+        # -0.0 and +0.0 are the same number: hash +0.0 for both (x + 0.0 is x for every other
+        # value, so a tensor without -0.0 hashes the same bytes as before), in chunks (no copy
+        # of a large data set)
+        for lo in range(0, flat.numel(), _CHUNK):
+            h.update((flat[lo : lo + _CHUNK] + 0.0).view(torch.uint8).numpy().data)
+        return
     raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
     h.update(raw.numpy().data)  # the array's buffer (a memoryview), not a copy
+
+
+_CHUNK = 1 << 22  # elements per hashed piece of a floating tensor (16 MB of float32)
 
 
 class _Hasher:
