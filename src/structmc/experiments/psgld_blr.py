@@ -99,7 +99,7 @@ from ..data import ChecksumError, DataError
 from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
 from . import REGISTRY, resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
-from ._report import Claim, Comparison, Ordering, Tolerance, smallest_gap, write_report
+from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, seed_se, write_report
 from ._shared import (
     AUTHORS_TEMPERATURE_1_OVER_N,
     check_temperatures,
@@ -148,12 +148,8 @@ class Config:
     seed: int = 0
     batching: str = "epoch"
     converge_pp: float = 0.2  # convergence: within this many percentage points of the final error
-    # verdict: |ours − paper| ≤ tol_pp percentage points; None: 0.9 × the smallest gap between
-    # Table 1's methods (14.85 vs 14.91: 0.054 pp), below it as a verdict must be (issue 26 §1;
-    # was 0.3, wider than the whole table, 14.85–15.20). The table's gaps are within the binomial
-    # noise of 16,281 test rows (±0.28 pp): a value row is a strict test
-    tol_pp: float | None = None
-    tol_gap_pp: float = 0.2  # verdict: pSGLD and SGLD equal (the paper's table) within this many points
+    # (issue 35: the value rows are judged on the seed spread, |ours − paper| ≤ 3·SE, not on a fixed
+    # tolerance; see _comparisons)
     data: str = "auto"  # "auto" (files if found, else the synthetic stand-in), "files", "synthetic"
     data_seed: int = 0  # subsets and the synthetic stand-in
     download: bool = False  # let the loader download adult.data / adult.test when not found
@@ -568,7 +564,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
                     "min": float(ratio.min()),
                     "max": float(ratio.max()),
                 }
-        for row in _comparisons(cfg, results_t, files):
+        for row in _comparisons(cfg, results_t, files, len(data["y_test"])):
             row.setting = label if several else ""
             rows.append(row)
         slug = label.replace("T = ", "T").replace("/", "over")
@@ -617,7 +613,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
         preset=preset,
         config=asdict(cfg),
         seed=cfg.seed,
-        comparisons=rows,
+        comparisons=rows + common_rows(),
         numbers=numbers,
         wall_time_s=time.perf_counter() - t_start,
         device=device,
@@ -626,6 +622,7 @@ def _run(cfg: Config, preset: str, out: Path, progress, device, resume: bool, da
         figures=figures,
         notes=notes,
         paper_setting=paper_setting,
+        stand_in="" if files else f"a synthetic stand-in with a9a's shape: {data['source']['description']}",
     )
 
 
@@ -687,108 +684,217 @@ def _published() -> dict:
     return REGISTRY.get(NAME).published["test_error_pct"]
 
 
-def _comparisons(cfg: Config, res: dict, files: bool) -> list[Comparison]:
+PAPER_ROUNDING_SE = 0.005 / math.sqrt(3)  # Table 1's values are given to 0.01 pp: uniform ±0.005
+
+
+def value_se(r: dict, num_test: int) -> tuple[float, str]:
+    """The standard error of a sampler's seed-mean test error (pp) and where it comes from: the
+    spread over seeds / √seeds with two seeds or more, else the binomial SE of ``num_test`` rows."""
+    per = [v for v in (r.get("test_error_per_seed") or []) if v is not None]
+    se = seed_se(per) if len(per) > 1 else math.nan
+    if math.isfinite(se) and se > 0:
+        return se, f"SE_ours = sd over {len(per)} seeds / √{len(per)} = {se:.3g} pp"
+    p = r.get("test_error_pct")
+    p = p if isinstance(p, (int, float)) and math.isfinite(p) and 0 <= p <= 100 else 15.0
+    se = 100 * binomial_se(p / 100, num_test)
+    return se, f"SE_ours = binomial SE of {num_test:,} test rows = {se:.3g} pp (one seed)"
+
+
+def _comparisons(cfg: Config, res: dict, files: bool, num_test: int = 16_281) -> list[Comparison]:
+    """The rows of one run setting (issue 35): every claim of Table 1 and its text, run or not.
+
+    * each sampler's published test error, judged on the noise of both sides: |ours − paper| ≤
+      3·SE (WithinNoise), SE_ours the seed spread / √seeds (the binomial SE of the test rows with
+      one seed), SE_paper the published rounding (0.005/√3 pp; the paper reports no spread);
+    * "pSGLD and SGLD equal" (Table 1: both 14.85 %): a weak claim (equal numbers meet it);
+    * both SG-MCMC below DSVI and below every variational method (orderings against the paper's
+      published VI values, which we do not run);
+    * pSGLD converges in fewer than 4,000 iterations; SGLD needs at least double.
+
+    A sampler not run (``cfg.samplers``), or the synthetic stand-in: its rows stay, "not run"."""
     pub = _published()
-    stand_in = "" if files else "synthetic stand-in (no Adult files): not comparable with a9a, not judged"
-    tol_pp = cfg.tol_pp if cfg.tol_pp is not None else 0.9 * smallest_gap(list(pub.values()))
-    tol = Tolerance(abs=tol_pp)
+    stand_in = "" if files else "the run used a synthetic stand-in for Adult: not comparable with a9a"
     rows = []
-    for name in cfg.samplers:
-        r = res[name]
-        sd = r["test_error_sd_over_seeds"]
+    for name in SAMPLERS:
+        r = res.get(name)
+        if r is None:
+            rows.append(
+                Comparison(
+                    f"{name} test error (posterior predictive)",
+                    None,
+                    pub[name],
+                    None,
+                    unit="%",
+                    not_run=stand_in or f"{name} is not in this run's samplers {list(cfg.samplers)}",
+                )
+            )
+            continue
+        se, source = value_se(r, num_test)
+        sd = r.get("test_error_sd_over_seeds")
         spread = f"; sd over {len(r['test_error_per_seed'])} seeds {sd:.3f} pp" if sd is not None else ""
         rows.append(
             Comparison(
                 f"{name} test error (posterior predictive of {r['num_kept_draws']} draws)",
                 r["test_error_pct"],
                 pub[name],
-                tol if files else None,
+                WithinNoise(
+                    se,
+                    PAPER_ROUNDING_SE,
+                    3.0,
+                    f"{source}; SE_paper = 0.005/√3 = {PAPER_ROUNDING_SE:.3g} pp, the published rounding to 0.01 pp "
+                    "(the paper reports one number and no spread)",
+                ),
                 unit="%",
-                note=stand_in
-                or (
-                    f"mean over seeds{spread}; tolerance ±{tol_pp:.3g} pp: the "
-                    "encoding is a9a-like, not a9a (see Notes)"
+                not_run=stand_in,
+                note=(
+                    f"mean over seeds{spread}; the encoding is a9a-like, not a9a (see Notes). If the paper's number is "
+                    f"one chain, its own sd would be about one seed's ({sd:.3f} pp here), which this rule leaves out "
+                    "(hypothesis, not measured: the paper does not say how many runs)"
+                    if sd is not None
+                    else "one seed; the encoding is a9a-like, not a9a (see Notes)"
                 ),
             )
         )
-    if "pSGLD" in res and "SGLD" in res:
-        p, s = res["pSGLD"]["test_error_pct"], res["SGLD"]["test_error_pct"]
-        worse = max(p, s)
-        rows.append(
-            Comparison(
-                "pSGLD − SGLD test error (the paper: equal)",
-                p - s,
-                pub["pSGLD"] - pub["SGLD"],
-                Tolerance(abs=cfg.tol_gap_pp) if files else None,
-                unit="pp",
-                note=stand_in or f"equal within {cfg.tol_gap_pp:g} pp",
-            )
+    both = "pSGLD" in res and "SGLD" in res
+    why = stand_in or ("" if both else f"needs both samplers; this run has {list(cfg.samplers)}")
+    p = res["pSGLD"]["test_error_pct"] if both else None
+    s_ = res["SGLD"]["test_error_pct"] if both else None
+    # the worse of the two (a NaN or inf in either is the worse: max() would drop a NaN)
+    worse = next((v for v in (p, s_) if not math.isfinite(v)), max(p, s_)) if both else None
+    gap_se = math.hypot(value_se(res["pSGLD"], num_test)[0], value_se(res["SGLD"], num_test)[0]) if both else 0.0
+    allowed = 3 * gap_se + 0.01
+    rows.append(
+        Comparison(
+            "pSGLD − SGLD test error (the paper: equal, both 14.85 %)",
+            None if not both else p - s_,
+            pub["pSGLD"] - pub["SGLD"],
+            Claim(
+                f"|pSGLD − SGLD| ≤ 3·SE of the difference + 0.01 (the published rounding) = {allowed:.3g} pp",
+                lambda d: abs(d) <= allowed,
+                weak=True,
+            ),
+            unit="pp",
+            not_run=why,
+            valid=False,
+            note="SE of the difference √(SE_pSGLD² + SE_SGLD²) from the seed spreads",
         )
-        rows.append(
-            Comparison(
-                "both SG-MCMC below DSVI (the worse of pSGLD, SGLD vs DSVI's published 15.20 %)",
-                [worse, pub["DSVI"]],
-                [max(pub["pSGLD"], pub["SGLD"]), pub["DSVI"]],
-                Ordering(("SG-MCMC (worse of the two)", "DSVI"), margin=0.5) if files else None,
-                unit="%",
-                note=stand_in
-                or "DSVI is not run: its value is the paper's; reproduced when "
-                "ours is below 15.20 % by at least half the paper's 0.35 pp margin",
-            )
+    )
+    rows.append(
+        Comparison(
+            "both SG-MCMC below DSVI (the worse of pSGLD, SGLD vs DSVI's published 15.20 %)",
+            [worse, pub["DSVI"]],
+            [max(pub["pSGLD"], pub["SGLD"]), pub["DSVI"]],
+            Ordering(("SG-MCMC (worse of the two)", "DSVI"), margin=0.5),
+            unit="%",
+            not_run=why,
+            valid=(0, 100),
+            note="DSVI is not run: its value is the paper's; reproduced when ours is below 15.20 % by at least half "
+            "the paper's 0.35 pp margin",
         )
-        best_vi = min(pub["L-BFGS-SGVI"], pub["HFSGVI"], pub["DSVI"])
-        rows.append(
-            Comparison(
-                "both SG-MCMC below every variational method (worse of pSGLD, SGLD vs L-BFGS-SGVI's "
-                "14.91 %, the best of DSVI, L-BFGS-SGVI, HFSGVI)",
-                [worse, best_vi],
-                [max(pub["pSGLD"], pub["SGLD"]), best_vi],
-                Ordering(("SG-MCMC (worse of the two)", "best VI"), margin=0.5) if files else None,
-                unit="%",
-                note=stand_in
-                or "the paper's margin is 0.06 pp = 10 of 16,281 test rows, "
-                "below what the encoding difference alone moves (see the MAP rows)",
-            )
+    )
+    best_vi = min(pub["L-BFGS-SGVI"], pub["HFSGVI"], pub["DSVI"])
+    rows.append(
+        Comparison(
+            "both SG-MCMC below every variational method (worse of pSGLD, SGLD vs L-BFGS-SGVI's "
+            "14.91 %, the best of DSVI, L-BFGS-SGVI, HFSGVI)",
+            [worse, best_vi],
+            [max(pub["pSGLD"], pub["SGLD"]), best_vi],
+            Ordering(("SG-MCMC (worse of the two)", "best VI"), margin=0.5),
+            unit="%",
+            not_run=why,
+            valid=(0, 100),
+            note="the paper's margin is 0.06 pp = 10 of 16,281 test rows, below what the encoding difference alone "
+            "moves (see the MAP rows)",
         )
-        c = res["_claim"]
-        t_p = c["psgld_converged_at"]
-        rows.append(
-            Comparison(
-                f"pSGLD converges (learning curve stays within {cfg.converge_pp:g} pp of its final "
-                "error) in fewer than 4,000 iterations",
-                t_p,
-                PAPER_CONVERGE,
-                Claim(f"iteration < {PAPER_CONVERGE:,}", lambda v: v is not None and v < PAPER_CONVERGE)
-                if files
-                else None,
-                unit="iterations",
-                note=stand_in
-                or "seed-mean learning curve of the posterior predictive (kept draws "
-                "so far); the paper gives only the bound",
-            )
+    )
+    c = res.get("_claim") or {}
+    t_p = c.get("psgld_converged_at")
+    rows.append(
+        Comparison(
+            f"pSGLD converges (learning curve stays within {cfg.converge_pp:g} pp of its final "
+            "error) in fewer than 4,000 iterations",
+            t_p,
+            PAPER_CONVERGE,
+            Claim(f"iteration < {PAPER_CONVERGE:,}", lambda v: _given(v) < PAPER_CONVERGE),
+            unit="iterations",
+            not_run=stand_in or ("" if "pSGLD" in res else "pSGLD is not in this run's samplers"),
+            valid=False,
+            note="seed-mean learning curve of the posterior predictive (kept draws so far); the paper gives only the "
+            "bound",
         )
-        t_s = c["sgld_reaches_psgld_level_at"]
-        rows.append(
-            Comparison(
-                "SGLD needs at least double pSGLD's iterations to reach pSGLD's converged accuracy "
-                "(ratio of iterations, SGLD / pSGLD)",
-                c["ratio"],
-                PAPER_RATIO,
-                Claim(
-                    "ratio ≥ 2 (SGLD never reaching it within T counts as ≥ 2)",
-                    lambda v: v is not None and v >= PAPER_RATIO,
-                )
-                if files
-                else None,
-                note=stand_in
-                or (
-                    f"pSGLD converged at {t_p} and SGLD's curve stays below pSGLD's "
-                    f"level {res['SGLD']['psgld_level_pct']:.2f} % from "
-                    f"{'never (within T)' if t_s is None else t_s}"
-                ),
-            )
+    )
+    t_s = c.get("sgld_reaches_psgld_level_at")
+    rows.append(
+        Comparison(
+            "SGLD needs at least double pSGLD's iterations to reach pSGLD's converged accuracy "
+            "(ratio of iterations, SGLD / pSGLD)",
+            NEVER if c.get("ratio") == math.inf else c.get("ratio"),
+            PAPER_RATIO,
+            Claim(
+                "ratio ≥ 2 (SGLD never reaching it within T counts as ≥ 2)",
+                lambda v: v == NEVER or _given(v) >= PAPER_RATIO,
+            ),
+            not_run=why,
+            valid=False,
+            note=(
+                f"pSGLD converged at {t_p} and SGLD's curve stays below pSGLD's level "
+                f"{res['SGLD']['psgld_level_pct']:.2f} % from {'never (within T)' if t_s is None else t_s}"
+                if both
+                else ""
+            ),
         )
+    )
     return rows
+
+
+NEVER = "never: SGLD does not reach it within T"  # the ratio when SGLD never reaches pSGLD's level
+
+
+def _given(v):
+    """``v``, or ValueError (the claim's verdict: "not run") when the run has no such number."""
+    if v is None:
+        raise ValueError("this run has no convergence iteration (no learning curve)")
+    return v
+
+
+def common_rows() -> list[Comparison]:
+    """Table 1's published values of the variational methods, which no run of this experiment
+    makes (their numbers serve as the reference in the ordering rows): "not run"."""
+    pub = _published()
+    return [
+        Comparison(
+            f"{m} test error (Table 1)",
+            None,
+            pub[m],
+            None,
+            unit="%",
+            not_run="the variational methods are not implemented here; their published values are the reference "
+            "of the SG-MCMC-below-VI rows",
+        )
+        for m in ("DSVI", "L-BFGS-SGVI", "HFSGVI")
+    ]
+
+
+def rejudge(report: dict) -> list[Comparison]:
+    """The rows of a written report rebuilt from its numbers and config (issue 35 §7)."""
+    cfg = Config(
+        **{
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in report["config"].items()
+            if k in Config.__dataclass_fields__
+        }
+    )
+    nums = report["numbers"]
+    files = nums["data"].get("source") == "files" and not report.get("stand_in")
+    by_t = nums["by_temperature"]
+    several = len(by_t) > 1
+    rows = []
+    for label, d in by_t.items():
+        res = {**d["samplers"], "_claim": d.get("convergence_claim")}
+        for row in _comparisons(cfg, res, files, int(nums["data"]["num_test"])):
+            row.setting = label if several else ""
+            rows.append(row)
+    return rows + common_rows()
 
 
 def _step_sizes(cfg: Config, n: int, refs: dict) -> list[str]:
@@ -859,9 +965,9 @@ def _notes(cfg: Config, data: dict, refs: dict, res: dict, n: int, dim: int, fil
         notes.append(
             "MAP test error (Newton's method, full data, no sampling) per encoding: "
             + ", ".join(f"{k} {v['test_error']:.2f} % (D = {v['dim']})" for k, v in refs.items())
-            + ": what the encoding alone moves. The value rows' tolerance sits below the paper's smallest "
-            "method gap (0.06 pp; the table spans 0.06–0.35 pp), as a verdict must, so an encoding shift "
-            "fails them; the spread over seeds is in the rows, and the orderings carry the paper's claims."
+            + ": what the encoding alone moves. The value rows are judged on the seed spread / √seeds and the "
+            "published rounding (|ours − paper| ≤ 3·SE), far below that, so an encoding shift fails them; the "
+            "orderings carry the comparisons with the variational methods."
         )
     elif refs:
         notes.append(
