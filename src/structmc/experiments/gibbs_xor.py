@@ -579,7 +579,10 @@ def _width_rows(width: dict | None, cfg: Config) -> list[dict]:
         not_run="" if fn["holds"] is not None else fn["reason"],
         weak=True,
     )
-    rates_ok = all(_rates_ok(sum(r, [])) for r in width["fnbg"]["layer_acceptance"] + width["nbg"]["layer_acceptance"])
+    rates_ok = all(
+        _rates_ok(torch.as_tensor(r, dtype=torch.float64).mean(0).tolist(), NEAR_ZERO) and _rates_ok(sum(r, []))
+        for r in width["fnbg"]["layer_acceptance"] + width["nbg"]["layer_acceptance"]
+    )
     if not rates_ok:
         claim["verdict"] = "differs" if not claim.get("not_run") else claim["verdict"]
     claim["width"] = {"difference_steps": fn["steps"]}
@@ -663,11 +666,41 @@ def chains_ratio_se(run: float, retained: int) -> float:
 
 
 def _value_row(
-    key, quantity, source, paper, ours, tol, stat, unit="%", *, se=None, paper_se=0.0, se_source="", not_run=""
+    key,
+    quantity,
+    source,
+    paper,
+    ours,
+    tol,
+    stat,
+    unit="%",
+    *,
+    se=None,
+    paper_se=0.0,
+    se_source="",
+    not_run="",
+    chains=None,
 ) -> dict:
     """A published value, judged on the noise of both sides (issue 35 §1): reproduced when
     |ours − paper| ≤ K_SE·√(se² + paper_se²); ``tol`` (the old fixed tolerance) is kept in the
-    row for the record only. No value or no noise on either side: "n/a" with ``not_run``."""
+    row for the record only. No value or no noise on either side: "n/a" with ``not_run``.
+    ``chains``: the per-chain values the SE comes from; one outside the plausible range (a rate
+    or accuracy outside [0, 1]) fails the row (an implausible spread cannot buy a wide SE)."""
+    lo, hi = (0.0, 1.0) if unit == "%" else (1.0, math.inf)
+    odd = [float(x) for x in (chains or []) if math.isfinite(float(x)) and not lo <= float(x) <= hi]
+    if odd and not not_run:
+        row = _order_row(
+            key,
+            quantity,
+            source,
+            paper,
+            ours,
+            False,
+            f"every per-chain value in [{lo:g}, {hi:g}] (then |ours − paper| ≤ {K_SE:g} combined SEs); "
+            f"implausible per-chain value {odd[0]:.4g}",
+        )
+        row.update(statistic=stat, unit=unit, tol=tol)
+        return row
     if isinstance(ours, float) and not math.isfinite(ours) and not not_run:
         # a run that produced NaN / inf: judged (and failed) as such, never "not run"
         se, se_source = abs(paper) or 1.0, "the run produced a non-finite value"
@@ -777,6 +810,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
                 cfg.tol_rate,
                 "median over chains",
                 se=None if exact_node is None else median_se(exact_node[:, j].tolist()),
+                chains=None if exact_node is None else exact_node[:, j].tolist(),
                 se_source="SE_ours: √(π/2)·sd/√n over the scenario-2 chains (the SE of a median); SE_paper: none given",
                 not_run=no_exact,
             )
@@ -792,6 +826,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
                 cfg.tol_rate,
                 "mean over chains",
                 se=None if per_layer is None else seed_se(per_layer[:, j].tolist()),
+                chains=None if per_layer is None else per_layer[:, j].tolist(),
                 se_source="SE_ours: sd/√n over the chains (the SE of a mean); SE_paper: none given",
                 not_run=no_approx or ("" if per_layer is not None else "no per-chain layer acceptance in this record"),
             )
@@ -812,6 +847,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             cfg.tol_accuracy,
             stat,
             se=se,
+            chains=chains,
             se_source=f"SE_ours: √((√(π/2)·sd/√n over chains)² + (binomial SE of the paper's value on {n_test:,} "
             "test points)²); SE_paper: none given",
             not_run=why,
@@ -888,16 +924,16 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
                     tol,
                     f"chains run / {n} retained",
                     unit="ratio",
-                    se=None if run is None else chains_ratio_se(run, n),
+                    se=None if run is None else chains_ratio_se(paper_run, 10) * math.sqrt(10 / n),
                     paper_se=chains_ratio_se(paper_run, 10),
-                    se_source=f"negative-binomial SE of chains run per retained chain: ours {run} run for {n} "
-                    f"retained, the paper's {paper_run} for 10",
+                    se_source=f"negative-binomial SE of chains run per retained chain at the paper's qualifying rate "
+                    f"10/{paper_run} (ours: {n} retained; the paper's: 10 of {paper_run})",
                     not_run=no_exact,
                 )
             )
         else:  # the pool ran out: the ratio is > pool / n
             lower = pool / n
-            se_at = chains_ratio_se(pool, max(1, len(s["retained"])))
+            se_at = chains_ratio_se(paper_run, 10) * math.sqrt(10 / n)
             holds = False if lower - paper_ratio > K_SE * math.hypot(se_at, chains_ratio_se(paper_run, 10)) else None
             row = _order_row(
                 f"chains_{key[-1]}",
@@ -929,8 +965,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.2, Fig. 3a",
             "higher (first observation)",
             "-" if both else f"{higher} of {nodes} nodes",
-            None if both else (higher > nodes / 2 and _rates_ok(ap["median"] + ex["median"])),
-            "holds at a majority of the nodes (every median a rate in [0, 1])",
+            None if both else (higher > nodes / 2 and _rates_ok(ap["median"] + ex["median"], NEAR_ZERO)),
+            f"holds at a majority of the nodes (every median a rate in [{NEAR_ZERO:g}, 1]: not vanishing)",
             not_run=both,
         )
     )
@@ -941,8 +977,14 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.2, Fig. 3a",
             "smaller IQR (second observation)",
             "-" if both else f"{smaller} of {nodes} nodes",
-            None if both else (smaller > nodes / 2 and _rates_ok(ap["q25"] + ap["q75"] + ex["q25"] + ex["q75"])),
-            "holds at a majority of the nodes (every quartile a rate in [0, 1])",
+            None
+            if both
+            else (
+                smaller > nodes / 2
+                and _rates_ok(ap["q25"] + ap["q75"] + ex["q25"] + ex["q75"])
+                and _rates_ok(ap["median"] + ex["median"], NEAR_ZERO)
+            ),
+            f"holds at a majority of the nodes (quartiles in [0, 1], medians in [{NEAR_ZERO:g}, 1])",
             not_run=both,
         )
     )
@@ -957,8 +999,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "-"
             if layer_mean is None
             else f"{100 * l1:.2f} {'>' if l1 > l2 else '<='} {100 * l2:.2f} {'>' if l2 > l3 else '<='} {100 * l3:.2f}",
-            None if layer_mean is None else (l1 > l2 > l3 and _rates_ok(layer_mean[:3])),
-            "same ordering of the layer means (every one a rate in [0, 1])",
+            None if layer_mean is None else (l1 > l2 > l3 and _rates_ok(layer_mean[:3], NEAR_ZERO)),
+            f"same ordering of the layer means (every one a rate in [{NEAR_ZERO:g}, 1]: not vanishing)",
             not_run=no_approx,
         )
     )
@@ -971,8 +1013,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.2, Fig. 3a",
             "63.83 > 20.72",
             "-" if ex is None else f"{100 * e1:.2f} {'>' if e1 > e13 else '<='} {100 * e13:.2f}",
-            None if ex is None else (e1 > e13 and _rates_ok([e1, e13])),
-            "same ordering of the medians (each a rate in [0, 1])",
+            None if ex is None else (e1 > e13 and _rates_ok([e1, e13], NEAR_ZERO)),
+            f"same ordering of the medians (each a rate in [{NEAR_ZERO:g}, 1]: not vanishing)",
             not_run=no_exact,
         )
     )
@@ -987,8 +1029,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.5, Fig. 7",
             "98.88 > 86.75",
             "-" if no_da_sa else f"{100 * da:.2f} {'>' if da > sa else '<='} {100 * sa:.2f}",
-            None if no_da_sa else (da > sa and _rates_ok([da, sa])),
-            "same ordering of the medians (each an accuracy in [0, 1])",
+            None if no_da_sa else (da > sa and _acc_ok([da, sa])),
+            "same ordering of the medians (each an accuracy above chance, 50 %, and ≤ 1)",
             not_run=no_da_sa,
         )
     )
@@ -999,8 +1041,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.2, Fig. 3b",
             "98.88 > 86.92",
             "-" if both else f"{100 * da:.2f} {'>' if da > ea else '<='} {100 * ea:.2f}",
-            None if both else (da > ea and _rates_ok([da, ea])),
-            "same ordering of the medians (each an accuracy in [0, 1])",
+            None if both else (da > ea and _acc_ok([da, ea])),
+            "same ordering of the medians (each an accuracy above chance, 50 %, and ≤ 1)",
             not_run=both,
         )
     )
@@ -1013,8 +1055,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.2, Fig. 3b",
             "smaller",
             "-" if both or ia is None or ie is None else f"{100 * ia:.2f} vs {100 * ie:.2f} pp",
-            None if both or ia is None or ie is None else (ia < ie and _rates_ok(ad["accuracy"])),
-            "approx IQR < exact IQR (accuracies in [0, 1])",
+            None if both or ia is None or ie is None else (ia < ie and _acc_ok([da, ea]) and _rates_ok(ad["accuracy"])),
+            "approx IQR < exact IQR (medians above chance, 50 %; accuracies in [0, 1])",
             not_run=both or ("" if ia is not None and ie is not None else "no chains"),
         )
     )
@@ -1026,8 +1068,10 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             "Sect. 5.5, Fig. 7",
             "smaller",
             "-" if no_da_sa or ia is None or isw is None else f"{100 * ia:.2f} vs {100 * isw:.2f} pp",
-            None if no_da_sa or ia is None or isw is None else (ia < isw and _rates_ok(ad["accuracy"])),
-            "deep IQR < shallow IQR (accuracies in [0, 1])",
+            None
+            if no_da_sa or ia is None or isw is None
+            else (ia < isw and _acc_ok([da, sa]) and _rates_ok(ad["accuracy"])),
+            "deep IQR < shallow IQR (medians above chance, 50 %; accuracies in [0, 1])",
             not_run=no_da_sa or ("" if ia is not None and isw is not None else "no chains"),
         )
     )
@@ -1057,10 +1101,22 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
     return rows
 
 
-def _rates_ok(xs) -> bool:
-    """Every value a finite rate in [0, 1] (an accuracy or acceptance): an ordering of absurd
-    values (a rate of 250 %, −5 %) or NaN does not pass."""
-    return _finite_all(xs) and all(0.0 <= float(x) <= 1.0 for x in xs)
+#: the lowest acceptance at which the paper keeps a chain (Sect. 5.2, scenario 3): below it a rate "vanishes"
+NEAR_ZERO = 0.05
+#: chance on noisy XOR (two balanced classes)
+CHANCE_XOR = 0.5
+
+
+def _rates_ok(xs, low: float = 0.0) -> bool:
+    """Every value a finite rate in [``low``, 1]: an ordering of absurd values (a rate of 250 %,
+    −5 %), of NaN, or (``low``) of vanishing rates / chance-level accuracies does not pass."""
+    return _finite_all(xs) and all(low <= float(x) <= 1.0 for x in xs)
+
+
+def _acc_ok(xs) -> bool:
+    """Every accuracy a finite value in (chance, 1]: the paper's are all 67-100 % on two balanced
+    classes; an ordering of accuracies at chance or given as fractions of a percent does not pass."""
+    return _finite_all(xs) and all(CHANCE_XOR < float(x) <= 1.0 for x in xs)
 
 
 def _welch(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float | None]:
