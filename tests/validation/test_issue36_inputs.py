@@ -172,3 +172,41 @@ def test_tensor_digest_is_unchanged_without_negative_zeros():
     assert tensor_digest(t) == tensor_digest(t.clone())
     assert tensor_digest(torch.tensor([0.0, 1.0])) == tensor_digest(torch.tensor([-0.0, 1.0]))
     assert tensor_digest(torch.tensor([0.0, 1.0])) != tensor_digest(torch.tensor([0.0, -1.0]))
+
+
+# -- item 21: summary takes the labels it prints; plot_trace keeps max_params with params ----------
+def test_summary_takes_the_labels_it_prints(fitted):
+    from structmc.diagnostics import summary
+
+    _, chain, _, _ = fitted
+    table = summary(chain)
+    for label in ("2.bias[0]", "0.weight[3,1]", "2.weight[1,5]"):
+        assert label in table.labels
+        one = summary(chain, params=[label])
+        assert one.labels == [label]
+        assert torch.equal(one["mean"], table["mean"][table.labels.index(label)].reshape(1))
+    both = summary(chain, params=["2.bias[1]", "0.bias"])  # a label and a name together
+    assert both.labels == ["2.bias[1]"] + [f"0.bias[{i}]" for i in range(6)]
+    with pytest.raises(KeyError, match=r"2.bias\[2\].*index 2 is outside 2.bias's shape \[2\]"):
+        summary(chain, params=["2.bias[2]"])
+
+
+def test_plot_trace_keeps_max_params_when_params_are_given(fitted):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from structmc.diagnostics import plot_trace
+
+    _, chain, _, _ = fitted
+    with pytest.warns(UserWarning, match=r"params selects 18 rows: the first 4 are plotted \(max_params=4\)"):
+        fig = plot_trace(chain, params=["0.weight"], max_params=4)
+    assert len(fig.axes) == 4 * 2
+    plt.close(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plot_trace(chain, params=["2.bias"], max_params=4)  # 2 rows: under the cap, no warning
+    assert len(fig.axes) == 2 * 2
+    plt.close(fig)

@@ -47,7 +47,8 @@ def _x_axis(obj, D: int):
 
 def plot_trace(obj, params=None, *, max_params: int = 6, labels: Sequence[str] | None = None):
     """Trace (left, one line per chain) and per-chain histogram (right) of selected parameters.
-    ``obj``: Chain or ``[C, D, ...]`` tensor; ``params`` as in :func:`summary`."""
+    ``obj``: Chain or ``[C, D, ...]`` tensor; ``params`` as in :func:`summary`; at most
+    ``max_params`` rows (the first; a warning says when ``params`` selects more)."""
     x, lab = select_draws(obj, params, max_default=max_params, labels=labels)
     C, D, k = x.shape
     fig, axes = _figure(k, 2, size=(10, 1.9 * k + 0.6), width_ratios=[3, 1])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -82,6 +84,30 @@ def param_labels(space, indices) -> list[str]:
     return out
 
 
+def _element_index(space, label: str) -> int | None:
+    """The flat index of a label ``name[i,j]`` as :func:`param_labels` writes it, where ``name``
+    is a parameter tensor of ``space``; ``None`` when ``label`` is not of that form (a name or a
+    shell pattern). An index outside the tensor's shape is a ``KeyError`` naming it."""
+    match = _LABEL.fullmatch(label)
+    if match is None or match.group(1) not in space.names:
+        return None
+    info = space[match.group(1)]
+    index = [int(v) for v in match.group(2).split(",")]
+    shape = tuple(info.shape)
+    if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+        raise KeyError(
+            f"{label!r}: index {','.join(map(str, index))} is outside {info.name}'s shape {list(shape)} "
+            f"(labels are name[i,j] with 0 <= i < shape, as summary prints them)"
+        )
+    flat = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + i
+    return info.offset + flat
+
+
+_LABEL = re.compile(r"(.+)\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]")
+
+
 def _resolve_chain_params(chain, params) -> Tensor:
     space = chain.space
     if isinstance(params, str):
@@ -90,6 +116,10 @@ def _resolve_chain_params(chain, params) -> Tensor:
         return torch.as_tensor(params, dtype=torch.long).reshape(-1)
     idx = []
     for p in params:
+        element = _element_index(space, p)  # a label as summary prints it, "2.bias[0]"
+        if element is not None:
+            idx.append(torch.tensor([element]))
+            continue
         infos = [space[p]] if p in space.names else [i for i in space.params if fnmatch.fnmatchcase(i.name, p)]
         if not infos:
             raise KeyError(f"no parameter matches {p!r}; names: {space.names}")
@@ -123,7 +153,9 @@ def select_draws(
     obj, params=None, *, max_default: int | None = None, name: str = "x", labels: Sequence[str] | None = None
 ) -> tuple[Tensor, list[str]]:
     """``(x [C, D, k], labels)`` for the selected rows of a Chain or a ``[C, D, ...]`` tensor
-    (``params`` as in :func:`summary`; ``None`` takes the first ``max_default`` rows, or all)."""
+    (``params`` as in :func:`summary`; ``None`` takes the first ``max_default`` rows, or all;
+    ``params`` selecting more than ``max_default`` rows keeps the first ``max_default``, with a
+    warning)."""
     if _is_chain(obj):
         x = as_draws(obj.samples)
         idx = torch.arange(obj.dim) if params is None else _resolve_chain_params(obj, params)
@@ -145,6 +177,14 @@ def select_draws(
             lab = [f"{name}[{_multi_index(int(i), trailing)}]" for i in idx.tolist()]
     if len(lab) != idx.numel():
         raise ValueError(f"got {len(lab)} labels for {idx.numel()} rows")
+    if params is not None and max_default is not None and idx.numel() > max_default:
+        warnings.warn(
+            f"params selects {idx.numel()} rows: the first {max_default} are plotted (max_params={max_default}); "
+            f"pass max_params={idx.numel()} to plot them all",
+            UserWarning,
+            stacklevel=3,
+        )
+        idx, lab = idx[:max_default], lab[:max_default]
     x = x.reshape(x.shape[0], x.shape[1], -1)[:, :, idx.to(x.device)]
     return x, lab
 
@@ -224,8 +264,8 @@ def summary(
     A 2-D tensor is the one ambiguous layout (the ``[C, D]`` draws of one scalar, or per-input
     values such as ``[n, K]`` probabilities that would silently be read as n chains of K draws):
     it is refused unless ``scalar=True`` declares it ``[chains, draws]``. ``params``: for a
-    Chain, parameter names or shell patterns (``"fc1.*"``) or flat indices; for a tensor, flat
-    indices into ``...``.
+    Chain, parameter names, the labels the table prints (``"2.bias[0]"``, one element), shell
+    patterns (``"fc1.*"``) or flat indices; for a tensor, flat indices into ``...``.
 
     ``None`` takes every row up to ``max_rows``. Past it (a whole network), the mixing
     diagnostics are computed for every row and the table keeps the ``max_rows`` worst-mixing
