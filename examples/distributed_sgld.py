@@ -86,18 +86,24 @@ def main(argv=None) -> dict:
         diff = (chain.samples - single.samples).abs().max().item()
         scale = single.samples.abs().max().item()
         result["max_abs_difference"] = diff
-        result["png"] = str(plot(chain, single, out / "distributed_sgld.png", world))
+        png = plot(chain, single, out / "distributed_sgld.png", world)
+        result["png"] = None if png is None else str(png)
+        wrote = f"wrote {png}" if png is not None else "no plot (matplotlib is not installed: pip install matplotlib)"
         print(
             f"{world} process(es): {seconds:.1f} s; one process: {result['single_seconds']:.1f} s; "
-            f"max |θ(ranks) − θ(one process)| = {diff:.2e} (θ up to {scale:.2f}); wrote {result['png']}"
+            f"max |θ(ranks) − θ(one process)| = {diff:.2e} (θ up to {scale:.2f}); {wrote}"
         )
     if distributed:
         torch.distributed.destroy_process_group()
     return result
 
 
-def plot(chain, single, path: Path, world: int) -> Path:
-    import matplotlib
+def plot(chain, single, path: Path, world: int) -> Path | None:
+    """The traces of three parameters, both runs overlaid; ``None`` without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
