@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 import time
+import warnings
 from typing import Any
 
 from . import fingerprint
@@ -20,6 +21,8 @@ CHECKPOINT_FORMAT = 2
 
 def load_checkpoint(folder: RunFolder, settings: dict, num_steps: int | None = None) -> dict | None:
     """The folder's checkpoint in the current format, checked against this run's settings."""
+    if (folder.path / "run.json").exists():
+        folder.settings()  # verified against the manifest: an altered or damaged run.json is refused, naming it
     ckpt = folder.load_checkpoint()
     if ckpt is None:
         return None
@@ -85,10 +88,25 @@ def check_folder_replaceable(folder: RunFolder, settings: dict) -> None:
     """``resume=True`` without a checkpoint (a run killed before its first one) starts afresh and
     removes the draws and records in the folder: refuse when they belong to another run, i.e.
     ``run.json``'s settings differ as a checkpoint's would (target fingerprint included)."""
-    if not (folder.chunk_files() or folder.info_files()) or folder.folder_format() is None:
+    if not (folder.chunk_files() or folder.info_files()):
         return
+    if not (folder.path / "run.json").exists():  # whose draws they are cannot be told: never delete them
+        held = [
+            f"{len(files)} {kind} chunk(s) in {where}"
+            for kind, files, where in (
+                ("sample", folder.chunk_files(), folder.samples_dir),
+                ("record", folder.info_files(), folder.info_dir),
+            )
+            if files
+        ]
+        raise ValueError(
+            f"out_dir {folder.path} holds {' and '.join(held)} but no run.json and no checkpoint, so whose draws "
+            "they are cannot be checked; resume=True would delete them. Restore run.json to resume that run, or "
+            "move the folder away (or choose another out_dir) to start a new one"
+        )
+    old = folder.settings()  # checked against the manifest: a damaged run.json is an error naming it
     try:
-        check_resume_compatible(folder.settings(), settings, against="the run in out_dir")
+        check_resume_compatible(old, settings, against="the run in out_dir")
     except ValueError as err:
         raise ValueError(
             f"out_dir {folder.path} holds the draws of another run and no checkpoint: {err}. "
@@ -113,6 +131,7 @@ def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint
             f"{'' if old_world > 1 else ', or without distributed'}). structmc does not re-shard a chain: across "
             "world sizes it agrees only to float rounding, not bit for bit"
         )
+    new = _check_centre(old, new, against)
     for key in ("burn_in", "thin", "seed", "num_chains", "batch_size", "batching", "dim", "space", "config"):
         if json_like(old.get(key)) != json_like(new.get(key)):
             raise ValueError(f"cannot resume: {key} differs from {against} ({old.get(key)!r} vs {new.get(key)!r})")
@@ -127,6 +146,34 @@ def check_resume_compatible(old: dict, new: dict, against: str = "the checkpoint
     # the target (structmc.fingerprint): a changed part is refused, naming it; what could not be
     # fingerprinted, or was recorded by an older structmc's weaker fingerprint, is a warning
     fingerprint.check(old.get("target"), new["target"], against)
+
+
+def _check_centre(old: dict, new: dict, against: str) -> dict:
+    """A control variate's centre (its fingerprint in the gradient config: a checkpoint restores
+    the centre it was written with, so another one would be silently ignored): refuse a changed
+    one, naming it; where ``old`` was recorded without it (an earlier structmc), warn that it
+    could not be checked and return ``new`` without it, for the other comparisons."""
+    og, ng = (s.get("config", {}).get("gradient") if isinstance(s.get("config"), dict) else None for s in (old, new))
+    if not (isinstance(og, dict) and isinstance(ng, dict) and "centre" in ng):
+        return new
+    if og.get("gradient") != ng.get("gradient"):
+        return new  # another estimator: the config comparison names it
+    if "centre" in og:
+        if og["centre"] != ng["centre"]:
+            raise ValueError(
+                f"cannot resume: the ControlVariate centre differs from {against}'s (fingerprint {og['centre']} vs "
+                f"{ng['centre']}); the run would go on with the centre it was started with, not this one: pass "
+                "ControlVariate(centre) with the centre the run started with, or start a new run"
+            )
+        return new
+    warnings.warn(
+        f"resuming from {against}, written by an earlier structmc that did not record the ControlVariate centre: "
+        "the centre could not be checked (the run goes on with the centre stored in the checkpoint)",
+        UserWarning,
+        stacklevel=3,
+    )
+    gradient = {k: v for k, v in ng.items() if k != "centre"}
+    return {**new, "config": {**new["config"], "gradient": gradient}}
 
 
 _check_resume_compatible = check_resume_compatible  # the name older code and tests import

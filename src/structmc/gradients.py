@@ -7,6 +7,7 @@ with :class:`ControlVariate`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import torch
@@ -128,10 +129,22 @@ class ControlVariate:
         return value, grad.sub_(grad_centre).add_(full_grad)
 
     def config(self) -> dict:
-        out = {"gradient": self.name, "chunk_size": self.chunk_size}
+        """The estimator's settings, with ``centre``: the centre's fingerprint
+        (:func:`centre_fingerprint`), so that resuming with another centre is refused (a
+        checkpoint restores the centre it was written with)."""
+        out = {"gradient": self.name, "chunk_size": self.chunk_size, "centre": self._centre_fingerprint()}
         if self.stacked:  # absent when off: run folders written before the option still resume
             out["stacked"] = True
         return out
+
+    def _centre_fingerprint(self) -> str:
+        # cached per version of the centre's storage: an in-place change of the caller's tensor
+        # (which the detached centre shares) is seen
+        key = (self.centre.data_ptr(), self.centre._version)
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None or cached[0] != key:
+            cached = self._fingerprint = (key, centre_fingerprint(self.centre))
+        return cached[1]
 
     def state_dict(self) -> dict:
         """The prepared centre and its full-data gradient (a checkpoint need not redo the pass)."""
@@ -142,6 +155,20 @@ class ControlVariate:
     def load_state_dict(self, state: dict, device=None) -> None:
         if state:
             self._centre_c, self._full_grad_c = state["centre"].to(device), state["full_grad"].to(device)
+
+
+def centre_fingerprint(centre: Tensor) -> str:
+    """A control-variate centre's fingerprint (what resume compares): a blake2b digest of its
+    shape (``[P]``, a ``[1, P]`` centre read as ``[P]``) and its values as float64, so that a
+    centre given in another dtype that holds the same values, or with -0.0 for +0.0, agrees."""
+    t = centre.detach()
+    if t.dim() == 2 and t.shape[0] == 1:
+        t = t[0]
+    t = t.to("cpu", torch.float64).contiguous() + 0.0  # + 0.0: -0.0 -> +0.0
+    h = hashlib.blake2b(digest_size=10)
+    h.update(repr(tuple(t.shape)).encode())
+    h.update(t.numpy().tobytes())
+    return "blake2b:" + h.hexdigest()
 
 
 def _twice(t: Tensor) -> Tensor:
@@ -156,4 +183,10 @@ def as_estimator(gradient) -> Minibatch | ControlVariate:
         return Minibatch()
     if isinstance(gradient, (Minibatch, ControlVariate)):
         return gradient
+    if isinstance(gradient, str) and gradient.lower().replace("-", "_") in ("cv", "control_variate", "controlvariate"):
+        raise TypeError(
+            f"gradient must be 'minibatch', Minibatch() or ControlVariate(centre), got gradient={gradient!r}: a "
+            "control variate needs its centre (a point near the mode): pass gradient=ControlVariate(centre), "
+            "e.g. centre = structmc.find_map(energy, init, data=data)"
+        )
     raise TypeError(f"gradient must be 'minibatch', Minibatch() or ControlVariate(...), got {gradient!r}")

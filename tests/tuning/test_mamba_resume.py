@@ -158,18 +158,20 @@ def test_resume_refuses_changed_data_or_energy(tmp_path):
 def test_a_folder_written_before_progress_files_still_resumes(tmp_path):
     """structmc 0.1 wrote trace.json (no target fingerprint) and arm_states.pt."""
     full = _tune(tmp_path / "full")
-    _interrupted_after_round_0(tmp_path)
-    saved = torch.load(tmp_path / "progress.pt", weights_only=False)
+    part = tmp_path / "part"
+    _interrupted_after_round_0(part)
+    saved = torch.load(part / "progress.pt", weights_only=False)
     old = TuningResult.from_dict(saved["trace"])
     old.target = None
-    old.save(tmp_path / "trace.json")
-    torch.save(saved["states"], tmp_path / "arm_states.pt")
-    (tmp_path / "progress.pt").unlink()
+    old.save(part / "trace.json")
+    torch.save(saved["states"], part / "arm_states.pt")
+    (part / "progress.pt").unlink()
+    (part / "manifest.json").unlink()  # structmc 0.1 wrote none
     with pytest.warns(UserWarning, match="before targets were fingerprinted"):
-        resumed = _tune(tmp_path, resume=True)
+        resumed = _tune(part, resume=True)
     assert _trace(resumed) == _trace(full)
-    assert (tmp_path / "progress.pt").exists() and not (tmp_path / "arm_states.pt").exists()
-    assert TuningResult.load(tmp_path / "trace.json").target == full.target
+    assert (part / "progress.pt").exists() and not (part / "arm_states.pt").exists()
+    assert TuningResult.load(part / "trace.json").target == full.target
 
 
 def test_grid_search_resume_refuses_changed_data(tmp_path):

@@ -265,6 +265,7 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
         if a["structured"]:
             a["structured"] = {_OLD.get(k, k): v for k, v in a["structured"].items()}
     torch.save(saved, tmp_path / "old" / "progress.pt")
+    _as_folder_from_before_manifests(tmp_path / "old")
     resumed = tune(tmp_path / "old", resume=True)
     strip = lambda r: [[(x["index"], x["metric"], x["iterations"]) for x in rnd["results"]] for rnd in r.rounds]
     assert resumed.best_index == full.best_index and strip(resumed) == strip(full)
@@ -272,3 +273,13 @@ def test_older_traces_beta_mask_names_read_as_a_b_and_resume(tmp_path):
 
 
 _OLD = {"a": "alpha", "b": "beta"}
+
+
+def _as_folder_from_before_manifests(path):
+    """A tuning folder as an earlier structmc left it: no manifest, trace.json without folder_format."""
+    import json
+
+    (path / "manifest.json").unlink()
+    trace = json.loads((path / "trace.json").read_text())
+    del trace["folder_format"]
+    (path / "trace.json").write_text(json.dumps(trace))

@@ -147,6 +147,7 @@ def test_resume_refuses_the_other_score_batches(tmp_path):
     saved = torch.load(tmp_path / "old" / "progress.pt", weights_only=False)
     del saved["trace"]["settings"]["score_batches"]  # as structmc 0.1.0 wrote it
     torch.save(saved, tmp_path / "old" / "progress.pt")
+    _as_folder_from_before_manifests(tmp_path / "old")
     with pytest.raises(ValueError, match=r"\(score_batches\)"):
         _tune(tmp_path / "old", resume=True)  # 0.1.0 scored on a fixed subset: not the new default
     assert _tune(tmp_path / "old", resume=True, score_batches="fixed").best_index == fixed.best_index
@@ -180,3 +181,13 @@ def test_per_draw_scores_rank_arms_like_the_full_data_the_fixed_subset_does_not(
     assert runs["per_draw"].best_index == runs["full"].best_index == 3
     assert kendalltau(metric["full"], metric["per_draw"])[0] == pytest.approx(1.0)
     assert runs["fixed"].best_index != runs["full"].best_index
+
+
+def _as_folder_from_before_manifests(path):
+    """A tuning folder as an earlier structmc left it: no manifest, trace.json without folder_format."""
+    import json
+
+    (path / "manifest.json").unlink()
+    trace = json.loads((path / "trace.json").read_text())
+    del trace["folder_format"]
+    (path / "trace.json").write_text(json.dumps(trace))

@@ -14,7 +14,7 @@ from torch import Tensor
 from ..chain import Chain
 from ..space import ParamSpace
 from .atomic import _atomic_save, _atomic_write_bytes, _digest
-from .layout import FOLDER_FORMAT, LEGACY_CHECKPOINT, RunFolderError, _chunk_index
+from .layout import FOLDER_FORMAT, LEGACY_CHECKPOINT, MANIFEST_FORMAT, RUN_JSON, RunFolderError, _chunk_index
 from .manifest import VerifiedFolder
 
 
@@ -26,12 +26,13 @@ class RunFolder(VerifiedFolder):
         """Open the folder for writing (its lock held): a new folder gets an empty manifest; one
         from before manifests being resumed, a manifest recording what it holds (unverified);
         leftovers of an interrupted write are removed; then ``run.json`` gets the settings and
-        the folder format. A folder of this format without its manifest is refused."""
+        the folder format, and the manifest its digest (:meth:`write_file`). A folder of this
+        format without its manifest is refused."""
         self.samples_dir.mkdir(parents=True, exist_ok=True)
         self.info_dir.mkdir(parents=True, exist_ok=True)
         if self.manifest() is None:  # the manifest before run.json: run.json's format promises one
             old = self.folder_format() is not None
-            self._manifest = {"format": 2, "files": {}}
+            self._manifest = {"format": MANIFEST_FORMAT, "files": {}}
             for f in [*self.chunk_files(), *self.info_files(), self.path / LEGACY_CHECKPOINT] if old else []:
                 if f.exists():
                     data = f.read_bytes()
@@ -42,11 +43,13 @@ class RunFolder(VerifiedFolder):
             if LEGACY_CHECKPOINT in self._manifest["files"]:
                 self._manifest["checkpoint"] = LEGACY_CHECKPOINT
             self._write_manifest()
+        self._settle()
         self._remove_leftovers()
-        _atomic_write_bytes(
-            json.dumps({**settings, "folder_format": FOLDER_FORMAT}, indent=2, default=str).encode(),
-            self.path / "run.json",
-        )
+        self.write_file(RUN_JSON, json.dumps({**settings, "folder_format": FOLDER_FORMAT}, indent=2, default=str))
+        m = self._writable_manifest()
+        if int(m.get("format", 2)) < MANIFEST_FORMAT:  # only now that it lists run.json
+            m["format"] = MANIFEST_FORMAT
+            self._write_manifest()
 
     # -- sample chunks ------------------------------------------------------------------------
     def chunk_files(self) -> list[Path]:
@@ -199,19 +202,26 @@ class RunFolder(VerifiedFolder):
         p = self.path / "diverged.json"
         return json.loads(p.read_text()) if p.exists() else None
 
+    def _layout(self, settings: dict) -> tuple[ParamSpace, int]:
+        return _check_layout(self.path / RUN_JSON, settings)
+
     def load_chain(self) -> Chain:
         """A :class:`~structmc.chain.Chain` from the chunks the manifest lists (and the streamed
         info, or the last checkpoint's for folders written before info was streamed)."""
-        settings = self.settings()
-        space = ParamSpace.from_config({"params": settings["space"], "layers": settings.get("layers")})
+        settings = self.settings()  # checked against the manifest: errors name run.json
+        space, C = self._layout(settings)
         got = self.read_chunks()
-        C = int(settings["num_chains"])
         if got is None:
             samples, steps = torch.empty(C, 0, space.dim), torch.empty(0, dtype=torch.long)
         else:
             read, steps = got
             assert read is not None  # read_chunks(samples=True) returns the samples
             samples = read
+            if tuple(samples.shape[::2]) != (C, space.dim):
+                raise RunFolderError(
+                    f"{self.path / RUN_JSON}: records {C} chain(s) of {space.dim} parameters, but the sample "
+                    f"chunks in {self.samples_dir} hold {samples.shape[0]} of {samples.shape[-1]}"
+                )
         ckpt = self.load_checkpoint()
         if ckpt is not None and "info_chunks" in ckpt.get("draws", {}):
             # streamed records: the chunks, then the checkpoint's tail, unless chunks written after
@@ -223,6 +233,26 @@ class RunFolder(VerifiedFolder):
         else:  # stopped before the first checkpoint (diverged): what was streamed
             info = self.read_info()
         return Chain(samples, space, steps, info, settings.get("config", {}))
+
+
+def _bad_settings(path: Path, what: str) -> RunFolderError:
+    return RunFolderError(f"{path}: {what}; it records the run's parameter layout: restore it")
+
+
+def _check_layout(path: Path, settings: dict) -> tuple[ParamSpace, int]:
+    """The parameter space and the number of chains ``run.json`` (at ``path``) records."""
+    params, chains = settings.get("space"), settings.get("num_chains")
+    if not isinstance(params, list) or not params:
+        raise _bad_settings(
+            path, "no 'space' (the parameters' names and shapes)" if params is None else "a bad 'space'"
+        )
+    if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
+        raise _bad_settings(path, f"no valid 'num_chains' (got {chains!r})")
+    try:
+        space = ParamSpace.from_config({"params": params, "layers": settings.get("layers")})
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        raise _bad_settings(path, f"a bad 'space' or 'layers' ({type(err).__name__}: {err})") from err
+    return space, chains
 
 
 def concat_info(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:

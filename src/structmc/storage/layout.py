@@ -7,6 +7,10 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 LOCK = ".structmc.lock"
+RUN_JSON = "run.json"
+# the manifest's format: 3 = it lists run.json (2: chunks and checkpoints only; 1: before it named
+# the current checkpoint)
+MANIFEST_FORMAT = 3
 # run.json's folder_format: 2 = the manifest is mandatory and names the current checkpoint
 # (absent: a folder from an earlier structmc, whose files may be unverified)
 FOLDER_FORMAT = 2

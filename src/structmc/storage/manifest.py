@@ -21,6 +21,8 @@ from .layout import (
     LEGACY_CHECKPOINT,
     LOCK,
     MANIFEST,
+    MANIFEST_FORMAT,
+    RUN_JSON,
     RunFolderBusy,
     RunFolderError,
     _chunk_index,
@@ -36,7 +38,13 @@ else:
 class VerifiedFolder:
     """A folder written by one run at a time (its lock) whose files are listed, with their
     digests and sizes, in a manifest; reads are checked against it. :class:`RunFolder` adds
-    what a run writes there (chunks, records, checkpoints)."""
+    what a run writes there (chunks, records, checkpoints), :class:`TuningFolder` what a tuner
+    writes (its progress and trace). A subclass names its kind (``KIND``, in messages), what
+    it may hold (:meth:`_is_entry`) and the file that marks it as one (``MARKERS``)."""
+
+    KIND = "run folder"
+    #: a folder holding none of these is not one of this kind (``clear`` refuses it)
+    MARKERS: tuple[str, ...] = (RUN_JSON,)
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -46,6 +54,7 @@ class VerifiedFolder:
         self._manifest: dict | None = None
         self._lock_fd: int | None = None
         self._warned = False
+        self._warned_settings = False
 
     # -- the writer's lock ------------------------------------------------------------------
     def lock(self) -> None:
@@ -102,22 +111,27 @@ class VerifiedFolder:
             return True
         return self.path.is_dir() and not any(p.name != LOCK for p in self.path.iterdir())
 
+    def _is_entry(self, name: str) -> bool:
+        """Whether a folder of this kind may hold ``name`` (``clear`` removes only these)."""
+        return _is_run_folder_entry(name)
+
     def clear(self) -> None:
         """Remove a previous run's files (``overwrite=True``); refuse a folder holding anything
-        that is not part of a structmc run folder."""
+        that is not part of a structmc folder of this kind."""
         if self.is_empty():
             return
         if not self.path.is_dir():
             raise ValueError(f"out_dir {self.path} is not a folder")
         entries = {p.name for p in self.path.iterdir()} - {LOCK}
-        foreign = sorted(n for n in entries if not _is_run_folder_entry(n))
-        if foreign or "run.json" not in entries:
+        foreign = sorted(n for n in entries if not self._is_entry(n))
+        if foreign or not entries & set(self.MARKERS):
             raise ValueError(
-                f"overwrite=True refuses to clear {self.path}: it is not a structmc run folder"
-                + (f" (it holds {foreign[:5]})" if foreign else " (no run.json)")
+                f"overwrite=True refuses to clear {self.path}: it is not a structmc {self.KIND}"
+                + (f" (it holds {foreign[:5]})" if foreign else f" (no {' or '.join(self.MARKERS)})")
             )
-        # the data first, run.json last: a clear cut short still reads as a run folder to clear
-        for name in [*sorted(entries - {MANIFEST, "run.json"}), MANIFEST, "run.json"]:
+        # the data first, the markers last: a clear cut short still reads as a folder to clear
+        last = [n for n in (MANIFEST, *self.MARKERS) if n in entries]
+        for name in [*sorted(entries - set(last)), *last]:
             p = self.path / name
             if p.is_dir():
                 shutil.rmtree(p)
@@ -126,12 +140,39 @@ class VerifiedFolder:
         self._manifest = None
 
     def settings(self) -> dict:
-        return json.loads((self.path / "run.json").read_text())
+        """``run.json``'s settings, checked against the manifest (folders whose manifest predates
+        listing it: unverified, with a warning); a missing, altered, truncated or unreadable
+        ``run.json`` is a :class:`RunFolderError` naming it."""
+        p = self.path / RUN_JSON
+        m = self.manifest()
+        if m is not None and (self._listed(RUN_JSON) or int(m.get("format", 2)) >= MANIFEST_FORMAT):
+            data = self._verify(p)
+        else:
+            if not p.exists():
+                raise RunFolderError(f"{p}: missing from the run folder (it records the run's settings)")
+            data = p.read_bytes()
+            if m is not None and not self._warned_settings:
+                self._warned_settings = True
+                warnings.warn(
+                    f"{p}: a run folder from an earlier structmc, whose manifest does not list run.json: the "
+                    "run's settings (its parameter layout) are unverified; resuming the run lists it",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        try:
+            settings = json.loads(data)
+            if not isinstance(settings, dict):
+                raise ValueError(f"a JSON {type(settings).__name__}, not an object")
+        except ValueError as err:  # JSONDecodeError, UnicodeDecodeError included
+            raise RunFolderError(
+                f"{p}: unreadable ({type(err).__name__}: {err}); it records the run's settings: restore it"
+            ) from err
+        return settings
 
     def folder_format(self) -> int | None:
         """``run.json``'s ``folder_format`` (1 for folders from before it was recorded), or ``None``
         when there is no ``run.json`` (no run yet)."""
-        p = self.path / "run.json"
+        p = self.path / RUN_JSON
         if not p.exists():
             return None
         try:
@@ -151,6 +192,8 @@ class VerifiedFolder:
                     m = json.loads(self.manifest_path.read_text())
                     if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
                         raise ValueError("no 'files' table")
+                    if not isinstance(m.get("pending", {}), dict):
+                        raise ValueError("its 'pending' table is not a table")
                 except (OSError, ValueError) as err:
                     raise RunFolderError(f"{self.manifest_path}: unreadable manifest ({err})") from err
                 self._manifest = m
@@ -158,14 +201,14 @@ class VerifiedFolder:
                 fmt = self.folder_format()
                 if fmt is not None and fmt >= 2:
                     raise RunFolderError(
-                        f"{self.manifest_path}: the manifest is missing, so the run folder's files "
+                        f"{self.manifest_path}: the manifest is missing, so the {self.KIND}'s files "
                         "cannot be verified (a folder written by this structmc always has one); "
                         "restore it, or start the run again with overwrite=True"
                     )
                 if fmt is not None and not self._warned:
                     self._warned = True
                     warnings.warn(
-                        f"{self.path}: a run folder from an earlier structmc, without {MANIFEST}: its files "
+                        f"{self.path}: a {self.KIND} from an earlier structmc, without {MANIFEST}: its files "
                         "are unverified (a damaged or altered file may go unnoticed)",
                         UserWarning,
                         stacklevel=3,
@@ -175,8 +218,51 @@ class VerifiedFolder:
     def _writable_manifest(self) -> dict:
         m = self.manifest()
         if m is None:
-            m = self._manifest = {"format": 2, "files": {}}
+            m = self._manifest = {"format": MANIFEST_FORMAT, "files": {}}
         return m
+
+    def _listed(self, rel: str) -> bool:
+        """Whether the manifest lists ``rel`` (as current, or as being replaced)."""
+        m = self.manifest()
+        return m is not None and (rel in m["files"] or rel in m.get("pending", {}))
+
+    def write_file(self, name: str, data: bytes | str) -> None:
+        """Write the file ``name`` (relative to the folder) and list it in the manifest, crash-
+        consistently under a fixed name: the manifest first records the new digest as pending
+        beside the current one, then the file is replaced atomically, then the manifest records
+        it as current. Killed at any point, the file is complete and matches one of the two
+        digests the manifest holds for it (:meth:`_verify` accepts either)."""
+        data = data.encode() if isinstance(data, str) else data
+        m = self._writable_manifest()
+        entry = {"blake2b": _digest(data), "size": len(data)}
+        m.setdefault("pending", {})[name] = entry
+        self._write_manifest()
+        _atomic_write_bytes(data, self.path / name)
+        m["files"][name] = entry
+        m["pending"].pop(name, None)
+        if not m["pending"]:
+            del m["pending"]
+        self._write_manifest()
+
+    def read_file(self, name: str) -> bytes:
+        """The bytes of the file ``name``, checked against the manifest (errors name the file)."""
+        return self._verify(self.path / name)
+
+    def _settle(self) -> None:
+        """For the writer holding the lock: a replacement a kill interrupted (:meth:`write_file`)
+        is finished: a file matching its pending digest becomes current, a stale pending entry
+        is dropped."""
+        m = self.manifest()
+        if m is None or not m.get("pending"):
+            return
+        for rel, entry in list(m["pending"].items()):
+            path = self.path / rel
+            if path.is_file():
+                data = path.read_bytes()
+                if len(data) == entry["size"] and _digest(data) == entry["blake2b"]:
+                    m["files"][rel] = entry
+        del m["pending"]
+        self._write_manifest()
 
     def _write_manifest(self) -> None:
         _atomic_write_bytes(json.dumps(self._manifest, indent=1, sort_keys=True).encode(), self.manifest_path)
@@ -209,7 +295,7 @@ class VerifiedFolder:
         for d in (self.path, self.samples_dir, self.info_dir):
             for f in d.iterdir() if d.is_dir() else ():
                 rel = f.relative_to(self.path).as_posix()
-                if rel in m["files"] or not f.is_file():
+                if rel in m["files"] or rel in m.get("pending", {}) or not f.is_file():
                     continue
                 if (
                     _TMP_NAME.fullmatch(f.name)
@@ -229,11 +315,16 @@ class VerifiedFolder:
         rel = path.relative_to(self.path).as_posix()
         m = self.manifest()
         entry = None if m is None else m["files"].get(rel)
-        if not path.exists():
+        pending = None if m is None else m.get("pending", {}).get(rel)
+        if not path.is_file():
             raise RunFolderError(
-                f"{path}: missing from the run folder" + (" (listed in the manifest)" if entry else "")
+                f"{path}: missing from the {self.KIND}" + (" (listed in the manifest)" if entry or pending else "")
             )
         data = path.read_bytes()
+        if pending is not None:  # a replacement a kill interrupted: the old file or the new one
+            if len(data) == pending["size"] and _digest(data) == pending["blake2b"]:
+                return data
+            entry = entry or pending
         if entry is not None:
             if len(data) != entry["size"]:
                 raise RunFolderError(
@@ -260,10 +351,16 @@ class VerifiedFolder:
         m = self.manifest()
         if m is None:
             return
-        for rel, entry in sorted(m["files"].items()):
+        pending = m.get("pending", {})
+        for rel in sorted({*m["files"], *pending}):
             path = self.path / rel
             if not path.exists():
-                raise RunFolderError(f"{path}: missing from the run folder (listed in the manifest)")
+                if rel not in m["files"]:  # a new file a kill interrupted before it was written
+                    continue
+                raise RunFolderError(f"{path}: missing from the {self.KIND} (listed in the manifest)")
             data = path.read_bytes()
-            if len(data) != entry["size"] or _digest(data) != entry["blake2b"]:
+            if not any(
+                e is not None and len(data) == e["size"] and _digest(data) == e["blake2b"]
+                for e in (m["files"].get(rel), pending.get(rel))
+            ):
                 raise RunFolderError(f"{path}: corrupted or truncated (does not match the manifest)")

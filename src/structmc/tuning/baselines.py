@@ -60,6 +60,7 @@ def grid_search(
     validation=None,
     out_dir=None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool | None = None,
     problem: Problem | None = None,
 ) -> TuningResult:
@@ -96,6 +97,7 @@ def grid_search(
         executor=executor,
         out_dir=out_dir,
         resume=resume,
+        overwrite=overwrite,
         progress=progress,
     )
     check_scorable(budget, thin, settings.min_scored, arms=len(arms), rounds=1, total=budget)  # per arm

@@ -41,7 +41,8 @@ from torch import Tensor
 from .. import fingerprint
 from ..executors import as_executor
 from ..run import Budget
-from ..storage.atomic import _atomic_write_bytes
+from ..storage import RunFolderError
+from ..storage.tuning import LEGACY_STATES, PLOT, PROGRESS, TRACE, TUNING_FOLDER_FORMAT, TuningFolder
 from .arms import Arm, as_arms
 from .halving import (
     _as_budget,
@@ -56,13 +57,13 @@ from .halving import (
 )
 from .problem import Problem, as_problem
 from .records import ArmCarry, ArmResult, TuningSettings, budget_dict
-from .result import TuningResult, _unfinite
+from .result import TuningResult, _finite, _unfinite
 from .task import ArmTask, evenly, run_arm
 
 # the trace was defined here (structmc.tuning.mamba.TuningResult) before issue 23's split
 TuningResult.__module__ = __name__
 
-PROGRESS = "progress.pt"  # the one authoritative record of a tuning run in out_dir (see _save_progress)
+# PROGRESS ("progress.pt"): the one authoritative record of a tuning run in out_dir (see _save_progress)
 PROGRESS_FORMAT = 1
 
 
@@ -125,14 +126,37 @@ def _run_rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tu
 
 
 def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: TuningSettings, executor) -> TuningResult:
-    method, out_dir = settings.method, settings.out_dir
+    if settings.out_dir is None:
+        return _rounds_in(problem, arms, plan, settings, executor, None)
+    folder = TuningFolder(settings.out_dir)
+    folder.lock()  # one tuner per folder (a second gets RunFolderBusy); released on every way out
+    try:
+        if settings.resume:
+            folder.open_for_resume()
+        elif settings.overwrite:
+            folder.clear()
+        elif not folder.is_empty():
+            raise ValueError(
+                f"out_dir {folder.path} is not empty (it holds "
+                f"{sorted(p.name for p in folder.path.iterdir() if p.name != '.structmc.lock')[:5]}): pass "
+                "resume=True to continue the tuning run there, or overwrite=True to replace it (or another out_dir)"
+            )
+        return _rounds_in(problem, arms, plan, settings, executor, folder)
+    finally:
+        folder.unlock()
+
+
+def _rounds_in(
+    problem: Problem, arms: list[Arm], plan: RoundPlan, settings: TuningSettings, executor, folder: TuningFolder | None
+) -> TuningResult:
+    method = settings.method
     result = TuningResult(method, arms, settings.trace(problem, executor, len(arms)))
     carries: dict[int, ArmCarry] = {}
-    if out_dir is not None:  # what resume checks: the energy and every byte of the data
+    if folder is not None:  # what resume checks: the energy and every byte of the data
         result.target = fingerprint.fingerprint(problem.energy, problem.data)
     if settings.resume:
-        assert out_dir is not None  # TuningSettings refuses resume=True without out_dir
-        result, carries = _load_progress(out_dir, result)
+        assert folder is not None  # TuningSettings refuses resume=True without out_dir
+        result, carries = _load_progress(folder, result)
     problem.prepare(arms)
 
     t_start = time.perf_counter()
@@ -179,8 +203,8 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
             alive = kept
             result.best_index = None if ranked[0].failed else ranked[0].index
             result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start, wall_before)
-            if out_dir is not None:
-                _save_progress(out_dir, result, carries)
+            if folder is not None:
+                _save_progress(folder, result, carries)
             if result.best_index is None:  # nothing to rank: promoting failed arms by index would be arbitrary
                 errors = "; ".join(f"{arms[r.index].label}: {r.error}" for r in results)
                 raise RuntimeError(f"{method}: every arm failed in round {i} ({errors})")
@@ -188,12 +212,15 @@ def _rounds(problem: Problem, arms: list[Arm], plan: RoundPlan, settings: Tuning
         bar.close()
     result.complete = True
     result.timing = _timing(result, executor, wall_before + time.perf_counter() - t_start, wall_before)
-    if out_dir is not None:
-        _save_progress(out_dir, result, carries)
+    if folder is not None:
+        _save_progress(folder, result, carries)
         try:
-            result.plot(out_dir / "metric_by_round.png")
+            buf = io.BytesIO()
+            result.plot(buf)
         except ImportError:
             pass
+        else:
+            folder.write_file(PLOT, buf.getvalue())
     return result
 
 
@@ -241,32 +268,44 @@ def _timing(result: TuningResult, executor, wall: float, wall_earlier: float = 0
     }
 
 
-def _save_progress(out_dir: Path, result: TuningResult, carries: dict[int, ArmCarry]) -> None:
-    """One atomic commit per round: ``progress.pt`` holds the trace and the surviving arms' states
-    together, written to a temporary file and put in place by ``os.replace``, so a kill at any
-    point leaves the previous round's progress or this one's, never a mix. ``trace.json`` is a
-    readable copy written after the commit (resume never reads it while ``progress.pt`` exists).
-    The states are stored as plain dicts (:meth:`ArmCarry.to_dict`), as they always were."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _save_progress(folder: TuningFolder, result: TuningResult, carries: dict[int, ArmCarry]) -> None:
+    """One commit per round: ``progress.pt`` holds the trace and the surviving arms' states
+    together, written crash-consistently and listed with its digest in the folder's manifest
+    (:meth:`~structmc.storage.VerifiedFolder.write_file`), so a kill at any point leaves the
+    previous round's progress or this one's, never a mix. ``trace.json`` is a readable copy
+    written after the commit (resume never reads it while ``progress.pt`` exists). The states
+    are stored as plain dicts (:meth:`ArmCarry.to_dict`), as they always were."""
     buf = io.BytesIO()
     states = {i: c.to_dict() for i, c in carries.items()}
     torch.save({"format": PROGRESS_FORMAT, "trace": result.to_dict(), "states": states}, buf)
-    _atomic_write_bytes(buf.getvalue(), out_dir / PROGRESS)
-    _atomic_write_bytes(result.to_json().encode(), out_dir / "trace.json")
-    legacy = out_dir / "arm_states.pt"  # structmc 0.1's second file, superseded by progress.pt
+    folder.write_file(PROGRESS, buf.getvalue())
+    trace = {**result.to_dict(), "folder_format": TUNING_FOLDER_FORMAT}
+    folder.write_file(TRACE, json.dumps(_finite(trace), indent=1))
+    legacy = folder.path / LEGACY_STATES  # structmc 0.1's second file, superseded by progress.pt
     if legacy.exists():
         legacy.unlink()
 
 
-def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, dict[int, ArmCarry]]:
-    progress, trace = out_dir / PROGRESS, out_dir / "trace.json"
-    if progress.exists():
-        saved = torch.load(progress, map_location="cpu", weights_only=False)
-        if saved.get("format") != PROGRESS_FORMAT:
-            raise ValueError(f"cannot resume from {progress}: unknown progress format {saved.get('format')!r}")
-        old, states, source = TuningResult.from_dict(saved["trace"]), saved["states"], progress
-    elif trace.exists():  # written by structmc 0.1: trace.json, then arm_states.pt
-        old, source = TuningResult.load(trace), trace
+def _load_progress(folder: TuningFolder, fresh: TuningResult) -> tuple[TuningResult, dict[int, ArmCarry]]:
+    out_dir = folder.path
+    progress, trace = out_dir / PROGRESS, out_dir / TRACE
+    folder.manifest()  # None: a folder from before manifests (a warning says so); missing in a newer one: an error
+    # a file on disk or listed is read, verified: one the manifest does not list, or lists but is gone, is an error
+    if progress.exists() or folder._listed(PROGRESS):
+        saved = _read(folder, progress)
+        if not isinstance(saved, dict) or saved.get("format") != PROGRESS_FORMAT:
+            got = saved.get("format") if isinstance(saved, dict) else type(saved).__name__
+            raise ValueError(f"cannot resume from {progress}: unknown progress format {got!r}")
+        try:
+            old, states, source = TuningResult.from_dict(saved["trace"]), saved["states"], progress
+        except (KeyError, TypeError, ValueError) as err:
+            raise RunFolderError(f"{progress}: not a tuning run's progress ({type(err).__name__}: {err})") from err
+    elif trace.exists() or folder._listed(TRACE):  # written by structmc 0.1: trace.json, then arm_states.pt
+        try:
+            old = TuningResult.from_dict(_unfinite(json.loads(folder.read_file(TRACE))))
+        except (KeyError, TypeError, ValueError) as err:
+            raise RunFolderError(f"{trace}: unreadable ({type(err).__name__}: {err})") from err
+        source = trace
         states = None
     else:
         return fresh, {}
@@ -286,8 +325,13 @@ def _load_progress(out_dir: Path, fresh: TuningResult) -> tuple[TuningResult, di
     if old.complete:
         return old, {}
     if states is None:
-        states = torch.load(out_dir / "arm_states.pt", weights_only=False) if old.rounds else {}
+        states = _read(folder, out_dir / LEGACY_STATES) if old.rounds else {}
     return old, {int(i): ArmCarry.from_dict(d) for i, d in states.items()}
+
+
+def _read(folder: TuningFolder, path: Path):
+    """A torch file of the tuning folder, checked against its manifest; errors name the file."""
+    return folder._load(path, weights_only=False)
 
 
 def mamba(
@@ -316,6 +360,7 @@ def mamba(
     validation=None,
     out_dir=None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool | None = None,
     problem: Problem | None = None,
 ) -> TuningResult:
@@ -350,10 +395,16 @@ def mamba(
         then costs 5–10× the sampling).
     executor : where tasks run (:func:`structmc.executors.as_executor`): ``None`` in process,
         ``"process"``, ``"dask"``, ``"ray"``, a Dask ``Client``, an executor object.
-    out_dir, resume : commit the progress (trace and arm states, ``progress.pt``, one atomic
-        write) after every round, with ``trace.json`` as a readable copy (and the plot at the
-        end); ``resume=True`` continues an interrupted run from it, refusing a changed target
-        (energy or data: :mod:`structmc.fingerprint`) or changed settings.
+    out_dir, resume, overwrite : commit the progress (trace and arm states, ``progress.pt``,
+        crash-consistently) after every round, with ``trace.json`` as a readable copy (and the
+        plot at the end); ``resume=True`` continues an interrupted run from it, refusing a
+        changed target (energy or data: :mod:`structmc.fingerprint`) or changed settings. The
+        folder has a run folder's guarantees (:class:`~structmc.storage.tuning.TuningFolder`):
+        every file is listed with its digest in ``manifest.json`` and checked when read (a
+        truncated or altered one is an error naming it); one tuner writes it at a time (a
+        second gets :class:`~structmc.storage.RunFolderBusy`); a new run refuses a folder that
+        is not empty unless ``resume=True`` or ``overwrite=True`` (which first removes the
+        previous tuning run's files; a folder holding anything else is refused).
 
     Returns a :class:`TuningResult` (``.best`` is the chosen :class:`Arm`).
     """
@@ -376,6 +427,7 @@ def mamba(
         executor=executor,
         out_dir=out_dir,
         resume=resume,
+        overwrite=overwrite,
         progress=progress,
     )
     sizes = round_sizes(len(arms), eta)

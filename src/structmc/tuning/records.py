@@ -52,6 +52,7 @@ class TuningSettings:
     out_dir: Path | None = None
     resume: bool = False
     progress: bool | None = None
+    overwrite: bool = False
 
     def __post_init__(self):
         if self.samples not in SAMPLES:
@@ -66,6 +67,13 @@ class TuningSettings:
             raise ValueError(f"metric_cost must be > 0 or None, got {self.metric_cost!r}")
         if self.resume and self.out_dir is None:
             raise ValueError("resume=True needs out_dir")
+        for flag in ("resume", "overwrite"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        if self.overwrite and self.out_dir is None:
+            raise ValueError("overwrite=True needs out_dir")
+        if self.resume and self.overwrite:
+            raise ValueError("resume=True and overwrite=True contradict each other: choose one")
         object.__setattr__(self, "metric", as_metric(self.metric))
         if self.out_dir is not None:
             object.__setattr__(self, "out_dir", Path(self.out_dir))
