@@ -89,3 +89,59 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
         aus.run(aus.Config(step_sizes=(0.0,)), tmp_path)
     with pytest.raises(ValueError, match="temperature"):
         aus.run(aus.Config(temperatures=("1/M",)), tmp_path)
+
+
+def _results(ess_p, ess_s, err_p, err_s, steps):
+    return {
+        "pSGLD": {s: {"median_min_ess": ess_p(s), "weight_error": err_p(s)} for s in steps},
+        "SGLD": {s: {"median_min_ess": ess_s(s), "weight_error": err_s(s)} for s in steps},
+    }
+
+
+def test_the_families_of_issue_35_that_apply():
+    """Fig. 2 publishes no numbers: every row is an ordering claim on ours, so offsets from the
+    paper's values do not exist and a rescaled answer (×10, fractions) keeps the orderings that are
+    the claims. What applies: absurd values (a negative ESS or weight error) are implausible, NaN or
+    inf fails the rows it enters (NaN everywhere passes nothing), and a sampler or step size not run
+    keeps every claim, "not run" (before: a KeyError)."""
+    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+
+    from .adversarial import at_most_a_quarter
+
+    cfg = aus.Config()
+    steps = cfg.step_sizes
+    n = 2 * len(steps) + 1
+    good = _results(lambda s: 12 + 1e5 * s, lambda s: 10.0, lambda s: 0.1, lambda s: 0.3, steps)
+    assert passes(aus.comparisons(cfg, good)) == (n, n)
+    negative = _results(lambda s: -12 - 1e5 * s, lambda s: -20.0, lambda s: -0.3, lambda s: -0.1, steps)
+    rows = aus.comparisons(cfg, negative)
+    at_most_a_quarter(rows, "negative ESS and errors")
+    assert all("implausible" in r.verdict or "nan" in r.verdict for r in rows)  # the ratio of two: NaN
+    nan = float("nan")
+    for bad in ("pSGLD", "SGLD"):
+        answer = {
+            m: {s: {k: (nan if m == bad else v) for k, v in d.items()} for s, d in by.items()} for m, by in good.items()
+        }
+        rows = aus.comparisons(cfg, answer)
+        assert passes(rows) == (0, n) and all(r.verdict.startswith(NOT_REPRODUCED) for r in rows)
+    for gone in ("pSGLD", "SGLD"):
+        rows = aus.comparisons(cfg, {m: v for m, v in good.items() if m != gone})
+        assert passes(rows) == (0, n) and all(r.verdict.startswith(NOT_RUN) for r in rows)
+    cut = {m: {s: d for s, d in by.items() if s != steps[0]} for m, by in good.items()}
+    rows = aus.comparisons(cfg, cut)
+    assert passes(rows)[1] == n and sum(r.verdict.startswith(NOT_RUN) for r in rows) == 3
+
+
+def test_the_paper_presets_refuse_without_the_statlog_file(tmp_path, no_files):
+    """quick and full refuse before compute, naming the file and the download switch; tiny runs
+    on the stand-in, says so at the top of report.md, and leaves every claim "not run"."""
+    from structmc.data import DataNotFoundError
+
+    for preset in ("quick", "full"):
+        with pytest.raises(DataNotFoundError, match="australian.dat"):
+            aus.run(preset, tmp_path / preset, progress=False)
+    report = aus.run("tiny", tmp_path / "tiny", progress=False)
+    assert report["numbers"]["data"]["source"] == "synthetic" and report["stand_in"]
+    assert "Stand-in data" in (tmp_path / "tiny" / "report.md").read_text()
+    assert all(c["verdict"].startswith("not run") for c in report["comparisons"])
+    assert report["verdicts"]["claims"] == 5 and report["verdicts"]["run"] == 0
