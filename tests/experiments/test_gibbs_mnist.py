@@ -2,6 +2,7 @@
 augmentation transforms, the paper's 130-block partition, the registry entries."""
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -23,7 +24,52 @@ from structmc.experiments import gibbs_mnist as gm
 from structmc.partitions import by_finer_nodes
 from structmc.zoo import energy_for
 
-from .adversarial import constants, passes, reversed_ranks, shuffled
+from .adversarial import (
+    absurd,
+    at_most_a_quarter,
+    fractions,
+    missing_method,
+    non_finite,
+    offsets,
+    passes,
+    reversed_ranks,
+    shuffled,
+)
+
+# issue 35: the verdicts now include "not run" (in the denominator) and report["verdicts"] is the
+# tally (claims, run, check counted too); this module's own checker of the common report format
+# until tests/experiments/conftest.py's (not this experiment's file) learns both
+_PREFIXES = (
+    "reproduced",
+    "same ordering, smaller margin",
+    "tied",
+    "not reproduced",
+    "not run",
+    "no published value",
+    "check (",
+)
+
+
+@pytest.fixture
+def common_report():
+    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, tally
+
+    def check(report: dict, preset: str | None = None) -> dict:
+        assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
+        if preset is not None:
+            assert report["preset"] == preset
+        assert report["comparisons"], "no comparison rows"
+        for c in report["comparisons"]:
+            assert set(COMPARISON_FIELDS) <= set(c), c
+            assert c["verdict"].startswith(_PREFIXES), c["verdict"]
+            assert c["rule"] or c["verdict"].startswith(("no published value", "not run", "check (not run")), c
+            assert not c["check"] or c["check_reason"], c
+        assert report["verdicts"] == tally(report["comparisons"])
+        assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
+        assert report["reduced"] == bool(report["reductions"])
+        return {c["quantity"]: c for c in report["comparisons"]}
+
+    return check
 
 
 def _images(n=7, seed=0):
@@ -147,9 +193,8 @@ def _check_report(out, report, keys, common_report):
     saved = top["numbers"]  # the old report: every number
     assert "tables" in saved and saved["wall_time_s"] > 0
     rows = [r for k in keys for r in saved["tables"][k]]
-    tables = {k: t for k, t in saved["tables"].items() if k != "claims"}
-    claims = gm.claims_comparisons(gm.PRESETS["tiny"], saved["tables"].get("claims", {}))
-    assert rows and len(comps) == sum(len(t) for t in tables.values()) + len(claims)  # one Comparison per old row
+    # every table row carries the verdict of its Comparison; claims the run did not cover are rows too
+    assert rows and len(comps) >= len(rows)
     assert all(r["verdict"] in {c["verdict"] for c in comps.values()} for r in rows)
     md = (out / "report.md").read_text()
     assert "verdict" in md and "Reduced run" in md and "Paper vs ours" in md
@@ -161,17 +206,19 @@ def test_gibbs_mnist_tiny(tmp_path, common_report):
     report = gm.run("tiny", out, progress=False)
     saved, comps = _check_report(out, report, ("accuracy", "chain_length", "acceptance"), common_report)
     # the old rules, as Comparisons: acceptance >= min per layer, accuracy non-decreasing with window
-    for r in saved["tables"]["acceptance"]:  # a check (σ² is chosen for it), shown but not tallied
+    # batch 50 is not one of the paper's: its acceptance and chain-length rows are checks ("beyond the paper")
+    for r in saved["tables"]["acceptance"]:
         ok = min(r["ours"]) >= gm.PRESETS["tiny"].min_acceptance
         assert r["verdict"] == ("check (reproduced)" if ok else r["verdict"]) and r["verdict"].startswith("check (")
-    for r in saved["tables"]["chain_length"]:  # issue 26: strictly increasing, no slack
-        ok = all(b > a for a, b in zip(r["ours"], r["ours"][1:]))
-        assert r["verdict"].startswith("reproduced") == ok
-    assert all(r["verdict"].startswith("not comparable") for r in saved["tables"]["batch_ordering"])  # one batch
-    for r in saved["tables"]["accuracy"]:  # a value is judged against the paper's, even in a reduced run
-        if r["paper"] is not None and not r["verdict"].startswith("not comparable"):
-            close = abs(r["ours"] - r["paper"]) <= gm.PRESETS["tiny"].tolerance
-            assert r["verdict"].startswith("reproduced") == close, r
+    for r in saved["tables"]["chain_length"]:  # issue 26: strictly increasing, no slack, above chance
+        ok = all(b > a for a, b in zip(r["ours"], r["ours"][1:])) and min(r["ours"]) > 0.1
+        assert r["verdict"].startswith("check (reproduced") == ok
+    assert all(r["verdict"].startswith("not run") for r in saved["tables"]["batch_ordering"])  # one batch
+    for r in saved["tables"]["accuracy"]:  # batch 50: no published value
+        assert r["verdict"] == "no published value"
+    # Table 2's published cell at batch 3,000 is a row, not run here (issue 35 §3)
+    head = comps["MNIST, batch 3,000: test accuracy (Table 2)"]
+    assert head["verdict"].startswith("not run") and head["paper"] == 0.9075
     run = next(iter(saved["runs"].values()))
     assert len(run["acceptance_per_layer"]) == 4
     assert all(0 <= a <= 1 for a in run["acceptance_per_layer"])
@@ -192,7 +239,7 @@ def test_gibbs_mnist_tiny(tmp_path, common_report):
     rows = gm.claims_comparisons(gm.PRESETS["tiny"], saved["tables"]["claims"])
     assert [r.check for r in rows] == [False, False, True, True, False]
     if claims["synthetic"]:
-        assert all("not comparable" in r.verdict for r in rows)
+        assert all("not run" in r.verdict for r in rows)
     assert "The paper's other claims" in (out / "report.md").read_text()
 
 
@@ -204,9 +251,10 @@ def test_gibbs_mnist_synthetic_paper_blocks(tmp_path):
     report = top["numbers"]
     assert report["partition"]["num_blocks"] == 130
     assert report["data"]["mnist"]["source"] == "synthetic"
-    assert report["tables"]["accuracy"][0]["verdict"].startswith("not comparable: synthetic")
-    acc = next(c for c in top["comparisons"] if "test accuracy" in c["quantity"])
-    assert acc["paper"] is None or acc["verdict"].startswith("not comparable")
+    assert report["tables"]["accuracy"][0]["verdict"] == "no published value"  # batch 50
+    assert any("synthetic stand-in" in c["verdict"] for c in top["comparisons"])
+    acc = next(c for c in top["comparisons"] if "batch 3,000: test accuracy" in c["quantity"])
+    assert acc["verdict"].startswith("not run")
 
 
 def test_gibbs_augment_tiny(tmp_path, common_report):
@@ -218,7 +266,7 @@ def test_gibbs_augment_tiny(tmp_path, common_report):
         if r["transform"] != "none":
             b = base[r["dataset"]]
             if b <= 0.1:
-                assert r["verdict"].startswith("not comparable"), r
+                assert r["verdict"].startswith("not run"), r
             else:
                 ok = (b - r["ours"]) / (b - 0.1) >= ga.PRESETS["tiny"].drastic_loss
                 assert r["verdict"].startswith("reproduced") == ok, r
@@ -319,11 +367,26 @@ TABLE3 = {
 }
 
 
-def _mnist_tables(t2, t3):
-    """The tables of gibbs_mnist._tables for answers ``t2``, ``t3``, as report.json holds them
-    (accuracy_by_batch with JSON's string keys)."""
+# Tables 5, 6 (batch size -> layer -> acceptance; the same for both data sets) and Fig. 5 (the traced
+# parameters' sd after burn-in), Fig. 8 (the shown images' top-2 probabilities): the paper's words
+# ("do not vanish with depth", "drop across all layers" with the batch; "chain scales decrease in deeper
+# layers"; 0.98 / 0.97 and 0.35 vs 0.28) with illustrative numbers where the text gives none.
+ACCEPT = {
+    600: {"layer 1": 0.80, "layer 2": 0.95, "layer 3": 0.95, "output": 0.98},
+    1800: {"layer 1": 0.76, "layer 2": 0.93, "layer 3": 0.93, "output": 0.97},
+    3000: {"layer 1": 0.72, "layer 2": 0.91, "layer 3": 0.92, "output": 0.96},
+    4200: {"layer 1": 0.68, "layer 2": 0.89, "layer 3": 0.90, "output": 0.95},
+}
+FIG5 = {"sd": {"θ_1005": 4.0, "θ_7872": 1.0, "θ_8008": 0.5, "θ_8107": 0.2}}
+FIG8 = {"confident": {"top": 0.98, "runner": 0.01}, "uncertain": {"top": 0.35, "runner": 0.28}}
+
+
+def _mnist_tables(t2, t3, accept=None):
+    """The tables of gibbs_mnist._tables for answers ``t2``, ``t3`` (and ``accept``: Tables 5, 6),
+    as report.json holds them (accuracy_by_batch with JSON's string keys)."""
     names = ("mnist", "fashion-mnist")
     ws = sorted(t3)
+    accept = accept or {3000: {"layer 1": 0.3, "layer 2": 0.2, "layer 3": 0.2, "output": 0.25}}
     return {
         "accuracy": [
             {
@@ -336,16 +399,37 @@ def _mnist_tables(t2, t3):
             }
             for d in names
             for b in sorted(t2)
+            if d in t2[b]
         ],
         "chain_length": [
             {"dataset": d, "batch_size": 3000, "windows": ws, "ours": [t3[w][d] for w in ws]} for d in names
         ],
         "acceptance": [
-            {"dataset": d, "batch_size": 3000, "proposal_var": [1e-2, 1e-4, 1e-4, 1e-5], "ours": [0.3, 0.2, 0.2, 0.25]}
+            {"dataset": d, "batch_size": b, "proposal_var": [1e-2, 1e-4, 1e-4, 1e-5], "ours": list(accept[b].values())}
             for d in names
+            for b in sorted(accept)
         ],
-        "batch_ordering": [{"dataset": d, "accuracy_by_batch": {str(b): t2[b][d] for b in t2}} for d in names],
+        "batch_ordering": [
+            {"dataset": d, "accuracy_by_batch": {str(b): t2[b][d] for b in t2 if d in t2[b]}} for d in names
+        ],
     }
+
+
+def _trace(sd: dict, after: int = 10_000, points: int = 200) -> dict:
+    """A trace whose four parameters alternate ±sd (sample sd ≈ sd) after sweep ``after``."""
+    sign = [(-1) ** k for k in range(points)]
+    return {
+        "params": [1005, 7872, 8008, 8107],
+        "steps": [after + 1 + k for k in range(points)],
+        "values": [[[s * float(v) for v in sd.values()] for s in sign]],
+    }
+
+
+def _examples(f8: dict) -> list:
+    return [
+        {"index": k, "label": 0, "predicted": 0, "top": [[0, c["top"]], [1, c["runner"]], [2, 0.0]]}
+        for k, c in enumerate(f8.values())
+    ]
 
 
 # The claims section (issue 26 §5), {method: {cell: value}}: the paper's words with illustrative numbers
@@ -378,58 +462,187 @@ def _claims_numbers(t, synthetic=False, names=("mnist", "fashion-mnist")):
     return {d: {"synthetic": synthetic, "chains": chains, "volatility": vol} for d in names}
 
 
+PAPER = {
+    "table2": TABLE2,
+    "table3": TABLE3,
+    "accept": ACCEPT,
+    "fig5": FIG5,
+    "fig8": FIG8,
+    **{k: {m: {"v": v} for m, v in table.items()} for k, table in CLAIMS.items()},
+}
+
+
+def _mnist_rows(t, cfg=None):
+    """gm.comparisons of the whole answer ``t`` (every table of PAPER) under the full preset:
+    28 claims, two data sets of 14 (Table 2's cell and ordering, Table 3, Tables 5-6 at four batch
+    sizes and their fall, Fig. 5, Fig. 8, Observation 6 (not run), the claims section's three)."""
+    claims = {k: {m: c["v"] for m, c in t[k].items()} for k in ("layer blocks", "common", "fig6")}
+    tables = {**_mnist_tables(t["table2"], t["table3"], t["accept"]), "claims": _claims_numbers(claims)}
+    names = ("mnist", "fashion-mnist")
+    return gm.comparisons(
+        cfg or gm.PRESETS["full"],
+        tables,
+        n_test={d: 10_000 for d in names},
+        examples={d: _examples(t["fig8"]) for d in names},
+        traces={d: _trace(t["fig5"]["sd"]) for d in names},
+    )
+
+
 def _mnist_passes(t2, t3, claims=CLAIMS):
-    tables = {**_mnist_tables(t2, t3), "claims": _claims_numbers(claims)}
-    rows = gm.comparisons(gm.PRESETS["converged"], tables)
-    return passes([r for r in rows if r.paper is not None])  # batch sizes without a published value: no verdict
+    wrapped = {k: {m: {"v": v} for m, v in table.items()} for k, table in claims.items()}
+    return passes(_mnist_rows({**PAPER, "table2": t2, "table3": t3, **wrapped}))
+
+
+def _family(t, f):
+    return {k: f(table) for k, table in t.items()}
 
 
 def test_wrong_answers_do_not_pass_the_verdicts():
-    """Adversarial numbers (issue 26 §1): the paper's answer passes all 12 claim rows (2 values at
-    batch 3,000, 2 chain-length, 2 batch orderings; per data set layer blocks, one common σ², Fig. 6;
-    the acceptance rows and the reference-defect rows are checks); constants, Table 2 and 3 shuffled
-    across batch sizes / windows, the claims shuffled across their methods / sizes and every ordering
-    reversed pass at most 1 (a constant can hit one value row)."""
-    assert _mnist_passes(TABLE2, TABLE3) == (12, 12)
-    pooled = {**{f"b{b}": v for b, v in TABLE2.items()}, **{f"w{w}": v for w, v in TABLE3.items()}}
-    claim_values = [v for table in CLAIMS.values() for v in table.values()]
-    for const in constants(pooled):  # one value everywhere: a value row at most, never an ordering
-        v = next(iter(next(iter(const.values())).values()))
-        for cv in (v, *(sorted(claim_values)[round(q * (len(claim_values) - 1))] for q in (0, 0.5, 1))):
-            flat = {k: {m: cv for m in table} for k, table in CLAIMS.items()}
-            assert (
-                _mnist_passes(
-                    {b: {d: v for d in c} for b, c in TABLE2.items()},
-                    {w: {d: v for d in c} for w, c in TABLE3.items()},
-                    flat,
-                )[0]
-                <= 1
-            )
-    claims_shuffled = {k: shuffled({m: {"v": v} for m, v in table.items()}) for k, table in CLAIMS.items()}
-    claims_reversed = {k: reversed_ranks({m: {"v": v} for m, v in table.items()}) for k, table in CLAIMS.items()}
-    unwrap = lambda t: {k: {m: c["v"] for m, c in table.items()} for k, table in t.items()}  # noqa: E731
-    assert _mnist_passes(shuffled(TABLE2), shuffled(TABLE3), unwrap(claims_shuffled))[0] == 0
-    assert _mnist_passes(reversed_ranks(TABLE2), reversed_ranks(TABLE3), unwrap(claims_reversed))[0] == 0
+    """Adversarial numbers (issue 26 §1): the paper's answer passes all 26 claims run (of 28:
+    Observation 6's "agreement with human insight" is not run on either data set); constants,
+    every table shuffled across its methods and every ordering reversed pass at most a quarter."""
+    assert _mnist_passes(TABLE2, TABLE3) == (26, 28)
+    pooled = sorted(float(v) for table in PAPER.values() for by_c in table.values() for v in by_c.values())
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        v = pooled[round(q * (len(pooled) - 1))]
+        const = _family(PAPER, lambda table, v=v: {m: {c: v for c in by_c} for m, by_c in table.items()})
+        at_most_a_quarter(_mnist_rows(const), f"constant {v}")
+    at_most_a_quarter(_mnist_rows(_family(PAPER, shuffled)), "shuffled")
+    at_most_a_quarter(_mnist_rows(_family(PAPER, reversed_ranks)), "reversed")
     swapped = {b: {"mnist": c["fashion-mnist"], "fashion-mnist": c["mnist"]} for b, c in TABLE2.items()}
-    ok, _n = _mnist_passes(swapped, TABLE3)  # MNIST's numbers as FMNIST's: 9.86 pp apart, beyond the 2 pp
-    assert ok == 10  # both value rows fail; the orderings within each data set and the claims still hold
+    ok, _n = _mnist_passes(swapped, TABLE3)  # MNIST's numbers as FMNIST's: 9.86 pp apart, beyond 3 SEs
+    assert ok == 24  # both value rows fail; the orderings within each data set and the claims still hold
     # the old rule's 0.5 pp slack: a plateau, or a longer window 0.2 pp worse, is not "increases"
     flat = {w: TABLE3[10000] for w in TABLE3}
     worse = {w: {d: a - 0.005 * (w == 30000) for d, a in c.items()} for w, c in TABLE3.items()}
-    assert _mnist_passes(TABLE2, flat) == (10, 12) and _mnist_passes(TABLE2, worse) == (10, 12)
+    assert _mnist_passes(TABLE2, flat) == (24, 28) and _mnist_passes(TABLE2, worse) == (24, 28)
     # Table 2: 3,000 the best is not enough; 600 < 1,800 < 3,000 must hold too, and 4,200 below 3,000
     bad = {**TABLE2, 1800: TABLE2[600], 600: TABLE2[1800]}
-    assert _mnist_passes(bad, TABLE3) == (10, 12)
+    assert _mnist_passes(bad, TABLE3) == (24, 28)
     tied = {**TABLE2, 4200: TABLE2[3000]}
-    assert _mnist_passes(tied, TABLE3) == (10, 12)
+    assert _mnist_passes(tied, TABLE3) == (24, 28)
 
 
-def test_accuracy_tolerance_sits_below_the_papers_gap():
-    """The 2 pp value tolerance sits below the 9.86 pp between the paper's MNIST and FMNIST cells
-    (the only published gap); a tolerance at or above it is refused before anything runs."""
-    from structmc.experiments._common import ACCURACY_GAP
+def test_every_claim_has_a_row_run_or_not():
+    """Issue 35 §3: a batch size, window or data set the run left out is "not run" with the reason,
+    never dropped; the denominator is the complete answer's (28). The converged preset (batch 3,000
+    only, claims section off) keeps Table 2's ordering, Tables 5-6 at the other batch sizes and
+    their fall, and the claims section as not-run rows."""
+    full = passes(_mnist_rows(PAPER))
+    for method, answer in missing_method(TABLE2):
+        rows = _mnist_rows({**PAPER, "table2": answer})
+        assert passes(rows)[1] == full[1] == 28, method
+        order = [r for r in rows if "accuracy by batch size" in r.quantity]
+        assert len(order) == 2 and all(r.verdict.startswith("not run") for r in order)
+        if method == 3000:
+            head = [r for r in rows if "batch 3,000: test accuracy" in r.quantity]
+            assert len(head) == 2 and all(r.verdict.startswith("not run") for r in head)
+    for method, answer in missing_method(ACCEPT):
+        rows = _mnist_rows({**PAPER, "accept": answer})
+        assert passes(rows)[1] == 28
+        gone = [r for r in rows if f"batch {method:,}: acceptance per layer" in r.quantity]
+        assert len(gone) == 2 and all(r.verdict.startswith("not run") for r in gone)
+    # the converged records: one batch size, no claims section, no examples or traces
+    tables = _mnist_tables({3000: TABLE2[3000]}, TABLE3)
+    rows = gm.comparisons(gm.PRESETS["converged"], tables)
+    t = passes(rows)
+    assert t == (6, 28)  # per data set the value, Table 3 and acceptance at 3,000 (weak, carried by the others)
+    nr = [r for r in rows if r.verdict.startswith("not run")]
+    assert len(nr) == 2 * 11
+    assert all(r.not_run for r in nr if "Observation 6" not in r.quantity or r.not_run)
+
+
+def test_the_five_families_fail():
+    """Issue 35 §4 through this experiment's own comparisons(), every table at once: absurd values
+    (x 10, below 0, above 1), fractions of the accuracies and rates, NaN or inf in every method pass at
+    most a quarter of the 28 claims; NaN or inf in one batch size of Table 2 fails the rows that use
+    it. Offsets beyond the two value rows' 3 binomial SEs fail both (an offset shifts every number
+    alike, which the orderings, claims of their own, survive); at k = 30 they pass."""
+    for answers in zip(*(list(absurd(table, low=0.0, high=1.0)) for table in PAPER.values())):
+        at_most_a_quarter(_mnist_rows(dict(zip(PAPER, answers))), "absurd")
+    at_most_a_quarter(_mnist_rows(_family(PAPER, fractions)), "fractions")
+    for bad in (math.nan, math.inf):
+        t = {k: {m: {c: bad for c in by_c} for m, by_c in table.items()} for k, table in PAPER.items()}
+        rows = _mnist_rows(t)
+        assert passes(rows)[1] == 28
+        at_most_a_quarter(rows, f"{bad} everywhere")
+    for answer in non_finite(TABLE2):
+        bad = [b for b, by_d in answer.items() if any(not math.isfinite(v) for v in by_d.values())]
+        if len(bad) != 1:
+            continue
+        rows = _mnist_rows({**PAPER, "table2": answer})
+        order = [r for r in rows if "accuracy by batch size" in r.quantity]
+        assert all(r.verdict.startswith("not reproduced: the run produced") for r in order), bad
+        if bad == [3000]:
+            head = [r for r in rows if "batch 3,000: test accuracy" in r.quantity]
+            assert all(r.verdict.startswith("not reproduced: the run produced") for r in head)
+
+    def beyond(m, c, v):  # Table 2's published cells: 3 binomial SEs on 10,000 test images
+        return 3 * math.sqrt(v * (1 - v) / 10_000) if m == 3000 else 0.0
+
+    for answer in offsets(TABLE2, beyond):
+        values = [r for r in _mnist_rows({**PAPER, "table2": answer}) if "batch 3,000: test accuracy" in r.quantity]
+        assert len(values) == 2 and not any(r.verdict.startswith("reproduced") for r in values)
+    from structmc.experiments._common import accuracy_comparison
+
+    assert (
+        accuracy_comparison("x", answer[3000]["mnist"], 0.9075, gm.PRESETS["full"], False, k=30).verdict == "reproduced"
+    )
+
+
+def test_passes_agrees_with_the_written_tally(tmp_path):
+    """passes() counts as the README's tally (claim_tally of a re-judged record) does."""
+    from structmc.experiments._report import claim_tally, rejudge_record
+
+    rows = _mnist_rows(_family(PAPER, reversed_ranks))
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    report = {
+        "experiment": "gibbs-mnist",
+        "comparisons": [],
+        "numbers": {},
+        "paper": None,
+        "figure": "",
+        "preset": "test",
+        "hardware": {"cpu": "x", "torch_threads": 1},
+        "wall_time_s": 1.0,
+        "date": "-",
+        "reductions": [],
+        "step_size_mapping": [],
+        "notes": [],
+        "figures": [],
+        "versions": {},
+        "seed": 0,
+    }
+    (folder / "report.json").write_text(json.dumps(report))
+    t = claim_tally(rejudge_record(folder, rows))
+    assert passes(rows) == (t["reproduced"] + t["same ordering, smaller margin"], t["claims"])
+
+
+def test_rejudge_reads_the_records_back():
+    """rejudge(report) rebuilds every row of the converged records from their numbers (no KeyError),
+    and the Table 2 value rows are judged on 3 binomial SEs."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    for name in ("gibbs-mnist-converged-mnist", "gibbs-mnist-converged-fmnist"):
+        report = json.loads((root / name / "report.json").read_text())
+        rows = gm.rejudge(report)
+        assert passes(rows)[1] == 14
+        head = next(r for r in rows if "batch 3,000: test accuracy" in r.quantity)
+        assert "SE" in head.rule.describe() and head.rule.k == 3
+
+
+def test_accuracy_rule_states_its_noise_and_stays_below_the_papers_gap():
+    """The Table 2 value rule: 3 binomial SEs of one chain's test accuracy on 10,000 images (0.87 pp
+    at 90.75 %, 1.18 pp at 80.89 %), below the 9.86 pp between the paper's MNIST and FMNIST cells (the
+    only published gap); the old tolerance setting is still refused at or above the gap."""
+    from structmc.experiments._common import ACCURACY_GAP, accuracy_comparison
 
     assert ACCURACY_GAP == pytest.approx(0.0986)
+    for d, b in gm.PAPER_ACCURACY:
+        row = accuracy_comparison("x", 0.5, gm.PAPER_ACCURACY[(d, b)], gm.PRESETS["full"], False)
+        assert 0 < row.rule.allowed < ACCURACY_GAP / 5
     for cfg in gm.PRESETS.values():
         assert 0 < cfg.tolerance < ACCURACY_GAP
     for bad in (ACCURACY_GAP, 0.2, 0.0, -0.01):
@@ -473,9 +686,7 @@ def test_claims_rules_fail_wrong_answers():
     assert _claim_rows(vanish)["one"].startswith("not reproduced")
     summed = {**CLAIMS, "fig6": {n: CLAIMS["fig6"][n] * n for n in SIZES}}
     assert _claim_rows(summed)["sd"].startswith("not reproduced")
-    assert all(
-        r.startswith(("not comparable", "check (not comparable")) for r in _claim_rows(CLAIMS, synthetic=True).values()
-    )
+    assert all(r.startswith(("not run", "check (not run")) for r in _claim_rows(CLAIMS, synthetic=True).values())
 
 
 def test_log_likelihood_volatility_and_claims_config():
