@@ -880,6 +880,7 @@ def write_rows_report(
     device: str = "cpu",
     notes: Sequence[str] = (),
     compute_time_s: float | None = None,
+    stand_in: str = "",
 ) -> dict:
     """:func:`write_details_report` for an experiment whose record ``legacy`` holds ``rows``:
     one Comparison per row (:func:`row_comparison`), each row's ``verdict`` replaced by the
@@ -910,6 +911,7 @@ def write_rows_report(
         figures=[f for f in figures if (Path(out) / f).exists()],
         notes=notes,
         compute_time_s=compute_time_s,
+        stand_in=stand_in,
     )
 
 
