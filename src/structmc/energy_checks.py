@@ -249,7 +249,7 @@ def warn_below_resolution(energy, sampler, theta: Tensor, data=None, *, share: f
     """Warn (and return the message) when SGLD's updates at ``theta`` ``[C, P]`` are below the
     resolution of a float16/bfloat16 parameter dtype: the gradient step ``lr/2·∇U`` (the
     gradient on ≤ 64 rows of ``data``, N/n-scaled, evaluated once; skipped for a module with
-    buffers, whose running statistics it would update) or the noise ``√(lr·T)`` rounded away in
+    buffers, whose running statistics it would update, and a stateful energy) or the noise ``√(lr·T)`` rounded away in
     at least ``share`` of the coordinates. Such a chain ignores the gradient (a random walk) or
     does not move at all, silently. Nothing is computed for other dtypes or other kernels, and
     no random number is drawn. Called once at set-up (``structmc.runner.Run``)."""
@@ -262,7 +262,7 @@ def warn_below_resolution(energy, sampler, theta: Tensor, data=None, *, share: f
     temperature = float(getattr(sampler, "temperature", 1.0))
     dtype = str(theta.dtype).replace("torch.", "")
     lost = []
-    if not getattr(energy, "has_buffers", False):
+    if not getattr(energy, "has_buffers", False) and not hasattr(energy, "observe"):  # no state to update
         batch = None
         if data is not None:
             rows = min(64, int(data[0].shape[0]))
