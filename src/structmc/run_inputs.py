@@ -4,6 +4,7 @@ and the tuners' :class:`~structmc.tuning.Problem`: integers, draws, data, initia
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from dataclasses import dataclass
 
@@ -31,10 +32,15 @@ class Budget:
             raise ValueError("a Budget needs iterations, seconds or grad_evals")
         for name in ("iterations", "grad_evals"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
+            if v is not None and not (
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and int(v) == v and v >= 0
+            ):
                 raise ValueError(f"Budget.{name} must be a non-negative integer, got {v!r}")
-        if self.seconds is not None and not (self.seconds >= 0 and math.isfinite(self.seconds)):
-            raise ValueError(f"Budget.seconds must be >= 0 and finite, got {self.seconds!r}")
+        s = self.seconds
+        if s is not None and not (
+            isinstance(s, numbers.Real) and not isinstance(s, bool) and s >= 0 and math.isfinite(s)
+        ):
+            raise ValueError(f"Budget.seconds must be a number >= 0 and finite, got {s!r}")
 
 
 def _as_budget(budget) -> Budget | None:

@@ -26,6 +26,7 @@ from .chain import Chain
 from .distributed import Context, Distributed, DistributedOracle, ShareStream, as_distributed
 from .energy import Energy, StatefulEnergy, as_energy
 from .energy.protocols import BufferedEnergy
+from .energy_checks import warn_below_resolution
 from .gradients import ControlVariate, Minibatch, as_estimator
 from .oracle import Oracle
 from .recording import InfoLog, Progress
@@ -153,6 +154,7 @@ class Run:
                 "full data, batch_size=None, the two are the same target)"
             )
         sampler = sampler.prepare(energy)
+        warn_below_resolution(energy, sampler, theta0, probe if on_dataset else data)  # float16/bfloat16 SGLD
         estimator = copy.copy(as_estimator(gradient))  # prepared per run: never the caller's object
         if on_dataset and not isinstance(estimator, Minibatch):
             raise ValueError(

@@ -195,3 +195,16 @@ def test_a_kernel_whose_state_lacks_theta_is_refused_at_set_up_naming_the_member
 
     with pytest.raises(TypeError, match="lacks target_energy, prepare, init, step"):
         sm.sample(lambda th, b: -(th * th).sum(), torch.zeros(2), NoStep(), 5, progress=False)
+
+
+def test_a_bfloat16_sgld_chain_whose_steps_round_away_is_warned_at_set_up():
+    """§8: a bfloat16 module with SGLD(1e-5): every gradient step is rounded away, in silence
+    before; the check runs once at set-up (energy_checks.warn_below_resolution)."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).to(torch.bfloat16)
+    X, y = torch.randn(200, 4).bfloat16(), torch.randint(0, 3, (200,))
+    energy = sm.ModuleEnergy(net, "categorical", prior_std=1.0)
+    with pytest.warns(UserWarning, match="rounded away"):
+        sm.sample(energy, None, sm.SGLD(1e-5), 2, data=(X, y), progress=False)
