@@ -100,7 +100,7 @@ def test_resume_refuses_a_changed_target(tmp_path):
         _mlp_run(tmp_path, other_prior, (X, y), 20, resume=True)
 
     def tempered_categorical(out, y):  # another likelihood for the same labels
-        return 0.5 * torch.distributions.Categorical(logits=out).log_prob(y)
+        return 0.5 * torch.distributions.Categorical(logits=out).log_prob(y).sum()  # one scalar (issue 36 §9)
 
     other_lik = sm.ModuleEnergy(other.module, tempered_categorical)
     with pytest.raises(ValueError, match="cannot resume: the target changed.*the likelihood"):
