@@ -59,6 +59,24 @@ def load_images(name: str, cfg) -> ImageData:
     )
 
 
+def require_images(names, cfg) -> None:
+    """Refuse, before any compute, a run that needs the paper's image files (``cfg.data ==
+    "files"``: every named preset but ``tiny``, :func:`.resolve_preset`) when one of ``names`` is
+    missing: the ``FileNotFoundError`` of :func:`load_images` names the file and the folder
+    (issue 35 §5). A run of several data sets would otherwise find the second one missing after
+    the first one's chains."""
+    if getattr(cfg, "data", "files") != "files":
+        return
+    for name in dict.fromkeys(names):
+        load_images(name, cfg)
+
+
+STAND_IN_IMAGES = (
+    "synthetic MNIST-shaped images (structmc.data.synthetic_images) stood in for {names}: the files were not "
+    "found (data='auto', the tiny preset)"
+)
+
+
 @dataclass
 class MnistData:
     x_train: Tensor  # [N, 784] in [0, 1]
@@ -808,9 +826,11 @@ def write_fnbg_report(
         if isinstance(r, dict) and "seconds" in r:
             total = float(r["seconds"])
             earlier += max(0.0, total - float(r.get("seconds_this_sitting") or total))
+    stand_in = [d for d, info in report.get("data", {}).items() if info.get("source") == "synthetic"]
     return write_details_report(
         out,
         name,
+        stand_in=STAND_IN_IMAGES.format(names=", ".join(stand_in)) if stand_in else "",
         preset=preset,
         config=asdict(cfg),
         seed=cfg.seed,
@@ -826,12 +846,37 @@ def write_fnbg_report(
     )
 
 
+def replace_details(folder: str | Path, report: dict, markdown: str) -> None:
+    """Write ``report`` (a record's report.json, its numbers' derived verdicts updated) back to
+    ``folder`` and replace the "## Details" section of its report.md by ``markdown`` (an
+    experiment's details, title line dropped as :func:`._report.write_details_report` does):
+    after :func:`._report.rejudge_record`, the details' tables show today's verdicts too. The
+    sections after the details (figures, versions line) are kept."""
+    import json
+
+    folder = Path(folder)
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    md = markdown.splitlines()
+    if md and md[0].startswith("# "):
+        md = md[1:]
+    lines = (folder / "report.md").read_text().splitlines()
+    start = lines.index("## Details")
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## Figures", "structmc "))), len(lines)
+    )
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    (folder / "report.md").write_text("\n".join([*lines[:start], "## Details", *md, *lines[end:]]).rstrip() + "\n")
+
+
 def pct(v) -> str:
     return "—" if v is None else f"{100 * v:.2f}"
 
 
 __all__ = [
     "load_images",
+    "require_images",
+    "STAND_IN_IMAGES",
     "MnistData",
     "load_data",
     "mamba_budget",
@@ -865,4 +910,5 @@ __all__ = [
     "fnbg_step_size_lines",
     "write_fnbg_report",
     "pct",
+    "replace_details",
 ]

@@ -90,6 +90,8 @@ from ._common import (
     proposal_var_for,
     reduction_note,
     reductions,
+    replace_details,
+    require_images,
     run_chain,
     stable_index,
     standardize,
@@ -593,6 +595,8 @@ def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ws = check_windows(cfg, cfg.windows, cfg.predict_window)
+    # no stand-in behind a named preset: every data file found before the first chain (issue 35 §5)
+    require_images([*cfg.datasets, *(cfg.claims_datasets if cfg.claims else ())], cfg)
     energy = energy_for("mlp_gibbs", seed=cfg.seed)  # its module's own init is unused: chains start at prior draws
     partition = make_partition(energy.space, cfg)
     sizes = partition.sizes()
@@ -1012,10 +1016,13 @@ def table_comparisons(
     n_test: Mapping[str, int] | None = None,
     examples: Mapping | None = None,
     traces: Mapping | None = None,
+    synthetic: Collection[str] | None = None,
 ) -> list:
     """:func:`comparisons` of the run's tables, each table row's ``verdict`` replaced by the
-    verdict of its Comparison (matched by quantity)."""
-    synthetic = {r["dataset"] for r in tables["accuracy"] if str(r.get("verdict", "")).startswith("n/a (synthetic")}
+    verdict of its Comparison (matched by quantity). ``synthetic``: the data sets on the stand-in
+    (default: read off the run's accuracy verdicts)."""
+    if synthetic is None:
+        synthetic = {r["dataset"] for r in tables["accuracy"] if str(r.get("verdict", "")).startswith("n/a (synthetic")}
     out = comparisons(cfg, tables, synthetic, n_test, examples, traces)
     by_q = {c.quantity: c.verdict for c in out}
     for r in tables["accuracy"]:
@@ -1036,10 +1043,10 @@ def table_comparisons(
 
 def _report_config(report: Mapping) -> Config:
     """The record's config with today's verdict rules (the fields that judge, not those that
-    ran: ``tolerance``, ``rule``, ``min_acceptance`` and the claims' margins take today's
+    ran: ``tolerance`` and ``min_acceptance`` take today's
     defaults); JSON lists back to tuples, batch-size keys back to ints."""
     raw = dict(report["config"])
-    rules = ("tolerance", "rule", "min_acceptance")
+    rules = ("tolerance", "min_acceptance")
     kw: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         if f.name not in raw or f.name in rules:
@@ -1053,12 +1060,10 @@ def _report_config(report: Mapping) -> Config:
     return Config(**kw)
 
 
-def rejudge(report: Mapping) -> list:
-    """The rows of a written gibbs-mnist report judged under today's rules (issue 35 §7), from
-    its ``numbers`` (tables, examples, runs' traces, data) and ``config``."""
+def _record_inputs(report: Mapping) -> tuple:
+    """``(cfg, tables, synthetic, n_test, examples, traces)`` of a written report."""
     cfg = _report_config(report)
     n = report["numbers"]
-    tables = n["tables"]
     synthetic = {d for d, info in (n.get("data") or {}).items() if info.get("source") == "synthetic"}
     n_test = {d: int(info["num_test"]) for d, info in (n.get("data") or {}).items() if info.get("num_test")}
     traces = {
@@ -1066,7 +1071,31 @@ def rejudge(report: Mapping) -> list:
         for r in (n.get("runs") or {}).values()
         if int(r["batch_size"]) == 3000 and r.get("trace")
     }
-    return comparisons(cfg, tables, synthetic, n_test, n.get("examples") or {}, traces)
+    return cfg, n["tables"], synthetic, n_test, n.get("examples") or {}, traces
+
+
+def rejudge(report: Mapping) -> list:
+    """The rows of a written gibbs-mnist report judged under today's rules (issue 35 §7), from
+    its ``numbers`` (tables, examples, runs' traces, data) and ``config``."""
+    cfg, tables, synthetic, n_test, examples, traces = _record_inputs(report)
+    return comparisons(cfg, tables, synthetic, n_test, examples, traces)
+
+
+def rerender_details(folder: str | Path) -> None:
+    """After :func:`._report.rejudge_record`: the record's tables (``numbers["tables"]``) given
+    today's verdicts and its report.md's details section rendered again from them."""
+    import json
+
+    report = json.loads((Path(folder) / "report.json").read_text())
+    cfg, tables, synthetic, n_test, examples, traces = _record_inputs(report)
+    table_comparisons(tables, cfg, n_test, examples, traces, synthetic)
+    legacy = {
+        **report["numbers"],
+        "preset": report["preset"],
+        "seed": report["seed"],
+        "reduced": reductions(cfg, report["preset"], PRESETS["full"]),
+    }
+    replace_details(folder, report, _markdown(legacy, cfg))
 
 
 def _headline_index(cfg: Config) -> int:

@@ -1247,6 +1247,37 @@ def report_config(report) -> Config:
     return Config(**kw)
 
 
+def rerender_details(folder) -> None:
+    """After :func:`._report.rejudge_record`: the record's rows (``numbers["rows"]``) rebuilt
+    under today's rules with their Comparisons' verdicts, and its report.md's details section
+    rendered again from them."""
+    import json
+
+    from ._common import replace_details
+    from ._report import ROW_VERDICTS
+
+    report = json.loads((Path(folder) / "report.json").read_text())
+    n = report["numbers"]
+    rows = _rows(n["settings"], n["scenarios"], report_config(report), n.get("width"), int(n.get("num_test") or 1200))
+    for r in rows:
+        r["verdict"] = row_comparison(r).verdict
+    n["rows"] = rows
+    comps = [row_comparison(r) for r in rows]
+    verdicts = {w: sum(c.verdict.startswith(v) and not c.check for c in comps) for w, v in ROW_VERDICTS.items()}
+    legacy = {
+        **n,
+        "config": report["config"],
+        "preset": report["preset"],
+        "seed": report["seed"],
+        "reduced": report["reductions"],
+        "verdicts": verdicts,
+    }
+    md = _markdown(legacy).replace(
+        "Verdicts: ", "Verdicts (agree = reproduced, differ = not reproduced, n/a = not run): "
+    )
+    replace_details(folder, report, md)
+
+
 def rejudge(report) -> list:
     """The rows of a written gibbs-xor report judged under today's rules (issue 35 §7), from its
     ``numbers`` (settings, scenarios, width study: every per-chain value) and ``config``."""
@@ -1353,6 +1384,10 @@ def run(
         markdown=_markdown,
         step_sizes=_step_sizes(cfg),
         notes=notes,
+        stand_in=""
+        if source.get("source") == "files"
+        else f"the noisy-XOR simulator (structmc.data.noisy_xor_dataset, seed {source.get('seed')}), not the "
+        f"published files ({source.get('reason')})",
     )
 
 
