@@ -124,3 +124,23 @@ def test_grid_search_has_the_same_guarantees(tmp_path):
     with pytest.raises(ValueError, match="is not empty"):
         grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), **kw)
     grid_search(energy, torch.zeros(2, dtype=torch.float64), ARMS[:3], Budget(iterations=20), overwrite=True, **kw)
+
+
+def test_resume_refuses_a_changed_control_variate_centre(tmp_path):
+    """Arms with a control variate keep their centre in their states: another one on resume
+    would be silently ignored, so it is refused."""
+    e, d, _ = linreg(N=12, d=2)
+    arms = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[6, 3], gradient=["control_variate"])  # eta 2: 6, 3
+
+    def tune(centre, **kw):
+        return mamba(
+            e, torch.zeros(2, dtype=torch.float64), arms, Budget(iterations=240), data=d, eta=2, thin=1,
+            progress=False, out_dir=tmp_path, centre=centre, **kw,
+        )  # fmt: skip
+
+    centre = torch.tensor([0.1, -0.2], dtype=torch.float64)
+    with pytest.raises(KeyboardInterrupt):
+        tune(centre, metric=InterruptedKSD(at=len(arms) + 1))  # in round 1
+    with pytest.raises(ValueError, match=r"cannot resume from .*progress\.pt: the control-variate centre differs"):
+        tune(centre + 1.0, resume=True)
+    assert tune(centre.clone(), resume=True).complete

@@ -32,6 +32,7 @@ import io
 import json
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from torch import Tensor
 
 from .. import fingerprint
 from ..executors import as_executor
+from ..gradients import centre_fingerprint
 from ..run import Budget
 from ..storage import RunFolderError
 from ..storage.tuning import LEGACY_STATES, PLOT, PROGRESS, TRACE, TUNING_FOLDER_FORMAT, TuningFolder
@@ -154,6 +156,8 @@ def _rounds_in(
     carries: dict[int, ArmCarry] = {}
     if folder is not None:  # what resume checks: the energy and every byte of the data
         result.target = fingerprint.fingerprint(problem.energy, problem.data)
+        if any(a.gradient == "control_variate" for a in arms):  # and the centre the arms' states keep
+            result.settings["centre"] = centre_fingerprint(problem.centre)
     if settings.resume:
         assert folder is not None  # TuningSettings refuses resume=True without out_dir
         result, carries = _load_progress(folder, result)
@@ -314,6 +318,20 @@ def _load_progress(folder: TuningFolder, fresh: TuningResult) -> tuple[TuningRes
         mine.pop(key, None), theirs.pop(key, None)
     if theirs.get("score_data") is not None:  # a trace from before score_batches: a fixed subset was the only kind
         theirs.setdefault("score_batches", "fixed")
+    if "centre" in mine and "centre" in theirs and mine["centre"] != theirs["centre"]:
+        raise ValueError(
+            f"cannot resume from {source}: the control-variate centre differs (fingerprint {theirs['centre']} vs "
+            f"{mine['centre']}); the arms would go on with the centre they started with, not this one: pass the "
+            "centre the tuning run started with, or start a new run"
+        )
+    if "centre" in mine and "centre" not in theirs:  # a trace from before the centre was recorded
+        warnings.warn(
+            f"resuming from {source}, written by an earlier structmc that did not record the control-variate "
+            "centre: the centre could not be checked (the arms go on with the centre stored in their states)",
+            UserWarning,
+            stacklevel=4,
+        )
+        mine.pop("centre")
     if json.dumps(mine, sort_keys=True, default=str) != json.dumps(_unfinite(theirs), sort_keys=True, default=str) or [
         a.to_dict() for a in old.arms
     ] != [a.to_dict() for a in fresh.arms]:
@@ -322,6 +340,8 @@ def _load_progress(folder: TuningFolder, fresh: TuningResult) -> tuple[TuningRes
     assert fresh.target is not None  # _rounds fingerprints the target of every run with an out_dir
     fingerprint.check(old.target, fresh.target, f"the tuning run in {out_dir}")
     old.target = fresh.target  # a run from before fingerprints records this one from now on
+    if "centre" in fresh.settings:  # and a run from before centres were recorded, this one
+        old.settings["centre"] = fresh.settings["centre"]
     if old.complete:
         return old, {}
     if states is None:
