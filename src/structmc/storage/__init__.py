@@ -2,8 +2,9 @@
 
 Modules: :mod:`.layout` (the folder's names, its errors), :mod:`.atomic` (atomic writes, digests),
 :mod:`.manifest` (:class:`VerifiedFolder`: the writer's lock, the manifest, verified reads),
-:mod:`.folder` (:class:`RunFolder`: chunks, records, checkpoints) and :mod:`.chains`
-(:func:`save_chain`, :func:`load_chain`).
+:mod:`.folder` (:class:`RunFolder`: chunks, records, checkpoints), :mod:`.tuning`
+(:class:`~structmc.storage.tuning.TuningFolder`: a tuner's ``out_dir``, with the same lock and
+manifest) and :mod:`.chains` (:func:`save_chain`, :func:`load_chain`).
 
 Layout of ``out_dir``::
 
@@ -12,8 +13,10 @@ Layout of ``out_dir``::
     samples/chunk_00000.pt  {"samples": [C, k, P], "draw_steps": [k]}, in order
     info/chunk_00000.pt   {key: [..., s]}: the per-iteration records, streamed in order
     checkpoint-<iteration>.pt  everything needed to resume exactly (older folders: checkpoint.pt)
-    manifest.json         blake2b digest and size of every chunk and of the checkpoint, and the
-                          name of the current checkpoint
+    manifest.json         blake2b digest and size of run.json, of every chunk and of the
+                          checkpoint, and the name of the current checkpoint (``format`` 3 since
+                          it lists run.json; a folder whose manifest predates that reads its
+                          run.json unverified, with a warning)
     diverged.json         present when the run stopped on NaN/Inf (or blew up)
     .structmc.lock        the writer's lock (``fcntl.flock``): one run writes a folder at a time
 
@@ -24,9 +27,13 @@ file is written atomically (a unique temporary name, then ``os.replace``) and on
 in the manifest (itself replaced atomically); a new checkpoint goes to a new file, the manifest
 then names it as current, and only then is the previous one removed. A kill at any moment thus
 leaves a manifest that names complete files matching their digests; files it does not list are
-leftovers of the interrupted write, ignored by readers and removed by the next writer. Reading
-a chunk or the checkpoint checks the digest and names the file that is missing, truncated or
-altered. A folder written by this version without its manifest is an error (nothing could be
+leftovers of the interrupted write, ignored by readers and removed by the next writer. A file
+rewritten under its own name (``run.json`` on resume) is first named in the manifest as
+``pending`` with its new digest, then replaced, then listed as current: killed in between, the
+file matches one of the two digests and readers accept either. Reading ``run.json``, a chunk or
+the checkpoint checks the digest and names the file that is missing, truncated or altered; a
+``chain.pt`` (:func:`save_chain`) is never written into a run folder, and one found there is
+ignored with a warning. A folder written by this version without its manifest is an error (nothing could be
 verified); folders from before manifests load with a warning that they are unverified.
 """
 
