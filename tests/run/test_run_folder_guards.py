@@ -223,3 +223,11 @@ def test_a_checkpoint_without_the_centre_fingerprint_resumes_with_a_warning(tmp_
     with pytest.warns(UserWarning, match="did not record the ControlVariate centre"):
         resumed = sm.sample(energy, None, sm.SGLD(1e-3), 20, out_dir=tmp_path, resume=True, **kw)
     assert torch.equal(resumed.samples, full.samples)
+
+
+def test_diagnose_names_an_unreadable_diverged_json(tmp_path, capsys):
+    _mlp_run(tmp_path)
+    (tmp_path / "diverged.json").write_text("{")
+    assert main(["diagnose", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "diverged.json: unreadable" in err and "Traceback" not in err

@@ -200,7 +200,15 @@ class RunFolder(VerifiedFolder):
     def diverged(self) -> dict | None:
         """``{"step", "message"}`` when the run stopped on NaN/Inf or a blow-up, else ``None``."""
         p = self.path / "diverged.json"
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        try:
+            d = json.loads(p.read_text())
+            if not isinstance(d, dict):
+                raise ValueError(f"a JSON {type(d).__name__}, not an object")
+        except ValueError as err:
+            raise RunFolderError(f"{p}: unreadable ({type(err).__name__}: {err})") from err
+        return d
 
     def _layout(self, settings: dict) -> tuple[ParamSpace, int]:
         return _check_layout(self.path / RUN_JSON, settings)
