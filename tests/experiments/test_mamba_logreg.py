@@ -20,6 +20,35 @@ SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
 
 @pytest.fixture
+def common_report():
+    """The checker of the common report format under issue 35's words (the conftest's checker
+    predates "not run" and the tally's claims/run/check keys): every field, a verdict from the
+    vocabulary on every row, a rule on every run row, ``verdicts`` equal to the README's tally
+    (:func:`claim_tally`); returns ``{quantity: comparison}``."""
+    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, claim_tally
+
+    prefixes = ("reproduced", "same ordering, smaller margin", "tied", "not reproduced", "not run", "check (")
+
+    def check(report: dict, preset: str | None = None) -> dict:
+        assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
+        assert preset is None or report["preset"] == preset
+        assert report["comparisons"], "no comparison rows"
+        for c in report["comparisons"]:
+            assert set(COMPARISON_FIELDS) <= set(c), c
+            assert c["verdict"].startswith(prefixes), c["verdict"]
+            assert c["rule"] or c["verdict"].startswith("not run"), c
+            assert not c["check"] or c["check_reason"], c
+        t = claim_tally(report)
+        assert t == report["verdicts"]
+        assert t["claims"] == sum(not c["check"] for c in report["comparisons"])
+        assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
+        assert report["reduced"] == bool(report["reductions"])
+        return {c["quantity"]: c for c in report["comparisons"]}
+
+    return check
+
+
+@pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("STRUCTMC_CACHE", str(folder))
@@ -285,7 +314,15 @@ def test_stochastic_ksd_ranking_rule_fails_wrong_rankings():
     )
     assert rows["claim_stochastic_fssd_minibatch"]["verdict"] == "n/a"
     assert rows["claim_stochastic_ksd_subset"]["verdict"] == "differs" and rows["claim_stochastic_ksd_subset"]["check"]
-    assert LR.stein_rows(LR.Config(), None) == []
+    # issue 35 §3: the claim stays counted when the check is off ("not run"), and Fig. 5's panel is not run
+    off = {r["key"]: r for r in LR.stein_rows(LR.Config(), None)}
+    assert set(off) == {
+        "claim_stochastic_ksd_minibatch",
+        "claim_stochastic_fssd_minibatch",
+        "claim_stochastic_ksd_batches",
+    }
+    assert all(r["not_run"] and not r["check"] for r in off.values())
+    assert rows["claim_stochastic_ksd_batches"]["not_run"] and rows["claim_stochastic_ksd_subset"]["check_reason"]
 
 
 def test_minibatch_scores_are_the_samplers_unbiased_stochastic_gradients():
@@ -384,9 +421,12 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
     md = (out / "report.md").read_text()
     assert len(saved["comparisons"]) == len(rows)  # one Comparison per old row
     for r in rows.values():
-        assert r["verdict"].startswith(("reproduced", "not reproduced", "not comparable", "check (")) and r["rule"]
+        assert r["verdict"].startswith(("reproduced", "not reproduced", "not run", "check (")) and r["rule"]
+        assert not comps[next(q for q in comps if q.startswith(r["quantity"]))]["check"] or r["check_reason"]
+    values = [r for r in rows.values() if r.get("kind") == "value"]  # issue 35 §1: Tables 1 and 5 cell by cell
+    assert len(values) == 72 and all("se" in r and not r.get("not_run") for r in values)
     for r in rows.values():
-        if r["metric"] != "claim":  # method rows: ours for (nearly) every sampler (None: a diverged run)
+        if "paper_count" in r:  # method rows: ours for (nearly) every sampler (None: a diverged run)
             assert not r["verdict"].startswith("not comparable") and sum(v is not None for v in r["ours"]) >= 5
             # the rule, sampler by sampler: the method is within the factor of the best on the same
             # samplers as in the paper (issue 26 §1: a count within one let other samplers pass)
@@ -395,9 +435,8 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
             assert c["verdict"].startswith("reproduced") == (not r["samplers_differing"])
     assert "not comparable at this scale" in md and "Reduced from the paper" in md and "Reference posterior" in md
     assert "Paper vs ours" in md and "Chosen hyperparameters" in md
-    assert rows["claim_more_samples"]["verdict"].startswith(
-        "not comparable"
-    )  # iteration budgets: equal by construction
+    assert rows["claim_more_samples"]["verdict"].startswith("not run")  # iteration budgets: equal by construction
+    assert rows["claim_stochastic_ksd_batches"]["verdict"].startswith("not run")  # Fig. 5: not run, counted
     # tuning records: the chosen arm comes from the preset's grid, the timing split is there
     for s in SAMPLERS:
         for m in ("M-KSD", "M-FSSD", "Grid"):
@@ -458,22 +497,19 @@ def test_registry_lists_mamba_logreg():
         LR.run("huge", "/nonexistent")
 
 
-def test_wrong_answers_do_not_pass_the_verdicts():
-    """Adversarial numbers (issue 26 §1): the paper's own numbers (Tables 1, 4, 5) pass every claim
-    row; constant answers, the numbers shuffled across methods and every ordering reversed pass
-    at most a quarter. The claims are judged sampler by sampler (formerly "ours >= paper - 1"
-    counts and "ours >= 5": constants passed 3, the shuffled answer 5 of 15; now 1, 2). App. B.2's
-    rows (stochastic vs full-data rankings) get the paper's answer (the stochastic ranking is the
-    full-data one) and the wrong ones: a constant, the ranking rotated by one arm, reversed."""
-    from .adversarial import constants, passes, reversed_ranks, shuffled
+_FULL = [545.0, 467.0, 472.0, 570.0, 638.0, 205.0, 94.0, 61.0, 46.0, 82.0, 93.0, 117.0, 142.0, 130.0]
 
+
+def _table_paper():
+    """Tables 1, 4, 5 as ``{quantity: {method: {sampler: value}}}`` (fractions for ξ and the
+    accuracy, as :func:`mamba_logreg.numbers_of` gives a run's)."""
     pub = E.REGISTRY.get("mamba-logreg").published
     methods = list(M.METHODS)
 
     def table(t):
         return {m: dict(zip(SAMPLERS, t[m])) for m in methods}
 
-    paper = {
+    return {
         "ksd": table(pub["ksd"]),
         "xi": table({m: [v / 100 for v in pub["sd_rel_error_x100"][m]] for m in methods}),
         "iterations": table(LR.PAPER_SAMPLES),
@@ -481,43 +517,155 @@ def test_wrong_answers_do_not_pass_the_verdicts():
         "batch_pct": {m: {s: LR.PAPER_TABLE4[s][m][1] for s in SAMPLERS} for m in methods},
     }
 
-    full = [545.0, 467.0, 472.0, 570.0, 638.0, 205.0, 94.0, 61.0, 46.0, 82.0, 93.0, 117.0, 142.0, 130.0]
 
-    def stein(estimate):
-        v = {"ksd": estimate, "fssd": estimate}
-        return {
-            "labels": [f"h{k}" for k in range(14)],
-            "m": 800,
-            "sampler": "SGLD",
-            "batch_pct": 1.0,
-            "values": {"full": {"ksd": full, "fssd": full}, "subset": v, "minibatch": v},
-        }
+def _stein(estimate):
+    v = {"ksd": estimate, "fssd": estimate}
+    return {
+        "labels": [f"h{k}" for k in range(14)],
+        "m": 800,
+        "sampler": "SGLD",
+        "batch_pct": 1.0,
+        "values": {"full": {"ksd": _FULL, "fssd": _FULL}, "subset": v, "minibatch": v},
+    }
 
-    def passed(answer, estimate):
-        numbers = {k: {m: [d[s] for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
-        return passes(LR.comparisons(LR.Config(), {**numbers, "stein": stein(estimate)}, comparable=True))
 
-    ok, n = passed(paper, full)
-    assert ok == n == 17  # 8 method rows, 9 claims; the wall-time target and the library's subset KSD are checks
+def _rows_of(answer, estimate=_FULL, cfg=None):
+    numbers = {k: {m: [d.get(s) for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
+    return LR.comparisons(cfg or LR.Config(), {**numbers, "stein": _stein(estimate)}, comparable=True)
+
+
+def test_wrong_answers_do_not_pass_the_verdicts():
+    """Adversarial numbers (issue 26 §1): the paper's own numbers (Tables 1, 4, 5) pass every claim
+    row that is run; constant answers, the numbers shuffled across methods and every ordering
+    reversed pass at most a quarter. The claims are judged sampler by sampler (formerly "ours >=
+    paper - 1" counts and "ours >= 5"). App. B.2's rows (stochastic vs full-data rankings) get the
+    paper's answer (the stochastic ranking is the full-data one) and the wrong ones: a constant, the
+    ranking rotated by one arm, reversed."""
+    from .adversarial import constants, passes, reversed_ranks, shuffled
+
+    paper = _table_paper()
+    ok, n = passes(_rows_of(paper))
+    # 8 method rows, 72 Table 1 / 5 values, 9 claims, Fig. 5's panel (not run); the wall-time target and
+    # the library's subset KSD are checks
+    assert (ok, n) == (89, 90)
     wrong = [{k: next(constants(t, (q,))) for k, t in paper.items()} for q in (0.0, 0.25, 0.5, 0.75, 1.0)]
     wrong += [{k: shuffled(t) for k, t in paper.items()}, {k: reversed_ranks(t) for k, t in paper.items()}]
-    estimates = [[v] * 14 for v in (46.0, 94.0, 142.0, 545.0, 638.0)] + [full[1:] + full[:1], [-v for v in full]]
-    for answer, estimate in zip(
-        wrong, estimates
-    ):  # measured: 1, 1, 0, 0, 0 (a constant 0.1 % batch is MAMBA-KSD's), 2, 0
-        assert passed(answer, estimate)[0] <= n // 4
+    estimates = [[v] * 14 for v in (46.0, 94.0, 142.0, 545.0, 638.0)] + [_FULL[1:] + _FULL[:1], [-v for v in _FULL]]
+    for answer, estimate in zip(wrong, estimates):
+        assert passes(_rows_of(answer, estimate))[0] <= n // 4
     one_off = {k: {m: dict(d) for m, d in t.items()} for k, t in paper.items()}  # MAMBA also lowest on SGNHT
     one_off["ksd"]["M-FSSD"]["SGNHT"] = 50.0  # 5 + 1 of 6, which "ours >= paper - 1" passed
-    rows = {
-        c.quantity.split(" [")[0]: c
-        for c in LR.comparisons(
-            LR.Config(),
-            {k: {m: [d[s] for s in SAMPLERS] for m, d in t.items()} for k, t in one_off.items()},
-            comparable=True,
-        )
-    }
+    rows = {c.quantity.split(" [")[0]: c for c in _rows_of(one_off)}
     lowest = next(c for q, c in rows.items() if q.startswith("MAMBA (KSD or FSSD) gives the lowest KSD"))
     assert lowest.verdict.startswith("not reproduced")
+
+
+def _allowed(table, value, cfg=None):
+    """The allowed difference of a value row, computed here: 3 x the published value's rounding
+    (KSD to 1, ξ x 10^2 to 0.1, accuracy to 0.1 pp) / √12, for the accuracy combined with the binomial
+    SE on the 200,000 test rows; the other tables (iterations, batch) one tenth of the value."""
+    from structmc.experiments._report import binomial_se
+
+    k = (cfg or LR.Config()).value_k
+    if table == "ksd":
+        return k * 1.0 / math.sqrt(12)
+    if table == "xi":
+        return k * 0.001 / math.sqrt(12)
+    if table == "test_accuracy":
+        return k * math.hypot(0.001 / math.sqrt(12), binomial_se(value, 200_000))
+    return 0.1 * abs(value)
+
+
+def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
+    """Issue 35 §4 through the experiment's own rows. Before, Table 1 had no value rows: its rows
+    compare standings only, which an offset per method, the right order with absurd values (x 10) and
+    fractions all keep (measured on the old rows: 16 of 18). Now offsets beyond each value's noise,
+    absurd values, NaN in every method and fractions pass at most a quarter of the 90 claims; NaN or
+    inf in one method fails that method's every row (the others' correct numbers still pass); a
+    method left out keeps the denominator, its rows "not run"."""
+    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+
+    from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
+
+    paper = _table_paper()
+    complete = passes(_rows_of(paper))
+
+    def each(family):
+        per = {t: list(family(tab, t)) for t, tab in paper.items()}
+        return [{t: per[t][k] for t in paper} for k in range(len(next(iter(per.values()))))]
+
+    for k, answer in enumerate(each(lambda tab, t: offsets(tab, lambda m, c, v: _allowed(t, v))), start=0):
+        at_most_a_quarter(_rows_of(answer), f"offsets {k}")  # measured: 16, 16, 6 of 90 (the standings)
+    for k, answer in enumerate(each(lambda tab, t: absurd(tab, low=0.0, high=100.0))):
+        at_most_a_quarter(_rows_of(answer), f"absurd {k}")  # 16, 9, 8
+    answers = each(lambda tab, t: non_finite(tab))
+    for k, answer in enumerate(answers):
+        rows = _rows_of(answer)
+        assert passes(rows)[1] == complete[1]
+        if k == len(answers) - 1:
+            at_most_a_quarter(rows, "NaN in every method")  # 2 (the App. B.2 rows)
+            continue
+        bad = M.METHODS[k % len(M.METHODS)]
+        for r in rows:
+            if r.quantity.endswith(f", {bad}: KSD [Table 1]") or f", {bad}: " in r.quantity:
+                assert r.verdict.startswith(NOT_REPRODUCED), (bad, r.quantity, r.verdict)
+    at_most_a_quarter(_rows_of({t: fractions(tab) for t, tab in paper.items()}), "fractions")  # 16
+    for method, _ in missing_method(paper["ksd"]):
+        rows = _rows_of({t: {m: v for m, v in tab.items() if m != method} for t, tab in paper.items()})
+        assert passes(rows)[1] == complete[1], method
+        for r in rows:
+            if r.quantity.startswith(f"{method}, ") or f", {method}: " in r.quantity:
+                assert r.verdict.startswith(NOT_RUN), (method, r.quantity, r.verdict)
+
+
+def test_value_rows_are_judged_on_their_noise_and_a_loosened_rule_fails():
+    """Each Table 1 / 5 value is judged on the noise of both sides, the rule stating its numbers
+    (the evaluation runs' spread, the binomial SE of the accuracy, the published value's rounding):
+    2 SE away passes, 4 SE fails; value_k = 30 lets the offsets of the five-family test pass."""
+    from .adversarial import offsets, passes
+
+    paper = _table_paper()
+    numbers = {k: {m: [d.get(s) for s in SAMPLERS] for m, d in t.items()} for k, t in paper.items()}
+    se = {"ksd": {m: [2.0] * 6 for m in M.METHODS}}
+    for z, ok in ((2.0, True), (-2.0, True), (4.0, False), (-4.0, False)):
+        got = {k: {m: list(v) for m, v in t.items()} for k, t in numbers.items()}
+        got["ksd"]["Grid"][0] += z * math.hypot(2.0, 1 / math.sqrt(12))
+        rows = LR.comparisons(LR.Config(), {**got, "se": se, "seed_summary": {"runs": 5}, "stein": _stein(_FULL)})
+        row = next(r for r in rows if r.quantity == "SGLD, Grid: KSD [Table 1]")
+        assert row.verdict.startswith("reproduced") == ok, (z, row.verdict)
+        assert "5 evaluation runs" in row.rule.describe() and "rounding" in row.rule.describe()
+    loose = LR.Config(value_k=30.0)
+    answer = {t: list(offsets(tab, lambda m, c, v, t=t: _allowed(t, v)))[0] for t, tab in paper.items()}
+    assert passes(_rows_of(answer, cfg=loose))[0] > 90 / 4
+
+
+def test_the_tally_equals_the_readme_count(tmp_path):
+    """passes() over the rows equals claim_tally of the report written from them; the converged
+    preset's rows of SGHMC and SGHMC-CV are "not run", counted."""
+    from structmc.experiments import REGISTRY
+    from structmc.experiments._report import REPRODUCED, SMALLER_MARGIN, claim_tally, write_report
+
+    from .adversarial import passes
+
+    paper = _table_paper()
+    for cfg in (LR.Config(), LR.PRESETS["converged"]):
+        rows = _rows_of(paper, cfg=cfg)
+        report = write_report(
+            tmp_path,
+            experiment=REGISTRY.get("mamba-logreg"),
+            preset="full",
+            config={},
+            seed=0,
+            comparisons=rows,
+            numbers={},
+            wall_time_s=0.0,
+        )
+        t = claim_tally(report)
+        assert passes(rows) == (t[REPRODUCED] + t[SMALLER_MARGIN], t["claims"])
+        if cfg is LR.PRESETS["converged"]:  # 4 standings, 24 values, the heuristic's SGHMC claim, Fig. 5
+            assert t["claims"] == 94 and t["not run"] == 30
+            heur = next(r for r in rows if r.quantity.startswith("heuristic h = 1/N with SGHMC"))
+            assert heur.verdict.startswith("not run: the preset runs SGLD, SGLD-CV, SGNHT, SGNHT-CV only")
 
 
 def test_converged_preset_keeps_the_papers_run_length_and_cuts_samplers_and_runs():
@@ -563,10 +711,13 @@ def test_resume_reads_back_the_finished_pieces_and_gives_the_same_report(tmp_pat
     md = (out / "report.md").read_text()
     assert "finished pieces read back" in md
     # two samplers run: Table 1 still has the paper's six columns, named, and the SGHMC claim
-    # (no SGHMC run) is not testable rather than failed
+    # (no SGHMC run) is "not run" (issue 35: counted) rather than failed
     assert "| method | metric | SGLD | SGLD-CV | SGHMC | SGHMC-CV | SGNHT | SGNHT-CV |" in md
     rows = {r["key"]: r for r in resumed["numbers"]["rows"]}
-    assert rows["claim_heuristic_sghmc"]["verdict"].startswith("not comparable")
+    assert rows["claim_heuristic_sghmc"]["verdict"].startswith("not run: the preset runs SGLD, SGNHT only")
+    assert {r["key"] for r in rows.values() if r.get("metric") == "claim" and r.get("not_run")} >= {
+        f"{s}:{k}" for s in ("SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT-CV") for k in ("ksd", "xi")
+    }
     assert all(r["samplers_compared"] <= 2 for r in rows.values() if "paper_count" in r)
     # a fresh start in the same folder removes an earlier run's pieces: nothing is read back
     again = LR.run(cfg, out, progress=False)

@@ -1052,7 +1052,163 @@ def method_rows(
         else:
             row["magnitude"] = "not comparable at this scale"
         rows.append(row)
+    for m in paper:  # a method of the paper's table this run has no values for: its row "not run", counted
+        if m in ours:
+            continue
+        rows.append(
+            {
+                "key": f"{m}:{metric_key}",
+                "method": m,
+                "metric": metric_key,
+                "quantity": f"{m}, {metric_name}",
+                "source": source,
+                "samplers": list(samplers),
+                "paper": list(paper[m]),
+                "ours": [None] * len(samplers),
+                "statistic": f"samplers within x{factor:g} of the best method",
+                "paper_count": None,
+                "ours_count": None,
+                "samplers_compared": 0,
+                "samplers_differing": None,
+                "unit": unit,
+                "slack": slack,
+                "rule": f"per sampler, whether this method is within x{factor:g} of the lowest of the methods",
+                "verdict": "n/a",
+                "comparable": comparable,
+                "magnitude": "not run",
+                "not_run": f"no value from this run for {m}",
+            }
+        )
     return rows
+
+
+def constant_coverage(cells: Sequence[tuple[float, float]]) -> tuple[int, float]:
+    """``(count, constant)``: the most cells of a table one constant answer meets, each cell a
+    ``(paper value, allowed difference)`` of its value row, and that constant. A table where one
+    constant meets more than half the cells (a nearly constant table, or a noise window wider than
+    its spread) has *weak* value rows: a constant answer meets them by the rule's construction, so
+    they cannot carry a tally by themselves (:func:`._report.tally`)."""
+    best = (0, math.nan)
+    for c in [p + d for p, a in cells for d in (-a, 0.0, a)]:
+        n = sum(abs(c - p) <= a * (1 + 1e-9) for p, a in cells)
+        best = max(best, (n, c), key=lambda t: t[0])
+    return best
+
+
+def mark_weak(rows: list[dict], what: str) -> list[dict]:
+    """Mark the value rows of one table weak (with a note saying why) when one constant meets more
+    than half of their cells (:func:`constant_coverage`)."""
+    cells = [(float(r["paper"]), r["se"]["k"] * math.hypot(r["se"]["ours"], r["se"]["paper"])) for r in rows]
+    n, c = constant_coverage(cells)
+    if cells and 2 * n > len(cells):
+        for r in rows:
+            r["weak"] = True
+            r["note"] = (r.get("note", "") + "; ").lstrip(
+                "; "
+            ) + f"weak: the constant {c:.4g} meets {n} of the {len(cells)} {what} cells within their windows"
+    return rows
+
+
+def value_rows(
+    metric_key: str,
+    metric_name: str,
+    source: str,
+    ours: Mapping[str, Sequence],
+    paper: Mapping[str, Sequence],
+    samplers: Sequence[str],
+    run: Sequence[str],
+    *,
+    ours_se: Mapping[str, Sequence] | None = None,
+    extra_se: Callable[[float], float] | None = None,
+    resolution: float,
+    scale: float = 1.0,
+    unit: str = "",
+    valid: Any = None,
+    k: float = 3.0,
+    se_source: str = "",
+    note: str = "",
+) -> list[dict]:
+    """One value row per cell of the paper's table (issue 35 §1: a published number is a claim),
+    judged on the noise of both sides, ``|ours − paper| ≤ k·√(SE_ours² + SE_paper²)``: SE_ours is
+    ``ours_se`` (the spread over evaluation runs / √runs; ``scale`` applies as to the values)
+    combined with ``extra_se(value)`` (a test-set SE) where given, SE_paper the rounding of the
+    published value to ``resolution`` (``resolution / √12``; the paper gives no spread). A sampler
+    not in ``run`` or a method not in ``ours`` gives a row "not run" (counted); a value the run did
+    not produce (a failed or diverged run: ``None``) is NaN, "not reproduced"."""
+    rows = []
+    for m, pv in paper.items():
+        for j, s in enumerate(samplers):
+            if s not in run:
+                why = f"the preset runs {', '.join(run)} only, not {s}"
+            elif m not in ours:
+                why = f"no value from this run for {m}"
+            else:
+                why = ""
+            v = None if why else (ours[m][j] if j < len(ours[m]) else None)
+            v = None if why else (math.nan if v is None or not math.isfinite(float(v)) else float(v) * scale)
+            se_o = 0.0
+            if not why and ours_se is not None and m in ours_se and j < len(ours_se[m]):
+                se_o = float(ours_se[m][j] or 0.0) * scale
+            if not why and extra_se is not None:
+                se_o = math.hypot(se_o, extra_se(v if v is not None and math.isfinite(v) else float(pv[j])))
+            se = {
+                "ours": se_o,
+                "paper": resolution / math.sqrt(12.0),
+                "k": k,
+                "source": se_source
+                + f"; SE_paper: the published value's rounding to {resolution:g}, {resolution:g}/√12",
+            }
+            row = {
+                "key": f"value:{metric_key}:{m}:{s}",
+                "method": m,
+                "metric": f"value_{metric_key}",
+                "kind": "value",
+                "quantity": f"{s}, {m}: {metric_name}",
+                "source": source,
+                "paper": float(pv[j]),
+                "ours": v,
+                "unit": unit,
+                "se": se,
+                "rule": f"|ours - paper| <= {k:g} x sqrt(SE_ours^2 + SE_paper^2) = {k * math.hypot(se_o, se['paper']):.3g}",
+                "verdict": "n/a" if why or v is None else "",
+                "check": False,
+            }
+            if why:
+                row["not_run"] = why
+            if valid is not None:
+                row["valid"] = valid
+            if note:
+                row["note"] = note
+            rows.append(row)
+    return mark_weak(rows, f"{source} {metric_name}")
+
+
+def cut_sampler_rows(
+    metric_key: str,
+    metric_name: str,
+    source: str,
+    paper: Mapping[str, Sequence],
+    samplers: Sequence[str],
+    run: Sequence[str],
+) -> list[dict]:
+    """Rows "not run" (counted, issue 35 §3) for the samplers of the paper's table (``paper``:
+    method -> one value per sampler) that the preset does not run (``run``): the methods' standing
+    by ``metric_name`` on that sampler, one row per sampler."""
+    out = []
+    for j, s in enumerate(samplers):
+        if s in run:
+            continue
+        cells = ", ".join(f"{m} {fmt_num(v[j])}" for m, v in paper.items())
+        out.append(
+            not_run_row(
+                f"{s}:{metric_key}",
+                f"{s}: the methods' standing by {metric_name}",
+                source,
+                cells,
+                f"the preset runs {', '.join(run)} only, not {s}",
+            )
+        )
+    return out
 
 
 def claim_row(

@@ -83,6 +83,7 @@ from ..tuning import FunctionMetric, Problem
 from . import _mamba as M
 from . import resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
+from ._report import binomial_se
 from ._shared import progress_log, restores_globals, save_cache
 
 PAPER_R = 1.0  # seconds, Sect. 4.1
@@ -168,6 +169,7 @@ class Config:
     stein_budget: float = 1.0
     stein_kind: str = "seconds"
     stein_max_samples: int = 1000
+    value_k: float = 3.0  # issue 35 §1: a published value reproduced when |ours - paper| <= value_k combined SEs
     stein_min_tau: float = 0.6  # agreement: Kendall's tau_b >= 0.6 (80 % of arm pairs alike) and the same best arm
 
 
@@ -874,18 +876,27 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
     samplers = list(pub["samplers"])
     methods = [m for m in M.METHODS if m in cfg.methods and m in numbers["ksd"]]
     paper_ksd = {m: pub["ksd"][m] for m in methods}
-    paper_xi = {m: pub["sd_rel_error_x100"][m] for m in methods}
+    # every method of Table 1 has its rows: one the preset or the run leaves out is "not run" (issue 35 §3)
+    ours_ksd = {m: numbers["ksd"][m] for m in methods}
+    ours_xi = {m: numbers["xi"][m] for m in methods if m in numbers["xi"]}
     out = []
     for m_rows in (
         M.method_rows(
-            "ksd", "KSD", "Table 1", numbers["ksd"], paper_ksd, samplers, factor=cfg.factor, comparable=comparable
+            "ksd",
+            "KSD",
+            "Table 1",
+            ours_ksd,
+            {m: pub["ksd"][m] for m in M.METHODS},
+            samplers,
+            factor=cfg.factor,
+            comparable=comparable,
         ),
         M.method_rows(
             "xi",
             "xi(sigma) x 10^2",
             "Table 1",
-            numbers["xi"],
-            paper_xi,
+            ours_xi,
+            {m: pub["sd_rel_error_x100"][m] for m in M.METHODS},
             samplers,
             factor=cfg.factor,
             scale=100.0,
@@ -894,9 +905,104 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
     ):
         for r in m_rows:
             r["metric_label"] = "KSD" if r["metric"] == "ksd" else "ξ(σ̂)×10²"
+            if r.get("not_run") and r["method"] not in cfg.methods:
+                r["not_run"] = f"the preset runs {', '.join(cfg.methods)} only, not {r['method']}"
         out += m_rows
+    run = [s for s in samplers if s in cfg.samplers]
+    for key, name, table in (("ksd", "KSD", pub["ksd"]), ("xi", "xi(sigma) x 10^2", pub["sd_rel_error_x100"])):
+        out += M.cut_sampler_rows(key, name, "Table 1", {m: table[m] for m in M.METHODS}, samplers, run)
+    out += value_rows(cfg, numbers, samplers, run, methods)
     out += _claims(cfg, numbers, samplers, methods, paper_ksd)
     return out
+
+
+def value_rows(cfg: Config, numbers: dict, samplers, run, methods) -> list[dict]:
+    """Table 1's KSD and ξ(σ̂)×10² and Table 5's test accuracy, cell by cell, each judged on the
+    noise of both sides (issue 35 §1; :func:`._mamba.value_rows`): SE_ours the spread of the
+    evaluation runs (Fig. 1's runs) / √runs, for the accuracy combined with the binomial SE of the
+    test set; SE_paper the rounding of the published value (the paper gives no spread)."""
+    pub = _published()
+    se = numbers.get("se") or {}
+    runs = (numbers.get("seed_summary") or {}).get("runs", 1)
+    n_test = cfg.num_data - int(0.8 * cfg.num_data)
+    spread = f"SE_ours: sd over the {runs} evaluation runs / √{runs}" + (" (one run: no spread, 0)" if runs < 2 else "")
+    ours = {k: {m: numbers[k][m] for m in methods if m in numbers.get(k, {})} for k in ("ksd", "xi", "test_accuracy")}
+    return [
+        *M.value_rows(
+            "ksd",
+            "KSD",
+            "Table 1",
+            ours["ksd"],
+            {m: pub["ksd"][m] for m in M.METHODS},
+            samplers,
+            run,
+            ours_se=se.get("ksd"),
+            resolution=1.0,
+            valid=(0.0, math.inf),
+            k=cfg.value_k,
+            se_source=spread,
+        ),
+        *M.value_rows(
+            "xi",
+            "xi(sigma) x 10^2",
+            "Table 1",
+            ours["xi"],
+            {m: pub["sd_rel_error_x100"][m] for m in M.METHODS},
+            samplers,
+            run,
+            ours_se=se.get("xi"),
+            resolution=0.1,
+            scale=100.0,
+            valid=(0.0, math.inf),
+            k=cfg.value_k,
+            se_source=spread,
+        ),
+        *M.value_rows(
+            "accuracy",
+            "test accuracy",
+            "Table 5",
+            ours["test_accuracy"],
+            PAPER_ACCURACY,
+            samplers,
+            run,
+            ours_se=se.get("test_accuracy"),
+            extra_se=lambda v: 100.0 * binomial_se(min(max(v / 100.0, 0.0), 1.0), n_test),
+            resolution=0.1,
+            scale=100.0,
+            unit="%",
+            valid=(50.0, 100.0),
+            k=cfg.value_k,
+            se_source=spread + f", combined with the binomial SE on the {n_test:,} test rows",
+            note="plausible range [50, 100] %: below 50 % a binary classifier is worse than predicting the majority class",
+        ),
+    ]
+
+
+def rejudge(report: dict) -> list:
+    """The rows of a written report rebuilt from its ``numbers`` and ``config`` under today's rules
+    (issue 35 §7; ``docs/results/rejudge.py``): the seed means and SEs, the App. B.2 ranking and
+    the tuning times the report holds."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(Config)}
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in report["config"].items()}
+    cfg = Config(**{k: v for k, v in given.items() if k in names})
+    from ..tuning import Arm
+
+    num = report["numbers"]
+    methods = [m for m in M.METHODS if m in cfg.methods]
+    tuned = {
+        s: {
+            m: {
+                "arm": Arm.from_dict(r["chosen"]["arm"]) if (r.get("chosen") or {}).get("arm") else None,
+                "wall_over_T": r.get("wall_over_T"),
+            }
+            for m, r in by_m.items()
+        }
+        for s, by_m in num["tuning"].items()
+    }
+    numbers = numbers_of(tuned, num["evaluation"], methods, num.get("evaluation_runs"), num.get("stein_ranking"))
+    return comparisons(cfg, numbers, comparable=bool(num.get("comparable")))
 
 
 def _every(flags) -> tuple[bool | None, str]:
@@ -941,6 +1047,18 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
         mb, mo = argmin(table, mam, j), argmin(table, vs, j)
         return M.resolved_below(b, o, se_of("ksd", table, mb, j), se_of("ksd", table, mo, j), k_se)
 
+    def lacking(*ms: str) -> str:
+        """The not-run reason of a claim needing methods ``ms`` ("" when all are run)."""
+        gone = [m for m in ms if m not in methods]
+        if not gone:
+            return ""
+        cut = [m for m in gone if m not in cfg.methods]
+        return (
+            f"the preset runs {', '.join(cfg.methods)} only, not {', '.join(cut)}"
+            if cut
+            else f"no value from this run for {', '.join(gone)}"
+        )
+
     noise = (
         f"; ours: means over {numbers['seed_summary']['runs']} runs, an ordering holds when the gap exceeds "
         f"{k_se:g} combined standard error(s)"
@@ -948,6 +1066,28 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
         else ""
     )
 
+    if not (mam and others):
+        why = lacking("M-KSD", "M-FSSD") if not mam else lacking("Grid", "Heuristic")
+        out.append(
+            M.not_run_row(
+                "claim_mamba_lowest",
+                "MAMBA (KSD or FSSD) gives the lowest KSD of the methods, on all samplers but SGNHT (there the heuristic)",
+                "Sect. 4.1, Fig. 1, Table 1",
+                "5 of 6 samplers (not SGNHT)",
+                why,
+            )
+        )
+    if not (mam and others and "Grid" in methods):
+        why = lacking("M-KSD", "M-FSSD") if not mam else lacking("Grid")
+        out.append(
+            M.not_run_row(
+                "claim_mamba_beats_grid",
+                "MAMBA's KSD below grid search's",
+                "Table 1",
+                "6 of 6 samplers",
+                why,
+            )
+        )
     if mam and others:
         p = sum(bool(mamba_wins(paper_ksd, j, others)) for j in idx)
         holds, text = _every(
@@ -979,6 +1119,25 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
                     "every sampler, strictly" + noise,
                 )
             )
+    if "M-KSD" not in methods:
+        out.append(
+            M.not_run_row(
+                "claim_small_batch",
+                "MAMBA-KSD chooses a batch of at most 1 %",
+                "Sect. 4.1, Table 4",
+                "6 of 6 samplers (1 % or 0.1 %)",
+                lacking("M-KSD"),
+            )
+        )
+        out.append(
+            M.not_run_row(
+                "claim_cv_helps",
+                "MAMBA-KSD: the control-variate sampler has lower KSD than its plain version",
+                "Table 1",
+                "3 of 3 pairs",
+                lacking("M-KSD"),
+            )
+        )
     if "M-KSD" in methods:
         b = [v for v in numbers["batch_pct"]["M-KSD"] if v is not None]
         out.append(
@@ -1018,7 +1177,21 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
                 "every pair, strictly" + noise,
             )
         )
-    if "Heuristic" in methods:
+    heuristic_claim = (
+        "heuristic h = 1/N with SGHMC / SGHMC-CV (L = 10): KSD at least 10x the best method's",
+        "Table 1",
+        "2 of 2 (53,972 and 51,565 vs 56 and 18)",
+    )
+    sghmc_run = [s for s in ("SGHMC", "SGHMC-CV") if s in cfg.samplers]
+    if "Heuristic" not in methods or not sghmc_run:
+        out.append(
+            M.not_run_row(
+                "claim_heuristic_sghmc",
+                *heuristic_claim,
+                lacking("Heuristic") or f"the preset runs {', '.join(cfg.samplers)} only, not SGHMC and SGHMC-CV",
+            )
+        )
+    elif "Heuristic" in methods:
         hs = [j for j, s in enumerate(samplers) if s in ("SGHMC", "SGHMC-CV")]
 
         def tenfold(j):  # heuristic >= 10 x the best method, resolved: H - 10 B > k sqrt(se_H^2 + (10 se_B)^2)
@@ -1040,15 +1213,23 @@ def _claims(cfg, numbers, samplers, methods, paper_ksd) -> list[dict]:
         out.append(
             M.claim_row(
                 "claim_heuristic_sghmc",
-                "heuristic h = 1/N with SGHMC / SGHMC-CV (L = 10): KSD at least 10x the best method's",
-                "Table 1",
-                "2 of 2 (53,972 and 51,565 vs 56 and 18)",
+                *heuristic_claim,
                 f"{o} of {len(known)}" + ("" if len(known) == 2 else f" (SGHMC / SGHMC-CV run: {len(known)})"),
                 None if not known else o == len(known),
                 "both, strictly (those run)" + noise,
             )
         )
-    if "M-KSD" in methods and "Grid" in methods:
+    if not ("M-KSD" in methods and "Grid" in methods):
+        out.append(
+            M.not_run_row(
+                "claim_more_samples",
+                "MAMBA-KSD's arm runs more iterations than grid search's in the same evaluation time",
+                "Table 5",
+                "6 of 6 samplers",
+                lacking("M-KSD", "Grid"),
+            )
+        )
+    else:
         its = numbers["iterations"]
         known = [j for j in idx if its["M-KSD"][j] is not None and its["Grid"][j] is not None]
         o = sum(
@@ -1127,8 +1308,26 @@ def stein_rows(cfg: Config, stein: Mapping | None) -> list[dict]:
     of sd ≈ 0.20 (P(τ ≥ 0.6) ≈ 0.1 %), a reversed one τ = −1; with 3 arms (tiny) only the exact
     ranking passes. Rows for the estimators in :data:`STEIN_TALLIED` (the paper's estimator) are
     claims, the others (the fixed-subset scores, ``score_batches="fixed"``) checks."""
+    fig5 = M.not_run_row(
+        "claim_stochastic_ksd_batches",
+        "Fig. 5, logistic-regression panel: the stochastic KSD of SGLD's draws follows the full-batch KSD over its "
+        "batch sizes (h = 10^-4.5)",
+        "App. B.2, Fig. 5",
+        "follows the fullbatch KSD well (no number given)",
+        "stein_ranking sweeps the step sizes at batch 1 % (Fig. 4), not the batch sizes (Fig. 5)",
+    )
     if not stein:
-        return []
+        return [
+            M.not_run_row(
+                f"claim_stochastic_{metric}_{est}",
+                f"stochastic {name} ({est}) ranks SGLD's step sizes at batch 1 % as the full-data {name}",
+                "App. B.2, Fig. 4; Sect. 3.3",
+                "follows the fullbatch KSD well (Fig. 4, no number given)",
+                "the App. B.2 comparison is off in this config (stein_check=False)",
+            )
+            for est in STEIN_TALLIED
+            for metric, name in (("ksd", "KSD"), ("fssd", "FSSD"))
+        ] + [fig5]
     out = []
     labels = list(stein["labels"])
     full = stein["values"]["full"]
@@ -1150,9 +1349,13 @@ def stein_rows(cfg: Config, stein: Mapping | None) -> list[dict]:
                     agr["holds"],
                     f"Kendall tau_b >= {cfg.stein_min_tau:g} and the same best arm ({STEIN_ESTIMATORS[est]})",
                     check=est not in STEIN_TALLIED,
+                    check_reason=""
+                    if est in STEIN_TALLIED
+                    else "the library's fixed-subset scores (score_batches='fixed'), not the paper's estimator (a "
+                    "fresh minibatch per draw, the tallied rows): a check of the library",
                 )
             )
-    return out
+    return out + [fig5]
 
 
 def _reduced(cfg: Config) -> list[str]:
