@@ -234,6 +234,20 @@ def test_a_missing_data_set_fails_with_a_clear_message(tmp_path, monkeypatch):
         U.run("huge", tmp_path / "y")
 
 
+def test_a_missing_data_file_stops_the_run_before_any_chain(tmp_path, monkeypatch):
+    """Issue 35 §5: every data set's file is read before the first chain, so a missing second set
+    (here Wine, offline) stops the run before Boston's chains are computed, naming the set."""
+    monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
+
+    def no_chain(*args, **kwargs):
+        raise AssertionError("a chain ran before every data file was found")
+
+    monkeypatch.setattr(U, "run_one", no_chain)
+    cfg = U.Config(datasets=("boston", "wine"), lrs=(1e-4,), seeds=1, num_steps=20, download=False, noise_check=None)
+    with pytest.raises(DataError, match=r"'wine-red' \(wine-red\) is not available.*winequality-red.csv"):
+        U.run(cfg, tmp_path / "out", progress=False)
+
+
 def test_a_diverging_learning_rate_is_recorded_not_chosen():
     cfg = U.Config(num_steps=300, num_draws=10, download=False)
     data = U.load_split(cfg, "boston", 0)

@@ -648,7 +648,7 @@ def comparisons(cfg: Config, exact_map, scenarios: dict, sweep: dict | None = No
             ours,
             target,
             Claim(
-                f"|ours − target| ≤ {tol:.3g} (10 % + 4 SE for a variance, 0.05 + 4 SE for a correlation); weak: "
+                f"|ours − target| ≤ {tol:g} (10 % + 4 SE for a variance, 0.05 + 4 SE for a correlation); weak: "
                 f"another scenario's target lies within it",
                 lambda v, t=target, a=tol: abs(v - t) <= a * (1 + 1e-9),
                 weak=True,
@@ -792,7 +792,8 @@ def rejudge(report: dict) -> list[Comparison]:
     numbers = report["numbers"]
     old_tol: dict[str, float] = {}
     for c in report.get("comparisons", []):
-        m = re.search(r"≤ ±([0-9.eE+-]+)", str(c.get("rule") or ""))
+        # a Tolerance "|ours − paper| ≤ ±t" or a weak row's "|ours − target| ≤ t (...)", t to 6 digits
+        m = re.search(r"\| ≤ ±?([0-9][0-9.eE+-]*)", str(c.get("rule") or ""))
         if m:
             old_tol[c["quantity"]] = float(m.group(1))
     recovered: set[str] = set()
