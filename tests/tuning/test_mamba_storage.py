@@ -12,7 +12,7 @@ from support.tuning import InterruptedKSD, linreg
 
 from structmc import Budget
 from structmc.storage import RunFolderBusy, RunFolderError
-from structmc.storage.tuning import TuningFolder
+from structmc.storage.tuning_folder import TuningFolder
 from structmc.tuning import grid, grid_search, mamba
 
 ARMS = grid("sgld", lr=[0.02, 0.05, 0.1], batch_size=[None, 6, 3])  # 9 arms, eta 3: rounds of 9 and 3

@@ -2,8 +2,8 @@
 
 Modules: :mod:`.layout` (the folder's names, its errors), :mod:`.atomic` (atomic writes, digests),
 :mod:`.manifest` (:class:`VerifiedFolder`: the writer's lock, the manifest, verified reads),
-:mod:`.folder` (:class:`RunFolder`: chunks, records, checkpoints), :mod:`.tuning`
-(:class:`~structmc.storage.tuning.TuningFolder`: a tuner's ``out_dir``, with the same lock and
+:mod:`.folder` (:class:`RunFolder`: chunks, records, checkpoints), :mod:`.tuning_folder`
+(:class:`~structmc.storage.tuning_folder.TuningFolder`: a tuner's ``out_dir``, with the same lock and
 manifest) and :mod:`.chains` (:func:`save_chain`, :func:`load_chain`).
 
 Layout of ``out_dir``::

@@ -44,7 +44,7 @@ from ..executors import as_executor
 from ..gradients import centre_fingerprint
 from ..run import Budget
 from ..storage import RunFolderError
-from ..storage.tuning import LEGACY_STATES, PLOT, PROGRESS, TRACE, TUNING_FOLDER_FORMAT, TuningFolder
+from ..storage.tuning_folder import LEGACY_STATES, PLOT, PROGRESS, TRACE, TUNING_FOLDER_FORMAT, TuningFolder
 from .arms import Arm, as_arms
 from .halving import (
     _as_budget,
@@ -419,7 +419,7 @@ def mamba(
         crash-consistently) after every round, with ``trace.json`` as a readable copy (and the
         plot at the end); ``resume=True`` continues an interrupted run from it, refusing a
         changed target (energy or data: :mod:`structmc.fingerprint`) or changed settings. The
-        folder has a run folder's guarantees (:class:`~structmc.storage.tuning.TuningFolder`):
+        folder has a run folder's guarantees (:class:`~structmc.storage.tuning_folder.TuningFolder`):
         every file is listed with its digest in ``manifest.json`` and checked when read (a
         truncated or altered one is an error naming it); one tuner writes it at a time (a
         second gets :class:`~structmc.storage.RunFolderBusy`); a new run refuses a folder that
