@@ -252,7 +252,7 @@ def test_the_five_families_of_issue_35(tiny):
 
     def beyond(m, c, v):  # stated here: a rule loosened in the module (10 % -> 20 %, 0.05 -> 0.1) passes them
         if c == "corr":
-            return T.THEOREM_CORR + 4 * SE_REL
+            return 0.05 + 4 * SE_REL  # stated here, not read from the module
         return (0.10 + 4 * SE_REL) * abs(paper[m][c])
 
     for answer in offsets(paper, beyond):
