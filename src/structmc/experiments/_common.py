@@ -711,7 +711,7 @@ def accuracy_se(paper: float, n_test: int | None) -> float:
 
 def accuracy_comparison(
     quantity: str,
-    ours: float,
+    ours: float | None,
     paper: float | None,
     cfg: FNBGConfig,
     synthetic: bool,

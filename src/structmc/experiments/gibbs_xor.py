@@ -117,6 +117,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -607,7 +608,9 @@ def _width_rows(width: dict | None, cfg: Config) -> list[dict]:
     )
     check.update(check=True, check_reason=CONTROL_REASON)
     # Sect. 4.2 on the same chains: at each width w > 2, FNBG's output (blocks of 3) above NBG's (one of w + 1)
-    gaps, holds, why = [], True, ""
+    gaps: list[str] = []
+    holds: bool | None = True
+    why = ""
     for k, wd in enumerate(ws):
         if wd + 1 <= 3:
             continue  # w = 2: both partitions are the same 3-parameter block
@@ -783,10 +786,12 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
     rows are judged on the noise over chains (:func:`median_se` for a median, ``seed_se`` for a
     mean; accuracies also the binomial SE on the ``n_test`` test points; chains run per retained
     chain the negative-binomial SE of ours and of the paper's 11 and 23)."""
-    ad, ed, ash = res.get("approx-deep"), res.get("exact-deep"), res.get("approx-shallow")
+    ad: Any = res.get("approx-deep")
+    ed: Any = res.get("exact-deep")
+    ash: Any = res.get("approx-shallow")
     s2 = (scen.get("scenario 2") or {}).get("retained") if ed is not None else None
     exact_node = torch.tensor(ed["node_acceptance"], dtype=torch.float64)[s2] if ed is not None and s2 else None
-    ex = _quantiles(exact_node) if exact_node is not None else None
+    ex: Any = _quantiles(exact_node) if exact_node is not None else None
     per_layer = (
         torch.tensor(ad["layer_acceptance"], dtype=torch.float64)
         if ad is not None and "layer_acceptance" in ad
@@ -905,7 +910,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             )
         )
     n = cfg.num_chains
-    pool = None if ed is None else ed["num_chains"]
+    pool: Any = None if ed is None else ed["num_chains"]
     for key, paper_run in (("scenario 3", 11), ("scenario 4", 23)):
         s = sc[key]
         bound = s.get("bound", cfg.acceptance_bounds[int(key[-1]) - 3])
@@ -913,7 +918,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
         quantity = f"exact NBG, deep net: chains run per retained chain, acceptance >= {100 * bound:g} % ({key})"
         tol = cfg.tol_chains_rel * paper_ratio
         if ed is None or s.get("chains_run") is not None:
-            run = None if ed is None else s["chains_run"]
+            run: Any = None if ed is None else s["chains_run"]
             rows.append(
                 _value_row(
                     f"chains_{key[-1]}",
@@ -949,7 +954,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             row["statistic"], row["unit"], row["paper"] = f"chains run / {n} retained", "ratio", paper_ratio
             rows.append(row)
     # qualitative claims
-    ap = None if ad is None else ad["node_summary"]
+    ap: Any = None if ad is None else ad["node_summary"]
     both = no_approx or no_exact
     if not both:
         assert ap is not None and ex is not None
@@ -1018,9 +1023,9 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             not_run=no_exact,
         )
     )
-    da = None if ad is None else ad.get("accuracy_median")
-    sa = None if ash is None else ash.get("accuracy_median")
-    ea = sc["scenario 2"].get("accuracy_median")
+    da: Any = None if ad is None else ad.get("accuracy_median")
+    sa: Any = None if ash is None else ash.get("accuracy_median")
+    ea: Any = sc["scenario 2"].get("accuracy_median")
     no_da_sa = _missing(res, "approx-deep", "approx-shallow")
     rows.append(
         _order_row(
@@ -1046,8 +1051,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             not_run=both,
         )
     )
-    ia = None if ad is None else _iqr(ad["accuracy"])
-    ie = None if ed is None else _iqr(sc["scenario 2"].get("accuracy") or [])
+    ia: Any = None if ad is None else _iqr(ad["accuracy"])
+    ie: Any = None if ed is None else _iqr(sc["scenario 2"].get("accuracy") or [])
     rows.append(
         _order_row(
             "acc_iqr_exact",
@@ -1060,7 +1065,7 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             not_run=both or ("" if ia is not None and ie is not None else "no chains"),
         )
     )
-    isw = None if ash is None else _iqr(ash["accuracy"])
+    isw: Any = None if ash is None else _iqr(ash["accuracy"])
     rows.append(
         _order_row(
             "acc_iqr_depth",
@@ -1075,8 +1080,8 @@ def _rows(res: dict, scen: dict, cfg: Config, width: dict | None = None, n_test:
             not_run=no_da_sa or ("" if ia is not None and isw is not None else "no chains"),
         )
     )
-    ta = None if ad is None else ad["seconds_per_chain"]
-    te = None if ed is None else ed["seconds_per_chain"]
+    ta: Any = None if ad is None else ad["seconds_per_chain"]
+    te: Any = None if ed is None else ed["seconds_per_chain"]
     rows.append(
         _order_row(
             "runtime",
@@ -1239,7 +1244,7 @@ def report_config(report) -> Config:
 
     rules = ("tol_rate", "tol_accuracy", "tol_chains_rel", "evidence_z", "width_power")
     raw = dict(report["config"])
-    kw = {}
+    kw: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         if f.name in raw and f.name not in rules:
             v = raw[f.name]
