@@ -1169,7 +1169,8 @@ def value_rows(
                 "ours": v,
                 "unit": unit,
                 "se": se,
-                "rule": f"|ours - paper| <= {k:g} x sqrt(SE_ours^2 + SE_paper^2) = {k * math.hypot(se_o, se['paper']):.3g}",
+                "rule": f"|ours - paper| <= {k:g} x sqrt(SE_ours^2 + SE_paper^2) = "
+                f"{k * math.hypot(se_o, resolution / math.sqrt(12.0)):.3g}",
                 "verdict": "n/a" if why or v is None else "",
                 "check": False,
             }
