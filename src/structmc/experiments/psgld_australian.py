@@ -41,6 +41,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -347,13 +348,12 @@ def comparisons(cfg: Config, results: dict, synthetic: bool = False, setting: st
 
 def rejudge(report: dict) -> list[Comparison]:
     """The rows of a written report rebuilt from its numbers and config (issue 35 §7)."""
-    cfg = Config(
-        **{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in report["config"].items()
-            if k in Config.__dataclass_fields__
-        }
-    )
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in report["config"].items()
+        if k in Config.__dataclass_fields__
+    }
+    cfg = Config(**fields)
     nums = report["numbers"]
     synthetic = nums["data"].get("source") != "files" or bool(report.get("stand_in"))
     by_t = nums["results"]

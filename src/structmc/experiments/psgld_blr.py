@@ -88,6 +88,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -757,8 +758,8 @@ def _comparisons(cfg: Config, res: dict, files: bool, num_test: int = 16_281) ->
         )
     both = "pSGLD" in res and "SGLD" in res
     why = stand_in or ("" if both else f"needs both samplers; this run has {list(cfg.samplers)}")
-    p = res["pSGLD"]["test_error_pct"] if both else None
-    s_ = res["SGLD"]["test_error_pct"] if both else None
+    p: float = res["pSGLD"]["test_error_pct"] if both else math.nan
+    s_: float = res["SGLD"]["test_error_pct"] if both else math.nan
     # the worse of the two (a NaN or inf in either is the worse: max() would drop a NaN)
     worse = next((v for v in (p, s_) if not math.isfinite(v)), max(p, s_)) if both else None
     gap_se = math.hypot(value_se(res["pSGLD"], num_test)[0], value_se(res["SGLD"], num_test)[0]) if both else 0.0
@@ -877,13 +878,12 @@ def common_rows() -> list[Comparison]:
 
 def rejudge(report: dict) -> list[Comparison]:
     """The rows of a written report rebuilt from its numbers and config (issue 35 §7)."""
-    cfg = Config(
-        **{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in report["config"].items()
-            if k in Config.__dataclass_fields__
-        }
-    )
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in report["config"].items()
+        if k in Config.__dataclass_fields__
+    }
+    cfg = Config(**fields)
     nums = report["numbers"]
     files = nums["data"].get("source") == "files" and not report.get("stand_in")
     by_t = nums["by_temperature"]

@@ -24,6 +24,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -275,11 +276,12 @@ def comparisons(
             )
         )
         have = curves is not None and key in curves and "SGD" in curves
+        pair = [curves[key], curves["SGD"]] if curves is not None and have else None
         rows.append(
             Comparison(
                 "Fig. 5: pSGLD converges faster and to a better point than SGD (its test error at or below SGD's at "
                 "every epoch, lower at the last)",
-                [curves[key], curves["SGD"]] if have else None,
+                pair,
                 "pSGLD's curve below SGD's",
                 Claim(
                     "pSGLD's error ≤ SGD's (its iterate's) at every epoch and < at the last epoch",
@@ -306,10 +308,12 @@ def comparisons(
 
 def rejudge(report: dict) -> list[Comparison]:
     """The rows of a written report rebuilt from its numbers and config (issue 35 §7)."""
-    cfg_d = dict(report["config"])
-    cfg = Config(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_d.items() if k in Config.__dataclass_fields__}
-    )
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in report["config"].items()
+        if k in Config.__dataclass_fields__
+    }
+    cfg = Config(**fields)
     res = report["numbers"]["results"]
     errors = {k: r["test_error_pct"] for k, r in res.items()}
     curves = {k: (r["last_draw_error_pct"] if k == "SGD" else r["curve_pct"]) for k, r in res.items()}

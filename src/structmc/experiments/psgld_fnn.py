@@ -29,6 +29,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -315,13 +316,12 @@ def common_rows() -> list[Comparison]:
 
 def rejudge(report: dict) -> list[Comparison]:
     """The rows of a written report rebuilt from its numbers and config (issue 35 §7)."""
-    cfg = Config(
-        **{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in report["config"].items()
-            if k in Config.__dataclass_fields__
-        }
-    )
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in report["config"].items()
+        if k in Config.__dataclass_fields__
+    }
+    cfg = Config(**fields)
     nums = report["numbers"]
     by_t = nums["results_by_temperature"]
     several = len(by_t) > 1

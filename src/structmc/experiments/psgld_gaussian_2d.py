@@ -543,7 +543,7 @@ def comparisons(cfg: Config, stats: Mapping, pub: Mapping | None) -> list[Compar
         for key in ("act", "err"):
             stats[key].setdefault("paired_sd", [1.0] * n)
             stats[key]["paired_gap"] = [None] * n
-        rows = comparisons(cfg, stats, pub)
+        filled = comparisons(cfg, stats, pub)
 
         def involves(q: str, s: str) -> bool:
             return f", {s}, ε" in q or f"the {s} " in q or "pSGLD has a lower" in q or "advantage" in q
@@ -552,7 +552,7 @@ def comparisons(cfg: Config, stats: Mapping, pub: Mapping | None) -> list[Compar
             replace(r, not_run=f"{', '.join(m for m in missing if involves(r.quantity, m))} not run")
             if any(involves(r.quantity, m) for m in missing) and not r.not_run
             else r
-            for r in rows
+            for r in filled
         ]
     C = stats["replicas"]
     k = cfg.tolerance_sigmas
@@ -716,13 +716,12 @@ def rejudge(report: dict) -> list[Comparison]:
     rows' notes, read back from there (they change notes, not verdicts)."""
     import re
 
-    cfg = Config(
-        **{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in report["config"].items()
-            if k in Config.__dataclass_fields__
-        }
-    )
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in report["config"].items()
+        if k in Config.__dataclass_fields__
+    }
+    cfg = Config(**fields)
     nums = report["numbers"]
     C = int(nums["replicas"])
     labels = {"act": "autocorrelation time", "err": "covariance error mean|Ĉ − C|"}
@@ -734,7 +733,8 @@ def rejudge(report: dict) -> list[Comparison]:
         for s in SAMPLERS:
             src = nums[q][s]
             n = len(src["mean"])
-            outliers, robust = [[] for _ in range(n)], list(src["sd"])
+            outliers: list[list[float]] = [[] for _ in range(n)]
+            robust = list(src["sd"])
             for i, eta in enumerate(cfg.step_sizes):
                 m = tail.search(notes.get(f"{labels[key]}, {s}, ε = {eta:g}", ""))
                 if m:
