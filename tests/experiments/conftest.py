@@ -22,6 +22,8 @@ VERDICT_PREFIXES = (
     "tied",
     "not reproduced",
     "not comparable",
+    "not run",
+    "not judged",
     "no published value",
     "check (",
 )
@@ -42,8 +44,12 @@ def _check_common_report(report: dict, preset: str | None = None) -> dict:
         assert set(COMPARISON_FIELDS) <= set(c), c
         assert c["verdict"].startswith(VERDICT_PREFIXES), c["verdict"]
         assert c["rule"] or c["verdict"] == "no published value", c
-    counted = sum(report["verdicts"].values())
-    judged = sum(not c["verdict"].startswith(("no published value", "check (")) for c in report["comparisons"])
+    v = report["verdicts"]
+    counted = v["claims"] if "claims" in v else sum(v.values())
+    judged = sum(
+        not c["verdict"].startswith(("no published value", "not judged", "check (")) and not c.get("check")
+        for c in report["comparisons"]
+    )
     assert counted == judged
     assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
     assert report["reduced"] == bool(report["reductions"])

@@ -355,7 +355,7 @@ def plausible_range(quantity: str, unit: str = "") -> tuple[float, float] | None
     accuracy, error, acceptance rate, ECE or MCE in [0, 100] (in [0, 1] when the unit is a
     fraction), an MSE, variance, sd, KSD or time ≥ 0, an ESS > 0, an IAC ≥ 1. A quantity that
     names a difference, change, gap, log or ratio gets none (it may be negative)."""
-    if _SIGNED.search(quantity) or re.search(r"ratio|/|×|factor|per cent of|%\s*of", quantity, re.I):
+    if _SIGNED.search(quantity) or re.search(r"ratio|/|×|\bfactor\b|per cent of|%\s*of", quantity, re.I):
         return None
     for pattern, kind, rng in _RANGES:
         if pattern.search(quantity):
