@@ -1353,15 +1353,15 @@ class ResolvedOrdering(Ordering):
 
 @dataclass(frozen=True)
 class WeakWithinNoise(WithinNoise):
-    """:class:`._report.WithinNoise` for a table whose noise window is wider than its spread: one
-    constant lies within every cell's window, so a constant answer meets every row of the table by
-    the rule's construction — a *weak* claim (:func:`._report.tally` counts it only while at least
+    """:class:`._report.WithinNoise` for a table of which one constant meets more than half the cells
+    (:func:`constant_coverage`: a nearly constant table, or noise windows wider than its spread), so
+    a constant answer meets most of its rows by the rule's construction — a *weak* claim (:func:`._report.tally` counts it only while at least
     half of the report's other claims are reproduced)."""
 
     weak: bool = True
 
     def describe(self) -> str:
-        return super().describe() + " [weak: one constant lies within every cell's window of this table]"
+        return super().describe() + " [weak: one constant meets more than half of this table's cells]"
 
 
 def comparison(row: dict):
