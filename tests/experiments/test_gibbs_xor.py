@@ -478,11 +478,10 @@ def _xor_rows(t, cfg=None, drop=()):
 
 
 def _allowed():
-    """Each value row's allowed difference on the paper's answer: K_SE combined SEs."""
+    """Each value row's allowed difference on the paper's answer: 3 combined SEs (the issue's k = 3,
+    fixed here: a rule loosened in the module lets these offsets pass, and the test fails)."""
     return {
-        r["key"]: r["se"]["k"] * math.hypot(r["se"]["ours"], r["se"]["paper"])
-        for r in _xor_rows(XOR)
-        if r["kind"] == "value"
+        r["key"]: 3.0 * math.hypot(r["se"]["ours"], r["se"]["paper"]) for r in _xor_rows(XOR) if r["kind"] == "value"
     }
 
 
