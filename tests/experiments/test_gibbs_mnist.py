@@ -249,6 +249,8 @@ def test_gibbs_mnist_synthetic_paper_blocks(tmp_path):
     top = gm.run(cfg, tmp_path, progress=False, seed=3)
     assert top["preset"] == "custom" and top["seed"] == 3 and top["config"]["seed"] == 3
     assert any("synthetic" in n for n in top["notes"])
+    assert "synthetic" in top["stand_in"]  # issue 35 §5: said at the top of report.md too
+    assert "Stand-in data, not the paper's" in (tmp_path / "report.md").read_text()
     report = top["numbers"]
     assert report["partition"]["num_blocks"] == 130
     assert report["data"]["mnist"]["source"] == "synthetic"
@@ -721,3 +723,16 @@ def test_a_data_set_run_alone_draws_the_chain_a_run_of_both_draws_for_it(tmp_pat
     a, b = alone["numbers"]["runs"][key], both["numbers"]["runs"][key]
     assert a["energy_trace"] == b["energy_trace"] and a["metrics"] == b["metrics"]
     assert a["energy_trace"] != both["numbers"]["runs"]["mnist/b50"]["energy_trace"]
+
+
+def test_named_presets_refuse_missing_files_before_compute(tmp_path, no_files):
+    """Issue 35 §5: every preset but tiny needs the paper's files; a missing one is refused before the
+    first chain, naming the files and the folder (FMNIST missing is not found after MNIST's chains)."""
+    import time
+
+    for module, preset in ((gm, "quick"), (gm, "converged"), (ga, "quick"), (ga, "converged")):
+        t0 = time.perf_counter()
+        with pytest.raises(FileNotFoundError, match="IDX files"):
+            module.run(preset, tmp_path / f"{module.__name__}-{preset}", progress=False)
+        assert time.perf_counter() - t0 < 30
+        assert not (tmp_path / f"{module.__name__}-{preset}" / "chains").exists()

@@ -104,6 +104,7 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
     top = json.loads((out / "report.json").read_text())
     comps = common_report(top, "tiny")
     assert top["experiment"] == "gibbs-xor" and top["reduced"] is True and any("simulated" in n for n in top["notes"])
+    assert "simulator" in top["stand_in"]  # issue 35 §5: the tiny preset on the simulator says so
     assert top["config"]["num_steps"] == G.PRESETS["tiny"].num_steps and top["seed"] == 0
     on_disk = top["numbers"]  # the old report: every number
     assert on_disk["wall_seconds"] > 0 and on_disk["data"]["source"] == "simulated"
@@ -209,10 +210,15 @@ def test_evidence_rows_tell_the_defect_from_the_correct_kernel():
     assert verdicts(defect_full, correct_full)["defect_depth_fall"] == "differs"
 
 
-def test_files_required_but_missing_raises(no_files):
+def test_files_required_but_missing_raises(no_files, tmp_path):
     cfg = G.Config(data="files")
     with pytest.raises(D.DataError):
         G.load_data(cfg, no_files)
+    # issue 35 §5: a named preset but tiny needs the published files, refused before any chain
+    for preset in ("quick", "full"):
+        with pytest.raises(D.DataError):
+            G.run(preset, tmp_path / preset, progress=False)
+        assert not (tmp_path / preset / "chains").exists()
 
 
 def test_resume_reads_finished_chains_back(tmp_path, no_files):
