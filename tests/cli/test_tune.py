@@ -184,3 +184,18 @@ def test_a_choice_at_the_edge_of_the_lr_grid_is_flagged():
         )
     assert "warning" not in TuningResult("mamba", arms, {}, best_index=1).summary()  # lr=1e-4: inside
     assert edge_of_grid(grid("sgld", lr=[1e-4]), grid("sgld", lr=[1e-4])[0]) == []  # nothing to compare
+
+
+def test_a_second_tune_into_the_same_out_is_refused_naming_the_flags(tmp_path, capsys):
+    """Issue 36 §6 follow-up: the tuning folder is refused without --resume; the message names
+    the flags (--resume, --overwrite), and --overwrite replaces it."""
+    args = [
+        "tune", "--method", "grid", "--dataset", "breast_cancer", "--model", "linear", "--sampler", "sgld",
+        "--lr", "1e-6,1e-5", "--budget", "100it", "--map-steps", "50", "--out", str(tmp_path / "t"), "--quiet",
+    ]  # fmt: skip
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("structmc: error:") and "--resume" in err and "--overwrite" in err and "=True" not in err
+    assert main([*args, "--overwrite"]) == 0

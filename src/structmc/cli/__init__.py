@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         help="draws each arm is scored on at least (default 10); the budget must keep them at --thin",
     )
     p.add_argument("--resume", action="store_true", help="continue an interrupted tuning run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace the tuning run in --out (else it is refused)")
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
 

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from .common import _load_dataset, _model_energy, _out_folder
+from .common import UsageError, _load_dataset, _model_energy, _out_folder
 from .settings import _FLAGS, SAMPLE_DEFAULTS, _check_settings
 
 
@@ -162,18 +162,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
         centre=init,
         out_dir=out,
         resume=args.resume,
+        overwrite=args.overwrite,
         progress=None if not args.quiet else False,
         thin=args.thin,
         min_samples=args.min_samples,
     )
-    if args.method == "mamba":
-        result = mamba(energy, init, arms, budget, eta=args.eta, **common)
-    elif args.method == "grid":
-        result = grid_search(energy, init, arms, budget, **common)
-    else:
-        extra = {k: v[0] for k, v in hyper.items() if k != "lr"}
-        arm = heuristic(N, s["sampler"], gradient=gradients[0], **extra)
-        result = grid_search(energy, init, [arm], budget, batch_size=None, **common)
+    try:
+        if args.method == "mamba":
+            result = mamba(energy, init, arms, budget, eta=args.eta, **common)
+        elif args.method == "grid":
+            result = grid_search(energy, init, arms, budget, **common)
+        else:
+            extra = {k: v[0] for k, v in hyper.items() if k != "lr"}
+            arm = heuristic(N, s["sampler"], gradient=gradients[0], **extra)
+            result = grid_search(energy, init, [arm], budget, batch_size=None, **common)
+    except ValueError as err:  # the tuner's folder messages name its keyword arguments: name the flags
+        text = str(err)
+        for word, flag in (("resume=True", "--resume"), ("overwrite=True", "--overwrite"), ("out_dir", "--out")):
+            text = text.replace(word, flag)
+        if text == str(err):
+            raise
+        raise ValueError(text) from None
     seconds = time.perf_counter() - t0
     best = result.best
     assert best is not None  # mamba() / grid_search() raise when every arm fails
