@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from .common import UsageError, _load_dataset, _model_energy, _out_folder
+from .common import _load_dataset, _model_energy, _out_folder
 from .settings import _FLAGS, SAMPLE_DEFAULTS, _check_settings
 
 
