@@ -276,9 +276,6 @@ def test_a_diverging_run_is_reported_not_fatal(tmp_path):
         num_draws=3,
         adapt_steps=4,
         data="synthetic",
-        # no accuracy curve: since issue 36 predictive() refuses NaN predictions, and the curve's evaluation at
-        # every iteration (8 steps, 100 points) meets the blown-up chain before the blow-up watch does
-        curve_points=0,
     )
     report = rn.run(cfg, tmp_path, progress=False)
     res = report["numbers"]["results"]["fashion-mnist"]

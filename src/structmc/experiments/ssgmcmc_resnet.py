@@ -585,7 +585,14 @@ def run_one(
         if curve_every and (t % curve_every == 0 or t == steps):
             # Fig. 4's "model averaged accuracy" over training: the ensemble of the last curve_window
             # positions recorded here; run.elapsed counts the sampler's steps only, not this evaluation
-            p = predictive(base, state.theta[0][None], data.x_test, batch_size=500, chain=0)["probs"].cpu()
+            # a chain that diverged since the last check is a DivergenceError naming its iteration (the
+            # run's usual path), not predictive()'s refusal of NaN draws
+            run.check_finite()
+            try:
+                p = predictive(base, state.theta[0][None], data.x_test, batch_size=500, chain=0)["probs"].cpu()
+            except ValueError:  # finite weights whose predictions overflow: a blow-up the watch will stop
+                curve.append([int(t), float(run.elapsed), math.nan])
+                continue
             window.append(p)
             if len(window) > cfg.curve_window:
                 del window[0]
