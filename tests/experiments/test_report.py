@@ -436,3 +436,26 @@ def test_a_preset_beyond_tiny_refuses_stand_in_data_before_compute(tmp_path, mon
         cfg, _ = resolve_preset(preset, get("psgld-australian").PRESETS)
         assert cfg.data == "files"
     assert resolve_preset("tiny", get("psgld-australian").PRESETS)[0].data == "auto"
+
+
+def test_an_ordering_cannot_carry_a_report_whose_published_values_fail():
+    """Issue 35 §4: the paper's numbers offset per method beyond the tolerance, ×10, or in other
+    units keep every ordering; an ordering counts only while at least half of the report's
+    published values are reproduced."""
+    from structmc.experiments._report import tally
+
+    def rows(scale, shift=0.0):
+        ours = [1.40 * scale + shift, 1.64 * scale + shift]
+        return [
+            Comparison("error, pSGLD", ours[0], 1.40, Tolerance(abs=0.05), unit="%"),
+            Comparison("error, SGLD", ours[1], 1.64, Tolerance(abs=0.05), unit="%"),
+            Comparison("pSGLD beats SGLD", ours, [1.40, 1.64], Ordering(("pSGLD", "SGLD"))),
+        ]
+
+    assert tally(rows(1.0))[REPRODUCED] == 3
+    for wrong in (rows(10.0), rows(0.01), rows(1.0, shift=0.3)):
+        t = tally(wrong)
+        assert t[REPRODUCED] == 0 and t[NOT_REPRODUCED] == 3, t
+    half = rows(1.0)
+    half[1] = Comparison("error, SGLD", 1.80, 1.64, Tolerance(abs=0.05), unit="%")  # one of two values: carried
+    assert tally(half)[REPRODUCED] == 2

@@ -17,7 +17,8 @@ Every row of a paper's claim is counted (issue 35): a value the run produced as 
 negative MSE, an ESS ≤ 0, an IAC < 1, ...; :func:`plausible_range`) is "not reproduced:
 implausible", a claim the preset or the machine did not run is "not run: <why>" and stays in
 the denominator, and a claim a constant answer meets by construction ("no trend") is *weak*: it
-counts as reproduced only while at least half of the report's other claims are (:func:`tally`).
+counts as reproduced only while at least half of the report's other claims are, and an
+ordering only while at least half of the report's published values are (:func:`tally`).
 A *check* is a row that is not a claim of the papers (our own targets, implementation checks,
 evidence for an explanation, data the papers did not use) and says why (``check_reason``).
 
@@ -52,6 +53,10 @@ NOT_COMPARABLE = "not comparable"  # older reports only: counted as "not run" (i
 NOT_RUN = "not run"  # a claim of the paper this run did not test (the reason follows): in the denominator
 CHECK = "check"  # a row that is not a claim of the paper (ours, evidence, other data): no tally, says why
 IMPLAUSIBLE = "implausible"
+ORDERING_NOT_CARRIED = (
+    "an ordering is not carried when fewer than half of the report's published values are reproduced "
+    "(it ranks values that are not the paper's)"
+)
 WEAK_NOT_CARRIED = "a weak claim (a constant answer meets it) is not carried when fewer than half of the report's other claims are reproduced"
 
 
@@ -467,6 +472,21 @@ def carried_verdicts(rows: Sequence, setting: str | None = None) -> list[tuple[s
         if v.startswith(("no published value", "not judged")):
             continue
         out.append((v, d))
+    # an ordering ranks values: when fewer than half of the report's published values are
+    # reproduced, the values it ranks are not the paper's, and the ranking cannot carry the tally
+    # (the paper's numbers offset, ×10 or in other units keep every ordering: issue 35 §4)
+    values = [v for v, d in out if _is_value_row(d) and not v.startswith((CHECK, NOT_RUN, NOT_COMPARABLE))]
+    anchored = not values or 2 * sum(v.startswith(REPRODUCED) for v in values) >= len(values)
+    if not anchored:
+        out = [
+            (
+                f"{NOT_REPRODUCED}: {ORDERING_NOT_CARRIED} ({v})"
+                if _is_ordering_row(d) and v.startswith((REPRODUCED, SMALLER_MARGIN))
+                else v,
+                d,
+            )
+            for v, d in out
+        ]
     strong = [v for v, d in out if not v.startswith((CHECK, NOT_RUN, NOT_COMPARABLE)) and not d.get("weak")]
     carried = len(strong) > 0 and 2 * sum(v.startswith(REPRODUCED) for v in strong) >= len(strong)
     return [
@@ -478,6 +498,16 @@ def carried_verdicts(rows: Sequence, setting: str | None = None) -> list[tuple[s
         )
         for v, d in out
     ]
+
+
+def _is_value_row(d: Mapping) -> bool:
+    """A published value judged by a Tolerance or WithinNoise (their rule reads |ours − paper| ≤ ...)."""
+    return str(d.get("rule") or "").startswith("|ours − paper|") and not d.get("check")
+
+
+def _is_ordering_row(d: Mapping) -> bool:
+    """A ranking of methods (:class:`Ordering`, whose rule reads "ranking ... as in the paper")."""
+    return str(d.get("rule") or "").startswith("ranking ") and not d.get("check")
 
 
 def verdict_counts(rows: Sequence[Comparison], setting: str | None = None) -> dict[str, int]:
@@ -588,12 +618,13 @@ def write_report(
 
 
 def _carried_rows(comparisons: Sequence[Comparison], settings: Sequence[str]) -> list[dict]:
-    """The rows' dicts with each weak claim's verdict as :func:`tally` counts it in its setting."""
+    """The rows' dicts with each verdict as :func:`tally` counts it in its setting (a weak claim
+    or an ordering not carried says so)."""
     rows = [{**c.to_dict(), "weak": c.weak} for c in comparisons]
     for s in list(settings) or [None]:
         for v, d in carried_verdicts(rows, s):
-            if d.get("weak") and d.get("setting") in (("", None) if s is None else (s,)) and not d.get("check"):
-                d["verdict"] = v
+            if v != d["verdict"] and d.get("setting") in (("", None) if s is None else (s,)) and not d.get("check"):
+                d["verdict"] = v  # a weak claim or an ordering that the report's other rows do not carry
     return rows
 
 
