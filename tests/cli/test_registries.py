@@ -51,7 +51,7 @@ def test_unknown_sampler_and_unknown_keys_are_clear_errors():
         sampler_from_config({"lr": 1e-3})
     with pytest.raises(ValueError, match=r"schedule 'step_decay': unknown key\(s\) \['gamma'\]"):
         sampler_from_config({"name": "sgld", "lr": {"kind": "step_decay", "lr": 1e-3, "every": 5, "gamma": 2}})
-    assert sampler_keys("sgnht") == ["lr", "a", "num_leapfrog", "temperature"]
+    assert sampler_keys("sgnht") == ["lr", "a", "num_leapfrog", "temperature", "max_friction"]
 
 
 @pytest.mark.parametrize(
