@@ -34,6 +34,8 @@ def main(folders: list[str]) -> int:
         before = claim_tally(report)
         module = get(report["experiment"])
         after = claim_tally(rejudge_record(folder, module.rejudge(report)))
+        if hasattr(module, "rerender_details"):  # records whose details tables carry verdicts too
+            module.rerender_details(folder)
         print(f"{folder.name}: {_line(before)} -> {_line(after)}")
     return 0
 

@@ -46,4 +46,4 @@ def test_every_paper_experiment_is_in_the_readme_summary():
     block = readme.split("<!-- results:summary:start -->", 1)[1].split("<!-- results:summary:end -->", 1)[0]
     for name in REGISTRY.choices():
         if REGISTRY.get(name).paper is not None:
-            assert f"| `{name}` |" in block, name
+            assert f"| `{name}" in block, name  # a record (NAME-PRESET) or the line of an experiment with none

@@ -982,14 +982,14 @@ def results_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | 
         "| not reproduced | not run | checks (not counted) | tally setting | work time | date |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(reports, key=lambda r: str(r.get("experiment"))):
+    for r in sorted(reports, key=lambda r: str(r.get("record") or r.get("experiment"))):
         t = claim_tally(r)
         paper = r.get("paper") or {}
         wall = _duration(work_seconds(r))
         stand_in = " (stand-in data)" if r.get("stand_in") else ""
         lines.append(
-            f"| `{r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | {r.get('preset')}"
-            f"{stand_in} | {t['claims']} | {t['run']} | **{t[REPRODUCED]}** | {t[SMALLER_MARGIN]} | {t[TIED]} | "
+            f"| `{r.get('record') or r.get('experiment')}` | {paper.get('citation', '–')}, {r.get('figure') or '–'} | "
+            f"{r.get('preset')}{stand_in} | {t['claims']} | {t['run']} | **{t[REPRODUCED]}** | {t[SMALLER_MARGIN]} | {t[TIED]} | "
             f"{t[NOT_REPRODUCED]} | {t[NOT_RUN]} | {t[CHECK]} | {r.get('paper_setting') or '–'} | {wall} | "
             f"{r.get('date', '–')} |"
         )
@@ -1010,7 +1010,7 @@ def summary_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | 
         "| not run | smaller margin or tied |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    items = [(str(r.get("experiment")), r, claim_tally(r)) for r in reports]
+    items = [(str(r.get("record") or r.get("experiment")), r, claim_tally(r)) for r in reports]
     items += [(name, None, tally(rows)) for name, rows in (missing or {}).items()]
     for name, r, t in sorted(items, key=lambda x: x[0]):
         paper = (r or {}).get("paper") or {}
