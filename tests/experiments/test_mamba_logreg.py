@@ -423,8 +423,10 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, cache, common_report)
     for r in rows.values():
         assert r["verdict"].startswith(("reproduced", "not reproduced", "not run", "check (")) and r["rule"]
         assert not comps[next(q for q in comps if q.startswith(r["quantity"]))]["check"] or r["check_reason"]
-    values = [r for r in rows.values() if r.get("kind") == "value"]  # issue 35 §1: Tables 1 and 5 cell by cell
+    values = [r for r in rows.values() if str(r.get("metric")).startswith("value_")]  # issue 35 §1: Tables 1, 5
     assert len(values) == 72 and all("se" in r and not r.get("not_run") for r in values)
+    choices = [r for r in rows.values() if str(r.get("key")).startswith("choice:")]  # Table 4: 18 + 12 + 6
+    assert len(choices) == 36 and all(not r.get("not_run") for r in choices)
     for r in rows.values():
         if "paper_count" in r:  # method rows: ours for (nearly) every sampler (None: a diverged run)
             assert not r["verdict"].startswith("not comparable") and sum(v is not None for v in r["ours"]) >= 5
@@ -515,7 +517,22 @@ def _table_paper():
         "iterations": table(LR.PAPER_SAMPLES),
         "test_accuracy": table({m: [a / 100 for a in LR.PAPER_ACCURACY[m]] for m in methods}),
         "batch_pct": {m: {s: LR.PAPER_TABLE4[s][m][1] for s in SAMPLERS} for m in methods},
+        "log10_h": {m: {s: LR.PAPER_TABLE4[s][m][0] for s in SAMPLERS} for m in methods},
+        "L": {m: {s: LR.PAPER_TABLE4[s][m][2] for s in SAMPLERS if "HMC" in s} for m in methods},
     }
+
+
+def _chosen(answer):
+    """Table 4's choices of an answer as :func:`._mamba.chosen_of` gives a run's."""
+    out: dict = {}
+    for m, by_s in answer.get("log10_h", {}).items():
+        for s, h in by_s.items():
+            out.setdefault(s, {})[m] = {
+                "log10_h": h,
+                "batch_pct": answer.get("batch_pct", {}).get(m, {}).get(s),
+                "L": answer.get("L", {}).get(m, {}).get(s),
+            }
+    return out
 
 
 def _stein(estimate):
@@ -531,6 +548,7 @@ def _stein(estimate):
 
 def _rows_of(answer, estimate=_FULL, cfg=None):
     numbers = {k: {m: [d.get(s) for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
+    numbers["chosen"] = _chosen(answer)
     return LR.comparisons(cfg or LR.Config(), {**numbers, "stein": _stein(estimate)}, comparable=True)
 
 
@@ -545,9 +563,9 @@ def test_wrong_answers_do_not_pass_the_verdicts():
 
     paper = _table_paper()
     ok, n = passes(_rows_of(paper))
-    # 8 method rows, 72 Table 1 / 5 values, 9 claims, Fig. 5's panel (not run); the wall-time target and
-    # the library's subset KSD are checks
-    assert (ok, n) == (89, 90)
+    # 8 method rows, 72 Table 1 / 5 values, 36 Table 4 choices (18 log10 h, 12 batches, 6 L), 9 claims,
+    # Fig. 5's panel (not run); the wall-time target and the library's subset KSD are checks
+    assert (ok, n) == (125, 126)
     wrong = [{k: next(constants(t, (q,))) for k, t in paper.items()} for q in (0.0, 0.25, 0.5, 0.75, 1.0)]
     wrong += [{k: shuffled(t) for k, t in paper.items()}, {k: reversed_ranks(t) for k, t in paper.items()}]
     estimates = [[v] * 14 for v in (46.0, 94.0, 142.0, 545.0, 638.0)] + [_FULL[1:] + _FULL[:1], [-v for v in _FULL]]
@@ -573,6 +591,10 @@ def _allowed(table, value, cfg=None):
         return k * 0.001 / math.sqrt(12)
     if table == "test_accuracy":
         return k * math.hypot(0.001 / math.sqrt(12), binomial_se(value, 200_000))
+    if table == "log10_h":
+        return 0.18  # the same grid value
+    if table in ("batch_pct", "L"):
+        return 1.0  # exact: one unit off
     return 0.1 * abs(value)
 
 
@@ -580,7 +602,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     """Issue 35 §4 through the experiment's own rows. Before, Table 1 had no value rows: its rows
     compare standings only, which an offset per method, the right order with absurd values (x 10) and
     fractions all keep (measured on the old rows: 16 of 18). Now offsets beyond each value's noise,
-    absurd values, NaN in every method and fractions pass at most a quarter of the 90 claims; NaN or
+    absurd values, NaN in every method and fractions pass at most a quarter of the 126 claims; NaN or
     inf in one method fails that method's every row (the others' correct numbers still pass); a
     method left out keeps the denominator, its rows "not run"."""
     from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
@@ -636,7 +658,7 @@ def test_value_rows_are_judged_on_their_noise_and_a_loosened_rule_fails():
         assert "5 evaluation runs" in row.rule.describe() and "rounding" in row.rule.describe()
     loose = LR.Config(value_k=30.0)
     answer = {t: list(offsets(tab, lambda m, c, v, t=t: _allowed(t, v)))[0] for t, tab in paper.items()}
-    assert passes(_rows_of(answer, cfg=loose))[0] > 90 / 4
+    assert passes(_rows_of(answer, cfg=loose))[0] > 126 / 4
 
 
 def test_the_tally_equals_the_readme_count(tmp_path):
@@ -662,8 +684,8 @@ def test_the_tally_equals_the_readme_count(tmp_path):
         )
         t = claim_tally(report)
         assert passes(rows) == (t[REPRODUCED] + t[SMALLER_MARGIN], t["claims"])
-        if cfg is LR.PRESETS["converged"]:  # 4 standings, 24 values, the heuristic's SGHMC claim, Fig. 5
-            assert t["claims"] == 94 and t["not run"] == 30
+        if cfg is LR.PRESETS["converged"]:  # 4 standings, 24 values, 16 choices, the SGHMC claim, Fig. 5
+            assert t["claims"] == 130 and t["not run"] == 46
             heur = next(r for r in rows if r.quantity.startswith("heuristic h = 1/N with SGHMC"))
             assert heur.verdict.startswith("not run: the preset runs SGLD, SGLD-CV, SGNHT, SGNHT-CV only")
 

@@ -115,8 +115,10 @@ def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_repo
     md = (out / "report.md").read_text()
     assert len(comps) == len(rows)  # one Comparison per old row
     assert saved["stand_in"] and "simulated" in saved["stand_in"] and "Stand-in data" in md  # issue 35 §5
-    values = [r for r in rows.values() if r.get("kind") == "value"]  # issue 35 §1: Tables 2 and 7 cell by cell
+    values = [r for r in rows.values() if str(r.get("metric")).startswith("value_")]  # issue 35 §1: Tables 2, 7
     assert len(values) == 54 and all("se" in r and not r.get("not_run") for r in values)
+    choices = [r for r in rows.values() if str(r.get("key")).startswith("choice:")]  # Table 6: 12 + 6 + 4
+    assert len(choices) == 22 and all(not r.get("not_run") for r in choices)
     assert {"claim_stochastic_ksd_4", "claim_stochastic_ksd_5"} <= set(rows)  # Fig. 4/5's PMF panels: not run
     for r in rows.values():
         assert r["verdict"].startswith(("reproduced", "not reproduced", "not run", "check (")) and r["rule"]
@@ -163,11 +165,28 @@ def _table_paper():
         "ksd": table(pub["ksd"]),
         "xi": table({m: [v / 100 for v in pub["sd_rel_error_x100"][m]] for m in methods}),
         "test_rmse": table(P.PAPER_RMSE),
+        "log10_h": {m: {s: P.PAPER_TABLE6[s][m][0] for s in SAMPLERS} for m in methods},
+        "batch_pct": {m: {s: P.PAPER_TABLE6[s][m][1] for s in SAMPLERS} for m in methods},
+        "L": {m: {s: P.PAPER_TABLE6[s][m][2] for s in SAMPLERS if "HMC" in s} for m in methods},
     }
+
+
+def _chosen(answer):
+    """Table 6's choices of an answer as :func:`._mamba.chosen_of` gives a run's."""
+    out: dict = {}
+    for m, by_s in answer.get("log10_h", {}).items():
+        for s, h in by_s.items():
+            out.setdefault(s, {})[m] = {
+                "log10_h": h,
+                "batch_pct": answer.get("batch_pct", {}).get(m, {}).get(s),
+                "L": answer.get("L", {}).get(m, {}).get(s),
+            }
+    return out
 
 
 def _rows_of(answer, cfg=None, num_test=None):
     numbers = {k: {m: [d.get(s) for s in SAMPLERS] for m, d in t.items()} for k, t in answer.items()}
+    numbers["chosen"] = _chosen(answer)
     if num_test:
         numbers["num_test"] = num_test
     return P.comparisons(cfg or P.Config(), numbers, comparable=True)
@@ -182,18 +201,20 @@ def test_wrong_answers_do_not_pass_the_verdicts():
 
     paper = _table_paper()
     ok, n = passes(_rows_of(paper))
-    # 9 method rows, 54 Table 2 / 7 values, 4 claims, Fig. 4/5's PMF panels (not run); the wall-time
-    # target (ours) is a check
-    assert (ok, n) == (67, 69)
+    # 9 method rows, 54 Table 2 / 7 values, 22 Table 6 choices (12 log10 h, 6 batches, 4 L), 4 claims,
+    # Fig. 4/5's PMF panels (not run); the wall-time target (ours) is a check
+    assert (ok, n) == (89, 91)
     wrong = [{k: next(constants(t, (q,))) for k, t in paper.items()} for q in (0.0, 0.25, 0.5, 0.75, 1.0)]
     wrong += [{k: shuffled(t) for k, t in paper.items()}]
     for answer in wrong:  # measured: constants 6, 7, 10, 11, 11; shuffled 4
         assert passes(_rows_of(answer))[0] <= n // 4
-    # every ordering reversed: the middle method of three keeps its own numbers in every cell (18 values,
-    # which pass as they should); nothing else passes
+    # every ordering reversed: the middle method of three keeps its own numbers in every cell (and ties keep
+    # theirs), which pass as they should; nothing else passes
     rows = _rows_of({k: reversed_ranks(t) for k, t in paper.items()})
     right = [r for r in rows if r.verdict.startswith("reproduced")]
-    assert len(right) == 18 and all(abs(r.ours - r.paper) < 1e-9 for r in right)
+    assert len(right) == 26  # measured: 18 Table 2 / 7 values, 8 Table 6 choices
+    for r in right:  # the paper's own number (a value) or text (a choice)
+        assert str(r.ours) == str(r.paper) or abs(float(r.ours) - float(r.paper)) < 1e-9, r.quantity
     one_off = {k: {m: dict(d) for m, d in t.items()} for k, t in paper.items()}
     one_off["test_rmse"]["Grid"]["SGNHT"] = 1.10  # grid's RMSE below MAMBA's on one sampler: "paper - 1" passed it
     claim = next(c for c in _rows_of(one_off) if c.quantity.startswith("MAMBA's test RMSE below grid search's"))
@@ -203,6 +224,10 @@ def test_wrong_answers_do_not_pass_the_verdicts():
 def _allowed(table, value, k=3.0):
     """The allowed difference of a value row, computed here: 3 x the published value's rounding
     (KSD to 1, ξ x 10^2 to 0.1, RMSE to 0.01) / √12 (one run: no spread of ours)."""
+    if table == "log10_h":
+        return 0.18  # the same grid value
+    if table in ("batch_pct", "L"):
+        return 1.0  # exact: one unit off
     return k * {"ksd": 1.0, "xi": 0.001, "test_rmse": 0.01}[table] / math.sqrt(12)
 
 
@@ -210,7 +235,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     """Issue 35 §4 through the experiment's own rows. Before, Tables 2 and 7 had no value rows: the
     standings and claims, which an offset per method, absurd values (x 10) and fractions keep, were
     all. Now offsets beyond each value's noise, absurd values, NaN in every method and fractions pass
-    at most a quarter of the 69 claims; NaN or inf in one method fails that method's every row; a
+    at most a quarter of the 91 claims; NaN or inf in one method fails that method's every row; a
     method left out keeps the denominator, its rows "not run"."""
     from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
 
@@ -288,8 +313,8 @@ def test_the_tally_equals_the_readme_count(tmp_path):
         )
         t = claim_tally(report)
         assert passes(rows) == (t[REPRODUCED] + t[SMALLER_MARGIN], t["claims"])
-        if cfg is P.PRESETS["converged"]:  # 3 standings, 9 values of SGHMC-CV, Fig. 4/5's PMF panels
-            assert t["claims"] == 72 and t["not run"] == 14
+        if cfg is P.PRESETS["converged"]:  # 3 standings, 9 values, 5 choices of SGHMC-CV, Fig. 4/5's panels
+            assert t["claims"] == 94 and t["not run"] == 19
 
 
 def test_converged_preset_keeps_the_papers_run_length_and_cuts_sghmc_cv():

@@ -1184,6 +1184,104 @@ def value_rows(
     return mark_weak(rows, f"{source} {metric_name}")
 
 
+def chosen_of(tuned: Mapping[str, Mapping[str, Mapping]], samplers: Sequence[str]) -> dict:
+    """``{sampler: {method: {"log10_h", "batch_pct", "L"} or None (the tuner failed)}}`` of a run's
+    tuners, from their chosen ``"arm"`` (:class:`~structmc.tuning.Arm`) or a report's ``"chosen"``."""
+    out: dict[str, dict] = {}
+    for s in samplers:
+        for m, r in (tuned.get(s) or {}).items():
+            a = r.get("arm")
+            ch = arm_summary(a, 1) if isinstance(a, Arm) else (r.get("chosen") or None)
+            out.setdefault(s, {})[m] = None if not ch else {k: ch.get(k) for k in ("log10_h", "batch_pct", "L")}
+    return out
+
+
+TUNED = ("M-KSD", "M-FSSD", "MAMBA", "Grid")  # the methods that choose (the heuristic's h = 1/N is fixed)
+
+
+def choice_rows(
+    paper: Mapping[str, Any],
+    chosen: Mapping[str, Mapping[str, Mapping | None]],
+    samplers: Sequence[str],
+    run: Sequence[str],
+    methods: Sequence[str],
+    *,
+    source: str,
+    tol_log10_h: float = 0.18,
+    configured: Sequence[str] = (),
+) -> list[dict]:
+    """The paper's chosen hyperparameters (Table 4 / 6: ``paper[sampler][method] = (log10 h,
+    batch %, L)``) as claims, one per cell (issue 35 §1): the chosen log10 h within ``tol_log10_h``
+    (0.18: the same value of the 0.5-spaced grid, as mamba-bnn's Table 8 rows), MAMBA's batch (grid
+    search's is fixed at 10 %) and SGHMC's L the same. A tuner that failed gives NaN / "not
+    reproduced"; a sampler or method not run, rows "not run" (counted)."""
+    rows: list[dict] = []
+    for s in samplers:
+        for m, ph in (paper.get(s) or {}).items():
+            if m not in TUNED:
+                continue
+            if s not in run:
+                why = f"the preset runs {', '.join(run)} only, not {s}"
+            elif m not in methods:
+                why = (
+                    f"the preset runs {', '.join(configured)} only, not {m}"
+                    if configured and m not in configured
+                    else f"no value from this run for {m}"
+                )
+            else:
+                why = ""
+            ch = None if why else (chosen.get(s) or {}).get(m)
+            h = None if why else (math.nan if not ch or ch.get("log10_h") is None else float(ch["log10_h"]))
+            row = {
+                "key": f"choice:log10h:{m}:{s}",
+                "method": m,
+                "metric": "choice_log10_h",
+                "kind": "value",
+                "quantity": f"{s}, {m}: chosen log10 h",
+                "source": source,
+                "paper": float(ph[0]),
+                "ours": h,
+                "unit": "log10",
+                "tol": tol_log10_h,
+                "rule": f"abs(ours - paper) <= {tol_log10_h:g} (the same grid value)",
+                "verdict": "",
+                "check": False,
+                "valid": False,
+            }
+            if why:
+                row["not_run"] = why
+            rows.append(row)
+            if m != "Grid":
+                b = None if why or not ch else ch.get("batch_pct")
+                rows.append(
+                    claim_row(
+                        f"choice:batch:{m}:{s}",
+                        f"{s}, {m}: chosen batch",
+                        source,
+                        f"{ph[1]:g} %",
+                        "-" if b is None else f"{b:g} %",
+                        None if why else (b is not None and abs(float(b) - float(ph[1])) < 1e-9),
+                        "the same batch",
+                        not_run=why,
+                    )
+                )
+            if len(ph) > 2 and ph[2]:
+                L = None if why or not ch else ch.get("L")
+                rows.append(
+                    claim_row(
+                        f"choice:L:{m}:{s}",
+                        f"{s}, {m}: chosen L",
+                        source,
+                        str(ph[2]),
+                        str(L),
+                        None if why else L == ph[2],
+                        "the same L",
+                        not_run=why,
+                    )
+                )
+    return rows
+
+
 def cut_sampler_rows(
     metric_key: str,
     metric_name: str,

@@ -854,6 +854,7 @@ def numbers_of(tuned, evals, methods, runs=None, stein=None) -> dict:
     out["tuning"] = {
         s: {m: {"wall_over_T": r.get("wall_over_T")} for m, r in by_m.items()} for s, by_m in tuned.items()
     }
+    out["chosen"] = M.chosen_of(tuned, samplers)
     return out
 
 
@@ -912,6 +913,9 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
     for key, name, table in (("ksd", "KSD", pub["ksd"]), ("xi", "xi(sigma) x 10^2", pub["sd_rel_error_x100"])):
         out += M.cut_sampler_rows(key, name, "Table 1", {m: table[m] for m in M.METHODS}, samplers, run)
     out += value_rows(cfg, numbers, samplers, run, methods)
+    out += M.choice_rows(
+        PAPER_TABLE4, numbers.get("chosen") or {}, samplers, run, methods, source="Table 4", configured=cfg.methods
+    )
     out += _claims(cfg, numbers, samplers, methods, paper_ksd)
     return out
 

@@ -588,6 +588,7 @@ def numbers_of(tuned, evals, methods, num_test: int | None = None) -> dict:
     out["tuning"] = {
         s: {m: {"wall_over_T": r.get("wall_over_T")} for m, r in by_m.items()} for s, by_m in tuned.items()
     }
+    out["chosen"] = M.chosen_of(tuned, samplers)
     if num_test is not None:
         out["num_test"] = int(num_test)
     return out
@@ -745,6 +746,9 @@ def rows(cfg: Config, numbers: dict, comparable: bool = False) -> list[dict]:
     ):
         out += M.cut_sampler_rows(key, name, source, {m: table[m] for m in METHODS}, samplers, run)
     out += value_rows(cfg, numbers, samplers, run, methods)
+    out += M.choice_rows(
+        PAPER_TABLE6, numbers.get("chosen") or {}, samplers, run, methods, source="Table 6", configured=cfg.methods
+    )
     idx = range(len(samplers))
 
     def lacking(*ms: str) -> str:
