@@ -20,35 +20,6 @@ SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
 
 @pytest.fixture
-def common_report():
-    """The checker of the common report format under issue 35's words (the conftest's checker
-    predates "not run" and the tally's claims/run/check keys): every field, a verdict from the
-    vocabulary on every row, a rule on every run row, ``verdicts`` equal to the README's tally
-    (:func:`claim_tally`); returns ``{quantity: comparison}``."""
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, claim_tally
-
-    prefixes = ("reproduced", "same ordering, smaller margin", "tied", "not reproduced", "not run", "check (")
-
-    def check(report: dict, preset: str | None = None) -> dict:
-        assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
-        assert preset is None or report["preset"] == preset
-        assert report["comparisons"], "no comparison rows"
-        for c in report["comparisons"]:
-            assert set(COMPARISON_FIELDS) <= set(c), c
-            assert c["verdict"].startswith(prefixes), c["verdict"]
-            assert c["rule"] or c["verdict"].startswith("not run"), c
-            assert not c["check"] or c["check_reason"], c
-        t = claim_tally(report)
-        assert t == report["verdicts"]
-        assert t["claims"] == sum(not c["check"] for c in report["comparisons"])
-        assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
-        assert report["reduced"] == bool(report["reductions"])
-        return {c["quantity"]: c for c in report["comparisons"]}
-
-    return check
-
-
-@pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("STRUCTMC_CACHE", str(folder))
