@@ -588,7 +588,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
         return [{t: per[t][k] for t in paper} for k in range(len(next(iter(per.values()))))]
 
     for k, answer in enumerate(each(lambda tab, t: offsets(tab, lambda m, c, v: _allowed(t, v))), start=0):
-        at_most_a_quarter(_rows_of(answer), f"offsets {k}")  # measured: 16, 16, 6 of 90 (the standings)
+        at_most_a_quarter(_rows_of(answer), f"offsets {k}")  # measured: 16, 17, 15 of 126 (standings and claims)
     for k, answer in enumerate(each(lambda tab, t: absurd(tab, low=0.0, high=100.0))):
         at_most_a_quarter(_rows_of(answer), f"absurd {k}")  # 16, 9, 8
     answers = each(lambda tab, t: non_finite(tab))
