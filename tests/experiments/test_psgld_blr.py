@@ -264,9 +264,9 @@ def test_the_five_families_of_issue_35():
     the paper's own answer (the issue-26 families say nothing here). The paper's numbers pass the
     run claims (2 values, "equal" (weak), 2 orderings against the VI values; convergence needs
     learning curves; the VI values are not run: 10 claims). Offsets just beyond each value's noise
-    fail both values but keep the orderings against the VI values 0.06-0.35 pp away, and down
-    together carry the weak "equal" (2, 3 and 2 of 10, pinned: a looser rule passes the values too); right order
-    ×10 or below zero, NaN in every sampler: at most a quarter; fractions: 3 (pinned, below); NaN in one sampler fails
+    fail both values, and the orderings against the VI values are then not carried (an ordering
+    counts only while half of the published values are reproduced): at most a quarter; right order
+    ×10 or below zero, NaN in every sampler, fractions: at most a quarter; NaN in one sampler fails
     its rows; a sampler not run keeps the denominator, its rows "not run"."""
     from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
 
@@ -276,15 +276,14 @@ def test_the_five_families_of_issue_35():
     assert passes(_rows(paper)) == (5, 10)
     claim = {"psgld_converged_at": 1300, "sgld_reaches_psgld_level_at": 5900, "ratio": 5900 / 1300}
     assert passes(_rows(paper, claim)) == (7, 10)
-    for j, expected in enumerate((2, 3, 2)):
+    for j in range(3):  # the orderings against the VI values are not carried when both values fail
         rows = _rows(list(offsets(paper, _beyond))[j])
-        assert passes(rows) == (expected, 10), j
+        at_most_a_quarter(rows, f"offsets {j}")
         assert all(r.verdict.startswith(NOT_REPRODUCED) for r in rows if r.quantity.endswith("draws)"))
     for j, answer in enumerate(absurd(paper, low=0.0, high=100.0)):
         at_most_a_quarter(_rows(answer), f"absurd {j}")
-    # fractions (0.1485 "%") fail both values but lie below the VI's published 14.91-15.20 %, so the two
-    # orderings hold and carry the weak "equal": 3 of 10, pinned (no range can tell 0.15 % from a fraction)
-    assert passes(_rows(fractions(paper))) == (3, 10)
+    # fractions (0.1485 "%") fail both values; the orderings against the VI values then are not carried
+    at_most_a_quarter(_rows(fractions(paper)), "fractions")
     answers = list(non_finite(paper))
     at_most_a_quarter(_rows(answers[-1]), "NaN everywhere")
     for answer in answers[:-1]:
