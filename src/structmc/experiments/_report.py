@@ -426,7 +426,10 @@ _KEYS = (REPRODUCED, SMALLER_MARGIN, TIED, NOT_REPRODUCED, NOT_RUN)
 
 
 def _row_dict(r) -> dict:
-    return r if isinstance(r, Mapping) else {**r.to_dict(), "weak": r.weak}
+    # a dict is returned itself: write_report rewrites the verdicts of the rows it holds in place
+    if isinstance(r, dict):
+        return r
+    return dict(r) if isinstance(r, Mapping) else {**r.to_dict(), "weak": r.weak}
 
 
 def tally(rows: Sequence, setting: str | None = None) -> dict[str, int]:
@@ -621,7 +624,8 @@ def _carried_rows(comparisons: Sequence[Comparison], settings: Sequence[str]) ->
     """The rows' dicts with each verdict as :func:`tally` counts it in its setting (a weak claim
     or an ordering not carried says so)."""
     rows = [{**c.to_dict(), "weak": c.weak} for c in comparisons]
-    for s in list(settings) or [None]:
+    every: list[str | None] = [*settings] or [None]
+    for s in every:
         for v, d in carried_verdicts(rows, s):
             if v != d["verdict"] and d.get("setting") in (("", None) if s is None else (s,)) and not d.get("check"):
                 d["verdict"] = v  # a weak claim or an ordering that the report's other rows do not carry
@@ -1010,12 +1014,14 @@ def summary_table(reports: Sequence[Mapping], missing: Mapping[str, Sequence] | 
         "| not run | smaller margin or tied |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    items = [(str(r.get("record") or r.get("experiment")), r, claim_tally(r)) for r in reports]
+    items: list[tuple[str, Mapping | None, dict[str, int]]] = [
+        (str(r.get("record") or r.get("experiment")), r, claim_tally(r)) for r in reports
+    ]
     items += [(name, None, tally(rows)) for name, rows in (missing or {}).items()]
     for name, r, t in sorted(items, key=lambda x: x[0]):
         paper = (r or {}).get("paper") or {}
         where = f"{paper.get('citation', '–')}, {r.get('figure') or '–'}" if r else "no record"
-        preset = (r.get("preset") + (" (stand-in data)" if r.get("stand_in") else "")) if r else "–"
+        preset = (str(r.get("preset")) + (" (stand-in data)" if r.get("stand_in") else "")) if r else "–"
         lines.append(
             f"| `{name}` | {where} | {preset} | {t['claims']} | {t['run']} | **{t[REPRODUCED]}** | "
             f"{t[NOT_REPRODUCED]} | {t[NOT_RUN]} | {t[SMALLER_MARGIN] + t[TIED]} |"
@@ -1144,7 +1150,7 @@ def _section(lines: Sequence[str], head: str) -> list[str]:
     """The lines of the markdown section ``head`` (through its notes), up to the next of the
     report's sections (step sizes, notes, details, figures) or the versions line."""
     start = list(lines).index(head)
-    out = []
+    out: list[str] = []
     for line in lines[start:]:
         if out and (line.startswith(_SECTION_ENDS) or line.startswith("structmc ")):
             break
