@@ -459,3 +459,19 @@ def test_an_ordering_cannot_carry_a_report_whose_published_values_fail():
     half = rows(1.0)
     half[1] = Comparison("error, SGLD", 1.80, 1.64, Tolerance(abs=0.05), unit="%")  # one of two values: carried
     assert tally(half)[REPRODUCED] == 2
+
+
+def test_write_report_writes_each_verdict_as_the_tally_counts_it(tmp_path):
+    from structmc.experiments._report import claim_tally
+
+    rows = [
+        Comparison("error, pSGLD", 14.0, 1.40, Tolerance(abs=0.05)),
+        Comparison("error, SGLD", 16.4, 1.64, Tolerance(abs=0.05)),
+        Comparison("pSGLD beats SGLD", [14.0, 16.4], [1.40, 1.64], Ordering(("pSGLD", "SGLD"))),
+    ]
+    report = write_report(
+        tmp_path, experiment=REGISTRY.get("psgld-fnn"), preset="full", config={}, seed=0, comparisons=rows,
+        numbers={}, wall_time_s=1.0,
+    )  # fmt: skip
+    assert report["comparisons"][2]["verdict"].startswith("not reproduced: an ordering is not carried")
+    assert claim_tally(report)[REPRODUCED] == 0 and "not carried" in (tmp_path / "report.md").read_text()
