@@ -299,9 +299,10 @@ def test_wrong_answers_do_not_pass_the_verdicts():
 
 
 def test_the_five_families_of_issue_35():
-    """Offsets just beyond each value's noise fail every value row (the rankings, relative, may
-    hold: 11-12 of 40); the right order ×10 fails every value and keeps the 14 rankings (an
-    autocorrelation time of 90 or an error of 6.3 is not implausible, only wrong); shifted below
+    """Offsets just beyond each value's noise fail every value row, and the rankings, which may
+    still hold, are not carried by a report whose values fail; the right order ×10 fails every
+    value (an autocorrelation time of 90 or an error of 6.3 is not implausible, only wrong) and its
+    14 rankings hold but are not carried; shifted below
     the plausible range (IAC < 1, error < 0) it passes only the signed gap row; fractions pass at
     most a quarter; NaN in one sampler fails its rows and keeps the denominator, NaN in both
     passes nothing; a sampler not run keeps the 40 claims, its rows "not run"."""
@@ -309,16 +310,18 @@ def test_the_five_families_of_issue_35():
 
     from .adversarial import absurd, at_most_a_quarter, fractions, non_finite, offsets, passes
 
-    for j, expected in enumerate((12, 11, 11)):
+    for j in range(3):
         rows = _rows(_per_quantity(lambda t, q, j=j: list(offsets(t, _beyond(q)))[j]))
-        assert passes(rows) == (expected, 40), j
+        at_most_a_quarter(rows, f"offsets {j}")  # the rankings of wrong values are not carried
         values = [r for r in rows if not r.quantity.startswith(("claim:", "Corollary", "a mildly"))]
         assert len(values) == 20 and all(r.verdict.startswith(NOT_REPRODUCED) for r in values)
     times_ten = _rows(_per_quantity(lambda t, q: list(absurd(t))[0]))
-    assert passes(times_ten) == (14, 40) and passes(_ranking_rows(times_ten)) == (14, 14)
+    at_most_a_quarter(times_ten, "x10")
+    # the 14 rankings hold on their own (relative), and are not carried by the report's failed values
+    assert passes(_ranking_rows(times_ten)) == (14, 14)  # alone, with no value to anchor them, they pass
     low = _rows(_per_quantity(lambda t, q: list(absurd(t, low=1.0 if q == "autocorrelation_time" else 0.0))[1]))
     at_most_a_quarter(low, "below the plausible range")
-    assert passes(low)[0] == 1
+    assert passes(low)[0] == 0  # the signed gap row is an ordering, not carried by failed values
     at_most_a_quarter(_rows(_per_quantity(lambda t, q: fractions(t))), "fractions")
     answers = [_per_quantity(lambda t, q, j=j: list(non_finite(t))[j]) for j in range(5)]
     assert passes(_rows(answers[-1])) == (0, 40)
