@@ -32,9 +32,9 @@ VERDICT_PREFIXES = (
 def _check_common_report(report: dict, preset: str | None = None) -> dict:
     """``report`` (report.json, read back) is in the common format of
     structmc.experiments._report: every REPORT_FIELDS key, every comparison with
-    COMPARISON_FIELDS, verdicts from the new vocabulary, counts that match them; returns
-    ``{quantity: comparison}``."""
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+    COMPARISON_FIELDS, verdicts from the vocabulary (issue 35: "not run" counted), a reason on
+    every check, ``verdicts`` the tally of its rows; returns ``{quantity: comparison}``."""
+    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, tally
 
     assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
     if preset is not None:
@@ -43,14 +43,10 @@ def _check_common_report(report: dict, preset: str | None = None) -> dict:
     for c in report["comparisons"]:
         assert set(COMPARISON_FIELDS) <= set(c), c
         assert c["verdict"].startswith(VERDICT_PREFIXES), c["verdict"]
-        assert c["rule"] or c["verdict"] == "no published value", c
-    v = report["verdicts"]
-    counted = v["claims"] if "claims" in v else sum(v.values())
-    judged = sum(
-        not c["verdict"].startswith(("no published value", "not judged", "check (")) and not c.get("check")
-        for c in report["comparisons"]
-    )
-    assert counted == judged
+        assert c["rule"] or c["verdict"].startswith(("no published value", "not run", "check (not run")), c
+        assert not c["check"] or c["check_reason"], c
+    settings = report.get("verdicts_by_setting") or {}
+    assert report["verdicts"] == tally(report["comparisons"], report.get("paper_setting") if settings else None)
     assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
     assert report["reduced"] == bool(report["reductions"])
     return {c["quantity"]: c for c in report["comparisons"]}

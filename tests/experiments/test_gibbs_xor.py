@@ -59,42 +59,6 @@ EVIDENCE = {  # correct kernel vs the reference code's defect: checks
 WIDTH = {"width_no_fall", "width_blocks", "width_nbg_output"}
 
 
-# issue 35: the verdicts now include "not run" (in the denominator) and report["verdicts"] is the
-# tally (claims, run, check counted too); this module's own checker of the common report format
-# until tests/experiments/conftest.py's (not this experiment's file) learns both
-_PREFIXES = (
-    "reproduced",
-    "same ordering, smaller margin",
-    "tied",
-    "not reproduced",
-    "not run",
-    "no published value",
-    "check (",
-)
-
-
-@pytest.fixture
-def common_report():
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, tally
-
-    def check(report: dict, preset: str | None = None) -> dict:
-        assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
-        if preset is not None:
-            assert report["preset"] == preset
-        assert report["comparisons"], "no comparison rows"
-        for c in report["comparisons"]:
-            assert set(COMPARISON_FIELDS) <= set(c), c
-            assert c["verdict"].startswith(_PREFIXES), c["verdict"]
-            assert c["rule"] or c["verdict"].startswith(("no published value", "not run", "check (not run")), c
-            assert not c["check"] or c["check_reason"], c
-        assert report["verdicts"] == tally(report["comparisons"])
-        assert report["wall_time_s"] > 0 and report["versions"]["torch"] and report["step_size_mapping"]
-        assert report["reduced"] == bool(report["reductions"])
-        return {c["quantity"]: c for c in report["comparisons"]}
-
-    return check
-
-
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, no_files, common_report):
     out = tmp_path / "run"
     report = G.run("tiny", out, progress=False)
