@@ -173,12 +173,15 @@ def test_gibbs_mnist_tiny(tmp_path, common_report):
     saved, comps = _check_report(out, report, ("accuracy", "chain_length", "acceptance"), common_report)
     # the old rules, as Comparisons: acceptance >= min per layer, accuracy non-decreasing with window
     # batch 50 is not one of the paper's: its acceptance and chain-length rows are checks ("beyond the paper")
+    stand_in = bool(report["stand_in"])  # a fresh clone has no MNIST files: every row "check (not run: ...)"
     for r in saved["tables"]["acceptance"]:
         ok = min(r["ours"]) >= gm.PRESETS["tiny"].min_acceptance
-        assert r["verdict"] == ("check (reproduced)" if ok else r["verdict"]) and r["verdict"].startswith("check (")
+        expected = "check (reproduced)" if ok and not stand_in else r["verdict"]
+        assert r["verdict"] == expected and r["verdict"].startswith("check (")
+        assert not stand_in or r["verdict"].startswith("check (not run")
     for r in saved["tables"]["chain_length"]:  # issue 26: strictly increasing, no slack, above chance
         ok = all(b > a for a, b in zip(r["ours"], r["ours"][1:])) and min(r["ours"]) > 0.1
-        assert r["verdict"].startswith("check (reproduced") == ok
+        assert r["verdict"].startswith("check (reproduced") == (ok and not stand_in)
     assert all(r["verdict"].startswith("not run") for r in saved["tables"]["batch_ordering"])  # one batch
     for r in saved["tables"]["accuracy"]:  # batch 50: no published value
         assert r["verdict"] == "no published value"
