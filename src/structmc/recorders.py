@@ -278,8 +278,10 @@ class BlowupWatch(Recorder):
         self.run, self.mode, self.last = run, mode, last
         self.scale: Tensor | None = None
         self.fired = False
-        self.peak: Tensor | None = None  # max |energy| per chain since the last read, on the device
-        self.peak_from: int | None = None
+        # the largest energy per chain since the last read, on the device (made at the first read;
+        # a blow-up grows the energy: its read compares |energy| too)
+        self.peak: Tensor | None = None
+        self.read_at = 0
         e = run.energy
         base = e if isinstance(e, ModuleEnergy) else e.cv_base
         # a structured energy's cv_base is its ModuleEnergy; a hierarchical one is not a ModuleEnergy
@@ -290,13 +292,10 @@ class BlowupWatch(Recorder):
         self.prior_first = None if self.prior_of is None else self._prior_per_param(run.theta).clamp(min=0.5)
 
     def on_step(self, iteration: int, state, info: dict) -> None:
-        energy = info.get("energy")
-        if self.scale is not None and not self.fired and isinstance(energy, Tensor) and energy.is_floating_point():
-            # every iteration, on the device: the largest |energy| since the last read (no host sync);
-            # a spike between two reads is seen (issue 36 §13: ×100 in 60 iterations, then back)
-            e = energy.detach().abs().reshape(-1)
-            self.peak = e.clone() if self.peak is None else torch.maximum(self.peak, e)
-            self.peak_from = iteration if self.peak_from is None else self.peak_from
+        if self.peak is not None:
+            # every iteration, on the device, in place: the largest energy since the last read (one
+            # kernel, no allocation, no host sync), so a spike between two reads is seen (issue 36 §13)
+            torch.maximum(self.peak, info["energy"], out=self.peak)  # the oracle's [C] energy, detached
         if self.scale is None or iteration % self.EVERY == 0 or iteration == self.last:
             self.check(iteration, info)
 
@@ -313,10 +312,15 @@ class BlowupWatch(Recorder):
         if self.scale is None:
             self.scale = energy.abs().clamp(min=max(1.0, float(self.run.energy.space.dim)))
             self.first = energy.clone()
+            e = info["energy"]
+            # the per-step maximum runs on the oracle's own [C] tensor (detached); another shape: not watched
+            self.peak = e.detach().clone() if e.dim() == 1 and not e.requires_grad else None
+            self.read_at = t
             return
-        peak = energy.abs() if self.peak is None else torch.maximum(self.peak.to(torch.float64), energy.abs())
-        since = t if self.peak_from is None else self.peak_from
-        self.peak, self.peak_from = None, None
+        peak = energy.abs() if self.peak is None else torch.maximum(self.peak.to(torch.float64).abs(), energy.abs())
+        since, self.read_at = self.read_at + 1, t
+        if self.peak is not None:
+            self.peak.copy_(info["energy"])  # the next stretch starts here
         ratio = peak / self.scale
         if prior is not None:  # one read for both scales
             assert self.prior_first is not None  # set with prior_of
@@ -363,7 +367,7 @@ class BlowupWatch(Recorder):
                 )
         if msg is None:
             return
-        self.fired = True
+        self.fired, self.peak = True, None  # warned once: nothing more to watch
         msg += advice
         if self.mode == "raise":
             err = DivergenceError(msg, t)
