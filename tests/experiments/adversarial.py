@@ -135,3 +135,26 @@ def missing_method(paper: Table) -> Iterator[tuple[str, dict]]:
 def fractions(paper: Table) -> dict:
     """Percentages given as fractions: every number / 100."""
     return {m: {c: float(v) / 100.0 for c, v in by_cell.items()} for m, by_cell in paper.items()}
+
+
+def written_tally(tmp_path, experiment: str, rows: Sequence, paper_setting: str | None = None) -> dict:
+    """The README's tally of the report written from ``rows`` (``write_report`` then
+    ``claim_tally``), after asserting that :func:`passes` over the rows gives the same count:
+    the test's verdicts and the published tally are one computation."""
+    from structmc.experiments import REGISTRY
+    from structmc.experiments._report import claim_tally, write_report
+
+    report = write_report(
+        tmp_path,
+        experiment=REGISTRY.get(experiment),
+        preset="full",
+        config={},
+        seed=0,
+        comparisons=rows,
+        numbers={},
+        wall_time_s=0.0,
+        **({"paper_setting": paper_setting} if paper_setting else {}),
+    )
+    t = claim_tally(report)
+    assert passes(rows, paper_setting) == (t[REPRODUCED] + t[SMALLER_MARGIN], t["claims"])
+    return t

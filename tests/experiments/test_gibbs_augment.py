@@ -2,13 +2,12 @@
 accuracy drastically, catastrophically for FMNIST" (the tiny preset end to end is in
 test_gibbs_mnist.py)."""
 
-import json
 import math
 
 import pytest
 
 from structmc.experiments import gibbs_augment as ga
-from structmc.experiments._report import claim_tally, tally
+from structmc.experiments._report import tally
 
 from .adversarial import (
     absurd,
@@ -171,29 +170,7 @@ def test_a_looser_rule_would_pass_the_offsets():
 
 def test_passes_agrees_with_the_written_tally(tmp_path):
     """passes() counts the claims as the README's tally (claim_tally of a written report) does."""
-    from structmc.experiments._report import rejudge_record
+    from .adversarial import written_tally
 
-    folder = tmp_path / "rec"
-    folder.mkdir()
     rows = ga.comparisons(ga.Config(), PAPER)
-    report = {
-        "experiment": "gibbs-augment",
-        "comparisons": [],
-        "numbers": {},
-        "paper": None,
-        "figure": "",
-        "preset": "test",
-        "hardware": {"cpu": "x", "torch_threads": 1},
-        "wall_time_s": 1.0,
-        "date": "-",
-        "reductions": [],
-        "step_size_mapping": [],
-        "notes": [],
-        "figures": [],
-        "versions": {},
-        "seed": 0,
-    }
-    (folder / "report.json").write_text(json.dumps(report))
-    written = rejudge_record(folder, rows)
-    t = claim_tally(written)
-    assert passes(rows) == (t["reproduced"] + t["same ordering, smaller margin"], t["claims"])
+    written_tally(tmp_path, "gibbs-augment", rows)

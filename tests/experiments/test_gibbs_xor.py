@@ -545,31 +545,10 @@ def test_a_setting_left_out_is_not_run_not_dropped():
 
 def test_passes_agrees_with_the_written_tally(tmp_path):
     """passes() counts as the README's tally (claim_tally of a re-judged record) does."""
-    from structmc.experiments._report import claim_tally, rejudge_record
+    from .adversarial import written_tally
 
     rows = [G.row_comparison(r) for r in _xor_rows(_family(XOR, reversed_ranks))]
-    folder = tmp_path / "rec"
-    folder.mkdir()
-    report = {
-        "experiment": "gibbs-xor",
-        "comparisons": [],
-        "numbers": {},
-        "paper": None,
-        "figure": "",
-        "preset": "test",
-        "hardware": {"cpu": "x", "torch_threads": 1},
-        "wall_time_s": 1.0,
-        "date": "-",
-        "reductions": [],
-        "step_size_mapping": [],
-        "notes": [],
-        "figures": [],
-        "versions": {},
-        "seed": 0,
-    }
-    (folder / "report.json").write_text(json.dumps(report))
-    t = claim_tally(rejudge_record(folder, rows))
-    assert passes(rows) == (t["reproduced"] + t["same ordering, smaller margin"], t["claims"])
+    written_tally(tmp_path, "gibbs-xor", rows)
 
 
 def test_rejudge_reads_a_record_back(tmp_path, no_files):
