@@ -287,7 +287,7 @@ class Comparison:
 
     @property
     def weak(self) -> bool:
-        return bool(getattr(self.rule, "weak", False))
+        return isinstance(self.rule, Claim) and self.rule.weak
 
     def implausible(self) -> str:
         """Why ``ours`` is not a plausible value of the quantity ("" when it is, or when no
@@ -567,7 +567,7 @@ def write_report(
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
 
     ``stand_in``: what stood in for the paper's data (only the ``tiny`` preset may run on a
-    stand-in, :func:`refuse_stand_in`): said at the top of report.md and in ``report["stand_in"]``.
+    stand-in; :func:`structmc.experiments.resolve_preset` makes the others refuse one): said at the top of report.md and in ``report["stand_in"]``.
 
     ``wall_time_s`` is this call's; ``compute_time_s``, for a run resumed over several
     sittings, the seconds of work over all of them (this call's plus what it read back).
@@ -630,19 +630,6 @@ def _carried_rows(comparisons: Sequence[Comparison], settings: Sequence[str]) ->
             if v != d["verdict"] and d.get("setting") in (("", None) if s is None else (s,)) and not d.get("check"):
                 d["verdict"] = v  # a weak claim or an ordering that the report's other rows do not carry
     return rows
-
-
-def refuse_stand_in(preset: str, source: str, what: str) -> None:
-    """Refuse, before any compute, a preset other than ``tiny`` whose data would be a stand-in
-    (issue 35 §5): ``source`` is "files" when the paper's files were found; ``what`` names the
-    missing file, where to get it and the switch that downloads it."""
-    if preset != "tiny" and source != "files":
-        from ..data import DataNotFoundError
-
-        raise DataNotFoundError(
-            f"preset {preset!r} needs the paper's data, not a stand-in: {what} (only the tiny preset runs on a "
-            "stand-in, and says so)"
-        )
 
 
 def _tally(counts: Mapping[str, int]) -> str:
@@ -1231,6 +1218,5 @@ __all__ = [
     "carried_verdicts",
     "total_tally",
     "summary_table",
-    "refuse_stand_in",
     "rejudge_record",
 ]
