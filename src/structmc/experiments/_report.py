@@ -70,6 +70,7 @@ class Tolerance:
 
     abs: float = 0.0
     rel: float = 0.0
+    weak = False  # every rule says whether a constant answer meets it by construction (Comparison.weak)
 
     def __post_init__(self):
         if not (self.abs >= 0 and self.rel >= 0) or (self.abs == 0 and self.rel == 0):
@@ -112,6 +113,7 @@ class WithinNoise:
     paper_se: float = 0.0
     k: float = 3.0
     source: str = ""
+    weak = False
 
     def __post_init__(self):
         if not (_finite(self.ours_se) and self.ours_se >= 0 and _finite(self.paper_se) and self.paper_se >= 0):
@@ -172,6 +174,7 @@ class Ordering:
     lower_is_better: bool = True
     margin: float = 0.5
     tie: float = 0.0
+    weak = False
 
     def describe(self) -> str:
         sign = "<" if self.lower_is_better else ">"
@@ -287,7 +290,7 @@ class Comparison:
 
     @property
     def weak(self) -> bool:
-        return isinstance(self.rule, Claim) and self.rule.weak
+        return self.rule is not None and bool(self.rule.weak)  # no rule: a row not run
 
     def implausible(self) -> str:
         """Why ``ours`` is not a plausible value of the quantity ("" when it is, or when no
