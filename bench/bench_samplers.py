@@ -65,6 +65,10 @@ def make_problem(num_data: int, seed: int = 0, model: str = "mlp", device: str =
     if model == "mlp":
         X = torch.randn(num_data, 784, generator=g)
         net = nn.Sequential(nn.Linear(784, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU(), nn.Linear(50, 10))
+    elif model == "small":  # 10 parameters (issue 37's small target): launches and Python, no arithmetic
+        X = torch.randn(num_data, 4, generator=g)
+        net = nn.Linear(4, 2)
+        return X.to(device), torch.randint(0, 2, (num_data,), generator=g).to(device), net.to(device)
     elif model == "resnet20":
         X = torch.randn(num_data, 3, 32, 32, generator=g)
         net = sm.models.resnet20(10)
@@ -151,6 +155,18 @@ def posteriors_loop(model: nn.Module, X, y, batch_size: int, lr: float, seed: in
     return run
 
 
+def kernel_floor(run, steps: int) -> float:
+    """Seconds of GPU kernel time per step (torch.profiler: the sum of the device time of every
+    kernel in ``steps`` steps): the physical limit of a step whose launches cost nothing."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run(2)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run(steps)
+    total_us = sum(e.device_time_total for e in prof.key_averages() if e.device_type.name == "CUDA")
+    return total_us * 1e-6 / steps
+
+
 def synced(run, device: str):
     if device != "cuda":
         return run
@@ -164,7 +180,7 @@ def synced(run, device: str):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=("mlp", "resnet20"), default="mlp")
+    ap.add_argument("--model", choices=("mlp", "resnet20", "small"), default="mlp")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--steps", type=int, default=None, help="steps per timed block (default: 200 MLP, 20 ResNet)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median is reported)")
@@ -173,6 +189,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--chains", default="8,32", help="multi-chain rows (comma list; empty for none)")
     ap.add_argument("--samplers", default="all", help="'all' or a comma list of SGLD,pSGLD,SGHMC,SGNHT,CV")
     ap.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    ap.add_argument(
+        "--execution",
+        default="eager",
+        help="comma list of eager,compiled: the rows of sample() (eager) and of a warmed-up compiled Run "
+        "(execution='compiled', beside the same Run stepped eagerly), e.g. eager,compiled",
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="on CUDA: also profile each compiled row's kernels (torch.profiler) and report the kernel-time "
+        "floor per step and the ratio to it",
+    )
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument(
         "--clock",
@@ -197,10 +225,14 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.posteriors_effect:
         return posteriors_effect(args.posteriors_effect, [a for a in (sys.argv[1:] if argv is None else argv)])
-    mlp = args.model == "mlp"
+    mlp = args.model != "resnet20"
+    small = args.model == "small"
     steps = args.steps or (200 if mlp else 20)
-    batch = args.batch_size or (500 if mlp else 128)
-    num_data = args.num_data or (10_000 if mlp else 2_048)
+    batch = args.batch_size or (100 if small else 500 if mlp else 128)
+    num_data = args.num_data or (1_000 if small else 10_000 if mlp else 2_048)
+    executions = {e.strip() for e in args.execution.split(",") if e.strip()}
+    if not executions <= {"eager", "compiled"}:
+        ap.error(f"--execution: a comma list of eager,compiled, got {args.execution!r}")
     chains = [int(c) for c in args.chains.split(",") if c]
     if args.quick:
         steps, args.rounds, num_data = 4, 2, min(num_data, 2 * batch if mlp else 256)
@@ -232,6 +264,20 @@ def main(argv=None) -> dict:
 
         return synced(run, args.device)
 
+    def stepped(sampler, execution, gradient="minibatch", num_chains=1):
+        """A Run made once (compiled: traced at the warm-up call), stepped n iterations a call."""
+        run = sm.Run(
+            energy, None, sampler, data=(X, y), batch_size=batch, gradient=gradient, num_chains=num_chains,
+            execution=execution,
+        )  # fmt: skip
+
+        def go(n_steps):
+            for _ in run.iterate(n_steps):
+                pass
+
+        go.run = run  # type: ignore[attr-defined]
+        return synced(go, args.device)
+
     samplers = {
         "SGLD": lambda: sm.SGLD(lr),
         "pSGLD": lambda: sm.PSGLD(lr),
@@ -245,18 +291,32 @@ def main(argv=None) -> dict:
     per_chain = {}
     for name, make in samplers.items():
         if wanted is None or name.lower() in wanted:
-            contenders[f"structmc {name}"] = ours(make())
+            if "eager" in executions:
+                contenders[f"structmc {name}"] = ours(make())
+            if "compiled" in executions:
+                contenders[f"structmc {name} Run eager"] = stepped(make(), "eager")
+                contenders[f"structmc {name} compiled"] = stepped(make(), "compiled")
     for name in ("SGLD", "SGHMC", "SGNHT"):
         if wanted is None or "cv" in wanted:
-            contenders[f"structmc {name}-CV"] = ours(samplers[name](), sm.ControlVariate(centre))
-    if wanted is None or "cv" in wanted:  # θ and θ̂ in one call (pays where launches dominate)
+            if "eager" in executions:
+                contenders[f"structmc {name}-CV"] = ours(samplers[name](), sm.ControlVariate(centre))
+            if "compiled" in executions and name == "SGLD":
+                contenders["structmc SGLD-CV compiled"] = stepped(
+                    samplers[name](), "compiled", sm.ControlVariate(centre)
+                )
+    if (wanted is None or "cv" in wanted) and "eager" in executions:  # θ and θ̂ in one call
         contenders["structmc SGLD-CV stacked"] = ours(samplers["SGLD"](), sm.ControlVariate(centre, stacked=True))
     for C in chains:
         for name in ("SGLD", "SGHMC"):
             if wanted is None or name.lower() in wanted:
-                key = f"structmc {name}, {C} chains"
-                contenders[key] = ours(samplers[name](), num_chains=C)
-                per_chain[key] = C
+                if "eager" in executions:
+                    key = f"structmc {name}, {C} chains"
+                    contenders[key] = ours(samplers[name](), num_chains=C)
+                    per_chain[key] = C
+                if "compiled" in executions:
+                    key = f"structmc {name} compiled, {C} chains"
+                    contenders[key] = stepped(samplers[name](), "compiled", num_chains=C)
+                    per_chain[key] = C
     if args.posteriors == "imported":
         import posteriors  # noqa: F401  (imported, no row: the import alone)
     elif args.posteriors == "auto":
@@ -276,7 +336,18 @@ def main(argv=None) -> dict:
             "ms_per_chain_step": 1e3 * t / C,
             "ratio_to_tuned_hand_loop": t / C / base,
         }
-    model_name = "MLP 784-50-50-10" if mlp else "ResNet-20 (BatchNorm)"
+    if args.floor and args.device == "cuda":
+        for k in list(rows):
+            if "compiled" in k:
+                floor = kernel_floor(contenders[k], steps)
+                rows[k]["kernel_floor_ms_per_step"] = 1e3 * floor
+                rows[k]["ratio_to_kernel_floor"] = per_step[k] / floor
+        rows["tuned hand loop (SGLD)"]["kernel_floor_ms_per_step"] = 1e3 * kernel_floor(
+            contenders["tuned hand loop (SGLD)"], steps
+        )
+    model_name = {"mlp": "MLP 784-50-50-10", "small": "10-parameter softmax regression"}.get(
+        args.model, "ResNet-20 (BatchNorm)"
+    )
     print(
         f"{model_name}, batch {batch}, N={num_data}, device {args.device}, {torch.get_num_threads()} threads, "
         f"{args.rounds} rounds x {steps} steps (median, {args.clock} clock), posteriors "
@@ -284,7 +355,15 @@ def main(argv=None) -> dict:
     )
     print(f"{'contender':32s} {'ms/step':>9s} {'ms/chain-step':>14s} {'ratio':>7s}")
     for k, r in rows.items():
-        print(f"{k:32s} {r['ms_per_step']:9.3f} {r['ms_per_chain_step']:14.3f} {r['ratio_to_tuned_hand_loop']:7.3f}")
+        floor = (
+            f"  kernels {r['kernel_floor_ms_per_step']:.3f} ms"
+            + (f" ({r['ratio_to_kernel_floor']:.2f}x)" if "ratio_to_kernel_floor" in r else "")
+            if "kernel_floor_ms_per_step" in r
+            else ""
+        )
+        print(
+            f"{k:32s} {r['ms_per_step']:9.3f} {r['ms_per_chain_step']:14.3f} {r['ratio_to_tuned_hand_loop']:7.3f}{floor}"
+        )
     print("ratio: per chain-step, to the tuned hand loop. CV variants evaluate two gradients per step.")
     write_json(
         args.json, {"model": args.model, "device": args.device, "batch_size": batch, "num_data": num_data, "rows": rows}

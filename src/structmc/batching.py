@@ -89,6 +89,11 @@ class MinibatchStream:
             return self._full_batch
         return self._gather(self._next_indices())
 
+    def next_indices(self) -> Tensor | None:
+        """The next batch's ``[C, n]`` indices (``None`` for the full batch), drawn as
+        :meth:`next` draws them, without gathering the rows (the compiled step gathers them)."""
+        return None if self.full else self._next_indices()
+
     def _next_indices(self) -> Tensor:
         """``[C, n]`` indices of the next batch, drawn from the run's generator (the batching law)."""
         C, N, n = self.num_chains, self.num_data, self.batch_size
@@ -317,3 +322,12 @@ class TransformedStream(MinibatchStream):
 
     def next(self):
         return tuple(self.transform(super().next(), self.generator))
+
+
+def default_stream(source, data, batch_size, num_chains, generator, batching, device):
+    """A run's minibatch stream: a Dataset's, a transformed one, in-memory tensors' or none."""
+    if source is not None and source.dataset is not None:
+        return DatasetStream(source, batch_size, num_chains, generator, batching, device)
+    if data is not None and source is not None and source.transform is not None:
+        return TransformedStream(data, batch_size, num_chains, generator, batching, source.transform)
+    return MinibatchStream(data, batch_size, num_chains, generator, batching) if data is not None else None

@@ -11,9 +11,13 @@ import signal
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, cast
+
+from torch import Tensor
 
 from . import fingerprint
+from .energy import StatefulEnergy
+from .energy.protocols import BufferedEnergy
 from .storage import RunFolder
 
 CHECKPOINT_FORMAT = 2
@@ -302,3 +306,55 @@ class InterruptGuard:
 
 
 __all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "InterruptGuard", "check_resume_compatible", "load_checkpoint"]
+
+
+# -- a run's state (Run.state_dict / Run.load_state_dict) ------------------------------------
+def run_state_dict(run) -> dict:
+    """A :class:`~structmc.run.Run`'s state after ``iteration`` iterations, on the CPU, from each component's
+    own ``state_dict`` (sampler state, generator, minibatch stream, gradient estimator,
+    stateful energy) and, for an energy with buffers (a module's BatchNorm statistics),
+    ``buffers``: its ``buffer_state_dict()``."""
+    d = {
+        "iteration": run.iteration,
+        "elapsed": run.elapsed,
+        "grad_evals": run.oracle.grad_evals,
+        "value_evals": run.oracle.value_evals,
+        "sampler_state": {
+            k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in run.sampler.state_dict(run.state).items()
+        },
+        "generator": run.generator.get_state(),
+        "stream": run.stream.state_dict() if run.stream is not None else None,
+        "estimator": run.estimator.state_dict(),
+        "energy": run.energy.state_dict() if isinstance(run.energy, StatefulEnergy) else None,
+    }
+    if run.energy.has_buffers:  # a declared capability (BufferedEnergy): BatchNorm's running
+        # statistics move with the chain; a run without buffers keeps the layout it had
+        d["buffers"] = cast(BufferedEnergy, run.energy).buffer_state_dict()
+    return d
+
+
+def load_run_state(run, d: dict) -> None:
+    """Restore :func:`run_state_dict`'s state into ``run`` (a :class:`~structmc.run.Run` set up with the same settings)."""
+    device = run.state.theta.device
+    run.iteration, run.elapsed = int(d["iteration"]), float(d["elapsed"])
+    run.oracle.grad_evals, run.oracle.value_evals = int(d["grad_evals"]), int(d["value_evals"])
+    run.state = run.sampler.load_state(
+        {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in d["sampler_state"].items()}
+    )
+    run.generator.set_state(d["generator"])
+    if run.stream is not None:
+        run.stream.load_state_dict(d["stream"])
+    run.estimator.load_state_dict(d["estimator"], device)
+    if isinstance(run.energy, StatefulEnergy):
+        run.energy.load_state_dict(d["energy"], device)
+    if run.energy.has_buffers:  # last: whatever the set-up evaluated, the chain's statistics win
+        if d.get("buffers") is None:
+            warnings.warn(
+                "the checkpoint holds no module buffers (written before structmc saved them): the "
+                "resumed chain goes on with the module's current ones (BatchNorm running statistics), "
+                "not those of the interrupted run, so its eval-mode predictions differ from an "
+                "uninterrupted run's",
+                stacklevel=4,
+            )
+        else:
+            cast(BufferedEnergy, run.energy).load_buffer_state_dict(d["buffers"])

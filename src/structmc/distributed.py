@@ -74,6 +74,8 @@ from torch import Tensor
 
 from .batching import MinibatchStream
 from .energy import Energy, full_data_value_and_grad
+from .execution import Execution
+from .gradients import ControlVariate
 from .oracle import Oracle
 
 
@@ -410,3 +412,126 @@ def full_data_grad(context: Context, energy: Energy, centre: Tensor, data: Seque
 
 
 __all__ = ["Distributed", "DistributedError", "DistributedOracle", "ShareStream", "init", "share_bounds"]
+
+
+def _distributed_context(options: Distributed, sampler, energy, source, data) -> Context:
+    """The run's process-group context, after refusing what cannot run data-parallel
+    (:mod:`structmc.distributed`), before any compute."""
+    from .gibbs import MetropolisWithinGibbs
+    from .samplers.sampler import Sampler
+
+    full_data_step = isinstance(sampler, MetropolisWithinGibbs) and sampler.full_data_step
+    if not isinstance(sampler, Sampler) and not full_data_step:
+        raise ValueError(
+            f"distributed=True runs gradient samplers (SGLD, pSGLD, SGHMC, SGNHT, ...) and the one-block MALA step "
+            f"(MetropolisWithinGibbs(fully_joint(P), mala=True)), not {type(sampler).__name__} with several blocks: "
+            "the blocked Gibbs sweep stays single-process (its per-block accept/reject would need one latency-bound "
+            "reduction per block); run independent chains on several processes with structmc.run_chains instead"
+        )
+    if source is not None:
+        raise ValueError(
+            "distributed=True needs the data as in-memory tensors: a Dataset or a per-batch transform "
+            "(DataSource) is not split across ranks yet (a transform's random numbers depend on the share)"
+        )
+    if data is None:
+        raise ValueError("distributed=True splits the minibatch across ranks and needs data=(inputs..., targets)")
+    if energy.has_buffers:  # a declared capability: BatchNorm's batch statistics are per share
+        raise ValueError(
+            f"distributed=True: {type(energy).__name__} has module buffers (BatchNorm statistics), which "
+            "would be computed on each rank's share of the batch, not the global batch: use a model without "
+            "batch statistics (GroupNorm, LayerNorm, none)"
+        )
+    from .structured import StructuredEnergy
+
+    if isinstance(energy, StructuredEnergy) and energy.split_batch:
+        raise ValueError(
+            "distributed=True with a split_batch=True structured energy: the copies' slices would be cut from "
+            "each rank's share, not the global batch; use split_batch=False"
+        )
+    return Context(options)
+
+
+def _distributed_setup(context: Context, energy, sampler, estimator, theta0, data, seed, batch_size, batching) -> None:
+    """Refuse ranks that would not run the same chains (settings, data, start), then compute a
+    control variate's centre gradient once, each rank on its rows, reduced."""
+    from .checkpointing import json_like
+
+    if context.backend == "nccl" and theta0.device.type != "cuda":
+        raise ValueError(
+            f"distributed=True: the chains are on {theta0.device} but the process group's backend is NCCL, which "
+            "reduces GPU tensors only: put the model on this rank's GPU (energy.to('cuda'), or the module before "
+            "building the energy) and pass init there; or use the gloo backend for a CPU run"
+        )
+
+    context.check_same_setup(
+        {
+            "sampler": json_like(sampler.config()),
+            "gradient": json_like(estimator.config()),
+            "seed": seed,
+            "num_chains": int(theta0.shape[0]),
+            "batch_size": batch_size,
+            "batching": batching,
+            "initial positions": digest(theta0),
+            "data": [digest(t) for t in data],
+        }
+    )
+    if isinstance(estimator, ControlVariate) and estimator.centre_grad is None:
+        centre = estimator.centre.unsqueeze(0) if estimator.centre.dim() == 1 else estimator.centre
+        if centre.shape[-1] == theta0.shape[-1]:  # else prepare() refuses the centre's shape
+            centre = centre.to(theta0)
+            context.check_same_setup({"control-variate centre": digest(centre)})
+            estimator.centre_grad = full_data_grad(context, energy.cv_base, centre, data, estimator.chunk_size)
+
+
+class DistributedExecution(Execution):
+    """The data-parallel strategy (``distributed=True``): refuses before any compute what
+    cannot run on several ranks, draws the global minibatch and hands each rank its share
+    (:class:`ShareStream`), reduces every estimate (:class:`DistributedOracle`) and checks
+    every ``sync_check_every`` iterations that the ranks hold the same positions."""
+
+    name = "distributed"
+
+    def __init__(self, options: Distributed):
+        self.options = options
+        self.context: Context | None = None
+        self._sync_every = 0
+
+    def check(self, sampler, energy, source, data) -> None:
+        self.context = _distributed_context(self.options, sampler, energy, source, data)
+
+    def stream(self, data, batch_size, num_chains, generator, batching):
+        assert self.context is not None and data is not None  # check() refused a run without tensors
+        return ShareStream(
+            data, batch_size, num_chains, generator, batching, self.context.world_size, self.context.rank
+        )
+
+    def setup(self, energy, sampler, estimator, theta0, data, seed, batch_size, batching) -> None:
+        assert self.context is not None  # set by check()
+        if energy.num_data is None:  # the ranks' shares are averaged: N/n scaling
+            raise ValueError(
+                "distributed=True averages the ranks' N/n-scaled estimates of the energy, but this sampler asks for "
+                "the unscaled minibatch energy (MetropolisWithinGibbs(scaling='none')): use scaling='N/n' (with the "
+                "full data, batch_size=None, the two are the same target)"
+            )
+        _distributed_setup(self.context, energy, sampler, estimator, theta0, data, seed, batch_size, batching)
+
+    def oracle(self, energy, estimator, stream, generator) -> Oracle:
+        assert self.context is not None
+        return DistributedOracle(energy, estimator, stream, generator, self.context)
+
+    def bind(self, run) -> None:
+        assert self.context is not None
+        self._sync_every = self.context.options.sync_check_every or run.check_every
+
+    def step(self, run, lr):
+        context = self.context
+        assert context is not None
+        context.iteration = run.iteration + 1  # named by a failing collective
+        out = run.sampler.step(run.state, run.oracle, lr, run.generator)
+        if (run.iteration + 1) % self._sync_every == 0:
+            context.check_in_sync(out[0].theta, run.iteration + 1)
+        return out
+
+    def settings(self) -> dict:
+        assert self.context is not None
+        return {"world_size": self.context.world_size}  # absent on one process: older folders still resume

@@ -46,7 +46,8 @@ class Oracle:
         self.batch = self.stream.next() if self.stream is not None else None
         return self.batch
 
-    def _gradient_cost(self) -> int:
+    def gradient_cost(self) -> int:
+        """Model gradient evaluations per chain of one :meth:`value_and_grad`."""
         energy = self.energy
         cost = energy.evaluations_per_call
         if self.estimator.evaluations > 1:  # the centre terms run on the control-variate base
@@ -55,7 +56,7 @@ class Oracle:
 
     def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
         """The estimator's ``(Û [C], ∇Û [C, P])`` at ``theta`` on the current minibatch."""
-        self.grad_evals += self._gradient_cost()
+        self.grad_evals += self.gradient_cost()
         return self.estimator(self.energy, theta, self.batch)
 
     def value(self, theta: Tensor) -> Tensor:

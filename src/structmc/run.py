@@ -26,6 +26,7 @@ from .checkpointing import (  # noqa: F401  (their old home)
 )
 from .distributed import Distributed
 from .energy import Energy
+from .execution import Execution
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
 from .recording import Progress
@@ -63,6 +64,7 @@ def sample(
     on_blowup: str = "warn",
     check_every: int = 32,
     distributed: bool | Distributed | None = None,
+    execution: str | Execution | None = None,
 ) -> Chain:
     """Run ``num_chains`` chains of ``sampler`` on ``target`` and return the kept draws.
 
@@ -123,6 +125,12 @@ def sample(
         estimate; see :mod:`structmc.distributed`): the chain of one process with the same
         global batch, to float rounding. Rank 0 writes ``out_dir``; with ``out_dir`` every rank
         returns rank 0's chain. Resume needs the same number of processes.
+    execution : how each iteration is computed (:mod:`structmc.execution`): ``"eager"`` (the
+        default, op by op) or ``"compiled"`` (:class:`structmc.compiled.Compiled`: the iteration
+        as one ``torch.compile`` graph, a CUDA graph on CUDA; the same random draws as the eager
+        run, so the same chain to float rounding; what it cannot compile runs eagerly with a
+        :class:`~structmc.compiled.CompileFallbackWarning` naming why). A run folder resumes in
+        either mode.
 
     ``Chain.info`` holds every iteration's records: the sampler's (``energy [C, S]``, ...),
     ``lr``, ``grad_evals`` and ``time`` (seconds in sampler steps). For budgets, scoring and
@@ -141,6 +149,7 @@ def sample(
     run = Run(
         target, init, sampler, data=data, batch_size=batch_size, batching=batching, seed=seed,
         num_chains=num_chains, gradient=gradient, check_every=check_every, distributed=distributed,
+        execution=execution,
     )  # fmt: skip
     loop = functools.partial(
         _sample_into, run, num_steps, burn_in=burn_in, thin=thin, num_draws=num_draws, keep_in_memory=keep_in_memory,

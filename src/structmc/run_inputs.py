@@ -3,6 +3,7 @@ and the tuners' :class:`~structmc.tuning.Problem`: integers, draws, data, initia
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import operator
@@ -13,6 +14,7 @@ from torch import Tensor
 
 from .batching import DataSource
 from .energy import Energy
+from .execution import Execution
 
 
 @dataclass(frozen=True)
@@ -153,3 +155,167 @@ _check_int, _check_draws, _as_source, _as_data, _initial_positions = (
 __all__ = ["Budget", "check_int", "check_draws", "as_source", "as_data", "initial_positions"]
 
 Budget.__module__ = "structmc.run"  # its documented home
+
+
+KERNEL_MEMBERS = ("name", "lr", "target_energy", "prepare", "init", "step", "state_dict", "load_state", "config")
+
+
+def check_kernel_state(sampler, state, theta0: Tensor) -> None:
+    """The state a kernel's ``init`` returns must carry the position as ``state.theta``, a tensor
+    shaped like the initial positions ``[chains, parameters]`` (issue 36 §19): the run reads the
+    draws from it. Refused at set-up, naming the member."""
+    theta = getattr(state, "theta", None)
+    if not isinstance(theta, Tensor) or theta.shape != theta0.shape:
+        got = (
+            f"a {type(state).__name__} without a .theta attribute"
+            if theta is None
+            else f".theta of {type(theta).__name__}"
+            + (f" shaped {list(theta.shape)}" if isinstance(theta, Tensor) else "")
+        )
+        raise TypeError(
+            f"{type(sampler).__name__}.init must return a state whose .theta is the position, a tensor "
+            f"[chains, parameters] = {list(theta0.shape)} (e.g. a dataclass with a theta field); got {got}"
+        )
+
+
+def check_sampler(sampler) -> None:
+    """A structmc kernel, refused at set-up naming the members it lacks."""
+    from .samplers.kernel import Kernel
+
+    if not isinstance(sampler, Kernel):  # the protocol's members, once at set-up
+        missing = [m for m in KERNEL_MEMBERS if not hasattr(sampler, m)]
+        raise TypeError(
+            f"sampler must be a structmc sampler (SGLD(...), MetropolisWithinGibbs(...), ...: a "
+            f"structmc.samplers.Kernel), got {type(sampler).__name__}"
+            + (f", which lacks {', '.join(missing)}" if missing else "")
+        )
+
+
+def check_run_options(seed, num_chains, check_every, batching) -> tuple[int, int, int]:
+    """``(seed, num_chains, check_every)`` checked before any compute."""
+    from .batching import MODES
+
+    num_chains = check_int("num_chains", num_chains, 1)
+    check_every = check_int("check_every", check_every, 1)
+    seed = check_int("seed", seed, 0)
+    if seed >= 2**64:
+        raise ValueError(f"seed must be below 2**64 (a torch.Generator seed), got {seed}")
+    if batching not in MODES:
+        raise ValueError(f"batching must be one of {MODES}, got {batching!r}")
+    return seed, num_chains, check_every
+
+
+def check_batch_size(batch_size, num_points) -> int | None:
+    """The minibatch size checked against the data (``None``: the full batch)."""
+    if batch_size is None:
+        return None
+    batch_size = check_int("batch_size", batch_size, 1)
+    if num_points is None:
+        raise ValueError("batch_size was given but there is no data")
+    if batch_size > num_points:
+        raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({num_points})")
+    return batch_size
+
+
+@dataclass
+class PreparedTarget:
+    """The energy a run samples and what it was checked on (:func:`prepared_target`)."""
+
+    energy: Energy
+    theta0: Tensor
+    data: tuple[Tensor, ...] | None  # in-memory tensors (None with a Dataset)
+    given_data: tuple[Tensor, ...] | None  # as given (fingerprinted)
+    source: DataSource | None
+    probe: tuple[Tensor, ...] | None  # a Dataset's first items
+    batch_size: int | None
+    on_dataset: bool
+
+    @property
+    def checked_data(self):
+        return self.probe if self.on_dataset else self.data
+
+
+def prepared_target(target, init, data, batch_size, batching, num_chains, check) -> PreparedTarget:
+    """The run's energy (``num_data`` set to the data's length when ``None``; a stateful one
+    replaced by a fresh copy) and initial positions, refused before any compute where the data,
+    the start or ``check(energy, source, data)`` (the execution's) says so, then the energy's own
+    :meth:`~structmc.energy.Energy.check`."""
+    from .energy import StatefulEnergy, as_energy
+
+    source, data = as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
+    on_dataset = source is not None and source.dataset is not None
+    probe = source.probe() if on_dataset else None
+    num_points = (
+        None if data is None and source is None else (len(source) if source is not None else int(data[0].shape[0]))
+    )
+    batch_size = check_batch_size(batch_size, num_points)
+    energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
+    if num_points is not None and energy.num_data is None:
+        energy = energy.with_num_data(num_points)
+    elif isinstance(energy, StatefulEnergy):
+        energy = energy.fresh()
+    if num_points is None and energy.requires_data:
+        raise ValueError(f"{type(energy).__name__} has a likelihood and needs data=(inputs..., targets)")
+    check(energy, source, data)
+    theta0 = initial_positions(energy, init, num_chains)
+    if not bool(torch.isfinite(theta0).all()):
+        raise ValueError("init contains NaN or Inf")
+    # the energy's own checks before any compute: dtypes, widths, labels (a Dataset: its first
+    # items), minibatch sizes (split-batch structured energies), a prior excluding the start
+    try:
+        energy.check(probe if on_dataset else data, theta0, batch_size, batching, num_points=num_points)
+    except (ValueError, TypeError) as err:
+        if on_dataset and getattr(err, "about_data", False):
+            raise type(err)(f"the Dataset's items do not match the energy: {err}") from None
+        raise
+    return PreparedTarget(energy, theta0, data, data, source, probe, batch_size, on_dataset)
+
+
+def run_settings(energy, sampler, estimator, theta0: Tensor, seed: int, batch_size, batching) -> dict:
+    """What defines a run besides its target (resume refuses a mismatch); ``target`` is filled
+    in by :meth:`~structmc.run.Run.settings` (it hashes the data, once)."""
+    return {
+        "seed": seed,
+        "num_chains": int(theta0.shape[0]),
+        "batch_size": batch_size,
+        "batching": batching,
+        "num_data": energy.num_data,
+        "dim": energy.space.dim,
+        "dtype": str(theta0.dtype).replace("torch.", ""),
+        "space": [(i.name, list(i.shape)) for i in energy.space.params],
+        "layers": energy.space.to_config()["layers"],
+        "config": {"sampler": sampler.config(), "gradient": estimator.config()},
+        "target": None,
+    }
+
+
+EXECUTIONS = ("eager", "compiled")
+
+
+def as_execution(execution: str | Execution | None, distributed=None) -> Execution:
+    """The run's strategy: ``"eager"`` (or ``None``), ``"compiled"``, an :class:`Execution`
+    (copied: one per run), or, with ``distributed`` (``True`` or
+    :class:`~structmc.distributed.Distributed`), the data-parallel one."""
+    if distributed is not None and distributed is not False:
+        from .distributed import DistributedExecution, as_distributed
+
+        options = as_distributed(distributed)
+        if options is not None:
+            if execution not in (None, "eager") and not isinstance(execution, DistributedExecution):
+                raise ValueError(
+                    f"execution={execution!r} with distributed=True: a compiled step is not combined with the "
+                    "data-parallel one yet; use execution='eager' (the default) with distributed=True"
+                )
+            return DistributedExecution(options)
+    if execution is None or execution == "eager":
+        return Execution()
+    if execution == "compiled":
+        from .compiled import Compiled
+
+        return Compiled()
+    if isinstance(execution, Execution):
+        return copy.copy(execution)
+    raise ValueError(
+        f"execution must be one of {EXECUTIONS} or a structmc.execution.Execution (e.g. "
+        f"structmc.compiled.Compiled(mode=...)), got {execution!r}"
+    )

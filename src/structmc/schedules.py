@@ -50,6 +50,10 @@ def _positive(name: str, value: float) -> float:
 
 
 class Schedule:
+    # the value changes only now and then (a constant, a step decay): the compiled step
+    # (structmc.compiled) compiles once per value; one that changes every iteration runs eagerly
+    piecewise_constant = False
+
     def __call__(self, t: int) -> float:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -57,6 +61,7 @@ class Schedule:
 @dataclass(frozen=True)
 class Constant(Schedule):
     lr: float
+    piecewise_constant = True
 
     def __post_init__(self):
         _positive("lr", self.lr)
@@ -91,6 +96,7 @@ class StepDecay(Schedule):
     lr: float
     every: int
     factor: float = 0.5
+    piecewise_constant = True
 
     def __post_init__(self):
         _positive("lr", self.lr)

@@ -177,6 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         "every minibatch (sample(distributed=True)); rank 0 writes --out and the report",
     )
     p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each iteration with torch.compile (sample(execution='compiled'); a CUDA graph on a GPU): "
+        "the same random draws, the same chain to float rounding; what cannot be compiled runs eagerly "
+        "with a warning saying why",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         help="with --executor process, dask or ray: the processes (CPUs) of the new local pool or "

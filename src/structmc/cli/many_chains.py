@@ -233,7 +233,19 @@ def _clear_folder(path: Path) -> None:
 
 
 def run(
-    energy, init, sampler, s: dict, *, out: Path, data, batch_size, gradient, resume: bool, overwrite: bool, quiet: bool
+    energy,
+    init,
+    sampler,
+    s: dict,
+    *,
+    out: Path,
+    data,
+    batch_size,
+    gradient,
+    resume: bool,
+    overwrite: bool,
+    quiet: bool,
+    execution: str | None = None,
 ):
     """Run the ``--chains`` on ``--executor`` (:func:`structmc.executors.run_chains`, chain ``i``
     in ``OUT/chains/chain_i``) and write them merged to ``OUT/run``; return the merged chain."""
@@ -280,6 +292,7 @@ def run(
             out_dir=chains_dir,
             checkpoint_every=s["checkpoint_every"],
             resume=resume,
+            execution=execution,
         )
     write_merged(run_dir, chain, chains_dir, seed)
     return chain

@@ -114,6 +114,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
                 resume=args.resume,
                 overwrite=args.overwrite,
                 quiet=args.quiet,
+                execution="compiled" if args.compile else None,
             )
         else:
             if args.overwrite and rank == 0:
@@ -136,6 +137,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
                 overwrite=args.overwrite,
                 progress=None if not args.quiet and rank == 0 else False,
                 distributed=args.distributed or None,
+                execution="compiled" if args.compile else None,
             )
     except DivergenceError as err:  # the chain went to NaN/Inf (or blew up): one line, exit 2
         raise UsageError(_diverged_message(err, out, executor is not None)) from err

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .. import fingerprint
 from ..space import ParamSpace
-from .protocols import Batch, BufferedEnergy, Energy
+from .protocols import Batch, BufferedEnergy, CompilableEnergy, Energy
 
 
 class EnergyBase:
@@ -44,6 +44,9 @@ class EnergyBase:
 
         @property
         def buffer_chains(self) -> int | None: ...
+
+        @property
+        def compilable(self) -> bool: ...
     else:  # class attributes: a subclass may also set them on the instance
         evaluations_per_call = 1
         requires_data = False
@@ -51,6 +54,9 @@ class EnergyBase:
         dtype = None
         has_buffers = False  # no per-chain buffers: buffer_chains is None, chain_buffers refuses
         buffer_chains = None
+        # value_and_grad traces into one torch.compile graph (structmc.compiled): pure tensor code,
+        # no Python-side state changed per call; an energy that is says so
+        compilable = False
 
     @property
     def cv_base(self: Energy) -> Energy:
@@ -154,6 +160,10 @@ class WrappedEnergy(EnergyBase):
     @property
     def has_buffers(self) -> bool:
         return self.base.has_buffers
+
+    @property
+    def compilable(self) -> bool:
+        return isinstance(self.base, CompilableEnergy) and self.base.compilable
 
     @property
     def buffer_chains(self) -> int | None:

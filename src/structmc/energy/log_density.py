@@ -58,6 +58,7 @@ class LogDensityEnergy(EnergyBase):
     """
 
     predictive_energy = None  # a log density has no model that predicts (see Energy)
+    compilable = True  # autograd on a detached leaf: traced by the compiled step (structmc.compiled)
 
     @property
     def requires_data(self) -> bool:

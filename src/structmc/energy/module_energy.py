@@ -360,6 +360,11 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         """Whether the module has buffers (e.g. BatchNorm running statistics), kept per chain."""
         return self._has_buffers
 
+    # the compiled step (structmc.compiled) traces the functional_call paths: vmapped over chains,
+    # or one chain with the module's own buffers (several chains' buffers are swapped from Python:
+    # the compiled step refuses a module with buffers and several chains)
+    compilable = True
+
     @property
     def buffer_chains(self) -> int | None:
         """Number of chains whose buffers are kept (the last multi-chain evaluation), or

@@ -119,7 +119,26 @@ class _ModuleEvaluation:
             grads = torch.autograd.grad(nll.sum(), leaves)
         return nll.detach(), torch.cat(grads, dim=1)
 
+    def _functional_single(self, theta, batch, scale, grad):
+        """One chain through ``functional_call`` with the module's own buffers (BatchNorm updates
+        its running statistics in place, as the eager one-chain path does): the compiled step's
+        path for a module with buffers (several chains swap buffers from Python: not compiled)."""
+        module, space, lik = self.module, self.space, self.likelihood
+        with torch.enable_grad():
+            leaves = [theta[0, i.slice].detach().requires_grad_() for i in space.params]
+            params = {i.name: leaf.view(i.shape) for i, leaf in zip(space.params, leaves)}
+            nll = -scale * lik.log_lik(functional_call(module, params, tuple(t[0] for t in batch[:-1])), batch[-1][0])
+            if not grad:
+                return nll.detach().reshape(1), None
+            grads = torch.autograd.grad(nll, leaves)
+        return nll.detach().reshape(1), torch.cat(grads).unsqueeze(0)
+
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
+        if torch.compiler.is_compiling():  # the compiled step: the functional paths, no Python-side caches
+            assert batch is not None  # the compiled step gathers a batch
+            path = self._functional_single if self._has_buffers else self._vmapped
+            nll, g = path(theta.detach(), batch, self.scale(batch), grad)
+            return nll + self.prior_energy(theta), (None if g is None else self._add_prior_grad(g, theta))
         _check_theta(theta, self.space.dim)
         hot = self._hot_batch
         if hot is None or hot[0] is not batch:  # checked once per batch object (a run's stream reuses it)

@@ -150,6 +150,17 @@ class HessianDiagEnergy(Protocol):
 
 
 @runtime_checkable
+class CompilableEnergy(Protocol):
+    """An energy that says whether its ``value_and_grad`` traces into one ``torch.compile``
+    graph (the compiled step, :mod:`structmc.compiled`): ``compilable`` (EnergyBase: ``False``;
+    :class:`~structmc.energy.LogDensityEnergy` and :class:`~structmc.energy.ModuleEnergy`:
+    ``True``; a wrapper: its base's)."""
+
+    @property
+    def compilable(self) -> bool: ...
+
+
+@runtime_checkable
 class StatefulEnergy(Protocol):
     """An energy that keeps state across iterations (structured SGMCMC's chain history).
 

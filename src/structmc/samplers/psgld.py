@@ -102,6 +102,11 @@ class PSGLD(Sampler):
             new.num_data = int(energy.num_data)
         return new
 
+    def compile_blocker(self) -> str:
+        return (
+            "include_gamma=True draws Hutchinson probes inside the step (not traced yet)" if self.include_gamma else ""
+        )
+
     def step(self, state, oracle, lr, generator):
         energy, grad = oracle(state.theta)
         hdiag = oracle.hessian_diag(state.theta, self.gamma_probes) if self.include_gamma else None

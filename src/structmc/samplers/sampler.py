@@ -37,6 +37,17 @@ def normal_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
     return torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
 
 
+class Drawn:
+    """The noise of one update, drawn before a compiled step from the run's generator
+    (:mod:`structmc.compiled`): passed where the update takes its generator, it is what the
+    update's noise draw returns."""
+
+    __slots__ = ("noise",)
+
+    def __init__(self, noise: Tensor):
+        self.noise = noise
+
+
 class NoiseBuffer:
     """Standard normal draws into one reused buffer: ``normal_`` in place is ~30% cheaper
     than allocating ``randn`` on CPU. The returned tensor is overwritten by the next draw."""
@@ -45,7 +56,9 @@ class NoiseBuffer:
         self._buf: Tensor | None = None
         self._like: Tensor | None = None  # the tensor the buffer was made for (samplers update in place)
 
-    def __call__(self, x: Tensor, generator: torch.Generator | None) -> Tensor:
+    def __call__(self, x: Tensor, generator: torch.Generator | Drawn | None) -> Tensor:
+        if isinstance(generator, Drawn):  # a compiled step: the noise was drawn before it
+            return generator.noise
         buf = self._buf
         if x is not self._like and (
             buf is None or buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device
@@ -110,6 +123,19 @@ class Sampler:
         """Hook before each iteration (momentum resampling); default: nothing."""
         return state
 
+    def records(self, state) -> dict:
+        """The sampler's own records of an iteration besides the energy (SGNHT's thermostat)."""
+        return {}
+
+    def draws_noise(self, lr: float) -> bool:
+        """Whether :meth:`update` at step size ``lr`` draws its one ``[C, P]`` standard normal
+        (the compiled step draws it beforehand, in the same order: :mod:`structmc.compiled`)."""
+        return self.temperature > 0
+
+    def compile_blocker(self) -> str:
+        """Why this sampler's update cannot be traced into a compiled step ("" when it can)."""
+        return ""
+
     def step(self, state, oracle, lr: float, generator: torch.Generator | None):
         """One iteration: ``num_leapfrog`` updates, each on a fresh minibatch gradient from
         ``oracle``; returns ``(state, info)`` with ``info["energy"]`` the ``[C]`` minibatch
@@ -119,7 +145,7 @@ class Sampler:
         for _ in range(self.num_leapfrog):
             energy, grad = oracle(state.theta)
             state = self.update(state, grad, lr, generator)
-        return state, {"energy": energy}
+        return state, {"energy": energy, **self.records(state)}
 
     def prepare(self, energy) -> Sampler:
         """A copy for one run on ``energy``, with its own scratch buffers (never shared with

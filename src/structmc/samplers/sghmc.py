@@ -65,6 +65,9 @@ class SGHMC(Sampler):
             state.momentum = self._fresh_momentum(state.theta, lr, generator)
         return state
 
+    def draws_noise(self, lr: float) -> bool:
+        return 2 * (self.friction - self.beta_hat) * lr * self.temperature > 0
+
     def update(self, state: SGHMCState, grad: Tensor, lr: float, generator) -> SGHMCState:
         v = state.momentum
         v.mul_(1 - self.friction).add_(grad, alpha=-lr)
@@ -147,6 +150,12 @@ class ScaleAdaptedSGHMC(Sampler):
         return ScaleAdaptedSGHMCState(
             theta, torch.zeros_like(theta), torch.ones_like(theta), torch.ones_like(theta), torch.ones_like(theta)
         )
+
+    def draws_noise(self, lr: float) -> bool:
+        return True  # the noise is drawn even where its variance is clamped to 0
+
+    def compile_blocker(self) -> str:
+        return "its adaptation switches on the update count and its clamp check reads the device (not traced yet)"
 
     def update(self, state: ScaleAdaptedSGHMCState, grad: Tensor, lr: float, generator) -> ScaleAdaptedSGHMCState:
         if state.step < self.adapt_steps:  # eqs. 8-9: τ first, then ḡ and V̂ with the new τ

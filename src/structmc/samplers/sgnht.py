@@ -74,10 +74,11 @@ class SGNHT(Sampler):
             out["max_friction"] = self._max_friction
         return out
 
-    def step(self, state, oracle, lr, generator):
-        state, info = super().step(state, oracle, lr, generator)
-        info["thermostat"] = state.thermostat[:, 0].clone()  # ξ per chain: the friction it settled on
-        return state, info
+    def records(self, state) -> dict:
+        return {"thermostat": state.thermostat[:, 0].clone()}  # ξ per chain: the friction it settled on
+
+    def draws_noise(self, lr: float) -> bool:
+        return self.a > 0 and self.temperature > 0
 
     def update(self, state: SGNHTState, grad: Tensor, lr: float, generator) -> SGNHTState:
         u = state.momentum

@@ -1,0 +1,213 @@
+r"""The compiled step: one SGMCMC iteration as one ``torch.compile`` graph (``execution="compiled"``).
+
+An eager iteration is dozens of small operations, each dispatched from Python: the minibatch
+gather, the model's forward and backward (vmapped over chains), the estimator (a control
+variate adds its centre terms), the sampler's update and its noise. Where the arithmetic is
+small — small models, several chains, any model on a GPU — the dispatch is the step's cost.
+:class:`Compiled` traces the iteration once and runs it as one fused graph (Inductor on the
+CPU; on CUDA ``mode="reduce-overhead"`` replays it as a CUDA graph).
+
+Randomness and the chain
+    Random draws stay outside the graph, made from the run's own generator in the order the
+    eager step makes them — per update, the minibatch indices then the sampler's one
+    ``[C, P]`` standard normal (:meth:`~structmc.samplers.sampler.Sampler.draws_noise`);
+    momentum resampling (SGHMC's ``begin``) before them, eagerly — and passed in as inputs
+    (a :class:`~structmc.samplers.sampler.Drawn` stands where the update takes its generator).
+    So the same seed gives the same random numbers as the eager run, and the same chain up to
+    the float rounding of the fused kernels (a fused ``a·x + b`` rounds once where the eager
+    path rounds twice); ``backend="aot_eager"`` runs the traced graph op by op with the eager
+    kernels, bit for bit the eager chain (the tests use it to check the tracing).
+
+What is compiled, and what is not
+    The gradient samplers (SGLD, pSGLD without ``include_gamma``, SGHMC, SGNHT), with the
+    minibatch or control-variate estimator, on an energy that declares itself ``compilable``
+    (:class:`~structmc.energy.LogDensityEnergy`, :class:`~structmc.energy.ModuleEnergy` without
+    buffers), fed from in-memory tensors. Anything else — a Metropolis-within-Gibbs sweep, a
+    structured (S/Sd) energy, whose θ̃ and masks come from its own generator between steps, a
+    ``Dataset`` or a per-batch transform, BatchNorm buffers, pSGLD's Hessian probes,
+    scale-adapted SGHMC — runs eagerly, with a :class:`CompileFallbackWarning` naming why. A
+    trace that fails (an operation Dynamo cannot capture: ``fullgraph=True``) does the same at
+    the first step, with the run's generator and stream restored so that the chain is the
+    eager one.
+
+Recompiles
+    The graph is specialised on the shapes (chains, batch size, parameters), the dtype and the
+    device, and Dynamo guards on the step size (a schedule whose value changes every step
+    recompiles until Dynamo marks it dynamic) and the update count where an update branches on
+    it (pSGLD's first step): a handful of compiles per run, cached for the process. The run's
+    checks stay as they are: NaN/Inf and the blow-up watch read device buffers every
+    ``check_every`` iterations, recorders and checkpoints run between steps.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+
+import torch
+from torch import Tensor
+
+from .batching import MinibatchStream
+from .energy.protocols import CompilableEnergy, Energy, StatefulEnergy
+from .execution import Execution
+from .gradients import ControlVariate, Minibatch
+from .samplers.sampler import Drawn, Sampler
+
+_RUNS = 0  # compiled runs in this process (names their code objects)
+RECOMPILE_LIMIT = 32  # graphs per run: one per step size of a step decay, per update count where it branches
+
+
+class CompileFallbackWarning(UserWarning):
+    """``execution="compiled"`` runs (part of) a run eagerly; the message says why."""
+
+
+class Compiled(Execution):
+    """Compile each iteration (see the module docstring). ``backend``, ``mode`` and ``dynamic``
+    go to :func:`torch.compile` (``mode=None`` picks ``"reduce-overhead"`` — CUDA graphs — on
+    CUDA and the default elsewhere)."""
+
+    name = "compiled"
+
+    def __init__(self, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = None):
+        self.backend, self.mode, self.dynamic = backend, mode, dynamic
+        self.fallback = ""  # why the run steps eagerly ("" while compiled)
+        self._fn = None
+        self._tried = False
+
+    def describe(self) -> str:
+        return f"compiled ({self.backend}" + (f", {self.mode}" if self.mode else "") + ")"
+
+    def bind(self, run) -> None:
+        self.fallback = blocker(run)
+        if self.fallback:
+            warnings.warn(
+                f"execution='compiled': {self.fallback}; this run steps eagerly", CompileFallbackWarning, stacklevel=4
+            )
+            return
+        mode = self.mode
+        if mode is None and run.theta.device.type == "cuda":
+            mode = "reduce-overhead"
+        self._stream = run.stream
+        self._sampler, self._energy, self._estimator = run.sampler, run.energy, run.estimator
+        # this run's own code object, so that its compiled graphs, guards and recompile count are its
+        # own (Dynamo caches per code object: runs would otherwise share, and exhaust, one cache)
+        global _RUNS
+        _RUNS += 1
+        code = Compiled._iteration.__code__.replace(co_name=f"structmc_compiled_step_{_RUNS}")
+        iteration = types.FunctionType(code, Compiled._iteration.__globals__, code.co_name)
+        # recompile_limit: torch 2.13's type stubs of torch.compile lack it
+        self._fn = torch.compile(  # type: ignore[call-overload]
+            types.MethodType(iteration, self),
+            backend=self.backend,
+            mode=mode,
+            dynamic=self.dynamic,
+            fullgraph=True,
+            recompile_limit=RECOMPILE_LIMIT,
+        )
+
+    def _gather(self, idx: Tensor | None) -> tuple[Tensor, ...] | None:
+        stream = self._stream
+        if stream is None:
+            return None
+        if idx is None:
+            return stream._full_batch
+        flat = idx.reshape(-1)
+        return tuple(t.index_select(0, flat).view(*idx.shape, *t.shape[1:]) for t in stream.data)
+
+    def _iteration(self, state, indices: list, noises: list, lr: float):
+        energy = None
+        for idx, noise in zip(indices, noises):
+            energy, grad = self._estimator(self._energy, state.theta, self._gather(idx))
+            state = self._sampler.update(state, grad, lr, None if noise is None else Drawn(noise))
+        return state, energy
+
+    def _call(self, state, indices, noises, lr):
+        # Dynamo traces torch.autograd.grad (the energies' gradient) only with this switch on;
+        # set around the call (a context manager would cost ~50 µs a step), never left on
+        config = torch._dynamo.config
+        before = config.trace_autograd_ops
+        config.trace_autograd_ops = True
+        try:
+            return self._fn(state, indices, noises, lr)
+        finally:
+            config.trace_autograd_ops = before
+
+    def step(self, run, lr):
+        if self._fn is None:
+            return super().step(run, lr)
+        sampler, generator, stream = run.sampler, run.generator, run.stream
+        saved = None
+        if not self._tried:  # a trace that fails leaves the run as the eager step would find it
+            saved = (generator.get_state(), None if stream is None else stream.state_dict(), _copy_state(run))
+        state = sampler.begin(run.state, lr, generator)
+        indices, noises = [], []
+        for _ in range(sampler.num_leapfrog):  # the eager order: each update's indices, then its noise
+            indices.append(None if stream is None else stream.next_indices())
+            noises.append(
+                torch.empty_like(state.theta).normal_(generator=generator) if sampler.draws_noise(lr) else None
+            )
+        try:
+            state, energy = self._call(state, indices, noises, lr)
+        except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
+            if saved is None:
+                raise
+            generator.set_state(saved[0])
+            if stream is not None:
+                stream.load_state_dict(saved[1])
+            run.state = saved[2]
+            self._fn = None
+            self.fallback = f"torch.compile could not trace the step ({type(err).__name__}: {str(err).splitlines()[0]})"
+            warnings.warn(
+                f"execution='compiled': {self.fallback}; this run steps eagerly", CompileFallbackWarning, stacklevel=3
+            )
+            return super().step(run, lr)
+        self._tried = True
+        run.oracle.grad_evals += sampler.num_leapfrog * run.oracle.gradient_cost()
+        return state, {"energy": energy, **sampler.records(state)}
+
+    def settings(self) -> dict:
+        return {}  # the same chain as the eager run (to float rounding): a folder resumes in either mode
+
+
+def _copy_state(run):
+    """A copy of the sampler state (its tensors cloned): the updates work in place."""
+    return run.sampler.load_state(
+        {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in run.sampler.state_dict(run.state).items()}
+    )
+
+
+def blocker(run) -> str:
+    """Why ``run``'s iteration cannot be compiled ("" when it can)."""
+    sampler, estimator, stream = run.sampler, run.estimator, run.stream
+    energy: Energy = run.energy
+    if not isinstance(sampler, Sampler):
+        return (
+            f"{type(sampler).__name__} is not a gradient sampler (a Metropolis-within-Gibbs sweep is not compiled yet)"
+        )
+    if sampler.compile_blocker():
+        return f"{type(sampler).__name__}: {sampler.compile_blocker()}"
+    if sampler.lr is not None and not sampler.lr.piecewise_constant:
+        return (
+            f"the step size {type(sampler.lr).__name__} changes every iteration, and a graph is compiled per "
+            "step size (use a constant or a StepDecay schedule to compile)"
+        )
+    if isinstance(energy, StatefulEnergy):
+        return (
+            f"{type(energy).__name__} keeps state between steps (a structured energy draws θ̃ and its masks "
+            "from its own generator), which is not traced yet"
+        )
+    if not (isinstance(energy, CompilableEnergy) and energy.compilable):
+        return f"{type(energy).__name__} does not declare itself compilable (Energy.compilable)"
+    if energy.has_buffers and run.num_chains > 1:
+        return (
+            f"{type(energy).__name__} has module buffers (BatchNorm statistics), kept per chain and swapped from "
+            f"Python between the {run.num_chains} chains (one chain compiles)"
+        )
+    if not isinstance(estimator, (Minibatch, ControlVariate)):
+        return f"the gradient estimator {type(estimator).__name__} is not compiled"
+    if stream is not None and type(stream) is not MinibatchStream:
+        return f"batches come from a {type(stream).__name__} (a Dataset or a per-batch transform), read from Python"
+    return ""
+
+
+__all__ = ["Compiled", "CompileFallbackWarning", "blocker"]

@@ -1,0 +1,205 @@
+"""The compiled step (issue 37 §1): ``execution="compiled"`` makes the eager run's random draws in
+the eager order, so the same seed gives the same chain. With ``backend="aot_eager"`` (the traced
+graph run op by op on the eager kernels) it is the eager chain bit for bit for SGLD, SGHMC and
+SGNHT; pSGLD's traced update is decomposed (addcmul into mul + add), so it agrees to float
+rounding. With Inductor (fused kernels) every sampler agrees to float rounding. What cannot be
+compiled runs eagerly with a warning naming why, and gives the eager chain."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import pytest
+import torch
+from support.runs import ALL_SAMPLERS, Interrupt, interrupt_at, linreg_problem, mlp_energy
+from torch import nn
+
+import structmc as sm
+from structmc.compiled import Compiled, CompileFallbackWarning
+from structmc.energy import LogDensityEnergy
+
+TRACED = Compiled(backend="aot_eager")  # the tracing checked against the eager kernels, fast to compile
+
+
+def _linreg_energy():
+    def log_lik(theta, batch):
+        x, y = batch
+        return -0.5 * ((x @ theta - y) ** 2).sum() / 0.09
+
+    return LogDensityEnergy(dim=3, log_likelihood=log_lik, log_prior=lambda t: -0.5 * (t * t).sum())
+
+
+def _run(energy, data, sampler, execution, steps=25, **kw):
+    options = dict(batch_size=16, seed=7, progress=False)
+    options.update(kw)
+    init = None if isinstance(energy, sm.ModuleEnergy) else torch.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileFallbackWarning)  # a fallback here would test nothing
+        warnings.simplefilter("ignore", sm.diagnostics.health.ConvergenceWarning)
+        return sm.sample(energy, init, sampler, steps, data=data, execution=execution, **options)
+
+
+@pytest.mark.parametrize("chains", [1, 3])
+@pytest.mark.parametrize("make", ALL_SAMPLERS, ids=["sgld", "psgld", "sghmc", "sgnht"])
+def test_the_traced_step_is_the_eager_chain(make, chains):
+    energy, data = mlp_energy()
+    eager = _run(energy, data, make(), "eager", num_chains=chains)
+    traced = _run(energy, data, make(), TRACED, num_chains=chains)
+    assert traced.samples.shape == eager.samples.shape
+    for key in eager.info:
+        assert torch.is_tensor(traced.info[key]) or traced.info[key] == eager.info[key]
+    if make().name == "psgld" or chains == 1:
+        # pSGLD: the traced update rounds addcmul as mul + add; one chain: the eager ModuleEnergy
+        # runs the module itself (backward into its bound gradient), the traced step the vmapped
+        # functional path (the path of several chains), whose kernels round differently
+        torch.testing.assert_close(traced.samples, eager.samples, rtol=1e-5, atol=1e-6)
+    else:
+        assert torch.equal(traced.samples, eager.samples)
+        assert torch.equal(traced.info["energy"], eager.info["energy"])
+        if "thermostat" in eager.info:
+            assert torch.equal(traced.info["thermostat"], eager.info["thermostat"])
+    assert torch.equal(traced.info["grad_evals"], eager.info["grad_evals"])
+
+
+def test_one_chain_on_a_log_density_is_the_eager_chain():
+    energy = _linreg_energy()
+    X, y = linreg_problem(n=80)
+    for make in ALL_SAMPLERS[:1] + ALL_SAMPLERS[2:]:
+        eager = _run(energy, (X, y), make(), "eager")
+        traced = _run(energy, (X, y), make(), TRACED)
+        assert torch.equal(traced.samples, eager.samples)
+
+
+def test_control_variates_schedules_full_batch_and_no_data():
+    energy, data = mlp_energy(num_data=90)
+    centre = torch.cat([p.detach().reshape(-1) for p in energy.module.parameters()])
+    for kw in (
+        dict(gradient=sm.ControlVariate(centre), num_chains=2),
+        dict(batch_size=None),
+        dict(batching="with_replacement", num_chains=2),
+    ):
+        eager = _run(energy, data, sm.SGLD(sm.schedules.StepDecay(1e-3, every=6)), "eager", **kw)
+        traced = _run(energy, data, sm.SGLD(sm.schedules.StepDecay(1e-3, every=6)), TRACED, **kw)
+        assert torch.equal(traced.samples, eager.samples), kw
+    gauss = LogDensityEnergy(lambda t, b: -0.5 * (t * t).sum(), 3)
+    eager = _run(gauss, None, sm.SGHMC(1e-2), "eager", batch_size=None)
+    traced = _run(gauss, None, sm.SGHMC(1e-2), TRACED, batch_size=None)
+    assert torch.equal(traced.samples, eager.samples)
+
+
+def test_inductor_agrees_to_float_rounding():
+    """Fused kernels round differently: the chain agrees to float rounding over 25 steps."""
+    energy = _linreg_energy()
+    X, y = linreg_problem(n=200)
+    for make in (lambda: sm.SGLD(1e-3), lambda: sm.SGHMC(1e-4, friction=0.1, num_leapfrog=2)):
+        eager = _run(energy, (X, y), make(), "eager", num_chains=2)
+        fused = _run(energy, (X, y), make(), "compiled", num_chains=2)
+        torch.testing.assert_close(fused.samples, eager.samples, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(fused.info["energy"], eager.info["energy"], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("first, then", [("eager", TRACED), (TRACED, "eager")])
+def test_resume_in_the_other_mode_continues_the_same_chain(tmp_path, first, then):
+    energy, data = mlp_energy()
+    kw = dict(batch_size=16, num_chains=2, seed=3, progress=False)
+    whole = sm.sample(energy, None, sm.SGHMC(1e-4, num_leapfrog=2), 30, data=data, **kw)
+    with pytest.raises(Interrupt):
+        sm.sample(energy, None, sm.SGHMC(1e-4, num_leapfrog=2), 30, data=data, out_dir=tmp_path, checkpoint_every=10,
+                  callback=interrupt_at(17), execution=first, **kw)  # fmt: skip
+    resumed = sm.sample(energy, None, sm.SGHMC(1e-4, num_leapfrog=2), 30, data=data, out_dir=tmp_path,
+                        checkpoint_every=10, resume=True, execution=then, **kw)  # fmt: skip
+    assert torch.equal(resumed.samples, whole.samples)
+
+
+def _warned(fn) -> str:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    found = [str(w.message) for w in caught if issubclass(w.category, CompileFallbackWarning)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_what_cannot_be_compiled_runs_eagerly_and_says_why():
+    energy, (X, y) = mlp_energy()
+    kw = dict(data=(X, y), batch_size=16, seed=1, progress=False)
+    cases = [
+        (lambda e: sm.sample(e, None, sm.PSGLD(1e-4, include_gamma=True), 5, **kw, execution="compiled"),
+         "include_gamma=True"),
+        (lambda e: sm.sample(e, None, sm.ScaleAdaptedSGHMC(1e-4), 5, **kw, execution="compiled"),
+         "adaptation"),
+        (lambda e: sm.sample(e, None, sm.SGLD(sm.schedules.Polynomial(1e-3)), 5, **kw, execution="compiled"),
+         "changes every iteration"),
+        (lambda e: sm.sample(sm.structured.StructuredEnergy(e, sm.partitions.by_layer(e.space), 20), None,
+                             sm.SGLD(1e-3), 5, **kw, execution="compiled"), "keeps state"),
+        (lambda e: sm.sample(e, None, sm.gibbs.MetropolisWithinGibbs(sm.partitions.by_layer(e.space), 1e-3), 5,
+                             **kw, execution="compiled"), "Metropolis-within-Gibbs"),
+        (lambda e: sm.sample(e, None, sm.SGLD(1e-3), 5, data=sm.DataSource((X, y), transform=lambda b, g: b),
+                             batch_size=16, progress=False, execution="compiled"), "per-batch transform"),
+    ]  # fmt: skip
+    for run, words in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sm.diagnostics.health.ConvergenceWarning)
+            message = _warned(lambda run=run: run(energy))
+        assert words in message and "steps eagerly" in message, message
+    torch.manual_seed(0)
+    bn = sm.ModuleEnergy(nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Linear(6, 3)), "categorical")
+    message = _warned(lambda: sm.sample(bn, None, sm.SGLD(1e-3), 3, **kw, num_chains=2, execution="compiled"))
+    assert "BatchNorm" in message and "one chain compiles" in message
+
+
+def test_one_chain_with_batchnorm_compiles_and_carries_its_statistics():
+    """BatchNorm's running statistics are updated inside the graph, as the eager step updates them."""
+    X, y = linreg_problem(n=96, d=3)
+    labels = (y > 0).long()
+
+    def bn_energy():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+        return sm.ModuleEnergy(net, "categorical")
+
+    eager = _run(bn_energy(), (X, labels), sm.SGHMC(1e-4, num_leapfrog=2), "eager")
+    traced = _run(bn_energy(), (X, labels), sm.SGHMC(1e-4, num_leapfrog=2), TRACED)
+    torch.testing.assert_close(traced.samples, eager.samples, rtol=1e-5, atol=1e-6)
+    for name, value in eager.buffers[0].items():
+        torch.testing.assert_close(traced.buffers[0][name], value, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(eager.buffers[0]["1.running_mean"], torch.zeros(8))  # the statistics did move
+
+
+def test_a_step_that_cannot_be_traced_falls_back_with_the_eager_chain():
+    """An energy that says it compiles but syncs with the host (``.item()``): the trace fails at
+    the first step, the warning names it, and the run restarts that step eagerly from the same
+    generator state."""
+
+    def log_prob(theta, batch):
+        x, y = batch
+        scale = float((x @ theta - y).abs().max().item()) + 1.0  # a host read: not traceable in one graph
+        return -0.5 * ((x @ theta - y) ** 2).sum() / scale
+
+    energy = LogDensityEnergy(log_prob, 3)
+    X, y = linreg_problem(n=80)
+    kw = dict(data=(X, y), batch_size=8, seed=2, num_chains=2, progress=False)
+    eager = sm.sample(energy, torch.zeros(3), sm.SGLD(1e-3), 12, **kw)
+    out: list = []
+    message = _warned(lambda: out.append(sm.sample(energy, torch.zeros(3), sm.SGLD(1e-3), 12, **kw, execution=TRACED)))
+    assert "could not trace the step" in message
+    assert torch.equal(out[0].samples, eager.samples)
+
+
+def test_bad_execution_is_refused_before_any_compute():
+    energy, data = mlp_energy()
+    with pytest.raises(ValueError, match="execution must be one of"):
+        sm.sample(energy, None, sm.SGLD(1e-3), 5, data=data, execution="jit")
+    with pytest.raises(ValueError, match="not combined with the data-parallel"):
+        sm.sample(energy, None, sm.SGLD(1e-3), 5, data=data, execution="compiled", distributed=True)
+
+
+def test_the_strategy_pickles_and_each_run_gets_its_own():
+    spec = Compiled(backend="aot_eager", mode=None)
+    again = pickle.loads(pickle.dumps(spec))
+    assert (again.backend, again.mode) == ("aot_eager", None)
+    energy, data = mlp_energy()
+    run = sm.Run(energy, None, sm.SGLD(1e-3), data=data, batch_size=16, execution=spec)
+    assert run.execution is not spec and spec._fn is None  # the caller's object is never bound
+    pickle.dumps(spec)
