@@ -48,7 +48,7 @@ import torch
 from torch import Tensor
 
 from .batching import MinibatchStream
-from .energy.protocols import CompilableEnergy, Energy, StatefulEnergy
+from .energy.protocols import CompilableEnergy, DrawingEnergy, Energy, StatefulEnergy
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch
 from .samplers.sampler import Drawn, Sampler
@@ -73,6 +73,7 @@ class Compiled(Execution):
         self.fallback = ""  # why the run steps eagerly ("" while compiled)
         self._fn = None
         self._tried = False
+        self._drawing = None  # a structured energy, whose θ̃ and masks are drawn before the graph
 
     def describe(self) -> str:
         return f"compiled ({self.backend}" + (f", {self.mode}" if self.mode else "") + ")"
@@ -88,6 +89,7 @@ class Compiled(Execution):
         if mode is None and run.theta.device.type == "cuda":
             mode = "reduce-overhead"
         self._stream = run.stream
+        self._drawing = run.energy if isinstance(run.energy, DrawingEnergy) else None
         self._sampler, self._energy, self._estimator = run.sampler, run.energy, run.estimator
         # this run's own code object, so that its compiled graphs, guards and recompile count are its
         # own (Dynamo caches per code object: runs would otherwise share, and exhaust, one cache)
@@ -114,21 +116,23 @@ class Compiled(Execution):
         flat = idx.reshape(-1)
         return tuple(t.index_select(0, flat).view(*idx.shape, *t.shape[1:]) for t in stream.data)
 
-    def _iteration(self, state, indices: list, noises: list, lr: float):
+    def _iteration(self, state, indices: list, noises: list, drawn: list, lr: float):
         energy = None
-        for idx, noise in zip(indices, noises):
+        for idx, noise, energy_draws in zip(indices, noises, drawn):
+            if energy_draws is not None:
+                self._energy.use_draws(energy_draws)
             energy, grad = self._estimator(self._energy, state.theta, self._gather(idx))
             state = self._sampler.update(state, grad, lr, None if noise is None else Drawn(noise))
         return state, energy
 
-    def _call(self, state, indices, noises, lr):
+    def _call(self, state, indices, noises, drawn, lr):
         # Dynamo traces torch.autograd.grad (the energies' gradient) only with this switch on;
         # set around the call (a context manager would cost ~50 µs a step), never left on
         config = torch._dynamo.config
         before = config.trace_autograd_ops
         config.trace_autograd_ops = True
         try:
-            return self._fn(state, indices, noises, lr)
+            return self._fn(state, indices, noises, drawn, lr)
         finally:
             config.trace_autograd_ops = before
 
@@ -138,16 +142,26 @@ class Compiled(Execution):
         sampler, generator, stream = run.sampler, run.generator, run.stream
         saved = None
         if not self._tried:  # a trace that fails leaves the run as the eager step would find it
-            saved = (generator.get_state(), None if stream is None else stream.state_dict(), _copy_state(run))
+            saved = (
+                generator.get_state(),
+                None if stream is None else stream.state_dict(),
+                _copy_state(run),
+                None if self._drawing is None else self._drawing.state_dict(),
+            )
         state = sampler.begin(run.state, lr, generator)
-        indices, noises = [], []
+        indices, noises, drawn = [], [], []
+        drawing = self._drawing
         for _ in range(sampler.num_leapfrog):  # the eager order: each update's indices, then its noise
             indices.append(None if stream is None else stream.next_indices())
+            # a structured energy's θ̃ and masks: its own generator, so the order against the run's is free
+            drawn.append(
+                None if drawing is None else drawing.draw_for_step(run.num_chains, run.theta.dtype, run.theta.device)
+            )
             noises.append(
                 torch.empty_like(state.theta).normal_(generator=generator) if sampler.draws_noise(lr) else None
             )
         try:
-            state, energy = self._call(state, indices, noises, lr)
+            state, energy = self._call(state, indices, noises, drawn, lr)
         except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
             if saved is None:
                 raise
@@ -155,6 +169,9 @@ class Compiled(Execution):
             if stream is not None:
                 stream.load_state_dict(saved[1])
             run.state = saved[2]
+            if self._drawing is not None:
+                self._drawing.load_state_dict(saved[3], run.theta.device)
+                self._drawing.use_draws(None)
             self._fn = None
             self.fallback = f"torch.compile could not trace the step ({type(err).__name__}: {str(err).splitlines()[0]})"
             warnings.warn(
@@ -191,10 +208,10 @@ def blocker(run) -> str:
             f"the step size {type(sampler.lr).__name__} changes every iteration, and a graph is compiled per "
             "step size (use a constant or a StepDecay schedule to compile)"
         )
-    if isinstance(energy, StatefulEnergy):
+    if isinstance(energy, StatefulEnergy) and not isinstance(energy, DrawingEnergy):
         return (
-            f"{type(energy).__name__} keeps state between steps (a structured energy draws θ̃ and its masks "
-            "from its own generator), which is not traced yet"
+            f"{type(energy).__name__} keeps state between steps and does not say how to draw its random numbers "
+            "before the step (DrawingEnergy)"
         )
     if not (isinstance(energy, CompilableEnergy) and energy.compilable):
         return f"{type(energy).__name__} does not declare itself compilable (Energy.compilable)"

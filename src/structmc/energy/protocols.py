@@ -161,6 +161,23 @@ class CompilableEnergy(Protocol):
 
 
 @runtime_checkable
+class DrawingEnergy(Protocol):
+    """A stateful energy that can draw an evaluation's random numbers beforehand (structured
+    SGMCMC's θ̃ and masks, from its own generator), so that a compiled step traces only the
+    arithmetic: ``draw_for_step(num_chains, dtype, device)`` draws them (``None``: nothing to
+    draw), ``use_draws(drawn)`` hands them to the next evaluation. The :class:`StatefulEnergy`
+    members as well (the compiled step restores them when a trace fails)."""
+
+    def draw_for_step(self, num_chains: int, dtype: torch.dtype, device) -> list | None: ...
+
+    def use_draws(self, drawn: list | None) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict, device=None) -> None: ...
+
+
+@runtime_checkable
 class StatefulEnergy(Protocol):
     """An energy that keeps state across iterations (structured SGMCMC's chain history).
 

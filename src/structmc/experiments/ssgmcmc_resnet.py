@@ -316,6 +316,9 @@ class Config:
     data_dir: str | None = None
     download: bool = True  # CIFAR-10 / SVHN when not in data_dir
     threads: int | None = None
+    # how each iteration runs (structmc.execution): "compiled" traces it with torch.compile (a CUDA graph
+    # on a GPU); the chain is the eager one to float rounding and a run folder resumes in either mode
+    execution: str = "eager"
     # checkpoints at epoch ends, at most one per this many seconds (None: every epoch). An Sd/S
     # run's checkpoint holds its θ̃ history, capacity x P numbers (5.4 GB for 5,000 ResNet-20
     # positions): written every epoch it cost more time than the sampling on an H100 (8 s an epoch
@@ -559,6 +562,7 @@ def run_one(
         data=(x, y),
         batch_size=batch,
         seed=cfg.seed,
+        execution=cfg.execution,
     )
     # BatchNorm's running statistics go through the checkpoints with the run's state
     # (Run.state_dict()["buffers"]); a checkpoint that carried them here before is read as the run's

@@ -147,6 +147,9 @@ class StructuredEnergy(WrappedEnergy):
         M = partition.num_groups
         self.scale = 1.0 if mask is None else M / (self.num_copies * mask.mean_sum(M))
         self._state: _State = {"generator": None, "steps": 0}
+        self._drawn: list | None = None  # the next evaluation's random numbers, drawn before a compiled step
+
+    compilable = True  # with its random numbers drawn before the graph (draw_for_step / use_draws)
 
     # -- energy protocol ---------------------------------------------------------------------
     # WrappedEnergy declares the pass-throughs (space, num_data, requires_data, device, dtype,
@@ -319,6 +322,26 @@ class StructuredEnergy(WrappedEnergy):
         self._state["steps"] = state["steps"]
         self.history.load_state_dict(state["history"], device)
 
+    # -- random numbers drawn before a compiled step (structmc.compiled) ------------------------
+    def draw_for_step(self, num_chains: int, dtype: torch.dtype, device) -> list | None:
+        """The random numbers of one evaluation, in the order :meth:`_evaluate` draws them from
+        this energy's generator (per chunk of copies: the masks, then the past times), or
+        ``None`` during the warm-up (the base energy draws nothing)."""
+        if self._state["steps"] < self.warmup_steps:
+            return None
+        generator = self._state["generator"]
+        M, K = self.partition.num_groups, self.num_copies
+        out = []
+        for k0 in range(0, K, self.max_copies_per_call):
+            k1 = min(K, k0 + self.max_copies_per_call)
+            masks = self._copy_masks(num_chains, k0, k1, dtype, device, generator)
+            out.append((masks, self.history.draw_times(k1 - k0, M, generator)))
+        return out
+
+    def use_draws(self, drawn: list | None) -> None:
+        """The next evaluation takes ``drawn`` (:meth:`draw_for_step`) instead of drawing."""
+        self._drawn = drawn
+
     # -- evaluation ---------------------------------------------------------------------------
     def _copy_masks(self, C: int, k0: int, k1: int, dtype, device, generator) -> Tensor:
         """Group-level masks ``[C, k, M]`` for copies k0..k1."""
@@ -347,6 +370,7 @@ class StructuredEnergy(WrappedEnergy):
             raise RuntimeError("StructuredEnergy.start(theta0) must be called first (structmc.sample does)")
         if self.split_batch:
             self._split_rows(batch)
+        drawn, self._drawn = self._drawn, None
         if self._state["steps"] < self.warmup_steps:
             return self.base.value_and_grad(theta, batch) if grad else (self.base.value(theta, batch), None)
         C, P = theta.shape
@@ -354,11 +378,15 @@ class StructuredEnergy(WrappedEnergy):
         M, K = self.partition.num_groups, self.num_copies
         value = theta.new_zeros(C)
         total = torch.zeros_like(theta) if grad else None
-        for k0 in range(0, K, self.max_copies_per_call):
+        for chunk, k0 in enumerate(range(0, K, self.max_copies_per_call)):
             k1 = min(K, k0 + self.max_copies_per_call)
             k = k1 - k0
-            r = self._copy_masks(C, k0, k1, theta.dtype, theta.device, generator)[:, :, ids]  # [C, k, P]
-            tilde = self.history.draw(k, ids, M, generator, theta.dtype)  # [C, k, P]
+            if drawn is None:
+                r = self._copy_masks(C, k0, k1, theta.dtype, theta.device, generator)[:, :, ids]  # [C, k, P]
+                tilde = self.history.draw(k, ids, M, generator, theta.dtype)  # [C, k, P]
+            else:  # a compiled step: drawn beforehand, in this order (draw_for_step)
+                masks, times = drawn[chunk]
+                r, tilde = masks[:, :, ids], self.history.gather(times, ids, theta.dtype)
             mixed = torch.addcmul(tilde, r, theta.unsqueeze(1) - tilde).reshape(C * k, P)
             if batch is None:
                 rep = None

@@ -156,14 +156,21 @@ class ChainHistory:
         dtype: torch.dtype | None = None,
     ) -> Tensor:
         """θ̃ for ``num_copies`` copies: ``[C, K, P]``, an independent past time per group."""
+        return self.gather(self.draw_times(num_copies, num_groups, generator), group_ids, dtype)
+
+    def draw_times(self, num_copies: int, num_groups: int, generator: torch.Generator | None) -> Tensor:
+        """The past times ``[C, K, M]`` of :meth:`draw` (its random part)."""
         if self.buffer is None:
             raise RuntimeError("the history is empty: call reset(theta) first")
-        times = torch.randint(
-            self.count,
-            (C := self.buffer.shape[0], num_copies, num_groups),
-            generator=generator,
-            device=self.buffer.device,
+        return torch.randint(
+            self.count, (self.buffer.shape[0], num_copies, num_groups), generator=generator, device=self.buffer.device
         )
+
+    def gather(self, times: Tensor, group_ids: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+        """θ̃ ``[C, K, P]`` at the past ``times`` ``[C, K, M]`` of each group (:meth:`draw`'s
+        deterministic part: the compiled step traces it)."""
+        assert self.buffer is not None  # draw_times refuses an empty history
+        C, num_copies = times.shape[0], times.shape[1]
         if self._rows is not None:  # K·M whole rows: row (c, t, g) of the [C·W·M, L] view
             M, L, padded_of_original, _ = self._rows
             W = self.capacity
