@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -223,6 +224,8 @@ def main(argv=None) -> dict:
         "its row), alternating, and print the median ratios side by side",
     )
     args = ap.parse_args(argv)
+    # timed blocks of a few hundred steps: the end-of-run "not settled" warning is expected
+    warnings.simplefilter("ignore", sm.diagnostics.health.ConvergenceWarning)
     if args.posteriors_effect:
         return posteriors_effect(args.posteriors_effect, [a for a in (sys.argv[1:] if argv is None else argv)])
     mlp = args.model != "resnet20"
