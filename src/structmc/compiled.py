@@ -73,7 +73,7 @@ class Compiled(Execution):
         self.fallback = ""  # why the run steps eagerly ("" while compiled)
         self._fn = None
         self._tried = False
-        self._drawing = None  # a structured energy, whose θ̃ and masks are drawn before the graph
+        self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
 
     def describe(self) -> str:
         return f"compiled ({self.backend}" + (f", {self.mode}" if self.mode else "") + ")"
