@@ -241,3 +241,22 @@ def test_the_gpu_pair_script_runs_the_pair_compiled_at_the_authors_temperature()
     assert args.preset == "converged"
     assert cfg.temperatures == (0.5,) and cfg.execution == "compiled" and cfg.data == "files"
     assert [r[0] for r in cfg.runs] == ["pSGLD", "Sd-pSGLD"] and cfg.epochs == 300
+
+
+def test_a_later_trace_that_fails_falls_back_where_it_happens(monkeypatch):
+    """A step size that changes compiles again; past the run's recompile limit the trace fails at
+    that step: the run steps eagerly from there, saying so, and the chain is still the eager one."""
+    import structmc.compiled as compiled
+
+    monkeypatch.setattr(compiled, "RECOMPILE_LIMIT", 2)
+    energy, data = mlp_energy()
+    kw = dict(data=data, batch_size=16, seed=4, num_chains=2, progress=False)
+    eager = sm.sample(energy, None, sm.SGLD(sm.schedules.StepDecay(1e-3, every=3)), 12, **kw)
+    out: list = []
+    message = _warned(
+        lambda: out.append(
+            sm.sample(energy, None, sm.SGLD(sm.schedules.StepDecay(1e-3, every=3)), 12, **kw, execution=TRACED)
+        )
+    )
+    assert "could not trace the step" in message
+    assert torch.equal(out[0].samples, eager.samples)

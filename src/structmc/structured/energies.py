@@ -327,7 +327,7 @@ class StructuredEnergy(WrappedEnergy):
         """The random numbers of one evaluation, in the order :meth:`_evaluate` draws them from
         this energy's generator (per chunk of copies: the masks, then the past times), or
         ``None`` during the warm-up (the base energy draws nothing)."""
-        if self._state["steps"] < self.warmup_steps:
+        if not self.draws_next():
             return None
         generator = self._state["generator"]
         M, K = self.partition.num_groups, self.num_copies
@@ -337,6 +337,10 @@ class StructuredEnergy(WrappedEnergy):
             masks = self._copy_masks(num_chains, k0, k1, dtype, device, generator)
             out.append((masks, self.history.draw_times(k1 - k0, M, generator)))
         return out
+
+    def draws_next(self) -> bool:
+        """Whether the next evaluation draws θ̃ and masks (``False`` during the warm-up)."""
+        return self._state["steps"] >= self.warmup_steps
 
     def use_draws(self, drawn: list | None) -> None:
         """The next evaluation takes ``drawn`` (:meth:`draw_for_step`) instead of drawing."""
