@@ -32,32 +32,62 @@ def main(argv=None) -> dict:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="cpu or cuda (every timed block ends with a synchronize)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--execution",
+        default="eager",
+        help="comma list of eager,compiled: compiled adds base and Sd-SGLD rows of a warmed-up compiled Run "
+        "(a CUDA graph on CUDA), each Sd row's ratio taken to the compiled base step",
+    )
+    ap.add_argument("--copies", default="2,4,8", help="the Sd rows' K (comma list)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.rounds = 4, 1
+    executions = {e.strip() for e in args.execution.split(",") if e.strip()}
+    if not executions <= {"eager", "compiled"}:
+        ap.error(f"--execution: a comma list of eager,compiled, got {args.execution!r}")
+    copies = [int(k) for k in args.copies.split(",") if k.strip()]
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: no CUDA device")
     X, y, model = make_problem(10_000, device=args.device)
     energy = sm.ModuleEnergy(model, "categorical", prior_std=1.0)
     P = energy.space.dim
-    contenders = {"base SGLD": (energy, 1)}
+    contenders = {}
     batch = {}  # batch size per contender (default 500)
-    for K in (2, 4, 8):
-        contenders[f"Sd-SGLD K={K}"] = (
-            StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K),
-            K,
-        )
-    for K in (2, 4, 8):
-        contenders[f"Sd-SGLD K={K} split"] = (
-            StructuredEnergy(
-                energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K, split_batch=True
-            ),
-            K,
-        )
-        batch[f"Sd-SGLD K={K} split"] = 500 if 500 % K == 0 else 504
-    for M in (4, 8):
-        contenders[f"S-SGLD M={M}"] = (StructuredEnergy(energy, round_robin(P, M), ChainHistory(100)), M)
+    if "eager" in executions:
+        contenders["base SGLD"] = (energy, 1)
+        for K in copies:
+            contenders[f"Sd-SGLD K={K}"] = (
+                StructuredEnergy(energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K),
+                K,
+            )
+        for K in copies:
+            contenders[f"Sd-SGLD K={K} split"] = (
+                StructuredEnergy(
+                    energy,
+                    round_robin(P, 64),
+                    ChainHistory(100),
+                    mask=BernoulliMask(0.5),
+                    num_copies=K,
+                    split_batch=True,
+                ),
+                K,
+            )
+            batch[f"Sd-SGLD K={K} split"] = 500 if 500 % K == 0 else 504
+        for M in (4, 8):
+            contenders[f"S-SGLD M={M}"] = (StructuredEnergy(energy, round_robin(P, M), ChainHistory(100)), M)
+    compiled = {}  # name -> (Run, copies): made once, traced at the warm-up call
+    if "compiled" in executions:
+        for K in [1, *copies]:
+            target = (
+                energy
+                if K == 1
+                else StructuredEnergy(
+                    energy, round_robin(P, 64), ChainHistory(100), mask=BernoulliMask(0.5), num_copies=K
+                )
+            )
+            name = "base SGLD compiled" if K == 1 else f"Sd-SGLD K={K} compiled"
+            compiled[name] = (sm.Run(target, None, sm.SGLD(1e-5), data=(X, y), batch_size=500, execution="compiled"), K)
 
     def run(target, n, batch_size=500):
         sm.sample(
@@ -74,13 +104,16 @@ def main(argv=None) -> dict:
         if args.device == "cuda":
             torch.cuda.synchronize()
 
-    per_step = interleaved_seconds_per_step(
-        {k: (lambda n, t=t, b=batch.get(k, 500): run(t, n, b)) for k, (t, _) in contenders.items()},
-        args.steps,
-        args.rounds,
-        warmup=2,
-    )
-    base = per_step["base SGLD"]
+    def stepped(r, n):
+        for _ in r.iterate(n):
+            pass
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
+    timed = {k: (lambda n, t=t, b=batch.get(k, 500): run(t, n, b)) for k, (t, _) in contenders.items()}
+    timed.update({k: (lambda n, r=r: stepped(r, n)) for k, (r, _) in compiled.items()})
+    per_step = interleaved_seconds_per_step(timed, args.steps, args.rounds, warmup=2)
+    base = per_step["base SGLD"] if "eager" in executions else per_step["base SGLD compiled"]
     rows = {}
     print(
         f"MLP 784-50-50-10, batch 500, device {args.device}, {torch.get_num_threads()} threads, "
@@ -90,16 +123,20 @@ def main(argv=None) -> dict:
         f"{'step':22s} {'ms/step':>9s} {'x base':>7s} {'copies':>6s} {'x base / copies':>15s}  "
         f"target <= 1.15 (split: x base ~ 1)"
     )
-    for name, (_target, copies) in contenders.items():
+    for name, (_target, k) in [*contenders.items(), *compiled.items()]:
         t = per_step[name]
+        # a compiled Sd row against the compiled base step (issue 37: Sd K = 8 / base, compiled)
+        ref = per_step["base SGLD compiled"] if name in compiled else base
         rows[name] = {
             "ms_per_step": 1e3 * t,
-            "ratio_to_base": t / base,
-            "copies": copies,
-            "ratio_per_copy": t / base / copies,
+            "ratio_to_base": t / ref,
+            "copies": k,
+            "ratio_per_copy": t / ref / k,
             "batch_size": batch.get(name, 500),
         }
-        print(f"{name:22s} {1e3 * t:9.3f} {t / base:7.2f} {copies:6d} {t / base / copies:15.3f}")
+        if name in compiled:
+            rows[name]["fallback"] = compiled[name][0].execution.fallback  # "" while compiled
+        print(f"{name:22s} {1e3 * t:9.3f} {t / ref:7.2f} {k:6d} {t / ref / k:15.3f}")
 
     # θ̃ draws from a window of past samples: a fully factorized partition (M = P, one
     # element per group: a K·P gather) and the 64 round-robin groups above (padded rows)

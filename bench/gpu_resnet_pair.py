@@ -48,6 +48,57 @@ def config(args):
     return dataclasses.replace(preset, **changes)
 
 
+def probe(cfg, device: str, steps: int) -> int:
+    """ms a step of each run of the pair, eager and compiled (warmed up: the compile is not timed),
+    on random images of FMNIST's shapes (60,000 of 1 x 28 x 28): does the pair fit a device call?"""
+    import torch
+
+    from structmc import Run
+    from structmc.experiments import ssgmcmc_resnet as ex
+
+    n, batch = 60_000, cfg.batch_size or 500
+    per_epoch = n // batch
+    total_steps = int(round(cfg.epochs * per_epoch))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 1, 28, 28, generator=g).to(device)
+    y = torch.randint(10, (n,), generator=g).to(device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    projected = {"eager": 0.0, "compiled": 0.0}
+    for method, rho, lr in cfg.runs:
+        for execution in ("eager", "compiled"):
+            base = ex.make_energy(cfg, n, 1, device)
+            energy = ex.make_energy_for(method, rho, base, cfg, total_steps)
+            run = Run(
+                energy,
+                base.initial_position(),
+                ex.make_sampler(method, lr, cfg, n, cfg.temperatures[0]),
+                data=(x, y),
+                batch_size=batch,
+                seed=cfg.seed,
+                execution=execution,
+            )
+            t0 = time.perf_counter()
+            for _ in run.iterate(3):  # the compile (and the first CUDA-graph capture)
+                pass
+            sync()
+            warm = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for _ in run.iterate(steps):
+                pass
+            sync()
+            ms = 1e3 * (time.perf_counter() - t0) / steps
+            projected[execution] += ms * total_steps / 1e3
+            fallback = getattr(run.execution, "fallback", "")
+            print(
+                f"probe {method:9s} {execution:8s} {ms:8.3f} ms a step (first 3 steps {warm:6.1f} s)"
+                + (f"  FALLBACK: {fallback}" if fallback else ""),
+                flush=True,
+            )
+    for execution, seconds in projected.items():
+        print(f"probe: the pair's {total_steps} + {total_steps} steps, {execution}: {seconds:.0f} s of sampling")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="converged", help="converged (default) or tiny (a CPU check)")
@@ -59,11 +110,20 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-seconds", type=float, default=120.0)
     ap.add_argument("--copy-to", help="copy report.md / report.json / the figures here when finished")
     ap.add_argument("--dry-run", action="store_true", help="print the configuration and stop")
+    ap.add_argument(
+        "--probe",
+        type=int,
+        metavar="STEPS",
+        help="time STEPS iterations of each run of the pair, eager and compiled, on stand-in data of FMNIST's "
+        "shapes, print ms a step and the pair's projected sampling time, and stop (no run folder)",
+    )
     args = ap.parse_args(argv)
     cfg = config(args)
     if args.dry_run:
         print(cfg)
         return 0
+    if args.probe:
+        return probe(cfg, args.device, args.probe)
     from structmc.experiments import ssgmcmc_resnet as ex
 
     def out_of_time(signum, frame):

@@ -44,8 +44,10 @@ Recompiles
 
 from __future__ import annotations
 
+import inspect
 import types
 import warnings
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -74,7 +76,9 @@ class Compiled(Execution):
     def __init__(self, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = None):
         self.backend, self.mode, self.dynamic = backend, mode, dynamic
         self.fallback = ""  # why the run steps eagerly ("" while compiled)
-        self._fn = None
+        self._fn: Callable | None = None
+        self._cudagraphs = False  # replayed as a CUDA graph (Inductor's reduce-overhead mode on CUDA)
+        self._static: dict[str, Tensor] = {}  # the state's tensors at their fixed addresses (CUDA graphs)
         self._traced: tuple | None = None  # (lr, warm-up) of the last call: a change may recompile
         self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
 
@@ -100,15 +104,29 @@ class Compiled(Execution):
         _RUNS += 1
         code = Compiled._iteration.__code__.replace(co_name=f"structmc_compiled_step_{_RUNS}")
         iteration = types.FunctionType(code, Compiled._iteration.__globals__, code.co_name)
-        # recompile_limit: torch 2.13's type stubs of torch.compile lack it
+        kwargs: dict = {}
+        if "recompile_limit" in inspect.signature(torch.compile).parameters:  # torch >= 2.12
+            kwargs["recompile_limit"] = RECOMPILE_LIMIT
+        # torch.compile takes a mode or options, not both: a mode becomes its Inductor options (with
+        # the guard filter beside them); other backends have no modes
+        options = (
+            dict(torch._inductor.list_mode_options(mode, self.dynamic)) if mode and self.backend == "inductor" else {}
+        )
+        self._cudagraphs = bool(options.get("triton.cudagraphs")) and run.theta.device.type == "cuda"
+        if self._cudagraphs:
+            # persistent inputs at fixed addresses: the replayed graph reads the data and updates the
+            # state where they are (cudagraph trees copy other inputs in at every replay, and do not
+            # capture a graph that writes to them)
+            for t in () if run.stream is None else run.stream.data:
+                torch._dynamo.mark_static_address(t, guard=False)
+        options["guard_filter_fn"] = _keep_local_guards
         self._fn = torch.compile(  # type: ignore[call-overload]
             types.MethodType(iteration, self),
             backend=self.backend,
-            mode=mode,
             dynamic=self.dynamic,
             fullgraph=True,
-            recompile_limit=RECOMPILE_LIMIT,
-            options={"guard_filter_fn": _keep_local_guards},
+            options=options,
+            **kwargs,
         )
 
     def _gather(self, idx: Tensor | None) -> tuple[Tensor, ...] | None:
@@ -136,7 +154,13 @@ class Compiled(Execution):
         before = config.trace_autograd_ops
         config.trace_autograd_ops = True
         try:
-            return self._fn(state, indices, noises, drawn, lr)
+            if not self._cudagraphs:
+                return self._fn(state, indices, noises, drawn, lr)
+            _keep_addresses(state, self._static)
+            torch.compiler.cudagraph_mark_step_begin()
+            state, energy = self._fn(state, indices, noises, drawn, lr)
+            # the energy is the graph's output buffer, rewritten by the next replay: the records keep a copy
+            return state, energy.clone()
         finally:
             config.trace_autograd_ops = before
 
@@ -202,6 +226,25 @@ def _keep_local_guards(entries) -> list[bool]:
     Guards on the arguments and on the run's objects (their tensors, flags and counters: a
     structured energy's warm-up, a control variate's centre gradient) stay."""
     return [not entry.is_global for entry in entries]
+
+
+def _keep_addresses(state, static: dict[str, Tensor]) -> None:
+    """Keep each state tensor of a CUDA-graphed step at one address: a replayed graph reads and
+    updates the state where it was captured (cudagraph trees capture no graph that writes to an
+    input at a changing address, and re-record when a static input moves). A tensor that an eager
+    hook replaced (SGHMC's momentum resampling; a restored state) is copied into the kept one."""
+    for name, t in vars(state).items():
+        if not isinstance(t, Tensor):
+            continue
+        kept = static.get(name)
+        if kept is t:
+            continue
+        if kept is not None and kept.shape == t.shape and kept.dtype == t.dtype and kept.device == t.device:
+            kept.copy_(t)
+            setattr(state, name, kept)
+        else:
+            torch._dynamo.mark_static_address(t, guard=False)
+            static[name] = t
 
 
 def _copy_state(run):

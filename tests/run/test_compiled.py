@@ -260,3 +260,23 @@ def test_a_later_trace_that_fails_falls_back_where_it_happens(monkeypatch):
     )
     assert "could not trace the step" in message
     assert torch.equal(out[0].samples, eager.samples)
+
+
+def test_a_cuda_graphed_state_keeps_its_addresses():
+    """Under CUDA graphs the replayed graph updates the state where it was captured: a tensor an
+    eager hook replaced (SGHMC's momentum resampling, a restored state) is copied into the kept
+    one, a new shape is kept as the new address."""
+    from structmc.compiled import _keep_addresses
+    from structmc.samplers.sghmc import SGHMCState
+
+    static: dict = {}
+    state = SGHMCState(torch.zeros(2, 3), torch.zeros(2, 3))
+    theta, momentum = state.theta, state.momentum
+    _keep_addresses(state, static)
+    assert static == {"theta": theta, "momentum": momentum} and hasattr(theta, "_dynamo_static_input_type")
+    state.momentum = torch.ones(2, 3)  # resampled eagerly: a new tensor
+    _keep_addresses(state, static)
+    assert state.momentum is momentum and torch.equal(momentum, torch.ones(2, 3))
+    state.theta = torch.ones(4, 3)  # another shape: the new tensor is kept instead
+    _keep_addresses(state, static)
+    assert static["theta"] is state.theta and state.theta.shape == (4, 3)

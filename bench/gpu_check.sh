@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The CUDA checks of issue 37 in one device call (about 9 minutes): the CUDA tests (tests/gpu:
+# the compiled step replayed as a CUDA graph too), the MLP rows eager vs compiled with the
+# kernel-time floor, the ssgmcmc-resnet pair's step costs (--probe), Sd K = 8 / base compiled,
+# and the ResNet-20 rows. Each section has its own time limit and writes its log (and JSON rows)
+# to $OUT; a section that would not finish before the call's end is skipped and says so.
+#
+#     bash bench/gpu_check.sh            # on the device machine: python3 there holds CUDA PyTorch
+set -u
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+export PYTHONPATH=src:tests:bench PYTHONUNBUFFERED=1
+BUDGET=${BUDGET:-540}
+START=$SECONDS
+section() {  # section NAME LIMIT COMMAND...: run it when LIMIT seconds are left, else skip
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET - (SECONDS - START)))
+    if ((left < 30)); then
+        echo "== $name: skipped ($left s left)" | tee -a "$OUT/summary.log"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    echo "== $name (limit $limit s, at $((SECONDS - START)) s)" | tee -a "$OUT/summary.log"
+    timeout -s INT "$limit" "$@" >"$OUT/$name.log" 2>&1
+    echo "== $name: exit $? after $((SECONDS - START)) s" | tee -a "$OUT/summary.log"
+    tail -n 25 "$OUT/$name.log"
+}
+{ nvidia-smi -L; "$PY" -c "import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"; git log -1 --format='%h %s' 2>/dev/null; } | tee "$OUT/summary.log"
+section tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/gpu
+section mlp 150 "$PY" bench/bench_samplers.py --device cuda --execution eager,compiled --floor --rounds 3 \
+    --steps 100 --samplers SGLD,pSGLD,CV --chains 32 --posteriors off --json "$OUT/mlp.json"
+section pair_probe 170 "$PY" bench/gpu_resnet_pair.py --probe 60
+section structured 90 "$PY" bench/bench_structured.py --device cuda --execution eager,compiled --copies 8 \
+    --rounds 3 --steps 60 --json "$OUT/structured.json"
+section resnet 120 "$PY" bench/bench_samplers.py --model resnet20 --device cuda --execution eager,compiled \
+    --floor --rounds 3 --steps 20 --samplers SGLD --chains "" --posteriors off --json "$OUT/resnet.json"
+echo "== done after $((SECONDS - START)) s" | tee -a "$OUT/summary.log"
