@@ -11,6 +11,8 @@ PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 export PYTHONPATH=src:tests:bench PYTHONUNBUFFERED=1
+# Inductor says why it did not capture a CUDA graph ("skipping cudagraphs due to ...")
+export TORCH_LOGS=${TORCH_LOGS:-perf_hints}
 BUDGET=${BUDGET:-540}
 START=$SECONDS
 section() {  # section NAME LIMIT COMMAND...: run it when LIMIT seconds are left, else skip
@@ -33,7 +35,8 @@ section mlp 150 "$PY" bench/bench_samplers.py --device cuda --execution eager,co
     --steps 100 --samplers SGLD,pSGLD,CV --chains 32 --posteriors off --json "$OUT/mlp.json"
 section pair_probe 170 "$PY" bench/gpu_resnet_pair.py --probe 60
 section structured 90 "$PY" bench/bench_structured.py --device cuda --execution eager,compiled --copies 8 \
-    --rounds 3 --steps 60 --json "$OUT/structured.json"
+    --rounds 3 --steps 60
 section resnet 120 "$PY" bench/bench_samplers.py --model resnet20 --device cuda --execution eager,compiled \
     --floor --rounds 3 --steps 20 --samplers SGLD --chains "" --posteriors off --json "$OUT/resnet.json"
+grep -h -i -E "skipping cudagraphs|FALLBACK|CompileFallbackWarning|^FAILED|Error:" "$OUT"/*.log | sort | uniq -c | head -40 | tee -a "$OUT/summary.log"
 echo "== done after $((SECONDS - START)) s" | tee -a "$OUT/summary.log"

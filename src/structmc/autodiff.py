@@ -29,3 +29,21 @@ def hutchinson_diag(
             (hz,) = torch.autograd.grad(grad, leaf, grad_outputs=z, retain_graph=k < num_probes - 1)
             est += z * hz
     return est / num_probes
+
+
+def traced_value_and_grad(
+    energy_of: Callable[..., Tensor], leaves: tuple[Tensor, ...], extra: tuple[Tensor, ...] = ()
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """``(energy_of(*leaves, *extra).detach(), ∇ of its sum with respect to each leaf)`` inside a
+    ``torch.compile`` trace: through :func:`torch.func.grad`, which Dynamo captures on every
+    supported PyTorch (a leaf made with ``requires_grad_()`` is refused by torch 2.11's Dynamo:
+    "Unsupported Tensor.requires_grad_() call"). ``extra``: tensors the function updates in place
+    (BatchNorm's running statistics), passed in rather than captured, as the transform requires.
+    Eager code keeps ``torch.autograd.grad``."""
+
+    def total(*xs: Tensor) -> tuple[Tensor, Tensor]:
+        energy = energy_of(*xs)
+        return energy.sum(), energy
+
+    grads, energy = torch.func.grad(total, argnums=tuple(range(len(leaves))), has_aux=True)(*leaves, *extra)
+    return energy.detach(), tuple(grads)

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from .. import fingerprint
 from .._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
-from ..autodiff import hutchinson_diag
+from ..autodiff import hutchinson_diag, traced_value_and_grad
 from ..energy_checks import _check_theta
 from ..space import ParamSpace
 from .bases import EnergyBase, _as_num_data, _described
@@ -181,6 +181,9 @@ class LogDensityEnergy(EnergyBase):
 
     def value_and_grad(self, theta, batch):
         _check_theta(theta, self.space.dim)
+        if torch.compiler.is_compiling():  # the compiled step: torch.func.grad (autodiff.traced_value_and_grad)
+            energy, (grad,) = traced_value_and_grad(lambda t: -self._log_prob_chains(t, batch), (theta.detach(),))
+            return energy, grad
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)
             energy = -self._log_prob_chains(leaf, batch)

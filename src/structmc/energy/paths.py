@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from .._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
-from ..autodiff import hutchinson_diag
+from ..autodiff import hutchinson_diag, traced_value_and_grad
 from ..energy_checks import _check_batch_layout, _check_theta
 from ..module_binding import swap_buffers
 from .protocols import Batch
@@ -109,6 +109,13 @@ class _ModuleEvaluation:
             with torch.no_grad():
                 return -scale * log_lik(space.unflatten(theta)), None
         C = theta.shape[0]
+        if torch.compiler.is_compiling():  # the compiled step: torch.func.grad (autodiff.traced_value_and_grad)
+            chunks = tuple(theta[:, i.slice] for i in space.params)
+            nll, grads = traced_value_and_grad(
+                lambda *xs: -scale * log_lik({i.name: x.reshape(C, *i.shape) for i, x in zip(space.params, xs)}),
+                chunks,
+            )
+            return nll, torch.cat(grads, dim=1)
         with torch.enable_grad():
             # one leaf per parameter tensor: the gradient of a view of one flat [C, P] leaf is
             # scattered into a zero [C, P] tensor per parameter and summed (C·P fills and adds
@@ -124,6 +131,18 @@ class _ModuleEvaluation:
         its running statistics in place, as the eager one-chain path does): the compiled step's
         path for a module with buffers (several chains swap buffers from Python: not compiled)."""
         module, space, lik = self.module, self.space, self.likelihood
+        if grad and torch.compiler.is_compiling():  # torch.func.grad (autodiff.traced_value_and_grad)
+            inputs, n = tuple(t[0] for t in batch[:-1]), len(space.params)
+            named = list(module.named_buffers())
+            names, buffers = [b[0] for b in named], tuple(b[1] for b in named)
+
+            def nll_of(*xs):  # the parameters, then the buffers (updated in place: passed in)
+                tensors = {i.name: x.view(i.shape) for i, x in zip(space.params, xs[:n])}
+                tensors.update(zip(names, xs[n:]))
+                return -scale * lik.log_lik(functional_call(module, tensors, inputs), batch[-1][0])
+
+            nll, grads = traced_value_and_grad(nll_of, tuple(theta[0, i.slice] for i in space.params), buffers)
+            return nll.reshape(1), torch.cat(grads).unsqueeze(0)
         with torch.enable_grad():
             leaves = [theta[0, i.slice].detach().requires_grad_() for i in space.params]
             params = {i.name: leaf.view(i.shape) for i, leaf in zip(space.params, leaves)}
