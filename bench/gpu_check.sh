@@ -15,9 +15,13 @@ export PYTHONPATH=src:tests:bench PYTHONUNBUFFERED=1
 export TORCH_LOGS=${TORCH_LOGS:-perf_hints}
 BUDGET=${BUDGET:-540}
 START=$SECONDS
+ONLY=${ONLY:-}  # e.g. ONLY="tests mlp": run these sections alone (a second call for what changed)
 section() {  # section NAME LIMIT COMMAND...: run it when LIMIT seconds are left, else skip
     local name=$1 limit=$2
     shift 2
+    if [[ -n $ONLY && " $ONLY " != *" $name "* ]]; then
+        return
+    fi
     local left=$((BUDGET - (SECONDS - START)))
     if ((left < 30)); then
         echo "== $name: skipped ($left s left)" | tee -a "$OUT/summary.log"
@@ -30,10 +34,10 @@ section() {  # section NAME LIMIT COMMAND...: run it when LIMIT seconds are left
     tail -n 25 "$OUT/$name.log"
 }
 { nvidia-smi -L; "$PY" -c "import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"; git log -1 --format='%h %s' 2>/dev/null; } | tee "$OUT/summary.log"
-section tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/gpu
+section tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/gpu -k "${TESTS_K:-}"
 section mlp 150 "$PY" bench/bench_samplers.py --device cuda --execution eager,compiled --floor --rounds 3 \
-    --steps 100 --samplers SGLD,pSGLD,CV --chains 32 --posteriors off --json "$OUT/mlp.json"
-section pair_probe 170 "$PY" bench/gpu_resnet_pair.py --probe 60
+    --steps 100 --samplers "${MLP_SAMPLERS:-SGLD,pSGLD,CV}" --chains "${MLP_CHAINS-32}" --posteriors off --json "$OUT/mlp.json"
+section pair_probe 170 "$PY" bench/gpu_resnet_pair.py --probe "${PROBE_STEPS:-60}"
 section structured 90 "$PY" bench/bench_structured.py --device cuda --execution eager,compiled --copies 8 \
     --rounds 3 --steps 60
 section resnet 120 "$PY" bench/bench_samplers.py --model resnet20 --device cuda --execution eager,compiled \

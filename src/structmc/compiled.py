@@ -79,6 +79,7 @@ class Compiled(Execution):
         self._fn: Callable | None = None
         self._cudagraphs = False  # replayed as a CUDA graph (Inductor's reduce-overhead mode on CUDA)
         self._static: dict[str, Tensor] = {}  # the state's tensors at their fixed addresses (CUDA graphs)
+        self._noise_buffers: list[Tensor] = []  # each update's noise at a fixed address (CUDA graphs)
         self._traced: tuple | None = None  # (lr, warm-up) of the last call: a change may recompile
         self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
 
@@ -188,9 +189,7 @@ class Compiled(Execution):
             drawn.append(
                 None if drawing is None else drawing.draw_for_step(run.num_chains, run.theta.dtype, run.theta.device)
             )
-            noises.append(
-                torch.empty_like(state.theta).normal_(generator=generator) if sampler.draws_noise(lr) else None
-            )
+            noises.append(self._noise(len(noises), state.theta, generator) if sampler.draws_noise(lr) else None)
         try:
             state, energy = self._call(state, indices, noises, drawn, lr)
         except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
@@ -212,6 +211,19 @@ class Compiled(Execution):
         self._traced = key
         run.oracle.grad_evals += sampler.num_leapfrog * run.oracle.gradient_cost()
         return state, {"energy": energy, **sampler.records(state)}
+
+    def _noise(self, k: int, theta: Tensor, generator) -> Tensor:
+        """The k-th update's standard normal, from the run's generator. Under CUDA graphs drawn into
+        one buffer per update at a fixed address: the graph reads it where it was captured, and an
+        update may scale it in place (pSGLD), which cudagraph trees allow only there."""
+        if not self._cudagraphs:
+            return torch.empty_like(theta).normal_(generator=generator)
+        bufs = self._noise_buffers
+        if len(bufs) <= k or bufs[k].shape != theta.shape or bufs[k].dtype != theta.dtype:
+            buf = torch.empty_like(theta)
+            torch._dynamo.mark_static_address(buf, guard=False)
+            bufs[k:] = [buf]
+        return bufs[k].normal_(generator=generator)
 
     def settings(self) -> dict:
         return {}  # the same chain as the eager run (to float rounding): a folder resumes in either mode

@@ -280,3 +280,14 @@ def test_a_cuda_graphed_state_keeps_its_addresses():
     state.theta = torch.ones(4, 3)  # another shape: the new tensor is kept instead
     _keep_addresses(state, static)
     assert static["theta"] is state.theta and state.theta.shape == (4, 3)
+
+
+def test_chains_evaluated_in_a_loop_compile_chain_by_chain():
+    """chain_evaluation="loop" (convolutions on CUDA, where vmapped per-copy weights are slow):
+    the compiled step evaluates the chains one after another too, and gives the eager chain."""
+    energy, data = mlp_energy()
+    looped = sm.ModuleEnergy(energy.module, "categorical", prior_std={"*.bias": 3.0, "*": 1.0}, chain_evaluation="loop")
+    for make in (lambda: sm.SGLD(1e-3), lambda: sm.PSGLD(1e-4)):
+        eager = _run(looped, data, make(), "eager", num_chains=3)
+        traced = _run(looped, data, make(), TRACED, num_chains=3)
+        torch.testing.assert_close(traced.samples, eager.samples, rtol=1e-5, atol=1e-6)

@@ -126,22 +126,23 @@ class _ModuleEvaluation:
             grads = torch.autograd.grad(nll.sum(), leaves)
         return nll.detach(), torch.cat(grads, dim=1)
 
-    def _functional_single(self, theta, batch, scale, grad):
+    def _functional_single(self, theta, batch, scale, grad, chain: int = 0):
         """One chain through ``functional_call`` with the module's own buffers (BatchNorm updates
         its running statistics in place, as the eager one-chain path does): the compiled step's
-        path for a module with buffers (several chains swap buffers from Python: not compiled)."""
+        path for a module with buffers (several chains swap buffers from Python: not compiled),
+        and, chain by chain, for ``chain_evaluation="loop"``."""
         module, space, lik = self.module, self.space, self.likelihood
         if grad and torch.compiler.is_compiling():  # torch.func.grad (autodiff.traced_value_and_grad)
-            inputs, n = tuple(t[0] for t in batch[:-1]), len(space.params)
+            inputs, n = tuple(t[chain] for t in batch[:-1]), len(space.params)
             named = list(module.named_buffers())
             names, buffers = [b[0] for b in named], tuple(b[1] for b in named)
 
             def nll_of(*xs):  # the parameters, then the buffers (updated in place: passed in)
                 tensors = {i.name: x.view(i.shape) for i, x in zip(space.params, xs[:n])}
                 tensors.update(zip(names, xs[n:]))
-                return -scale * lik.log_lik(functional_call(module, tensors, inputs), batch[-1][0])
+                return -scale * lik.log_lik(functional_call(module, tensors, inputs), batch[-1][chain])
 
-            nll, grads = traced_value_and_grad(nll_of, tuple(theta[0, i.slice] for i in space.params), buffers)
+            nll, grads = traced_value_and_grad(nll_of, tuple(theta[chain, i.slice] for i in space.params), buffers)
             return nll.reshape(1), torch.cat(grads).unsqueeze(0)
         with torch.enable_grad():
             leaves = [theta[0, i.slice].detach().requires_grad_() for i in space.params]
@@ -155,8 +156,15 @@ class _ModuleEvaluation:
     def _evaluate(self, theta: Tensor, batch: Batch, grad: bool):
         if torch.compiler.is_compiling():  # the compiled step: the functional paths, no Python-side caches
             assert batch is not None  # the compiled step gathers a batch
-            path = self._functional_single if self._has_buffers else self._vmapped
-            nll, g = path(theta.detach(), batch, self.scale(batch), grad)
+            theta, scale, C = theta.detach(), self.scale(batch), theta.shape[0]
+            if self._has_buffers:  # one chain (compiled.blocker)
+                nll, g = self._functional_single(theta, batch, scale, grad)
+            elif self.chain_evaluation == "loop" and C > 1:  # e.g. convolutions on CUDA: vmap is slower
+                parts = [self._functional_single(theta, batch, scale, grad, chain=c) for c in range(C)]
+                nll = torch.cat([p[0] for p in parts])
+                g = torch.cat([p[1] for p in parts]) if grad else None
+            else:
+                nll, g = self._vmapped(theta, batch, scale, grad)
             return nll + self.prior_energy(theta), (None if g is None else self._add_prior_grad(g, theta))
         _check_theta(theta, self.space.dim)
         hot = self._hot_batch
