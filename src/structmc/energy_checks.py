@@ -9,21 +9,43 @@ The functions taking ``energy`` read a module energy's ``module``, ``space``, ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
+#: tensors found finite: id -> (a weak reference, version counter, data pointer, shape). A data set
+#: passed to ``sample()`` again is not scanned again (3.8 ms for 10,000 x 784 floats, most of a
+#: 1-step call's set-up) unless it was written in place since (PyTorch bumps the version counter of
+#: a tensor and its views on every in-place write; a write through a shared NumPy array does not,
+#: and is then caught by the run's own NaN/Inf check at the first step it reaches)
+_FINITE: dict[int, tuple[weakref.ref, int, int, torch.Size]] = {}
+
+
+def _forget(key: int) -> Callable[[weakref.ref], None]:
+    def forget(_: weakref.ref) -> None:  # the tensor is gone: its id may be reused
+        _FINITE.pop(key, None)
+
+    return forget
+
 
 def _all_finite(x: Tensor) -> bool:
     """No NaN/Inf in ``x``: min and max in one reduction pass without allocating a mask
     (NaN propagates through both, ±Inf shows in one); ~18x faster than isfinite().all()
-    on a 10,000 x 784 float tensor on CPU."""
+    on a 10,000 x 784 float tensor on CPU. Remembered per tensor (see :data:`_FINITE`)."""
     if x.numel() == 0:
         return True
+    key = id(x)
+    seen = _FINITE.get(key)
+    if seen is not None and seen[0]() is x and seen[1:] == (x._version, x.data_ptr(), x.shape):
+        return True
     lo, hi = torch.aminmax(x.reshape(-1))
-    return bool(torch.isfinite(lo) & torch.isfinite(hi))
+    finite = bool(torch.isfinite(lo) & torch.isfinite(hi))
+    if finite and not x.requires_grad and x.device.type != "meta":
+        _FINITE[key] = (weakref.ref(x, _forget(key)), x._version, x.data_ptr(), x.shape)
+    return finite
 
 
 def _check_theta(theta: Tensor, dim: int) -> None:

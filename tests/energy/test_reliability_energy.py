@@ -177,6 +177,26 @@ def test_check_data_bernoulli_and_gaussian_targets():
         gauss.check_data((X, torch.randn(40, 2)))
 
 
+def test_a_data_set_found_finite_is_checked_again_after_an_in_place_write():
+    """The finite check is remembered per tensor (a data set passed to sample() again is not
+    rescanned), and forgotten when the tensor or a view of it is written in place."""
+    from structmc.energy_checks import _FINITE
+
+    X, y = _cls_data()
+    energy = ModuleEnergy(nn.Linear(3, 2), "categorical")
+    energy.check_data((X, y))
+    assert id(X) in _FINITE
+    energy.check_data((X, y))  # remembered
+    X.view(-1)[7] = float("inf")  # through a view: the version counter is shared
+    with pytest.raises(ValueError, match="input 0 has NaN or Inf values in 1 row"):
+        energy.check_data((X, y))
+    X.view(-1)[7] = 0.0
+    energy.check_data((X, y))
+    key = id(X)
+    del X
+    assert key not in _FINITE  # forgotten with the tensor (its id may be reused)
+
+
 def test_check_data_non_finite_features():
     X, y = _cls_data()
     X[5, 1] = float("nan")

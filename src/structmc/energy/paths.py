@@ -157,9 +157,9 @@ class _ModuleEvaluation:
         if torch.compiler.is_compiling():  # the compiled step: the functional paths, no Python-side caches
             assert batch is not None  # the compiled step gathers a batch
             theta, scale, C = theta.detach(), self.scale(batch), theta.shape[0]
-            if self._has_buffers:  # one chain (compiled.blocker)
+            if self._has_buffers or C == 1:  # buffers: one chain (compiled.blocker); one chain: no vmap
                 nll, g = self._functional_single(theta, batch, scale, grad)
-            elif self.chain_evaluation == "loop" and C > 1:  # e.g. convolutions on CUDA: vmap is slower
+            elif self.chain_evaluation == "loop":  # e.g. convolutions on CUDA: vmap is slower
                 parts = [self._functional_single(theta, batch, scale, grad, chain=c) for c in range(C)]
                 nll = torch.cat([p[0] for p in parts])
                 g = torch.cat([p[1] for p in parts]) if grad else None
