@@ -24,7 +24,9 @@ from structmc.partitions import by_finer_nodes
 from structmc.zoo import energy_for
 
 
-def make_run(device: str, evaluator: str, num_chains: int, batch_size: int, num_data: int, chunk: int):
+def make_run(
+    device: str, evaluator: str, num_chains: int, batch_size: int, num_data: int, chunk: int, execution: str = "eager"
+):
     g = torch.Generator().manual_seed(0)
     X = torch.randn(num_data, 784, generator=g)
     y = torch.randint(0, 10, (num_data,), generator=g)
@@ -33,7 +35,15 @@ def make_run(device: str, evaluator: str, num_chains: int, batch_size: int, num_
         by_finer_nodes(energy.space, chunk), [1e-2, 1e-4, 1e-4, 1e-5], evaluator=evaluator, record="layer"
     )
     run = sm.Run(
-        energy, None, sampler, data=(X, y), batch_size=batch_size, batching="stratified", num_chains=num_chains, seed=0
+        energy,
+        None,
+        sampler,
+        data=(X, y),
+        batch_size=batch_size,
+        batching="stratified",
+        num_chains=num_chains,
+        seed=0,
+        execution=execution,
     )
 
     def sweeps(n: int) -> None:
@@ -53,6 +63,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--num-data", type=int, default=10_000)
     ap.add_argument("--chunk", type=int, default=10, help="first-layer sub-block size (10: 810 blocks)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--execution",
+        default="eager",
+        help="eager, or eager,compiled: also the incremental sweep compiled (one graph a sweep; a CUDA graph on "
+        "CUDA), timed beside the eager one (the compile happens in the warm-up sweep)",
+    )
+    ap.add_argument("--chains", default="1,10")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.quick:
@@ -60,11 +77,15 @@ def main(argv=None) -> dict:
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = {}
     for device in devices:
-        for chains in (1, 10):
+        for chains in [int(c) for c in args.chains.split(",")]:
             contenders = {
                 f"{ev} {device} C={chains}": make_run(device, ev, chains, args.batch_size, args.num_data, args.chunk)
                 for ev in ("generic", "incremental")
             }
+            if "compiled" in args.execution:
+                contenders[f"incremental compiled {device} C={chains}"] = make_run(
+                    device, "incremental", chains, args.batch_size, args.num_data, args.chunk, "compiled"
+                )
             # the generic path is slow: time it on one sweep per block, the incremental on --sweeps
             generic = interleaved_seconds_per_step(
                 {k: v for k, v in contenders.items() if k.startswith("generic")}, 1, args.rounds, warmup=1
@@ -72,7 +93,7 @@ def main(argv=None) -> dict:
             incremental = interleaved_seconds_per_step(
                 {k: v for k, v in contenders.items() if k.startswith("incremental")}, args.sweeps, args.rounds, warmup=1
             )
-            g, i = next(iter(generic.values())), next(iter(incremental.values()))
+            g, i = next(iter(generic.values())), incremental[f"incremental {device} C={chains}"]
             rows[f"{device} C={chains}"] = {
                 "generic_ms_per_sweep": 1e3 * g,
                 "incremental_ms_per_sweep": 1e3 * i,
@@ -80,6 +101,9 @@ def main(argv=None) -> dict:
                 "chain_sweeps_per_s_incremental": chains / i,
                 "chain_sweeps_per_s_generic": chains / g,
             }
+            if "compiled" in args.execution:
+                c = incremental[f"incremental compiled {device} C={chains}"]
+                rows[f"{device} C={chains}"].update(compiled_ms_per_sweep=1e3 * c, compiled_to_incremental=c / i)
     blocks = by_finer_nodes(energy_for("mlp_gibbs").space, args.chunk).num_groups
     print(
         f"MLP(784,10,10,10,10), {blocks} blocks, batch {args.batch_size}, {torch.get_num_threads()} CPU threads, "
@@ -90,6 +114,11 @@ def main(argv=None) -> dict:
         print(
             f"{k:12s} {r['generic_ms_per_sweep']:11.1f} {r['incremental_ms_per_sweep']:9.1f} {r['speedup']:9.1f} "
             f"{r['chain_sweeps_per_s_incremental']:15.2f}"
+            + (
+                f"   compiled {r['compiled_ms_per_sweep']:.1f} ms ({r['compiled_to_incremental']:.2f}x incremental)"
+                if "compiled_ms_per_sweep" in r
+                else ""
+            )
         )
     write_json(args.json, rows)
     return rows

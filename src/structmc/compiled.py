@@ -24,7 +24,10 @@ What is compiled, and what is not
     (:class:`~structmc.energy.LogDensityEnergy`, :class:`~structmc.energy.ModuleEnergy` — with
     BatchNorm buffers, one chain —, S- and Sd-structured energies, whose θ̃ and masks are drawn
     before the graph from their own generator), fed from in-memory tensors, at a constant or
-    step-decay step size. Anything else — a Metropolis-within-Gibbs sweep, a ``Dataset`` or a
+    step-decay step size; and a blocked Metropolis-within-Gibbs sweep (a
+    :class:`~structmc.samplers.sampler.SweepSampler`: the minibatch, normals and uniforms drawn
+    before the graph in the eager order, every block's proposal and accept/reject in it as
+    selects, generic or incremental evaluator, MALA moves too). Anything else — a ``Dataset`` or a
     per-batch transform, buffers with several chains, pSGLD's Hessian probes, scale-adapted
     SGHMC, a step size that changes every iteration — runs eagerly, with a
     :class:`CompileFallbackWarning` naming why. A trace that fails (an operation Dynamo cannot
@@ -56,7 +59,7 @@ from .batching import MinibatchStream
 from .energy.protocols import CompilableEnergy, DrawingEnergy, Energy, StatefulEnergy
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch
-from .samplers.sampler import Drawn, Sampler
+from .samplers.sampler import Drawn, Sampler, SweepSampler
 
 _RUNS = 0  # compiled runs in this process (names their code objects)
 RECOMPILE_LIMIT = 32  # graphs per run: one per step size of a step decay, per update count where it branches
@@ -80,6 +83,7 @@ class Compiled(Execution):
         self._cudagraphs = False  # replayed as a CUDA graph (Inductor's reduce-overhead mode on CUDA)
         self._static: dict[str, Tensor] = {}  # the state's tensors at their fixed addresses (CUDA graphs)
         self._noise_buffers: list[Tensor] = []  # each update's noise at a fixed address (CUDA graphs)
+        self._sweep_oracle: _SweepOracle | None = None  # a sweep sampler's evaluations inside the graph
         self._traced: tuple | None = None  # (lr, warm-up) of the last call: a change may recompile
         self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
 
@@ -103,8 +107,11 @@ class Compiled(Execution):
         # own (Dynamo caches per code object: runs would otherwise share, and exhaust, one cache)
         global _RUNS
         _RUNS += 1
-        code = Compiled._iteration.__code__.replace(co_name=f"structmc_compiled_step_{_RUNS}")
-        iteration = types.FunctionType(code, Compiled._iteration.__globals__, code.co_name)
+        traced = Compiled._sweep if isinstance(run.sampler, SweepSampler) else Compiled._iteration
+        if isinstance(run.sampler, SweepSampler):
+            self._sweep_oracle = _SweepOracle(run.oracle)
+        code = traced.__code__.replace(co_name=f"structmc_compiled_step_{_RUNS}")
+        iteration = types.FunctionType(code, traced.__globals__, code.co_name)
         kwargs: dict = {}
         if "recompile_limit" in inspect.signature(torch.compile).parameters:  # torch >= 2.12
             kwargs["recompile_limit"] = RECOMPILE_LIMIT
@@ -148,26 +155,71 @@ class Compiled(Execution):
             state = self._sampler.update(state, grad, lr, None if noise is None else Drawn(noise))
         return state, energy
 
-    def _call(self, state, indices, noises, drawn, lr):
-        # Dynamo traces torch.autograd.grad (the energies' gradient) only with this switch on;
-        # set around the call (a context manager would cost ~50 µs a step), never left on
-        config = torch._dynamo.config
-        before = config.trace_autograd_ops
-        config.trace_autograd_ops = True
+    def _sweep(self, state, draws):
+        oracle = self._sweep_oracle
+        oracle.batch = draws[0]
+        return self._sampler.sweep(state, draws, oracle, host_decisions=False)
+
+    def _sweep_step(self, run):
+        """A sweep sampler's iteration: its random numbers drawn eagerly (the minibatch, then the
+        sweep's normals and uniforms: the eager order), the sweep traced; the evaluations are
+        counted from zero in each call (a count carried over would be guarded as a constant)."""
+        sampler, oracle = run.sampler, self._sweep_oracle
+        saved = None
+        if self._traced is None:
+            saved = (
+                run.generator.get_state(),
+                None if run.stream is None else run.stream.state_dict(),
+                _copy_state(run),
+            )
+        draws = sampler.sweep_draws(run.state, run.oracle, run.generator)
+        oracle.value_evals = oracle.grad_evals = 0
         try:
-            if not self._cudagraphs:
-                return self._fn(state, indices, noises, drawn, lr)
-            _keep_addresses(state, self._static)
-            torch.compiler.cudagraph_mark_step_begin()
-            state, energy = self._fn(state, indices, noises, drawn, lr)
-            # the energy is the graph's output buffer, rewritten by the next replay: the records keep a copy
-            return state, energy.clone()
-        finally:
-            config.trace_autograd_ops = before
+            if self._cudagraphs:
+                _keep_addresses(run.state, self._static)
+                torch.compiler.cudagraph_mark_step_begin()
+            energy, accept = self._fn(run.state, draws)
+            if self._cudagraphs:  # the graph's output buffers, rewritten by the next replay
+                energy, accept = energy.clone(), accept.clone()
+        except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
+            if saved is None:
+                raise
+            run.generator.set_state(saved[0])
+            if run.stream is not None:
+                run.stream.load_state_dict(saved[1])
+            run.state = saved[2]
+            self._fallback(err)
+            return super().step(run, None)
+        self._traced = (None, False)
+        evaluations = oracle.value_evals + oracle.grad_evals
+        run.oracle.value_evals += oracle.value_evals
+        run.oracle.grad_evals += oracle.grad_evals
+        return sampler.sweep_info(run.state, energy, accept, evaluations)
+
+    def _fallback(self, err: Exception) -> None:
+        self._fn = None
+        self.fallback = f"torch.compile could not trace the step ({type(err).__name__}: {str(err).splitlines()[0]})"
+        warnings.warn(
+            f"execution='compiled': {self.fallback}; this run steps eagerly", CompileFallbackWarning, stacklevel=4
+        )
+
+    def _call(self, state, indices, noises, drawn, lr):
+        # the energies take their gradient with torch.func.grad inside the trace
+        # (autodiff.traced_value_and_grad): no Dynamo switch to set around the call (toggling
+        # trace_autograd_ops cost ~60 µs a step, a third of a small target's compiled step)
+        if not self._cudagraphs:
+            return self._fn(state, indices, noises, drawn, lr)
+        _keep_addresses(state, self._static)
+        torch.compiler.cudagraph_mark_step_begin()
+        state, energy = self._fn(state, indices, noises, drawn, lr)
+        # the energy is the graph's output buffer, rewritten by the next replay: the records keep a copy
+        return state, energy.clone()
 
     def step(self, run, lr):
         if self._fn is None:
             return super().step(run, lr)
+        if self._sweep_oracle is not None:
+            return self._sweep_step(run)
         sampler, generator, stream = run.sampler, run.generator, run.stream
         saved = None
         # where a trace may happen (the first call; a new step size; a structured energy's warm-up
@@ -202,11 +254,7 @@ class Compiled(Execution):
             if self._drawing is not None:
                 self._drawing.load_state_dict(saved[3], run.theta.device)
                 self._drawing.use_draws(None)
-            self._fn = None
-            self.fallback = f"torch.compile could not trace the step ({type(err).__name__}: {str(err).splitlines()[0]})"
-            warnings.warn(
-                f"execution='compiled': {self.fallback}; this run steps eagerly", CompileFallbackWarning, stacklevel=3
-            )
+            self._fallback(err)
             return super().step(run, lr)
         self._traced = key
         run.oracle.grad_evals += sampler.num_leapfrog * run.oracle.gradient_cost()
@@ -240,6 +288,25 @@ def _keep_local_guards(entries) -> list[bool]:
     return [not entry.is_global for entry in entries]
 
 
+class _SweepOracle:
+    """The run's oracle inside a traced sweep: the same energy and estimator on the sweep's
+    minibatch, its evaluations counted from zero in each call (the run's oracle adds them)."""
+
+    def __init__(self, oracle):
+        self.energy, self.estimator = oracle.energy, oracle.estimator
+        self._cost = oracle.gradient_cost()
+        self.batch = None
+        self.value_evals = self.grad_evals = 0
+
+    def value(self, theta: Tensor) -> Tensor:
+        self.value_evals += self.energy.evaluations_per_call
+        return self.energy.value(theta, self.batch)
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        self.grad_evals += self._cost
+        return self.estimator(self.energy, theta, self.batch)
+
+
 def _keep_addresses(state, static: dict[str, Tensor]) -> None:
     """Keep each state tensor of a CUDA-graphed step at one address: a replayed graph reads and
     updates the state where it was captured (cudagraph trees capture no graph that writes to an
@@ -270,13 +337,11 @@ def blocker(run) -> str:
     """Why ``run``'s iteration cannot be compiled ("" when it can)."""
     sampler, estimator, stream = run.sampler, run.estimator, run.stream
     energy: Energy = run.energy
-    if not isinstance(sampler, Sampler):
-        return (
-            f"{type(sampler).__name__} is not a gradient sampler (a Metropolis-within-Gibbs sweep is not compiled yet)"
-        )
-    if sampler.compile_blocker():
+    if not isinstance(sampler, (Sampler, SweepSampler)):
+        return f"{type(sampler).__name__} is neither a gradient sampler nor a sweep (SweepSampler)"
+    if isinstance(sampler, Sampler) and sampler.compile_blocker():
         return f"{type(sampler).__name__}: {sampler.compile_blocker()}"
-    if sampler.lr is not None and not sampler.lr.piecewise_constant:
+    if isinstance(sampler, Sampler) and sampler.lr is not None and not sampler.lr.piecewise_constant:
         return (
             f"the step size {type(sampler.lr).__name__} changes every iteration, and a graph is compiled per "
             "step size (use a constant or a StepDecay schedule to compile)"

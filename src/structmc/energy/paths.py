@@ -127,29 +127,30 @@ class _ModuleEvaluation:
         return nll.detach(), torch.cat(grads, dim=1)
 
     def _functional_single(self, theta, batch, scale, grad, chain: int = 0):
-        """One chain through ``functional_call`` with the module's own buffers (BatchNorm updates
-        its running statistics in place, as the eager one-chain path does): the compiled step's
-        path for a module with buffers (several chains swap buffers from Python: not compiled),
-        and, chain by chain, for ``chain_evaluation="loop"``."""
+        """Chain ``chain`` through ``functional_call`` with the module's own buffers (BatchNorm
+        updates its running statistics in place, as the eager one-chain path does): the compiled
+        step's path for one chain, for a module with buffers (several chains swap buffers from
+        Python: not compiled) and, chain by chain, for ``chain_evaluation="loop"``."""
         module, space, lik = self.module, self.space, self.likelihood
-        if grad and torch.compiler.is_compiling():  # torch.func.grad (autodiff.traced_value_and_grad)
-            inputs, n = tuple(t[chain] for t in batch[:-1]), len(space.params)
-            named = list(module.named_buffers())
-            names, buffers = [b[0] for b in named], tuple(b[1] for b in named)
+        inputs, target, n = tuple(t[chain] for t in batch[:-1]), batch[-1][chain], len(space.params)
+        named = list(module.named_buffers())
+        names, buffers = [b[0] for b in named], tuple(b[1] for b in named)
 
-            def nll_of(*xs):  # the parameters, then the buffers (updated in place: passed in)
-                tensors = {i.name: x.view(i.shape) for i, x in zip(space.params, xs[:n])}
-                tensors.update(zip(names, xs[n:]))
-                return -scale * lik.log_lik(functional_call(module, tensors, inputs), batch[-1][chain])
+        def nll_of(*xs):  # the parameters, then the buffers (updated in place: passed in)
+            tensors = {i.name: x.view(i.shape) for i, x in zip(space.params, xs[:n])}
+            tensors.update(zip(names, xs[n:]))
+            return -scale * lik.log_lik(functional_call(module, tensors, inputs), target)
 
-            nll, grads = traced_value_and_grad(nll_of, tuple(theta[chain, i.slice] for i in space.params), buffers)
+        chunks = tuple(theta[chain, i.slice] for i in space.params)
+        if not grad:
+            with torch.no_grad():
+                return nll_of(*chunks, *buffers).reshape(1), None
+        if torch.compiler.is_compiling():  # torch.func.grad (autodiff.traced_value_and_grad)
+            nll, grads = traced_value_and_grad(nll_of, chunks, buffers)
             return nll.reshape(1), torch.cat(grads).unsqueeze(0)
         with torch.enable_grad():
-            leaves = [theta[0, i.slice].detach().requires_grad_() for i in space.params]
-            params = {i.name: leaf.view(i.shape) for i, leaf in zip(space.params, leaves)}
-            nll = -scale * lik.log_lik(functional_call(module, params, tuple(t[0] for t in batch[:-1])), batch[-1][0])
-            if not grad:
-                return nll.detach().reshape(1), None
+            leaves = [c.detach().requires_grad_() for c in chunks]
+            nll = nll_of(*leaves, *buffers)
             grads = torch.autograd.grad(nll, leaves)
         return nll.detach().reshape(1), torch.cat(grads).unsqueeze(0)
 

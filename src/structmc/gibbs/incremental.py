@@ -265,7 +265,10 @@ class IncrementalMLP:
         """Keep the last proposal's activations for the chains that accepted it (a ``[C]``
         mask, or one bool for a single chain)."""
         start, zs, acts, d_prior, row = self._pending
-        if isinstance(accepted, bool) or (accepted.shape[0] == 1 and accepted.device.type == "cpu"):
+        # one chain on the CPU reads its decision; a compiled sweep selects (no host read)
+        if isinstance(accepted, bool) or (
+            accepted.shape[0] == 1 and accepted.device.type == "cpu" and not torch.compiler.is_compiling()
+        ):
             if not bool(accepted):  # one chain: write rows and swap references, no select
                 return
             if row is not None:

@@ -293,10 +293,29 @@ class MetropolisWithinGibbs:
 
     # -- one sweep ---------------------------------------------------------------------------------
     def step(self, state: MWGState, oracle, lr, generator):
-        theta, C = state.theta, state.theta.shape[0]
-        M = len(self._index)
         evals0 = oracle.value_evals + oracle.grad_evals
-        batch = oracle.next_batch()  # the sweep's minibatch: every evaluation below sees it
+        draws = self.sweep_draws(state, oracle, generator)
+        energy, accept = self.sweep(state, draws, oracle)
+        return self.sweep_info(state, energy, accept, oracle.value_evals + oracle.grad_evals - evals0)
+
+    def sweep_draws(self, state: MWGState, oracle, generator) -> tuple:
+        """The sweep's random numbers, before any evaluation: the minibatch (every evaluation of
+        the sweep sees it), then N(0, 1) per parameter (the blocks partition θ) and one uniform
+        per block, as ``(batch, noise, log u)``. The compiled step draws them eagerly, in this
+        order, and traces :meth:`sweep`."""
+        theta, C, M = state.theta, state.theta.shape[0], len(self._index)
+        batch = oracle.next_batch()
+        noise = torch.randn(theta.shape, generator=generator, dtype=theta.dtype, device=theta.device)
+        log_u = torch.rand((C, M), generator=generator, dtype=theta.dtype, device=theta.device).log_()
+        return batch, noise, log_u
+
+    def sweep(self, state: MWGState, draws: tuple, oracle, host_decisions: bool = True) -> tuple[Tensor, Tensor]:
+        """One sweep over the blocks with ``draws`` from :meth:`sweep_draws`: θ updated in place;
+        returns the energy ``[C]`` and the acceptances ``[C, M]``. ``oracle`` evaluates on
+        ``batch`` (``value``, ``value_and_grad``). One chain on the CPU decides on Python floats
+        (``host_decisions``); the compiled step takes the chains' path (selects, no host reads)."""
+        batch, noise, log_u = draws
+        theta, C = state.theta, state.theta.shape[0]
         inc = self._incremental
         if self.mala:
             energy, grad = oracle.value_and_grad(theta)
@@ -305,25 +324,23 @@ class MetropolisWithinGibbs:
         else:
             energy = oracle.value(theta)
         sd = state.log_sd.exp()
-        # the sweep's random numbers in two draws: N(0, 1) per parameter (blocks partition θ)
-        # and one uniform per block
-        noise = torch.randn(theta.shape, generator=generator, dtype=theta.dtype, device=theta.device)
-        log_u = torch.rand((C, M), generator=generator, dtype=theta.dtype, device=theta.device).log_()
         if self.mala:
-            energy, accept = self._mala_sweep(theta, energy, grad, noise, sd, log_u, oracle)
-        else:
-            steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
-            if inc is not None:
-                inc.set_steps(steps)
-            sweep = self._one_chain_sweep if C == 1 and theta.device.type == "cpu" else self._chains_sweep
-            energy, accept = sweep(theta, energy, steps, log_u, oracle)
+            return self._mala_sweep(theta, energy, grad, noise, sd, log_u, oracle)
+        steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
+        if inc is not None:
+            inc.set_steps(steps)
+        one_chain = host_decisions and C == 1 and theta.device.type == "cpu"
+        return (self._one_chain_sweep if one_chain else self._chains_sweep)(theta, energy, steps, log_u, oracle)
+
+    def sweep_info(self, state: MWGState, energy: Tensor, accept: Tensor, evaluations: int) -> tuple[MWGState, dict]:
+        """After a sweep: the adaptation of σ (Robbins-Monro, during ``adapt.steps``) and the records."""
         if self.adapt is not None and state.step < self.adapt.steps:
             self._adapt(state, accept)
         state.step += 1
         info = {
             "energy": energy,
             "accept": accept if self.record == "block" else self._per_layer(accept),
-            "evaluations": oracle.value_evals + oracle.grad_evals - evals0,
+            "evaluations": evaluations,
         }
         if self.adapt is not None:
             info["proposal_sd"] = self._adapt_groups(state.log_sd).exp()

@@ -206,6 +206,10 @@ class _BoundLogDensity(BoundPrior):
             )
 
     def grad(self, theta):
+        if torch.compiler.is_compiling():  # the compiled step: torch.func.grad (autodiff.traced_value_and_grad)
+            from ..autodiff import traced_value_and_grad
+
+            return traced_value_and_grad(self.energy, (theta.detach(),))[1][0]
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)
             (g,) = torch.autograd.grad(self.energy(leaf).sum(), leaf)

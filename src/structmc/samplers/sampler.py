@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -46,6 +46,23 @@ class Drawn:
 
     def __init__(self, noise: Tensor):
         self.noise = noise
+
+
+@runtime_checkable
+class SweepSampler(Protocol):
+    """A sampler whose iteration is a sweep over blocks of θ with its random numbers drawn first
+    (Metropolis-within-Gibbs): the compiled step (:mod:`structmc.compiled`) draws them eagerly
+    and traces :meth:`sweep`, whose decisions are selects (no host reads)."""
+
+    def sweep_draws(self, state, oracle, generator) -> tuple: ...
+
+    def sweep(self, state, draws: tuple, oracle, host_decisions: bool = True) -> tuple[Tensor, Tensor]: ...
+
+    def sweep_info(self, state, energy: Tensor, accept: Tensor, evaluations: int) -> tuple[Any, dict]: ...
+
+    def state_dict(self, state) -> dict: ...
+
+    def load_state(self, d: dict) -> Any: ...
 
 
 class NoiseBuffer:
