@@ -435,9 +435,18 @@ def test_resume_across_streamed_info_chunks(tmp_path, monkeypatch, keep):
 # ---------------------------------------------------------------------------------------
 # 6. Ctrl-C
 # ---------------------------------------------------------------------------------------
+@pytest.fixture
+def default_sigint():
+    """Ctrl-C as a terminal delivers it: a shell that starts pytest in the background without job
+    control (``nohup ... &``) hands it SIGINT ignored, and a run keeps an ignored SIGINT ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("how", ["raise", "signal"])
 @pytest.mark.parametrize("keep", [True, False])
-def test_ctrl_c_checkpoints_and_resume_continues_bit_for_bit(tmp_path, how, keep):
+def test_ctrl_c_checkpoints_and_resume_continues_bit_for_bit(tmp_path, how, keep, default_sigint):
     energy, data = mlp_energy()
     kw = dict(data=data, batch_size=20, seed=3, num_chains=2, burn_in=5, thin=3, progress=False)
     full = sm.sample(energy, None, sm.SGLD(1e-3), 60, **kw)
