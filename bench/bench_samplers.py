@@ -58,6 +58,7 @@ from _timing import interleaved_seconds_per_step, write_json
 from torch import nn
 
 import structmc as sm
+from structmc.compiled import Compiled
 
 
 def make_problem(num_data: int, seed: int = 0, model: str = "mlp", device: str = "cpu"):
@@ -197,6 +198,13 @@ def main(argv=None) -> dict:
         "(execution='compiled', beside the same Run stepped eagerly), e.g. eager,compiled",
     )
     ap.add_argument(
+        "--block",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --execution compiled: also rows of Compiled(block=K), K iterations a compiled call",
+    )
+    ap.add_argument(
         "--floor",
         action="store_true",
         help="on CUDA: also profile each compiled row's kernels (torch.profiler) and report the kernel-time "
@@ -299,6 +307,10 @@ def main(argv=None) -> dict:
             if "compiled" in executions:
                 contenders[f"structmc {name} Run eager"] = stepped(make(), "eager")
                 contenders[f"structmc {name} compiled"] = stepped(make(), "compiled")
+                if args.block > 1:
+                    contenders[f"structmc {name} compiled, block {args.block}"] = stepped(
+                        make(), Compiled(block=args.block)
+                    )
     for name in ("SGLD", "SGHMC", "SGNHT"):
         if wanted is None or "cv" in wanted:
             if "eager" in executions:
@@ -320,6 +332,10 @@ def main(argv=None) -> dict:
                     key = f"structmc {name} compiled, {C} chains"
                     contenders[key] = stepped(samplers[name](), "compiled", num_chains=C)
                     per_chain[key] = C
+                    if args.block > 1:
+                        key = f"structmc {name} compiled, block {args.block}, {C} chains"
+                        contenders[key] = stepped(samplers[name](), Compiled(block=args.block), num_chains=C)
+                        per_chain[key] = C
     if args.posteriors == "imported":
         import posteriors  # noqa: F401  (imported, no row: the import alone)
     elif args.posteriors == "auto":

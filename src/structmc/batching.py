@@ -89,6 +89,12 @@ class MinibatchStream:
             return self._full_batch
         return self._gather(self._next_indices())
 
+    @property
+    def full_batch(self) -> tuple[Tensor, ...]:
+        """Every row for every chain (``[C, N, ...]`` expanded views): the batch :meth:`next`
+        returns when the batch is the whole data set (``full``)."""
+        return self._full_batch
+
     def next_indices(self) -> Tensor | None:
         """The next batch's ``[C, n]`` indices (``None`` for the full batch), drawn as
         :meth:`next` draws them, without gathering the rows (the compiled step gathers them)."""

@@ -47,10 +47,13 @@ Recompiles
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
 import types
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -59,6 +62,7 @@ from .batching import MinibatchStream
 from .energy.protocols import CompilableEnergy, DrawingEnergy, Energy, StatefulEnergy
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch
+from .oracle import Oracle
 from .samplers.sampler import Drawn, Sampler, SweepSampler
 
 _RUNS = 0  # compiled runs in this process (names their code objects)
@@ -76,21 +80,36 @@ class Compiled(Execution):
 
     name = "compiled"
 
-    def __init__(self, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = None):
+    def __init__(self, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = None, block: int = 1):
         self.backend, self.mode, self.dynamic = backend, mode, dynamic
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ValueError(f"block must be an int >= 1 (iterations per compiled call), got {block!r}")
+        self.block = block
+        self._per_run()
+
+    def _per_run(self) -> None:
+        """What one run sets up and fills (a strategy is copied per run, maybe after a run of its own)."""
         self.fallback = ""  # why the run steps eagerly ("" while compiled)
         self._fn: Callable | None = None
         self._cudagraphs = False  # replayed as a CUDA graph (Inductor's reduce-overhead mode on CUDA)
+        self._sweep_oracle: Oracle | None = None  # a sweep sampler's evaluations inside the graph
+        self._cost = 0  # model gradient evaluations per chain of an update (0: asked each step)
+        self._traced: tuple | None = None  # (lr, warm-up, iterations) of the last call: a change may recompile
+        self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
+        self._fields: tuple[str, ...] = ()  # the sampler state's fields (a block's iterations copy them)
         self._static: dict[str, Tensor] = {}  # the state's tensors at their fixed addresses (CUDA graphs)
         self._noise_buffers: list[Tensor] = []  # each update's noise at a fixed address (CUDA graphs)
-        self._sweep_oracle: _SweepOracle | None = None  # a sweep sampler's evaluations inside the graph
-        self._traced: tuple | None = None  # (lr, warm-up) of the last call: a change may recompile
-        self._drawing: DrawingEnergy | None = None  # a structured energy: θ̃ and masks drawn before the graph
+        # a block's iterations computed ahead, oldest last: (state, energy, generator and stream after its draws)
+        self._ahead: list[tuple] = []
+        self._given: Any = None  # the state the last step returned (a run that replaced it drops the block)
+        self._mark: tuple | None = None  # the generator and stream after the last returned iteration's draws
 
     def describe(self) -> str:
-        return f"compiled ({self.backend}" + (f", {self.mode}" if self.mode else "") + ")"
+        block = f", block={self.block}" if self.block > 1 else ""
+        return f"compiled ({self.backend}" + (f", {self.mode}" if self.mode else "") + block + ")"
 
     def bind(self, run) -> None:
+        self._per_run()
         self.fallback = blocker(run)
         if self.fallback:
             warnings.warn(
@@ -108,8 +127,14 @@ class Compiled(Execution):
         global _RUNS
         _RUNS += 1
         traced = Compiled._sweep if isinstance(run.sampler, SweepSampler) else Compiled._iteration
+        # the cost of an update is fixed, except a structured energy's (1 during its warm-up, K after)
+        self._cost = 0 if self._drawing is not None else run.oracle.gradient_cost()
+        if dataclasses.is_dataclass(run.state):
+            self._fields = tuple(f.name for f in dataclasses.fields(run.state))
         if isinstance(run.sampler, SweepSampler):
-            self._sweep_oracle = _SweepOracle(run.oracle)
+            # the run's energy and estimator on the sweep's minibatch, without a stream, its
+            # evaluations counted from zero in each call (the run's oracle adds them)
+            self._sweep_oracle = Oracle(run.oracle.energy, run.oracle.estimator)
         code = traced.__code__.replace(co_name=f"structmc_compiled_step_{_RUNS}")
         iteration = types.FunctionType(code, traced.__globals__, code.co_name)
         kwargs: dict = {}
@@ -142,18 +167,25 @@ class Compiled(Execution):
         if stream is None:
             return None
         if idx is None:
-            return stream._full_batch
+            return stream.full_batch
         flat = idx.reshape(-1)
         return tuple(t.index_select(0, flat).view(*idx.shape, *t.shape[1:]) for t in stream.data)
 
     def _iteration(self, state, indices: list, noises: list, drawn: list, lr: float):
-        energy = None
-        for idx, noise, energy_draws in zip(indices, noises, drawn):
+        """One iteration (``num_leapfrog`` updates), or a block of them: the final state, each
+        iteration's energy, and the state's fields after each iteration but the last."""
+        energies, snapshots = [], []
+        per = self._sampler.num_leapfrog
+        for u, (idx, noise, energy_draws) in enumerate(zip(indices, noises, drawn)):
             if energy_draws is not None:
                 self._energy.use_draws(energy_draws)
             energy, grad = self._estimator(self._energy, state.theta, self._gather(idx))
             state = self._sampler.update(state, grad, lr, None if noise is None else Drawn(noise))
-        return state, energy
+            if (u + 1) % per == 0:
+                energies.append(energy)
+                if u + 1 < len(indices):
+                    snapshots.append([_snapshot(getattr(state, name)) for name in self._fields])
+        return state, energies, snapshots
 
     def _sweep(self, state, draws):
         oracle = self._sweep_oracle
@@ -165,13 +197,8 @@ class Compiled(Execution):
         sweep's normals and uniforms: the eager order), the sweep traced; the evaluations are
         counted from zero in each call (a count carried over would be guarded as a constant)."""
         sampler, oracle = run.sampler, self._sweep_oracle
-        saved = None
-        if self._traced is None:
-            saved = (
-                run.generator.get_state(),
-                None if run.stream is None else run.stream.state_dict(),
-                _copy_state(run),
-            )
+        assert oracle is not None
+        saved = _saved(run, None) if self._traced is None else None
         draws = sampler.sweep_draws(run.state, run.oracle, run.generator)
         oracle.value_evals = oracle.grad_evals = 0
         try:
@@ -184,10 +211,7 @@ class Compiled(Execution):
         except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
             if saved is None:
                 raise
-            run.generator.set_state(saved[0])
-            if run.stream is not None:
-                run.stream.load_state_dict(saved[1])
-            run.state = saved[2]
+            _restore(run, saved, None)
             self._fallback(err)
             return super().step(run, None)
         self._traced = (None, False)
@@ -211,54 +235,85 @@ class Compiled(Execution):
             return self._fn(state, indices, noises, drawn, lr)
         _keep_addresses(state, self._static)
         torch.compiler.cudagraph_mark_step_begin()
-        state, energy = self._fn(state, indices, noises, drawn, lr)
-        # the energy is the graph's output buffer, rewritten by the next replay: the records keep a copy
-        return state, energy.clone()
+        state, energies, snapshots = self._fn(state, indices, noises, drawn, lr)
+        # the energies and snapshots are the graph's output buffers, rewritten by the next replay: copies
+        energies = [e.clone() for e in energies]
+        return state, energies, [[_snapshot(v) for v in snap] for snap in snapshots]
 
     def step(self, run, lr):
         if self._fn is None:
             return super().step(run, lr)
         if self._sweep_oracle is not None:
             return self._sweep_step(run)
+        if self._ahead:
+            if run.state is self._given:
+                return self._next_ahead(run)
+            self._ahead.clear()  # the run's state was replaced (a restored checkpoint): the block is void
         sampler, generator, stream = run.sampler, run.generator, run.stream
+        iterations = self._block_size(run, lr)
         saved = None
         # where a trace may happen (the first call; a new step size; a structured energy's warm-up
-        # ending), a trace that fails leaves the run as the eager step would find it
-        key = (lr, self._drawing is not None and self._drawing.draws_next())
+        # ending; a block's first or last use), a trace that fails leaves the run as the eager step finds it
+        key = (lr, self._drawing is not None and self._drawing.draws_next(), iterations)
         if key != self._traced:
-            saved = (
-                generator.get_state(),
-                None if stream is None else stream.state_dict(),
-                _copy_state(run),
-                None if self._drawing is None else self._drawing.state_dict(),
-            )
+            saved = _saved(run, self._drawing)
         state = sampler.begin(run.state, lr, generator)
-        indices, noises, drawn = [], [], []
+        indices, noises, drawn, marks = [], [], [], []
         drawing = self._drawing
-        for _ in range(sampler.num_leapfrog):  # the eager order: each update's indices, then its noise
-            indices.append(None if stream is None else stream.next_indices())
-            # a structured energy's θ̃ and masks: its own generator, so the order against the run's is free
-            drawn.append(
-                None if drawing is None else drawing.draw_for_step(run.num_chains, run.theta.dtype, run.theta.device)
-            )
-            noises.append(self._noise(len(noises), state.theta, generator) if sampler.draws_noise(lr) else None)
+        for _ in range(iterations):
+            for _ in range(sampler.num_leapfrog):  # the eager order: each update's indices, then its noise
+                indices.append(None if stream is None else stream.next_indices())
+                # a structured energy's θ̃ and masks: its own generator, so the order against the run's is free
+                drawn.append(
+                    None
+                    if drawing is None
+                    else drawing.draw_for_step(run.num_chains, run.theta.dtype, run.theta.device)
+                )
+                noises.append(self._noise(len(noises), state.theta, generator) if sampler.draws_noise(lr) else None)
+            if iterations > 1:  # where the run is after each iteration's draws, should it stop there
+                marks.append((generator.get_state(), None if stream is None else stream.state_dict()))
         try:
-            state, energy = self._call(state, indices, noises, drawn, lr)
+            state, energies, snapshots = self._call(state, indices, noises, drawn, lr)
         except Exception as err:  # noqa: BLE001  (named in the warning, then the eager step)
             if saved is None:
                 raise
-            generator.set_state(saved[0])
-            if stream is not None:
-                stream.load_state_dict(saved[1])
-            run.state = saved[2]
-            if self._drawing is not None:
-                self._drawing.load_state_dict(saved[3], run.theta.device)
-                self._drawing.use_draws(None)
+            _restore(run, saved, self._drawing)
             self._fallback(err)
             return super().step(run, lr)
         self._traced = key
-        run.oracle.grad_evals += sampler.num_leapfrog * run.oracle.gradient_cost()
-        return state, {"energy": energy, **sampler.records(state)}
+        if iterations > 1:  # the block's iterations before its last, as states of their own
+            states = [_with_fields(state, self._fields, snap) for snap in snapshots] + [state]
+            self._ahead = list(zip(states, energies, marks))[::-1]
+            return self._next_ahead(run)
+        run.oracle.grad_evals += sampler.num_leapfrog * (self._cost or run.oracle.gradient_cost())
+        return state, {"energy": energies[-1], **sampler.records(state)}
+
+    def _block_size(self, run, lr) -> int:
+        """Iterations in the next call: ``block`` where they share the step size and the sampler's
+        ``begin`` does nothing between them, else one."""
+        sampler, t = run.sampler, run.iteration
+        if self.block == 1 or not self._fields or self._drawing is not None or sampler.begin_changes_state():
+            return 1
+        if sampler.lr is not None and any(sampler.lr(t + j) != lr for j in range(1, self.block)):
+            return 1
+        return self.block
+
+    def _next_ahead(self, run):
+        state, energy, self._mark = self._ahead.pop()
+        self._given = state
+        run.oracle.grad_evals += run.sampler.num_leapfrog * (self._cost or run.oracle.gradient_cost())
+        return state, {"energy": energy, **run.sampler.records(state)}
+
+    def settle(self, run) -> None:
+        """A block's iterations not yet returned are dropped, and the run's generator and stream
+        go back to where they were after the last returned iteration's draws."""
+        if not self._ahead:
+            return
+        self._ahead.clear()
+        if self._mark is not None:
+            run.generator.set_state(self._mark[0])
+            if run.stream is not None:
+                run.stream.load_state_dict(self._mark[1])
 
     def _noise(self, k: int, theta: Tensor, generator) -> Tensor:
         """The k-th update's standard normal, from the run's generator. Under CUDA graphs drawn into
@@ -273,9 +328,6 @@ class Compiled(Execution):
             bufs[k:] = [buf]
         return bufs[k].normal_(generator=generator)
 
-    def settings(self) -> dict:
-        return {}  # the same chain as the eager run (to float rounding): a folder resumes in either mode
-
 
 def _keep_local_guards(entries) -> list[bool]:
     """Drop Dynamo's guards on module globals (that ``torch``, ``torch.nn.functional``, the
@@ -286,25 +338,6 @@ def _keep_local_guards(entries) -> list[bool]:
     Guards on the arguments and on the run's objects (their tensors, flags and counters: a
     structured energy's warm-up, a control variate's centre gradient) stay."""
     return [not entry.is_global for entry in entries]
-
-
-class _SweepOracle:
-    """The run's oracle inside a traced sweep: the same energy and estimator on the sweep's
-    minibatch, its evaluations counted from zero in each call (the run's oracle adds them)."""
-
-    def __init__(self, oracle):
-        self.energy, self.estimator = oracle.energy, oracle.estimator
-        self._cost = oracle.gradient_cost()
-        self.batch = None
-        self.value_evals = self.grad_evals = 0
-
-    def value(self, theta: Tensor) -> Tensor:
-        self.value_evals += self.energy.evaluations_per_call
-        return self.energy.value(theta, self.batch)
-
-    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
-        self.grad_evals += self._cost
-        return self.estimator(self.energy, theta, self.batch)
 
 
 def _keep_addresses(state, static: dict[str, Tensor]) -> None:
@@ -324,6 +357,40 @@ def _keep_addresses(state, static: dict[str, Tensor]) -> None:
         else:
             torch._dynamo.mark_static_address(t, guard=False)
             static[name] = t
+
+
+def _saved(run, drawing: DrawingEnergy | None) -> tuple:
+    """What a failed trace must give back (:func:`_restore`): the run's generator, stream, state
+    and a structured energy's draws, as the eager step will find them."""
+    return (
+        run.generator.get_state(),
+        None if run.stream is None else run.stream.state_dict(),
+        _copy_state(run),
+        None if drawing is None else drawing.state_dict(),
+    )
+
+
+def _restore(run, saved: tuple, drawing: DrawingEnergy | None) -> None:
+    generator_state, stream_state, state, drawing_state = saved
+    run.generator.set_state(generator_state)
+    if run.stream is not None:
+        run.stream.load_state_dict(stream_state)
+    run.state = state
+    if drawing is not None:
+        drawing.load_state_dict(drawing_state, run.theta.device)
+        drawing.use_draws(None)
+
+
+def _snapshot(value):
+    return value.clone() if isinstance(value, Tensor) else value
+
+
+def _with_fields(state, names: tuple[str, ...], values: list):
+    """A copy of the sampler state ``state`` with ``names`` set to ``values`` (a block's iteration)."""
+    out = copy.copy(state)
+    for name, value in zip(names, values):
+        setattr(out, name, value)
+    return out
 
 
 def _copy_state(run):

@@ -15,7 +15,7 @@ iteration:
 
 The run loop knows none of them: it calls the hooks below in this order — :meth:`check` (before
 any compute), :meth:`stream`, :meth:`setup`, :meth:`oracle`, :meth:`bind` (once the state
-exists), then :meth:`step` each iteration.
+exists), then :meth:`step` each iteration, and :meth:`settle` wherever the run stops.
 """
 
 from __future__ import annotations
@@ -52,6 +52,11 @@ class Execution:
     def step(self, run, lr):
         """One iteration: ``(state, info)``."""
         return run.sampler.step(run.state, run.oracle, lr, run.generator)
+
+    def settle(self, run) -> None:
+        """The run stops here (the end of :meth:`~structmc.run.Run.iterate`, a checkpoint, a
+        restore): give back anything computed ahead of ``run.iteration`` (the run's generator and
+        stream as they are after it)."""
 
     def settings(self) -> dict:
         """What this strategy adds to the run's settings (resume refuses a mismatch)."""

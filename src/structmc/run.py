@@ -31,7 +31,7 @@ from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
 from .recording import Progress
 from .run_inputs import _as_data, _as_source, _check_draws, _check_int, _initial_positions, check_draws, check_int  # noqa: F401  (their old home)
-from .runner import Budget, DivergenceError, Run, _as_budget, iterate  # noqa: F401
+from .runner import Budget, DivergenceError, Run, _as_budget  # noqa: F401
 from .samplers.kernel import Kernel
 from .storage import RunFolder
 
@@ -429,6 +429,19 @@ def _chain_buffers(energy, num_chains: int):
     if base.buffer_chains not in (None, num_chains):
         return None
     return [{k: v.detach().clone() for k, v in base.chain_buffers(c).items()} for c in range(num_chains)]
+
+
+def iterate(
+    target: Energy | Callable,
+    init: Tensor | None,
+    sampler: Kernel,
+    budget: Budget | int | None = None,
+    *,
+    until=None,
+    **run_options,
+):
+    """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
+    return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 
 
 __all__ = ["Budget", "DivergenceError", "Run", "iterate", "sample", "check_resume_compatible"]

@@ -204,6 +204,12 @@ class Run:
         it0, sec0, ev0 = self.iteration, self.elapsed, self.oracle.grad_evals
         if budget is not None and budget.iterations == 0:
             return
+        try:
+            yield from self._iterate(budget, until, it0, sec0, ev0)
+        finally:  # the run stops here (its budget, until, a break, an error): nothing computed ahead
+            self.execution.settle(self)
+
+    def _iterate(self, budget, until, it0, sec0, ev0):
         while True:
             info = self.step()
             if (
@@ -277,23 +283,12 @@ class Run:
     def state_dict(self) -> dict:
         """The run's state after ``iteration`` iterations, on the CPU, from each component's
         own ``state_dict`` (:func:`structmc.checkpointing.run_state_dict`)."""
+        self.execution.settle(self)
         return checkpointing.run_state_dict(self)
 
     def load_state_dict(self, d: dict) -> None:
+        self.execution.settle(self)
         checkpointing.load_run_state(self, d)
-
-
-def iterate(
-    target: Energy | Callable,
-    init: Tensor | None,
-    sampler: Kernel,
-    budget: Budget | int | None = None,
-    *,
-    until=None,
-    **run_options,
-) -> Iterator[tuple[int, Any, dict]]:
-    """``Run(target, init, sampler, **run_options).iterate(budget, until=until)``."""
-    return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 
 
 Run.__module__ = "structmc.run"  # its documented home, and the name pickles carry (executors)

@@ -7,6 +7,7 @@ compiled runs eagerly with a warning naming why, and gives the eager chain."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 import warnings
 
@@ -354,3 +355,103 @@ def test_a_gibbs_sweep_compiled_with_inductor_agrees_and_resumes(tmp_path):
         _run(energy, data, make(), "compiled", callback=interrupt_at(5), **kw, **folder)
     resumed = _run(energy, data, make(), "compiled", resume=True, **kw, **folder)
     torch.testing.assert_close(resumed.samples, fused.samples, rtol=0, atol=0)
+
+
+def test_a_gibbs_sweep_that_cannot_be_traced_falls_back_with_the_eager_chain():
+    """A sweep whose trace fails (a host read in it): the warning names it, the run's generator,
+    stream and state are given back, and the run sweeps eagerly from there: the eager chain."""
+    from structmc.gibbs import MetropolisWithinGibbs
+    from structmc.partitions import by_neuron
+
+    class HostRead(MetropolisWithinGibbs):
+        def sweep(self, state, draws, oracle, host_decisions=True):
+            if state.theta.abs().max().item() > 1e6:  # a branch on a host read: not in one graph
+                raise FloatingPointError("diverged")
+            return super().sweep(state, draws, oracle, host_decisions)
+
+    energy, data = _gibbs_problem()
+    make = lambda: HostRead(by_neuron(energy.space), 0.05, evaluator="incremental")  # noqa: E731
+    eager = _run(energy, data, make(), "eager", steps=5, batch_size=20, num_chains=2)
+    kw = dict(data=data, batch_size=20, num_chains=2, seed=7, progress=False)
+    out: list = []
+    message = _warned(lambda: out.append(sm.sample(energy, None, make(), 5, **kw, execution=TRACED)))
+    assert "could not trace the step" in message
+    assert torch.equal(out[0].samples, eager.samples)
+    assert torch.equal(out[0].info["accept"], eager.info["accept"])
+    assert torch.equal(out[0].info["evaluations"], eager.info["evaluations"])
+
+
+BLOCK = Compiled(backend="aot_eager", block=4)  # four iterations a graph, traced on the eager kernels
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: sm.SGLD(1e-3), lambda: sm.SGHMC(1e-4, friction=0.1, num_leapfrog=2), lambda: sm.SGNHT(1e-3, a=0.1)],
+    ids=["sgld", "sghmc-2-leapfrog", "sgnht"],
+)
+def test_a_block_of_iterations_in_one_graph_is_the_eager_chain(make):
+    """``Compiled(block=k)``: k iterations in one graph (their draws made before it, in the eager
+    order), each iteration returned with its own state, energy and records. 11 steps: blocks of
+    4, 4 and 4 with one iteration left over, given back at the end."""
+    energy, data = mlp_energy()
+    eager = _run(energy, data, make(), "eager", steps=11, num_chains=3)
+    block = _run(energy, data, make(), BLOCK, steps=11, num_chains=3)
+    assert torch.equal(block.samples, eager.samples)
+    for key in eager.info:
+        if key != "time":
+            assert torch.equal(block.info[key], eager.info[key]), key
+
+
+def test_a_block_keeps_the_chain_through_schedules_estimators_and_thinning():
+    """A step decay every 6 iterations: blocks where four iterations share the step size, single
+    iterations where they do not; control variates; a thinned run; momentum resampling (SGHMC's
+    begin draws each iteration: no block)."""
+    energy, data = mlp_energy(num_data=90)
+    centre = torch.cat([p.detach().reshape(-1) for p in energy.module.parameters()])
+    cases = [
+        (lambda: sm.SGLD(sm.schedules.StepDecay(1e-3, every=6)), dict(num_chains=2)),
+        (lambda: sm.SGLD(1e-3), dict(gradient=sm.ControlVariate(centre), num_chains=2, thin=3)),
+        (lambda: sm.SGHMC(1e-4, friction=0.1, resample_momentum=True), dict(num_chains=2)),
+    ]
+    for make, kw in cases:
+        eager = _run(energy, data, make(), "eager", steps=17, **kw)
+        block = _run(energy, data, make(), BLOCK, steps=17, **kw)
+        assert torch.equal(block.samples, eager.samples), kw
+        assert torch.equal(block.info["grad_evals"], eager.info["grad_evals"])
+
+
+def test_a_run_that_stops_inside_a_block_continues_where_it_stopped(tmp_path):
+    """The run's generator and stream are ahead while a block's iterations are being returned:
+    a checkpoint, the end of ``iterate`` and a restore give back what was computed ahead, so that
+    stopping anywhere and going on (in either mode) is the unbroken chain."""
+    energy, data = mlp_energy()
+    kw = dict(data=data, batch_size=16, num_chains=2, seed=3, progress=False)
+    whole = sm.sample(energy, None, sm.SGLD(1e-3), 23, **kw)
+    with pytest.raises(Interrupt):
+        sm.sample(energy, None, sm.SGLD(1e-3), 23, out_dir=tmp_path, checkpoint_every=5, callback=interrupt_at(13),
+                  execution=BLOCK, **kw)  # fmt: skip
+    resumed = sm.sample(energy, None, sm.SGLD(1e-3), 23, out_dir=tmp_path, checkpoint_every=5, resume=True,
+                        execution=BLOCK, **kw)  # fmt: skip
+    assert torch.equal(resumed.samples, whole.samples)
+    run = sm.Run(energy, None, sm.SGLD(1e-3), data=data, batch_size=16, num_chains=2, seed=3, execution=BLOCK)
+    steps = [state.theta.clone() for n in (3, 2, 7) for _, state, _ in run.iterate(n)]
+    eager = sm.Run(energy, None, sm.SGLD(1e-3), data=data, batch_size=16, num_chains=2, seed=3)
+    assert torch.equal(torch.stack(steps), torch.stack([s.theta.clone() for _, s, _ in eager.iterate(12)]))
+    saved = copy.deepcopy(run.state_dict())  # (the state dict holds the live tensors)
+    more = [s.theta.clone() for _, s, _ in run.iterate(6)]
+    run.load_state_dict(copy.deepcopy(saved))
+    run.step(), run.step()  # a block computed and two of its iterations returned: two ahead
+    run.load_state_dict(copy.deepcopy(saved))  # back to iteration 12 while a block is half returned
+    assert torch.equal(torch.stack([s.theta.clone() for _, s, _ in run.iterate(6)]), torch.stack(more))
+
+
+def test_block_is_checked_and_a_strategy_serves_one_run_at_a_time():
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="block must be an int"):
+            Compiled(block=bad)
+    assert "block=4" in BLOCK.describe()
+    energy, data = mlp_energy()
+    kw = dict(data=data, batch_size=16, seed=5, progress=False)
+    first = _run(energy, data, sm.SGLD(1e-3), BLOCK, steps=6, batch_size=16, seed=5)
+    again = sm.sample(energy, None, sm.SGLD(1e-3), 6, **kw, execution=BLOCK)
+    assert torch.equal(first.samples, again.samples) and BLOCK._ahead == []  # the caller's object is never bound

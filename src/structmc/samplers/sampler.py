@@ -140,6 +140,11 @@ class Sampler:
         """Hook before each iteration (momentum resampling); default: nothing."""
         return state
 
+    def begin_changes_state(self) -> bool:
+        """Whether :meth:`begin` changes the state (draws): a compiled block of iterations
+        (``Compiled(block=k)``) runs only between iterations where it does not."""
+        return False
+
     def records(self, state) -> dict:
         """The sampler's own records of an iteration besides the energy (SGNHT's thermostat)."""
         return {}

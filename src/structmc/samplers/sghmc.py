@@ -65,6 +65,9 @@ class SGHMC(Sampler):
             state.momentum = self._fresh_momentum(state.theta, lr, generator)
         return state
 
+    def begin_changes_state(self) -> bool:
+        return self.resample_momentum
+
     def draws_noise(self, lr: float) -> bool:
         return 2 * (self.friction - self.beta_hat) * lr * self.temperature > 0
 
