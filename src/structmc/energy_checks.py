@@ -128,31 +128,39 @@ def probe(energy, inputs: Sequence[Tensor], rows: int = 4) -> Tensor:
     chains), at the current parameters, with copies of the buffers (running statistics
     are not updated) and no gradient."""
     xs = tuple(t[:rows].to(energy.device) for t in inputs)
-    params = energy.space.unflatten(energy._flat.detach())
     buffers = {k: v.detach().clone() for k, v in energy.module.named_buffers()}
     with torch.no_grad():
+        if not buffers:  # the module's parameters are views of the flat vector: the module itself
+            return energy.module(*xs)
+        params = energy.space.unflatten(energy._flat.detach())
         return functional_call(energy.module, {**params, **buffers}, xs)
 
 
-def check_deterministic(energy, inputs: Sequence[Tensor]) -> None:
+_SEEDS = (12345, 54321)  # the global seeds of check_deterministic's two forwards
+
+
+def _seeded_probe(energy, inputs: Sequence[Tensor], seed: int, rows: int = 4) -> Tensor:
+    """:func:`probe` with torch's global generator seeded (and given back as it was)."""
+    device = energy.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.random.default_generator.manual_seed(seed)
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                torch.cuda.manual_seed(seed)
+        return probe(energy, inputs, rows)
+
+
+def check_deterministic(energy, inputs: Sequence[Tensor], first: Tensor | None = None) -> None:
     """Refuse a module whose forward draws random numbers: two forwards on the same rows
     under different global seeds must agree. Such a module's randomness comes from the
     global RNG, not the run's generator, so draws would ignore ``seed`` (and ``vmap`` over
     chains refuses random ops). Checked once, at the first evaluation (and by
-    :func:`check_module_data`)."""
-    device = energy.device
-    outs = []
+    :func:`check_module_data`). ``first``: the forward under the first seed, already made."""
     try:
-        for seed in (12345, 54321):
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                torch.random.default_generator.manual_seed(seed)
-                if device.type == "cuda":
-                    with torch.cuda.device(device):
-                        torch.cuda.manual_seed(seed)
-                outs.append(probe(energy, inputs))
+        a = _seeded_probe(energy, inputs, _SEEDS[0]) if first is None else first
+        b = _seeded_probe(energy, inputs, _SEEDS[1])
     except Exception:  # the forward itself fails: the evaluation will say why
         return
-    a, b = outs
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.is_floating_point():
         same = torch.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)
     else:
@@ -230,7 +238,7 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
             )
     rows = min(4, int(target.shape[0]) if target.dim() else 1)
     try:
-        out = probe(energy, inputs, rows)
+        out = _seeded_probe(energy, inputs, _SEEDS[0], rows)  # also check_deterministic's first forward
     except Exception as err:
         shapes = ", ".join(f"input {i}: {list(x.shape)} {x.dtype}" for i, x in enumerate(inputs))
         ints = [i for i, x in enumerate(inputs) if not x.is_floating_point()]
@@ -248,7 +256,7 @@ def check_module_data(energy, data: Sequence[Tensor]) -> None:
     if not isinstance(out, Tensor):  # a custom likelihood may take what the module returns
         return
     energy.likelihood.check_target(out, target, rows)
-    check_deterministic(energy, inputs)
+    check_deterministic(energy, inputs, first=out)
 
 
 #: parameter dtypes coarse enough for an SGLD step to round away (8 and 11 significant bits)

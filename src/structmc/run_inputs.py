@@ -234,6 +234,11 @@ class PreparedTarget:
     def checked_data(self):
         return self.probe if self.on_dataset else self.data
 
+    @property
+    def described(self) -> tuple:
+        """What the run's data fingerprint is taken from: the data as given, the source, the probe."""
+        return self.given_data, self.source, self.probe
+
 
 def prepared_target(target, init, data, batch_size, batching, num_chains, check) -> PreparedTarget:
     """The run's energy (``num_data`` set to the data's length when ``None``; a stateful one

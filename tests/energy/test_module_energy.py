@@ -20,6 +20,7 @@ from support.gradients import (
 from torch import nn
 
 import structmc
+import structmc as sm
 
 
 def test_module_energy_per_group_prior():
@@ -154,3 +155,25 @@ def test_hessian_diag_module_energy_is_unbiased():
     off = H - torch.diag(torch.diag(H))
     sd = off.square().sum(1).div(K).sqrt()
     assert torch.all((est - torch.diag(H)).abs() <= 6 * sd + 1e-10), (est, torch.diag(H))
+
+
+def test_the_callers_energy_still_computes_its_gradient_after_copies_and_runs():
+    """A shallow copy (``with_prior``) and a run's copy (``with_num_data``, what every ``sample()``
+    without ``num_data`` takes) share or deep-copy the module; neither may bind the caller's module
+    to another flat vector. Before the fix, after ``sample()`` the caller's energy's one-chain
+    ``value_and_grad`` returned the prior's gradient alone (its flat gradient no longer the
+    parameters' ``.grad``)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+    energy = sm.ModuleEnergy(net, "categorical", prior_std=1.0)
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+    batch = (X[:10].unsqueeze(0), y[:10].unsqueeze(0))
+    theta = 0.3 * torch.randn(1, energy.space.dim, generator=g)
+    value, grad = energy.value_and_grad(theta, batch)
+    assert float(grad.sub(theta).abs().max()) > 1e-3  # the likelihood's gradient is in it
+    energy.with_prior(sm.priors.Laplace(scale=1.0))
+    energy.with_num_data(40)
+    sm.sample(energy, None, sm.SGLD(1e-3), 3, data=(X, y), batch_size=10, progress=False)
+    again_value, again_grad = energy.value_and_grad(theta, batch)
+    assert torch.equal(again_value, value) and torch.equal(again_grad, grad)

@@ -152,6 +152,15 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
     def __getstate__(self):  # copies and pickles do not carry the last run's batch views
         return {**self.__dict__, "_hot_batch": None}
 
+    def __copy__(self):
+        # a shallow copy shares the module and its binding: pickle's and deepcopy's path
+        # (__setstate__ binds again) would make the shared module's parameters views of a new flat
+        # vector, and this energy's flat vector and gradient would no longer be its parameters (the
+        # caller's energy, after sample() took its copy, returned the prior's gradient alone)
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__getstate__())
+        return new
+
     def __setstate__(self, state):
         # pickle and deepcopy rebuild each parameter as its own tensor: they no longer alias
         # the flat vector and flat gradient, so the one-chain path would copy θ into a buffer
