@@ -29,7 +29,7 @@ def test_demo_tiny_writes_report(tmp_path):
 def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
     """`reproduce` under the new name and the old one (an alias); the common report format;
     the data set's exact MAP is the paper's within 0.1 per coordinate, whatever the sampling."""
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+    from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
     assert (
         main(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet", "--seed", "4"]) == 0
@@ -48,7 +48,7 @@ def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
 
 
 def test_expected_map_of_the_fitted_covariate_law_is_the_papers():
-    from structmc.experiments.ssgmcmc_linreg import PAPER_MAP, expected_map, fit_covariate_law
+    from structmc_papers.ssgmcmc_linreg import PAPER_MAP, expected_map, fit_covariate_law
 
     mu, cov = fit_covariate_law()
     assert (expected_map(mu, cov) - torch.tensor(PAPER_MAP, dtype=torch.float64)).abs().max() < 1e-5

@@ -1,5 +1,5 @@
 """The registries behind the CLI and the Python API: samplers (sampler_from_config), data
-sets (structmc.data.DATASETS), experiments (structmc.experiments.REGISTRY), and the CLI's use
+sets (structmc.data.DATASETS), experiments (structmc_papers.REGISTRY), and the CLI's use
 of them (same samplers and models as before for the same flags, ``experiment --list``)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import structmc.data as D
-import structmc.experiments as E
+import structmc_papers as E
 from structmc import cli
 from structmc.cli import main
 from structmc.registry import Registry
@@ -343,7 +343,7 @@ def test_submodules_are_attributes_of_the_package():
     code = (
         "import structmc; "
         "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
-        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.experiments, structmc.evaluation]; "
+        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc_papers, structmc.evaluation]; "
         "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -41,10 +41,10 @@ def test_the_import_contracts_hold():
 
 
 def test_the_independence_contract_lists_every_experiment_module():
-    from structmc.experiments import REGISTRY
+    from structmc_papers import REGISTRY
 
     listed = set(_contracts()["experiments-independent"]["modules"])
-    modules = {f"structmc.experiments.{p.stem}" for p in EXPERIMENTS.glob("*.py") if not p.stem.startswith("_")}
+    modules = {f"structmc_papers.{p.stem}" for p in EXPERIMENTS.glob("*.py") if not p.stem.startswith("_")}
     assert listed == modules  # a new experiment module is added to the contract
     registered = {REGISTRY.get(name).module_path for name in REGISTRY.choices()}
     assert registered <= listed
@@ -61,7 +61,7 @@ def _private_uses(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             library = node.level >= 2 or (
-                node.level == 0 and module.split(".")[0] == "structmc" and not module.startswith("structmc.experiments")
+                node.level == 0 and module.split(".")[0] == "structmc" and not module.startswith("structmc_papers")
             )
             for alias in node.names:
                 if node.level == 1 and not module:  # from . import _mamba as M
