@@ -174,7 +174,10 @@ def test_ruff_finds_nothing():
     root = Path(__file__).resolve().parents[2]
     for command in (["check"], ["format", "--check"]):
         proc = subprocess.run(
-            [ruff, *command, "src", "papers/src", "tests", "bench", "examples"], cwd=root, capture_output=True, text=True
+            [ruff, *command, "src", "papers/src", "tests", "bench", "examples"],
+            cwd=root,
+            capture_output=True,
+            text=True,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
