@@ -175,3 +175,5 @@ class HierarchicalEnergy(WrappedEnergy):
 # name (structmc.fingerprint's _RECORDED_AS), so those runs still resume, and a pickle naming
 # structmc.priors.HierarchicalEnergy still loads (structmc/__init__.py sets that attribute of
 # structmc.priors; the priors never import the energies, issue 38 item 4).
+
+__all__ = ["HierarchicalEnergy"]
