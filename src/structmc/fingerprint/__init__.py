@@ -29,7 +29,7 @@ them keeps a run resumable. Bytecode differs between Python versions: each hashe
 compares values only (with a warning). What cannot be hashed (a C function of an unknown
 extension, an opaque object) is listed under ``unfingerprintable`` and resuming warns that it
 was not checked. A package built on structmc declares its code to be identified by name too, and
-the name its objects were recorded under before it moved, with :func:`register_library` (the
+the name its objects were recorded under before it moved, with :func:`register_library` (:func:`recorded_name` maps a name so; the
 papers' reproductions, ``structmc_papers``, recorded as ``structmc.experiments``, their home
 until issue 38; ``structmc.hierarchical.HierarchicalEnergy`` is recorded as
 ``structmc.priors.HierarchicalEnergy``, its first home). Version-1 fingerprints (structmc 0.1, a strided sample of 4,096 data elements
@@ -50,6 +50,7 @@ from .hashing import (
     _qualified,
     _same_builtin,
     _update_tensor,
+    recorded_name,
     register_library,
     tensor_digest,
 )
@@ -110,6 +111,7 @@ for _obj in (
     legacy_data_fingerprint,
     legacy_energy_fingerprint,
     legacy_tensor_fingerprint,
+    recorded_name,
     register_library,
 ):
     _obj.__module__ = __name__
@@ -133,4 +135,5 @@ __all__ = [
     "legacy_data_fingerprint",
     "legacy_energy_fingerprint",
     "register_library",
+    "recorded_name",
 ]

@@ -63,6 +63,14 @@ def register_library(package: str, recorded_as: str | None = None) -> None:
         _RECORDED_AS[package] = recorded_as
 
 
+def recorded_name(name: str) -> str:
+    """A qualified name (``"structmc_papers._common.log_loss_metric"``) as run and tuning folders
+    record it: under the former name a package declared with :func:`register_library`
+    (``"structmc.experiments._common.log_loss_metric"``), else unchanged. What a folder records
+    by name (a tuning metric's function) goes through it, so that resuming compares like names."""
+    return _recorded(name)
+
+
 def _recorded(name: str) -> str:
     """``name`` as fingerprints record it (:data:`_RECORDED_AS`, the longest matching prefix)."""
     for current in sorted(_RECORDED_AS, key=len, reverse=True):
