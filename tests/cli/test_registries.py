@@ -343,7 +343,7 @@ def test_submodules_are_attributes_of_the_package():
     code = (
         "import structmc; "
         "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
-        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc_papers, structmc.evaluation]; "
+        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.evaluation]; "
         "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

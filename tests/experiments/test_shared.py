@@ -45,6 +45,17 @@ def test_a_source_checkout_uses_its_shared_data(monkeypatch, tmp_path):
     assert S.checkout_data_dir() is None and S.default_data_dir() == default_cache_dir() == tmp_path / "cache"
 
 
+def test_the_companion_in_the_repository_uses_the_checkouts_shared_data(monkeypatch, tmp_path):
+    """The companion's source lives in ``<checkout>/papers/src/structmc_papers`` (issue 38):
+    its ``papers/pyproject.toml`` is beside the checkout's, whose ``../shared/data`` it uses."""
+    monkeypatch.delenv("STRUCTMC_DATA", raising=False)
+    monkeypatch.delenv(S.ENV_NO_SHARED, raising=False)
+    _layout(monkeypatch, tmp_path, tmp_path / "root" / "papers" / "src", pyproject=True)
+    (tmp_path / "root" / "papers").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "root" / "papers" / "pyproject.toml").write_text("[project]\nname = 'structmc-papers'\n")
+    assert S.checkout_data_dir() == S.default_data_dir() == (tmp_path / "shared" / "data").resolve()
+
+
 def test_an_installed_package_never_looks_beside_site_packages(monkeypatch, tmp_path):
     """``parents[3]`` of an installed module is e.g. ``lib/``: its ``../shared/data`` is an
     unrelated folder. An installed package uses the cache."""
