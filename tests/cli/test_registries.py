@@ -359,6 +359,10 @@ def test_reproduce_resume_of_a_mamba_experiment_reads_back_its_pieces(capsys, tm
     argv = ["reproduce", "mamba-structured", "--preset", "tiny", "--quiet", "--out", str(tmp_path / "run")]
     assert main(argv) == 0
     capsys.readouterr()
+    # the tuning's settings name its metric as a folder written before the reproductions left the
+    # library did (issue 38: structmc_papers records as structmc.experiments), so such a folder resumes
+    trace = json.loads((tmp_path / "run" / "tuning" / "trace.json").read_text())
+    assert trace["settings"]["metric"]["function"] == "structmc.experiments._common.log_loss_metric"
     assert main(argv + ["--resume"]) == 0
     assert "finished evaluations read back" in capsys.readouterr().out
     # another seed is another run: refused with one line, before any compute, the pieces kept
