@@ -89,8 +89,8 @@ def _resolve_preset(config, seed: int | None = None) -> Config:
 @contextlib.contextmanager
 def _restored_globals():
     """torch's global RNG state (the demo seeds it to build its network), the thread count, the
-    default dtype, the SIGINT / SIGTERM handlers and the warnings filters as they were, on every
-    way out (``structmc_papers._shared.restored_globals`` does the same for the experiments)."""
+    default dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers and the
+    warnings filters as they were, on every way out (``structmc_papers._shared.restored_globals`` does the same for the experiments)."""
     import signal
     import threading
     import warnings
@@ -99,6 +99,10 @@ def _restored_globals():
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     handlers = {s: signal.getsignal(s) for s in signals}
     filters, showwarning = list(warnings.filters), warnings.showwarning
     try:
@@ -110,6 +114,11 @@ def _restored_globals():
         if torch.get_num_threads() != num_threads:
             torch.set_num_threads(num_threads)
         torch.set_default_dtype(dtype)
+        if (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
         if threading.current_thread() is threading.main_thread():
             for s, handler in handlers.items():
                 if handler is not None and signal.getsignal(s) != handler:
