@@ -55,9 +55,9 @@ def test_the_independence_contract_lists_every_experiment_module():
 
 
 def _private_uses(path: Path) -> list[str]:
-    """``from structmc.<module> import _name`` (the library: the companion package imports it
-    absolutely) and ``x._name`` on anything but ``self``, ``cls`` or a module of the companion
-    package."""
+    """``from structmc.<module> import _name`` and ``from structmc._private import name`` (the
+    library: the companion package imports it absolutely), ``import structmc._private``, and
+    ``x._name`` on anything but ``self``, ``cls`` or a module of the companion package."""
     tree = ast.parse(path.read_text())
     internal = {"self", "cls"}  # names bound to the experiments package's own modules
     found = []
@@ -65,11 +65,18 @@ def _private_uses(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             library = node.level == 0 and module.split(".")[0] == "structmc"
+            if library and any(part.startswith("_") for part in module.split(".")):
+                found.append(f"{path.name}:{node.lineno} imports from the private module {module}")
             for alias in node.names:
                 if node.level == 1 and not module:  # from . import _mamba as M
                     internal.add(alias.asname or alias.name)
                 elif library and alias.name.startswith("_") and not alias.name.startswith("__"):
                     found.append(f"{path.name}:{node.lineno} imports {alias.name} from {'.' * node.level}{module}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "structmc" and any(p.startswith("_") for p in parts):
+                    found.append(f"{path.name}:{node.lineno} imports the private module {alias.name}")
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Attribute)
