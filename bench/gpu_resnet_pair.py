@@ -39,7 +39,7 @@ class _OutOfTime(BaseException):
 
 
 def config(args):
-    from structmc.experiments import ssgmcmc_resnet as ex
+    from structmc_papers import ssgmcmc_resnet as ex
 
     preset = ex.PRESETS[args.preset]
     changes = dict(temperatures=(0.5,), execution=args.execution, checkpoint_seconds=args.checkpoint_seconds)
@@ -54,7 +54,7 @@ def probe(cfg, device: str, steps: int) -> int:
     import torch
 
     from structmc import Run
-    from structmc.experiments import ssgmcmc_resnet as ex
+    from structmc_papers import ssgmcmc_resnet as ex
 
     n, batch = 60_000, cfg.batch_size or 500
     per_epoch = n // batch
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         return 0
     if args.probe:
         return probe(cfg, args.device, args.probe)
-    from structmc.experiments import ssgmcmc_resnet as ex
+    from structmc_papers import ssgmcmc_resnet as ex
 
     def out_of_time(signum, frame):
         raise _OutOfTime

@@ -19,6 +19,7 @@ NAMESPACES = (
     "structmc.samplers",
     "structmc.energy",
     "structmc.priors",
+    "structmc.hierarchical",
     "structmc.structured",
     "structmc.gibbs",
     "structmc.partitions",

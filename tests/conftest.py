@@ -139,7 +139,7 @@ def found_files(name: str, root: Path | None = None) -> list[Path] | None:
     """The files of data set ``name`` where the experiments look (``default_data_dir()``, then
     the cache), one per needed file, or ``None`` when one is missing."""
     from structmc.data import files
-    from structmc.experiments._shared import default_data_dir
+    from structmc_papers._shared import default_data_dir
 
     root = default_data_dir() if root is None else root
     out = []

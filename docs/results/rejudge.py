@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from structmc.experiments import get
-from structmc.experiments._report import claim_tally, rejudge_record
+from structmc_papers import get
+from structmc_papers._report import claim_tally, rejudge_record
 
 HERE = Path(__file__).parent
 

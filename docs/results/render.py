@@ -19,8 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-from structmc.experiments import REGISTRY
-from structmc.experiments._report import claims_table, results_table, summary_table, unreproduced_table
+from structmc_papers import REGISTRY
+from structmc_papers._report import claims_table, results_table, summary_table, unreproduced_table
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

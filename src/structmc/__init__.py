@@ -5,6 +5,8 @@ SGLD θ ← θ - (ε/2)∇Û + N(0, εT).
 """
 
 from . import distributed, gibbs, partitions, structured, zoo  # noqa: E402, F401  (attributes: torch.distributed runs, blocks, S/Sd energies, models as energies)
+from . import hierarchical as _hierarchical  # noqa: E402
+from . import priors as _priors  # noqa: E402
 from .batching import DataSource
 from .chain import Chain
 from .energy import (
@@ -30,6 +32,12 @@ from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSG
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
 from .storage import load_chain, save_chain
+
+# structmc.priors.HierarchicalEnergy: the class's first home, the name pickles written then carry
+# (and `from structmc.priors import HierarchicalEnergy`); set here, above both modules, so that the
+# priors never import the energies (issue 38 item 4: no import circle)
+_priors.HierarchicalEnergy = _hierarchical.HierarchicalEnergy  # type: ignore[attr-defined]
+del _hierarchical, _priors
 
 __version__ = "0.1.0"
 
@@ -80,7 +88,6 @@ _LAZY_SUBMODULES = (
     "data",
     "priors",
     "tuning",
-    "experiments",
     "diagnostics",
     "models",
     "evaluation",

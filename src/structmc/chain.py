@@ -76,7 +76,7 @@ class Chain:
         ``info`` has them, ``sample_stats``. See :func:`structmc.diagnostics.to_arviz`
         (needs ``structmc[arviz]``)."""
         # a higher layer (diagnostics reads run folders, which hold chains), resolved at call
-        # time like structmc.experiments: not an import edge, so chain stays below storage
+        # time (importlib): not an import edge, so chain stays below storage
         import importlib
 
         return importlib.import_module("structmc.diagnostics.interop").to_arviz(self, var_names=var_names)

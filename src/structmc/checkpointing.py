@@ -74,7 +74,7 @@ def _upgrade_checkpoint(ckpt: dict) -> dict:
 
 
 def _carried_buffers(ckpt: dict) -> dict:
-    """A checkpoint of :mod:`structmc.experiments.ssgmcmc_resnet` written while the experiment
+    """A checkpoint of ``structmc_papers.ssgmcmc_resnet`` (the papers' companion package) written while the experiment
     carried BatchNorm's statistics itself (its carry's ``buffers``: ``[{"own", "chains"}]``, the
     layout of ``buffer_state_dict()``) before the run's state held them: moved to ``run["buffers"]``."""
     carry = ckpt.get("recorders", {}).get("carry")

@@ -171,6 +171,9 @@ class HierarchicalEnergy(WrappedEnergy):
         }
 
 
-# its home when runs were first written (structmc.priors resolves it): the fingerprint names
-# library classes by module, so those runs still resume
-HierarchicalEnergy.__module__ = "structmc.priors"
+# Its home when runs were first written was structmc.priors: the fingerprint records it under that
+# name (structmc.fingerprint's _RECORDED_AS), so those runs still resume, and a pickle naming
+# structmc.priors.HierarchicalEnergy still loads (structmc/__init__.py sets that attribute of
+# structmc.priors; the priors never import the energies, issue 38 item 4).
+
+__all__ = ["HierarchicalEnergy"]

@@ -6,7 +6,8 @@ structmc keeps one :class:`Registry` for each kind of named thing:
 ``structmc.samplers.SAMPLERS``      sampler classes (``sampler_from_config``)
 ``structmc.models.MODELS``          :class:`~structmc.models.ModelSpec` s (``build_model``)
 ``structmc.data.DATASETS``          :class:`~structmc.data.DatasetSpec` s (``load``)
-``structmc.experiments.REGISTRY``   :class:`~structmc.experiments.Experiment` records
+``structmc_papers.REGISTRY``        experiment records of the papers' reproductions (the
+                                    companion package in ``papers/``, not part of the library)
 ==================================  ===================================================
 
 A registry is a read-only mapping (``names()``, iteration, ``in``, ``len``) with a

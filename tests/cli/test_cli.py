@@ -29,7 +29,7 @@ def test_demo_tiny_writes_report(tmp_path):
 def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
     """`reproduce` under the new name and the old one (an alias); the common report format;
     the data set's exact MAP is the paper's within 0.1 per coordinate, whatever the sampling."""
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+    from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
     assert (
         main(["reproduce", "ssgmcmc-linreg", "--preset", "tiny", "--out", str(tmp_path), "--quiet", "--seed", "4"]) == 0
@@ -48,7 +48,7 @@ def test_ssgmcmc_linreg_reproduce_tiny(tmp_path):
 
 
 def test_expected_map_of_the_fitted_covariate_law_is_the_papers():
-    from structmc.experiments.ssgmcmc_linreg import PAPER_MAP, expected_map, fit_covariate_law
+    from structmc_papers.ssgmcmc_linreg import PAPER_MAP, expected_map, fit_covariate_law
 
     mu, cov = fit_covariate_law()
     assert (expected_map(mu, cov) - torch.tensor(PAPER_MAP, dtype=torch.float64)).abs().max() < 1e-5
@@ -278,3 +278,45 @@ def test_sample_length_errors_name_the_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["sample", "--config", str(cfg), "--out", str(tmp_path / "o")])
     assert "no draw would be kept with steps (in" in capsys.readouterr().err
+
+
+# -- the papers' reproductions: a companion package (issue 38) -------------------------------------
+def test_reproduce_finds_the_companion_by_its_entry_point(capsys):
+    from importlib.metadata import entry_points
+
+    import structmc_papers
+    from structmc.cli.reproduce import ENTRY_POINT_GROUP, reproductions
+
+    assert [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)] == ["structmc_papers"]
+    assert reproductions() is structmc_papers
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in structmc_papers.REGISTRY.choices())
+
+
+def test_reproduce_without_the_companion_says_how_to_install_it(monkeypatch, capsys, tmp_path):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: [])
+    for argv in (["reproduce", "--list"], ["reproduce", "psgld-blr", "--preset", "tiny"], ["experiment", "--list"]):
+        with pytest.raises(SystemExit) as exit_:  # UsageError: status 2, one line on stderr
+            main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "structmc-papers" in err and "pip install -e ./papers" in err, err
+    # the library's own demo needs no companion (the README's first command)
+    assert main(["demo", "--preset", "tiny", "--out", str(tmp_path / "demo"), "--quiet"]) == 0
+    assert (tmp_path / "demo" / "report.json").exists()
+
+
+def test_the_library_alone_never_imports_the_companion():
+    """``import structmc``, its CLI's parser and ``structmc demo``'s module load no module of
+    ``structmc_papers`` (nor its former name ``structmc.experiments``)."""
+    code = (
+        "import sys, structmc, structmc.cli, structmc.demo, structmc.fingerprint\n"
+        "bad = [m for m in sys.modules if m.startswith(('structmc_papers', 'structmc.experiments'))]\n"
+        "assert not bad, bad\n"
+        "assert not hasattr(structmc, 'experiments')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,5 +1,5 @@
 """The registries behind the CLI and the Python API: samplers (sampler_from_config), data
-sets (structmc.data.DATASETS), experiments (structmc.experiments.REGISTRY), and the CLI's use
+sets (structmc.data.DATASETS), experiments (structmc_papers.REGISTRY), and the CLI's use
 of them (same samplers and models as before for the same flags, ``experiment --list``)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import structmc.data as D
-import structmc.experiments as E
+import structmc_papers as E
 from structmc import cli
 from structmc.cli import main
 from structmc.registry import Registry
@@ -343,7 +343,7 @@ def test_submodules_are_attributes_of_the_package():
     code = (
         "import structmc; "
         "mods = [structmc.diagnostics, structmc.models, structmc.data, structmc.structured, structmc.priors, "
-        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.experiments, structmc.evaluation]; "
+        "structmc.gibbs, structmc.partitions, structmc.tuning, structmc.evaluation]; "
         "assert structmc.data.load and structmc.priors.Laplace and callable(structmc.evaluate); print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -359,6 +359,10 @@ def test_reproduce_resume_of_a_mamba_experiment_reads_back_its_pieces(capsys, tm
     argv = ["reproduce", "mamba-structured", "--preset", "tiny", "--quiet", "--out", str(tmp_path / "run")]
     assert main(argv) == 0
     capsys.readouterr()
+    # the tuning's settings name its metric as a folder written before the reproductions left the
+    # library did (issue 38: structmc_papers records as structmc.experiments), so such a folder resumes
+    trace = json.loads((tmp_path / "run" / "tuning" / "trace.json").read_text())
+    assert trace["settings"]["metric"]["function"] == "structmc.experiments._common.log_loss_metric"
     assert main(argv + ["--resume"]) == 0
     assert "finished evaluations read back" in capsys.readouterr().out
     # another seed is another run: refused with one line, before any compute, the pieces kept

@@ -17,7 +17,7 @@ from support.paths import SHARED_DATA
 
 import structmc.data as D
 from structmc.data import checksums, files
-from structmc.experiments._shared import ENV_NO_SHARED
+from structmc_papers._shared import ENV_NO_SHARED
 
 
 def _shared_data() -> Path | None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from structmc.experiments._report import REPRODUCED, SMALLER_MARGIN, tally
+from structmc_papers._report import REPRODUCED, SMALLER_MARGIN, tally
 
 Table = Mapping[str, Mapping]
 
 
 def passes(rows: Sequence, setting: str | None = None) -> tuple[int, int]:
     """``(passed, counted)`` over the paper's claims, counted as the README's tally counts them
-    (:func:`structmc.experiments._report.tally`): a row passes when its verdict is "reproduced"
+    (:func:`structmc_papers._report.tally`): a row passes when its verdict is "reproduced"
     or "same ordering, smaller margin" (a weak claim only while the others carry it); the
     denominator holds every claim, run or not (NaN, implausible and not-run rows included);
     checks are not counted."""
@@ -141,8 +141,8 @@ def written_tally(tmp_path, experiment: str, rows: Sequence, paper_setting: str 
     """The README's tally of the report written from ``rows`` (``write_report`` then
     ``claim_tally``), after asserting that :func:`passes` over the rows gives the same count:
     the test's verdicts and the published tally are one computation."""
-    from structmc.experiments import REGISTRY
-    from structmc.experiments._report import claim_tally, write_report
+    from structmc_papers import REGISTRY
+    from structmc_papers._report import claim_tally, write_report
 
     report = write_report(
         tmp_path,

@@ -31,10 +31,10 @@ VERDICT_PREFIXES = (
 
 def _check_common_report(report: dict, preset: str | None = None) -> dict:
     """``report`` (report.json, read back) is in the common format of
-    structmc.experiments._report: every REPORT_FIELDS key, every comparison with
+    structmc_papers._report: every REPORT_FIELDS key, every comparison with
     COMPARISON_FIELDS, verdicts from the vocabulary (issue 35: "not run" counted), a reason on
     every check, ``verdicts`` the tally of its rows; returns ``{quantity: comparison}``."""
-    from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS, tally
+    from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS, tally
 
     assert set(REPORT_FIELDS) <= set(report), set(REPORT_FIELDS) - set(report)
     if preset is not None:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from structmc.experiments import gibbs_augment as ga
-from structmc.experiments._report import tally
+from structmc_papers import gibbs_augment as ga
+from structmc_papers._report import tally
 
 from .adversarial import (
     absurd,
@@ -160,7 +160,7 @@ def test_the_five_families_fail():
 def test_a_looser_rule_would_pass_the_offsets():
     """The value rule's k = 3 is what fails the offsets: at k = 30 they pass."""
     answer = next(offsets(PAPER, lambda m, c, v: 3 * math.sqrt(v * (1 - v) / 10_000) if m == "none" else 0.0))
-    from structmc.experiments import _common
+    from structmc_papers import _common
 
     row = _common.accuracy_comparison("x", answer["none"]["mnist"], 0.9075, ga.Config(), False, n_test=10_000, k=30)
     assert row.verdict.startswith("reproduced")

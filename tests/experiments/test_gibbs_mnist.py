@@ -19,11 +19,11 @@ from structmc.data.augment import (
     rotate,
     rotate_by,
 )
-from structmc.experiments import REGISTRY
-from structmc.experiments import gibbs_augment as ga
-from structmc.experiments import gibbs_mnist as gm
 from structmc.partitions import by_finer_nodes
 from structmc.zoo import energy_for
+from structmc_papers import REGISTRY
+from structmc_papers import gibbs_augment as ga
+from structmc_papers import gibbs_mnist as gm
 
 from .adversarial import (
     absurd,
@@ -293,7 +293,7 @@ def test_gibbs_mnist_interrupted_chain_resumes_with_its_traces(tmp_path, monkeyp
         checkpoint_every=4,
     )
     whole = gm.run(cfg, tmp_path / "whole", progress=False)["numbers"]["runs"]
-    from structmc.experiments import _common  # run_chain, shared with gibbs-augment, calls sample there
+    from structmc_papers import _common  # run_chain, shared with gibbs-augment, calls sample there
 
     real = _common.sample
 
@@ -554,7 +554,7 @@ def test_the_five_families_fail():
     for answer in offsets(TABLE2, beyond):
         values = [r for r in _mnist_rows({**PAPER, "table2": answer}) if "batch 3,000: test accuracy" in r.quantity]
         assert len(values) == 2 and not any(r.verdict.startswith("reproduced") for r in values)
-    from structmc.experiments._common import accuracy_comparison
+    from structmc_papers._common import accuracy_comparison
 
     assert (
         accuracy_comparison("x", answer[3000]["mnist"], 0.9075, gm.PRESETS["full"], False, k=30).verdict == "reproduced"
@@ -587,7 +587,7 @@ def test_accuracy_rule_states_its_noise_and_stays_below_the_papers_gap():
     """The Table 2 value rule: 3 binomial SEs of one chain's test accuracy on 10,000 images (0.87 pp
     at 90.75 %, 1.18 pp at 80.89 %), below the 9.86 pp between the paper's MNIST and FMNIST cells (the
     only published gap); the old tolerance setting is still refused at or above the gap."""
-    from structmc.experiments._common import ACCURACY_GAP, accuracy_comparison
+    from structmc_papers._common import ACCURACY_GAP, accuracy_comparison
 
     assert ACCURACY_GAP == pytest.approx(0.0986)
     for d, b in gm.PAPER_ACCURACY:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import structmc.data as D
-import structmc.experiments as E
-from structmc.experiments import gibbs_xor as G
-from structmc.experiments._report import work_seconds
+import structmc_papers as E
+from structmc_papers import gibbs_xor as G
+from structmc_papers._report import work_seconds
 
 from .adversarial import (
     absurd,
@@ -339,7 +339,7 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     are within each other's negative-binomial noise), reversed at most a quarter (a middle method keeps
     its own number). Widths shuffled (each width the next one's rates) or
     reversed (acceptance falling with width) fail Observation 2."""
-    from structmc.experiments._report import smallest_gap
+    from structmc_papers._report import smallest_gap
 
     assert _xor_passes(XOR) == (23, 23)
     pooled = sorted(v for table in XOR.values() for by_c in table.values() for v in by_c.values())

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import structmc.data as D
-import structmc.experiments as E
-from structmc.experiments import mamba_bnn as M
+import structmc_papers as E
 from structmc.run import Budget
 from structmc.tuning import Arm, Problem
+from structmc_papers import mamba_bnn as M
 
 VERDICTS = ("reproduced", "same ordering", "tied", "not reproduced", "not run", "check (")
 
@@ -256,7 +256,7 @@ def _beyond(cfg):
     computed here (3 SE: ECE 0.15 pp, MCE 19 pp, the binomial SE of the accuracy on 10,000 test
     images; log10 h the tolerance; batch and L one unit; iterations and re-tuning left as the
     paper's): a loosened rule (k = 30) lets the offsets pass and fails the test."""
-    from structmc.experiments._report import binomial_se
+    from structmc_papers._report import binomial_se
 
     def beyond(table):
         def f(method, sampler, value):
@@ -288,7 +288,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     claims; NaN or inf in one method fails that method's every row (the other two methods' correct
     numbers still pass: two thirds of a three-method table, which no rule should fail); a method
     left out keeps the denominator, its rows and the orderings "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 
@@ -327,7 +327,7 @@ def test_value_rows_are_judged_on_their_noise_and_a_loosened_rule_fails():
     """Each Table 3 / 9 value is a claim judged on its noise (3 SE, the rule stating its numbers):
     2 SE away passes, 4 SE fails; the SGHMC heuristic's ECE of 0.40 (paper 50.9) fails; k = 30 would
     let every offset ECE pass, and this test fails."""
-    from structmc.experiments._report import REPRODUCED
+    from structmc_papers._report import REPRODUCED
 
     from .adversarial import offsets
 
@@ -418,7 +418,7 @@ def test_converged_preset_keeps_the_300_s_evaluations_and_says_what_it_cuts():
 
 
 def test_resume_reads_back_finished_pieces_and_continues_a_tuner_cut_short(tmp_path):
-    from structmc.experiments._mamba import UNITS, ResumeMismatch
+    from structmc_papers._mamba import UNITS, ResumeMismatch
 
     whole = M.run("tiny", tmp_path / "whole", progress=False)
     out = tmp_path / "cut"

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import structmc.data as D
-import structmc.experiments as E
+import structmc_papers as E
 from structmc import Budget
-from structmc.experiments import _mamba as M
-from structmc.experiments import mamba_logreg as LR
 from structmc.tuning import Problem, lr_from_paper, round_sizes
+from structmc_papers import _mamba as M
+from structmc_papers import mamba_logreg as LR
 
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
@@ -553,7 +553,7 @@ def _allowed(table, value, cfg=None):
     """The allowed difference of a value row, computed here: 3 x the published value's rounding
     (KSD to 1, ξ x 10^2 to 0.1, accuracy to 0.1 pp) / √12, for the accuracy combined with the binomial
     SE on the 200,000 test rows; the other tables (iterations, batch) one tenth of the value."""
-    from structmc.experiments._report import binomial_se
+    from structmc_papers._report import binomial_se
 
     k = (cfg or LR.Config()).value_k
     if table == "ksd":
@@ -576,7 +576,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     absurd values, NaN in every method and fractions pass at most a quarter of the 126 claims; NaN or
     inf in one method fails that method's every row (the others' correct numbers still pass); a
     method left out keeps the denominator, its rows "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 

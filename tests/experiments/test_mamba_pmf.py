@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import structmc.data as D
-import structmc.experiments as E
-from structmc.experiments import _mamba as M
-from structmc.experiments import mamba_pmf as P
+import structmc_papers as E
+from structmc_papers import _mamba as M
+from structmc_papers import mamba_pmf as P
 
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
@@ -208,7 +208,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     all. Now offsets beyond each value's noise, absurd values, NaN in every method and fractions pass
     at most a quarter of the 91 claims; NaN or inf in one method fails that method's every row; a
     method left out keeps the denominator, its rows "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 

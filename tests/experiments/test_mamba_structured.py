@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 import structmc.data as D
-import structmc.experiments as E
-from structmc.experiments import mamba_structured as S
+import structmc_papers as E
+from structmc_papers import mamba_structured as S
 
 
 def test_tiny_preset_writes_report_with_verdicts(tmp_path, common_report):
@@ -105,7 +105,7 @@ def test_no_claim_of_a_paper_is_counted_here():
     ssgmcmc-mnist-groups (a claim is counted once); MAMBA's paper has no claim about structured
     SGMCMC; so every row is a check saying why, and the experiment counts 0 claims. The checks are
     still judged: the paper's own numbers pass them, wrong answers do not (issue 26 §1, 35 §4)."""
-    from structmc.experiments._report import CHECK, tally
+    from structmc_papers._report import CHECK, tally
 
     from .adversarial import (
         absurd,
@@ -131,7 +131,7 @@ def test_no_claim_of_a_paper_is_counted_here():
         return [c.verdict.removeprefix("check (").startswith("reproduced") for c in _rows(answer)[:3]]
 
     def beyond(method, cell, value):  # 3 binomial SEs of one run on 10,000 images
-        from structmc.experiments._report import binomial_se
+        from structmc_papers._report import binomial_se
 
         return 3 * 100 * binomial_se(value / 100, 10_000)
 
@@ -163,7 +163,7 @@ def test_converged_preset_is_full_with_one_thread():
 
 
 def test_resume_continues_mamba_and_reads_back_the_finished_evaluations(tmp_path):
-    from structmc.experiments._mamba import UNITS
+    from structmc_papers._mamba import UNITS
 
     whole = S.run("tiny", tmp_path / "whole", progress=False)
     out = tmp_path / "cut"

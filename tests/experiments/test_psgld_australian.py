@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from structmc.experiments import get
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+from structmc_papers import get
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
 from .adversarial import passes
 
@@ -104,7 +104,7 @@ def test_the_families_of_issue_35_that_apply():
     the claims. What applies: absurd values (a negative ESS or weight error) are implausible, NaN or
     inf fails the rows it enters (NaN everywhere passes nothing), and a sampler or step size not run
     keeps every claim, "not run" (before: a KeyError)."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import at_most_a_quarter
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-import structmc.experiments as E
+import structmc_papers as E
 from structmc import load_chain
 from structmc.data import DataError, checksums, files
-from structmc.experiments import psgld_blr as B
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
-from structmc.experiments._shared import default_data_dir
+from structmc_papers import psgld_blr as B
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
+from structmc_papers._shared import default_data_dir
 
 
 def _adult_dir():
@@ -218,14 +218,14 @@ def _res(answer, claim=None):
 
 
 def _rows(answer, claim=None):
-    from structmc.experiments import psgld_blr as pb
+    from structmc_papers import psgld_blr as pb
 
     cfg = pb.Config(samplers=tuple(answer))
     return pb._comparisons(cfg, _res(answer, claim), files=True) + pb.common_rows()
 
 
 def _paper():
-    from structmc.experiments import psgld_blr as pb
+    from structmc_papers import psgld_blr as pb
 
     pub = pb._published()
     return {"pSGLD": {"error": pub["pSGLD"]}, "SGLD": {"error": pub["SGLD"]}}
@@ -235,7 +235,7 @@ def _beyond(method, cell, value):
     """A value row's allowed difference computed here: 3·√(SE_seeds² + rounding²) (k = 3)."""
     import math
 
-    from structmc.experiments._report import seed_se
+    from structmc_papers._report import seed_se
 
     return 3 * math.hypot(seed_se([value + SEED_SD * z for z in Z]), 0.005 / math.sqrt(3))
 
@@ -245,8 +245,8 @@ def test_value_rows_are_judged_on_the_seed_spread():
     seed-mean's SE (sd / √seeds) and the published rounding; another method's published number
     (L-BFGS-SGVI's 14.91 %, 0.06 pp away) is not pSGLD's 14.85 %, and a one-seed answer is
     judged on the binomial SE of the 16,281 test rows."""
-    from structmc.experiments import psgld_blr as pb
-    from structmc.experiments._report import REPRODUCED
+    from structmc_papers import psgld_blr as pb
+    from structmc_papers._report import REPRODUCED
 
     pub = pb._published()
     values = [r for r in _rows(_paper()) if r.quantity.endswith("draws)")]
@@ -268,7 +268,7 @@ def test_the_five_families_of_issue_35():
     counts only while half of the published values are reproduced): at most a quarter; right order
     ×10 or below zero, NaN in every sampler, fractions: at most a quarter; NaN in one sampler fails
     its rows; a sampler not run keeps the denominator, its rows "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 

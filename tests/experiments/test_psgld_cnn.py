@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from structmc.experiments import get
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+from structmc_papers import get
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
 cnn = get("psgld-cnn")
 
@@ -54,7 +54,7 @@ def test_wrong_answers_do_not_pass_the_verdicts():
 def _beyond(method, cell, value):
     """The allowed difference of a value row, computed here (3 binomial SEs on 10,000 test
     images, the paper's spread 0): a loosened rule (k = 30) lets the offsets pass and fails the test."""
-    from structmc.experiments._report import binomial_se
+    from structmc_papers._report import binomial_se
 
     return 3 * 100 * binomial_se(value / 100, 10_000)
 
@@ -63,7 +63,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
     """Offsets beyond each value's noise, the right order with absurd values, NaN/inf, fractions
     for percent: each passes at most a quarter of the counted claims (issue 35 §4: before, 2/5, 3/5
     and 4/5, 2/2 and 2/2). A method not run keeps the denominator, its rows "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 
@@ -92,7 +92,7 @@ def test_the_five_families_of_issue_35_pass_at_most_a_quarter():
 def test_value_rows_are_judged_on_the_binomial_test_set_noise():
     """Each published error is judged on its own noise: |ours − paper| ≤ 3·SE with the binomial SE
     of 10,000 test images (at our value), the rule stating its numbers; 4 SEs away fails, 2 pass."""
-    from structmc.experiments._report import REPRODUCED
+    from structmc_papers._report import REPRODUCED
 
     for method, paper in cnn.PAPER_ERROR_PCT.items():
         for z, ok in ((2.0, True), (-2.0, True), (4.0, False), (-4.0, False)):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from structmc.experiments import get
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+from structmc_papers import get
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
 fnn = get("psgld-fnn")
 
@@ -91,7 +91,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_numbers(tmp_path):
 def test_both_temperatures_run_by_default():
     """The authors' Matlab noise is 1/√N of the posterior's (T = 1/N); both T = 1 and the
     authors' run by default; a bad temperature is refused by name."""
-    from structmc.experiments import psgld_fnn as pf
+    from structmc_papers import psgld_fnn as pf
 
     assert pf.Config().temperatures == (1.0, "1/N")
     for kind in ("psgld", "sgld"):
@@ -136,7 +136,7 @@ def _numbers(x):
 def _beyond(method, width, value):
     """A value row's allowed difference computed here: 3 binomial SEs of 10,000 test images
     (a loosened rule, k = 30, lets the offsets pass the values and fails the test)."""
-    from structmc.experiments._report import binomial_se
+    from structmc_papers._report import binomial_se
 
     return 3 * 100 * binomial_se(value / 100, 10_000)
 
@@ -149,7 +149,7 @@ def test_the_five_families_of_issue_35():
     "not run"."""
     import math
 
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 
@@ -177,7 +177,7 @@ def test_the_five_families_of_issue_35():
 def test_value_rows_are_judged_on_the_binomial_test_set_noise():
     """|ours − paper| ≤ 3·SE, SE the binomial SE of 10,000 test images at our value, stated in
     the rule: 2 SEs away passes, 4 fail."""
-    from structmc.experiments._report import REPRODUCED
+    from structmc_papers._report import REPRODUCED
 
     for z, ok in ((2.0, True), (-2.0, True), (4.0, False), (-4.0, False)):
         answer = {m: {w: v + z * fnn.error_se_pct(v, v) for w, v in d.items()} for m, d in PAPER.items()}

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import structmc as sm
-import structmc.experiments as E
-from structmc.experiments import _report as R
-from structmc.experiments import psgld_gaussian_2d as P
+import structmc_papers as E
+from structmc_papers import _report as R
+from structmc_papers import psgld_gaussian_2d as P
 
 
 def _auctime_loop(x: np.ndarray, dvar: float = 1.0) -> float:
@@ -306,7 +306,7 @@ def test_the_five_families_of_issue_35():
     the plausible range (IAC < 1, error < 0) it passes only the signed gap row; fractions pass at
     most a quarter; NaN in one sampler fails its rows and keeps the denominator, NaN in both
     passes nothing; a sampler not run keeps the 40 claims, its rows "not run"."""
-    from structmc.experiments._report import NOT_REPRODUCED, NOT_RUN
+    from structmc_papers._report import NOT_REPRODUCED, NOT_RUN
 
     from .adversarial import absurd, at_most_a_quarter, fractions, non_finite, offsets, passes
 

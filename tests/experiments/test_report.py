@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from structmc.experiments import REGISTRY
-from structmc.experiments._report import (
+from structmc_papers import REGISTRY
+from structmc_papers._report import (
     COMPARISON_FIELDS,
     NOT_REPRODUCED,
     REPORT_FIELDS,
@@ -135,7 +135,7 @@ def test_write_report_has_every_field_and_a_table(tmp_path):
 
 
 def test_claim_rows():
-    from structmc.experiments._report import Claim
+    from structmc_papers._report import Claim
 
     rule = Claim("|corr| falls: SGLD > Sd > S", lambda v: v[0] > v[1] > v[2])
     assert Comparison("|corr(w1, w2)|", [0.9, 0.5, 0.02], "figure", rule).verdict == REPRODUCED
@@ -145,7 +145,7 @@ def test_claim_rows():
 def test_mamba_method_rows_compare_the_winners_sampler_by_sampler():
     """A method that is near the best on as many samplers as in the paper, but on other ones,
     passed the former count rule (±1 sampler); per sampler it differs (issue 26 §1)."""
-    from structmc.experiments import _mamba as M
+    from structmc_papers import _mamba as M
 
     samplers = ["SGLD", "SGHMC", "SGNHT"]
     paper = {"MAMBA": [1.0, 5.0, 1.0], "Grid": [5.0, 1.0, 5.0]}
@@ -163,8 +163,8 @@ def test_a_report_judged_under_two_settings_tallies_the_papers(tmp_path):
     """Issue 26 §2: rows of the posterior (T = 1) and of the authors' temperature side by side,
     each with its verdicts; the tally counts the setting the paper's numbers come from, and a
     paper_setting that no row has is refused."""
-    from structmc.experiments import REGISTRY
-    from structmc.experiments._report import Comparison, Tolerance, write_report
+    from structmc_papers import REGISTRY
+    from structmc_papers._report import Comparison, Tolerance, write_report
 
     rows = [
         Comparison("error", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1", note="Fig. 2"),
@@ -189,8 +189,8 @@ def test_the_results_table_tallies_claims_only(tmp_path):
     """The README/docs results table: checks and the other run setting's rows are not counted;
     ``structmc reproduce --table`` prints it for the reports under a folder."""
     from structmc.cli import main
-    from structmc.experiments import REGISTRY
-    from structmc.experiments._report import Comparison, Tolerance, claim_tally, results_table, write_report
+    from structmc_papers import REGISTRY
+    from structmc_papers._report import Comparison, Tolerance, claim_tally, results_table, write_report
 
     rows = [
         Comparison("a", 1.0, 1.0, Tolerance(abs=0.1), setting="T = 1/N"),
@@ -215,7 +215,7 @@ def test_the_results_table_tallies_claims_only(tmp_path):
     assert "| 3 | 2 | **1** |" in buf.getvalue()
     # every counted claim that is not reproduced is listed with the paper's number, ours and the
     # rule; the reproduced one, the other setting's row and the check are not
-    from structmc.experiments._report import unreproduced_table
+    from structmc_papers._report import unreproduced_table
 
     failing = unreproduced_table([report])
     assert (
@@ -233,7 +233,7 @@ def test_the_results_table_tallies_claims_only(tmp_path):
 
 
 def test_the_results_table_counts_the_work_of_every_sitting():
-    from structmc.experiments._report import work_seconds
+    from structmc_papers._report import work_seconds
 
     assert work_seconds({"wall_time_s": 30.0}) == 30.0
     assert work_seconds({"wall_time_s": 30.0, "compute_time_s": 4000.0}) == 4000.0  # resumed
@@ -248,7 +248,7 @@ def test_the_results_table_counts_the_work_of_every_sitting():
 def test_the_report_says_how_much_of_the_machine_the_run_had():
     import time as _time
 
-    from structmc.experiments._report import hardware
+    from structmc_papers._report import hardware
 
     t0 = _time.process_time()
     while _time.process_time() - t0 < 0.2:  # some CPU of our own
@@ -285,7 +285,7 @@ def test_report_tables_keep_a_rule_with_pipes_in_its_cell_and_figures_appear_onc
 
 
 def test_report_header_counts_one_core_in_the_singular(tmp_path):
-    from structmc.experiments._report import render_markdown
+    from structmc_papers._report import render_markdown
 
     report = write_report(
         tmp_path,
@@ -305,7 +305,7 @@ def test_report_header_counts_one_core_in_the_singular(tmp_path):
 def test_claims_table_keeps_its_columns_with_pipes_in_any_cell(tmp_path):
     import re
 
-    from structmc.experiments._report import claims_table
+    from structmc_papers._report import claims_table
 
     rows = [Comparison("max |var/q − 1| at 10^6 steps", 0.0, 0.35, Tolerance(abs=0.1), note="see |x|")]
     report = write_report(
@@ -326,7 +326,7 @@ def test_claims_table_keeps_its_columns_with_pipes_in_any_cell(tmp_path):
 
 def test_a_value_row_is_judged_on_the_noise_of_both_sides():
     """Issue 35 §1: |ours − paper| ≤ k·√(SE_ours² + SE_paper²), the rule stating its numbers."""
-    from structmc.experiments._report import WithinNoise, binomial_se, seed_se
+    from structmc_papers._report import WithinNoise, binomial_se, seed_se
 
     rule = WithinNoise(ours_se=0.003, paper_se=0.004, k=3.0, source="5 seeds each")
     assert rule.allowed == pytest.approx(0.015)
@@ -347,7 +347,7 @@ def test_a_value_row_is_judged_on_the_noise_of_both_sides():
 def test_implausible_values_fail_whatever_the_rule():
     """Issue 35 §4: an accuracy of 250 %, a negative error or MSE, an IAC below 1, an ESS of 0,
     an ECE of 509 % are "not reproduced: implausible", even where the ordering holds."""
-    from structmc.experiments._report import plausible_range
+    from structmc_papers._report import plausible_range
 
     cases = [
         ("test accuracy, SGLD", 250.0, 93.0, "%"),
@@ -372,7 +372,7 @@ def test_implausible_values_fail_whatever_the_rule():
 
 
 def test_non_finite_values_in_orderings_and_claims_fail_and_missing_ones_stay_counted():
-    from structmc.experiments._report import Claim, tally
+    from structmc_papers._report import Claim, tally
 
     o = Ordering(("pSGLD", "SGLD"))
     assert o.judge([math.nan, 1.0], [1.0, 2.0]).startswith("not reproduced: the run produced [nan] for pSGLD")
@@ -394,7 +394,7 @@ def test_non_finite_values_in_orderings_and_claims_fail_and_missing_ones_stay_co
 def test_a_weak_claim_cannot_carry_a_tally_by_itself():
     """Issue 35 §4: "no systematic trend" holds for any constant answer; it counts as reproduced
     only while at least half of the report's other claims are."""
-    from structmc.experiments._report import Claim, tally
+    from structmc_papers._report import Claim, tally
 
     weak = Comparison("no trend", 0.0, 0.5, Claim("spread ≤ 2 sds", lambda r: r <= 2, weak=True))
     assert weak.verdict == REPRODUCED and weak.weak
@@ -407,7 +407,7 @@ def test_a_weak_claim_cannot_carry_a_tally_by_itself():
 
 
 def WithinNoise_():
-    from structmc.experiments._report import WithinNoise
+    from structmc_papers._report import WithinNoise
 
     return WithinNoise(ours_se=0.001, paper_se=0.001)
 
@@ -430,7 +430,7 @@ def test_a_preset_beyond_tiny_refuses_stand_in_data_before_compute(tmp_path, mon
     assert rc == 2
     assert "statlog-australian/australian.dat" in err.getvalue() and "--download" in err.getvalue()
     assert not (tmp_path / "run" / "report.json").exists()
-    from structmc.experiments import get, resolve_preset
+    from structmc_papers import get, resolve_preset
 
     for preset in ("quick", "full"):
         cfg, _ = resolve_preset(preset, get("psgld-australian").PRESETS)
@@ -442,7 +442,7 @@ def test_an_ordering_cannot_carry_a_report_whose_published_values_fail():
     """Issue 35 §4: the paper's numbers offset per method beyond the tolerance, ×10, or in other
     units keep every ordering; an ordering counts only while at least half of the report's
     published values are reproduced."""
-    from structmc.experiments._report import tally
+    from structmc_papers._report import tally
 
     def rows(scale, shift=0.0):
         ours = [1.40 * scale + shift, 1.64 * scale + shift]
@@ -462,7 +462,7 @@ def test_an_ordering_cannot_carry_a_report_whose_published_values_fail():
 
 
 def test_write_report_writes_each_verdict_as_the_tally_counts_it(tmp_path):
-    from structmc.experiments._report import claim_tally
+    from structmc_papers._report import claim_tally
 
     rows = [
         Comparison("error, pSGLD", 14.0, 1.40, Tolerance(abs=0.05)),

@@ -27,7 +27,7 @@ def test_the_results_pages_are_rendered_from_the_records():
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.parent.name)
 def test_every_row_of_a_record_is_counted_or_says_why_not(path):
-    from structmc.experiments._report import claim_tally
+    from structmc_papers._report import claim_tally
 
     report = json.loads(path.read_text())
     for row in report["comparisons"]:
@@ -40,7 +40,7 @@ def test_every_row_of_a_record_is_counted_or_says_why_not(path):
 
 
 def test_every_paper_experiment_is_in_the_readme_summary():
-    from structmc.experiments import REGISTRY
+    from structmc_papers import REGISTRY
 
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- results:summary:start -->", 1)[1].split("<!-- results:summary:end -->", 1)[0]

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import structmc
-from structmc.experiments._shared import load_result, resumable_iterate, save_result
 from structmc.storage import RunFolder
+from structmc_papers._shared import load_result, resumable_iterate, save_result
 
 X = torch.linspace(-1, 1, 40, dtype=torch.float64).unsqueeze(1)
 Y = 0.7 * X[:, 0] + 0.1 * torch.sin(7 * X[:, 0])

@@ -1,4 +1,4 @@
-"""structmc.experiments._shared: where experiments find the data folder (the environment, a
+"""structmc_papers._shared: where experiments find the data folder (the environment, a
 source checkout's ../shared/data, the library's cache; never a folder next to an installed
 package), and an experiment that fails midway leaves no global behind."""
 
@@ -11,21 +11,21 @@ from dataclasses import replace
 import pytest
 import torch
 
-import structmc.experiments as E
+import structmc_papers as E
+from structmc import demo
 from structmc.data import default_cache_dir
-from structmc.experiments import _shared as S
-from structmc.experiments import demo
+from structmc_papers import _shared as S
 
 
 # -- the data folder --------------------------------------------------------------------------------
 def _layout(monkeypatch, tmp_path, package_dir, *, pyproject: bool):
-    """Pretend ``_shared.py`` lives in ``package_dir/structmc/experiments`` with a
+    """Pretend ``_shared.py`` lives in ``package_dir/structmc_papers`` with a
     ``shared/data`` folder beside ``tmp_path/root``."""
     (tmp_path / "shared" / "data").mkdir(parents=True, exist_ok=True)
     if pyproject:
         (tmp_path / "root" / "pyproject.toml").parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "root" / "pyproject.toml").write_text("[project]\nname = 'structmc'\n")
-    monkeypatch.setattr(S, "__file__", str(package_dir / "structmc" / "experiments" / "_shared.py"))
+    monkeypatch.setattr(S, "__file__", str(package_dir / "structmc_papers" / "_shared.py"))
 
 
 def test_the_environment_variable_wins(monkeypatch, tmp_path):
@@ -45,13 +45,24 @@ def test_a_source_checkout_uses_its_shared_data(monkeypatch, tmp_path):
     assert S.checkout_data_dir() is None and S.default_data_dir() == default_cache_dir() == tmp_path / "cache"
 
 
+def test_the_companion_in_the_repository_uses_the_checkouts_shared_data(monkeypatch, tmp_path):
+    """The companion's source lives in ``<checkout>/papers/src/structmc_papers`` (issue 38):
+    its ``papers/pyproject.toml`` is beside the checkout's, whose ``../shared/data`` it uses."""
+    monkeypatch.delenv("STRUCTMC_DATA", raising=False)
+    monkeypatch.delenv(S.ENV_NO_SHARED, raising=False)
+    _layout(monkeypatch, tmp_path, tmp_path / "root" / "papers" / "src", pyproject=True)
+    (tmp_path / "root" / "papers").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "root" / "papers" / "pyproject.toml").write_text("[project]\nname = 'structmc-papers'\n")
+    assert S.checkout_data_dir() == S.default_data_dir() == (tmp_path / "shared" / "data").resolve()
+
+
 def test_an_installed_package_never_looks_beside_site_packages(monkeypatch, tmp_path):
     """``parents[3]`` of an installed module is e.g. ``lib/``: its ``../shared/data`` is an
     unrelated folder. An installed package uses the cache."""
     monkeypatch.delenv("STRUCTMC_DATA", raising=False)
     monkeypatch.delenv(S.ENV_NO_SHARED, raising=False)
     monkeypatch.setenv("STRUCTMC_CACHE", str(tmp_path / "cache"))
-    # tmp/root/site-packages/structmc/experiments/_shared.py: parents[3] = tmp/root, beside it tmp/shared/data
+    # tmp/root/site-packages/structmc_papers/_shared.py: parents[3] = tmp/root, beside it tmp/shared/data
     _layout(monkeypatch, tmp_path, tmp_path / "root" / "site-packages", pyproject=False)
     assert S.checkout_data_dir() is None and S.default_data_dir() == tmp_path / "cache"
     # a src/ folder without the project's pyproject.toml is not a checkout either
@@ -62,7 +73,7 @@ def test_an_installed_package_never_looks_beside_site_packages(monkeypatch, tmp_
 # -- presets ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", E.REGISTRY.names())
 def test_every_experiment_resolves_presets_one_way(name, tmp_path):
-    """Every ``run`` resolves its first argument through :func:`structmc.experiments.resolve_preset`:
+    """Every ``run`` resolves its first argument through :func:`structmc_papers.resolve_preset`:
     an unknown name is the same ValueError listing the presets, before anything is computed."""
     module = E.get(name)
     with pytest.raises(ValueError, match=r"unknown preset 'nope'; choose from \[.*'tiny'"):

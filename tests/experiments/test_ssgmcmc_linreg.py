@@ -11,8 +11,8 @@ import re
 import pytest
 import torch
 
-from structmc.experiments import ssgmcmc_linreg as lr
 from structmc.structured import custom, structured_optimum_gaussian
+from structmc_papers import ssgmcmc_linreg as lr
 
 from .adversarial import constants, passes, reversed_ranks, shuffled
 
@@ -227,7 +227,7 @@ def test_tiny_run_rejudges_to_its_own_rows_and_the_tally_agrees(tmp_path):
     (the SEs across chains now among them), and ``passes()`` equals the README's tally."""
     import json
 
-    from structmc.experiments._report import REPRODUCED, carried_verdicts, claim_tally
+    from structmc_papers._report import REPRODUCED, carried_verdicts, claim_tally
 
     report = lr.run("tiny", tmp_path / "tiny", progress=False)
     on_disk = json.loads((tmp_path / "tiny" / "report.json").read_text())

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-import structmc.experiments as E
-from structmc.experiments import ssgmcmc_mnist_groups as mg
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
+import structmc_papers as E
+from structmc_papers import ssgmcmc_mnist_groups as mg
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
 
 @pytest.fixture
@@ -175,7 +175,7 @@ def test_issue_35_families(cfg):
     fractions: the IAC/ESS claims are orderings, which such answers meet) passes those claims
     legitimately; there every row it touches must fail instead: the value rows under offsets,
     absurd values and fractions, every row of the NaN method, every row of the missing one."""
-    from structmc.experiments._report import NOT_RUN, binomial_se, tally
+    from structmc_papers._report import NOT_RUN, binomial_se, tally
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 
@@ -257,7 +257,7 @@ def test_the_record_rejudged_counts_as_passes_does(tmp_path):
     import shutil
     from pathlib import Path
 
-    from structmc.experiments._report import claim_tally, rejudge_record
+    from structmc_papers._report import claim_tally, rejudge_record
 
     from .adversarial import passes
 

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 import structmc
+import structmc_papers
 from structmc.data import Dataset
-from structmc.experiments import get
-from structmc.experiments._report import COMPARISON_FIELDS, REPORT_FIELDS
 from structmc.storage import RunFolder
 from structmc.structured import StructuredEnergy
+from structmc_papers import get
+from structmc_papers._report import COMPARISON_FIELDS, REPORT_FIELDS
 
 rn = get("ssgmcmc-resnet")
 
@@ -79,7 +80,7 @@ def test_full_runs_the_papers_learning_rate_grid_and_says_where_it_deviates():
     dev = rn.deviations(full)
     assert any("AutoAugment" in d for d in dev) and not any("normalisation (the paper" in d for d in dev)
     assert any("without normalisation" in d for d in rn.deviations(rn.PRESETS["converged"]))
-    record = structmc.experiments.REGISTRY.get("ssgmcmc-resnet")
+    record = structmc_papers.REGISTRY.get("ssgmcmc-resnet")
     assert "deviates:" in record.notes and "AutoAugment" in record.notes
 
 
@@ -157,7 +158,7 @@ def test_tiny_end_to_end(tmp_path, fashion_mnist_data):
     quantities = {c["quantity"]: c for c in report["comparisons"]}
     assert quantities["FMNIST accuracy, SGHMC, lr 0.01 (Tables 5, 6)"]["paper"] == 0.928
     # the README's tally of this report is what the adversarial harness counts (issue 35 §4)
-    from structmc.experiments._report import claim_tally
+    from structmc_papers._report import claim_tally
 
     from .adversarial import passes
 
@@ -338,7 +339,7 @@ def _words(rows):
 
 def _claims(rows):
     """The rows that are not published values (orderings, Table 2's claims, the claims in words)."""
-    from structmc.experiments._report import WithinNoise
+    from structmc_papers._report import WithinNoise
 
     return [r for r in rows if not isinstance(r.rule, WithinNoise)]
 
@@ -349,7 +350,7 @@ def test_wrong_answers_do_not_pass_the_verdicts():
     run against its base sampler at the same rate, Table 2's rankings, and (§5) the claims in
     words. The paper's own numbers pass every cell and ordering; constants, numbers shuffled
     across methods and reversed rankings fail the orderings and the claims in words."""
-    from structmc.experiments._report import NOT_REPRODUCED, TIED, Tolerance, WithinNoise
+    from structmc_papers._report import NOT_REPRODUCED, TIED, Tolerance, WithinNoise
 
     from .adversarial import constants, passes, reversed_ranks, shuffled
 
@@ -480,7 +481,7 @@ def test_claims_not_run_counts_every_claim_while_there_is_no_record():
     tables and text as a "not run" row (the reason: no record, needs a GPU) so that the results
     table counts them: every row :func:`rn.all_comparisons` builds for the full grid on the three
     data sets (checks left out) plus the claims the experiment has no rows for."""
-    from structmc.experiments._report import tally
+    from structmc_papers._report import tally
 
     from .adversarial import passes
 
@@ -494,7 +495,7 @@ def test_claims_not_run_counts_every_claim_while_there_is_no_record():
     assert tally(rows) == {**tally(rows), "claims": 353, "run": 0, "not run": 353, "check": 0}
     assert passes(rows) == (0, 353)
     # the results table counts them as a line of its own, with the same tally
-    from structmc.experiments._report import results_table, total_tally
+    from structmc_papers._report import results_table, total_tally
 
     assert total_tally([], {"ssgmcmc-resnet": rows})["claims"] == passes(rows)[1]
     assert "| `ssgmcmc-resnet` | no record | – | 353 | 0 | **0** |" in results_table([], {"ssgmcmc-resnet": rows})
@@ -524,7 +525,7 @@ def test_issue_35_families(grid):
     orderings (offsets, × 10, fractions) or its numbers for the other methods (NaN in one, one
     missing) passes those orderings legitimately (73 pair orderings of 347 claims); there every
     published value it touches must fail instead, and nothing may vanish."""
-    from structmc.experiments._report import NOT_RUN, WithinNoise
+    from structmc_papers._report import NOT_RUN, WithinNoise
 
     from .adversarial import absurd, at_most_a_quarter, fractions, missing_method, non_finite, offsets, passes
 

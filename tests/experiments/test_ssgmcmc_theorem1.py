@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from structmc import SGLD, ModuleEnergy, sample
-from structmc.experiments import ssgmcmc_theorem1 as T
-from structmc.experiments._report import claim_tally
 from structmc.structured import ChainHistory, StructuredEnergy, fully_factorized
+from structmc_papers import ssgmcmc_theorem1 as T
+from structmc_papers._report import claim_tally
 
 from .adversarial import passes
 

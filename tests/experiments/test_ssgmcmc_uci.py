@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import structmc.data as D
-import structmc.experiments as E
+import structmc_papers as E
 from structmc.data.files import DataError
-from structmc.experiments import ssgmcmc_uci as U
-from structmc.experiments._report import (
+from structmc_papers import ssgmcmc_uci as U
+from structmc_papers._report import (
     COMPARISON_FIELDS,
     NOT_REPRODUCED,
     REPORT_FIELDS,

@@ -3,8 +3,8 @@ augmentation settings do (datasets.MNIST in fashion_mnist/setting4, setting5): e
 record, not part of the experiment."""
 import sys
 
-from structmc.experiments import _common as fnbg
-from structmc.experiments import gibbs_augment as ga
+from structmc_papers import _common as fnbg
+from structmc_papers import gibbs_augment as ga
 from structmc.predictive import predictive
 from structmc.storage import RunFolder
 from structmc.zoo import energy_for

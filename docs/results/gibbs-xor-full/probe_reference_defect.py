@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from structmc.experiments import gibbs_xor as G
+from structmc_papers import gibbs_xor as G
 
 torch.set_num_threads(1)
 cfg = G.PRESETS["full"]

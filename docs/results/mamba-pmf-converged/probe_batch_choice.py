@@ -11,8 +11,8 @@ import warnings
 
 import torch
 
-from structmc.experiments import _mamba as M
-from structmc.experiments import mamba_pmf as m
+from structmc_papers import _mamba as M
+from structmc_papers import mamba_pmf as m
 from structmc.optimize import find_map
 from structmc.run import Budget
 from structmc.tuning import Problem

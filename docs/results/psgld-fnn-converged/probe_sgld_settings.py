@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from structmc.experiments import psgld_fnn as F
+from structmc_papers import psgld_fnn as F
 
 torch.set_num_threads(1)
 cfg = F.PRESETS["converged"]

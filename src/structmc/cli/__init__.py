@@ -3,7 +3,9 @@
 Names come from the library's registries (:mod:`structmc.registry`): ``--sampler`` from
 ``structmc.samplers.SAMPLERS`` (built by ``sampler_from_config``), ``--model`` from
 ``structmc.models.MODELS`` (the models sized from a data set), ``--dataset`` from
-``structmc.data.DATASETS`` and ``experiment NAME`` from ``structmc.experiments.REGISTRY``.
+``structmc.data.DATASETS`` and ``experiment NAME`` from the registry of the papers' companion
+package ``structmc_papers`` (found through the entry point group ``structmc.reproductions``;
+:mod:`.reproduce`).
 
 This module holds :func:`main` (the argument parser, the dispatch and the error lines); each
 command lives in its own module: :mod:`.sample` (its settings in :mod:`.settings`; its

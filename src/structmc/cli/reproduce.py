@@ -1,19 +1,46 @@
 """``structmc reproduce NAME`` (``demo``, and the older spelling ``experiment NAME``): run a
-registered experiment's preset; the ``--list`` tables."""
+registered experiment's preset; the ``--list`` tables.
+
+The papers' reproductions are a companion package (``structmc_papers``, in the repository's
+``papers/``; issue 38), which the library never imports: it is found through the entry point
+group :data:`ENTRY_POINT_GROUP`, whose entry names a module holding ``REGISTRY`` (a
+:class:`~structmc.registry.Registry` of experiment records), ``downloads_allowed(allowed)`` and
+the report tables ``results_table``, ``unreproduced_table`` and ``claims_table``. Without it,
+``structmc reproduce`` says how to install it; ``structmc demo`` (:mod:`structmc.demo`) needs
+only the library."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from types import ModuleType
 
 from .common import UsageError, _out_folder
+
+#: the entry point group under which a companion package registers its reproductions
+ENTRY_POINT_GROUP = "structmc.reproductions"
+#: what to run when no companion is installed
+INSTALL_HINT = (
+    "the papers' reproductions are a companion package, structmc-papers: install it with "
+    "`pip install -e ./papers` from a clone of the structmc repository (or `pip install structmc-papers`)"
+)
+
+
+def reproductions() -> ModuleType:
+    """The companion's module named by the first entry point of :data:`ENTRY_POINT_GROUP`
+    (loaded on first use); :class:`UsageError` saying how to install it when there is none."""
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    if not found:
+        raise UsageError(f"structmc reproduce: {INSTALL_HINT}")
+    return found[0].load()
 
 
 def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
     """``structmc reproduce NAME`` (and its older spelling ``structmc experiment NAME``)."""
     import inspect
-
-    from ..experiments import REGISTRY
 
     if getattr(args, "list", False):
         print(reproduce_table() if getattr(args, "command", "") == "reproduce" else experiment_table())
@@ -22,10 +49,17 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         print(results_table_of(args.table, claims=bool(getattr(args, "claims", False))))
         return 0
     name = name or args.name
-    if not name:
-        raise ValueError(f"name an experiment ({', '.join(REGISTRY.choices())}) or pass --list")
-    exp = REGISTRY.get(name)
-    module = exp.load()
+    if name == "demo" and getattr(args, "command", "") == "demo":
+        # the library's own demo: no companion needed (the README's first command)
+        from .. import demo as module
+
+        exp_name, downloads = "demo", None
+    else:
+        companion = reproductions()
+        if not name:
+            raise ValueError(f"name an experiment ({', '.join(companion.REGISTRY.choices())}) or pass --list")
+        exp = companion.REGISTRY.get(name)
+        module, exp_name, downloads = exp.load(), exp.name, companion.downloads_allowed
     preset = args.preset
     if preset not in module.PRESETS:
         raise UsageError(f"unknown preset {preset!r}; choose from {sorted(module.PRESETS)}")
@@ -46,35 +80,33 @@ def cmd_experiment(args: argparse.Namespace, name: str | None = None) -> int:
         if value is None or (key == "device" and value == "cpu" and key not in accepted):
             continue
         if key not in accepted:
-            raise UsageError(f"experiment {exp.name!r} does not take --{key}")
+            raise UsageError(f"experiment {exp_name!r} does not take --{key}")
         kwargs[key] = value
     if kwargs.get("seed") is not None and kwargs["seed"] < 0:
         raise UsageError(f"--seed must be >= 0, got {kwargs['seed']}")
     out = _out_folder(
-        args.out or (f"runs/{exp.name}/{preset}" if getattr(args, "command", "") == "reproduce" else f"runs/{name}")
+        args.out or (f"runs/{exp_name}/{preset}" if getattr(args, "command", "") == "reproduce" else f"runs/{name}")
     )
-    from ..experiments import downloads_allowed
-
+    allowed = bool(getattr(args, "download", False))
     t0 = time.perf_counter()
-    with downloads_allowed(bool(getattr(args, "download", False))):
+    with downloads(allowed) if downloads is not None else contextlib.nullcontext():
         report = module.run(preset, out, progress=None if not args.quiet else False, **kwargs)
     if report and report.get("stand_in"):
-        print(f"structmc: warning: {exp.name} {preset} ran on stand-in data, not the paper's: {report['stand_in']}")
+        print(f"structmc: warning: {exp_name} {preset} ran on stand-in data, not the paper's: {report['stand_in']}")
     print((out / "report.md").read_text())
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0 if report else 1
 
 
 def results_table_of(folders, claims: bool = False) -> str:
-    """The markdown results table (:func:`structmc.experiments._report.results_table`) of every
-    ``report.json`` under ``folders``, then the claims not reproduced; with ``claims``, every
-    claim of the papers instead, one row each (:func:`~structmc.experiments._report.claims_table`).
-    Refuses a folder with none."""
+    """The markdown results table (the companion's ``results_table``,
+    ``structmc_papers.results_table``) of every ``report.json`` under ``folders``, then the
+    claims not reproduced; with ``claims``, every claim of the papers instead, one row each
+    (``claims_table``). Refuses a folder with none."""
     import json
     from pathlib import Path
 
-    from ..experiments._report import claims_table, results_table, unreproduced_table
-
+    companion = reproductions()
     reports = []
     for folder in folders:
         found = sorted(Path(folder).rglob("report.json"))
@@ -82,9 +114,9 @@ def results_table_of(folders, claims: bool = False) -> str:
             raise UsageError(f"--table {folder}: no report.json under it")
         reports += [json.loads(p.read_text()) for p in found]
     if claims:
-        return claims_table(reports)
-    failing = unreproduced_table(reports)
-    out = results_table(reports)
+        return str(companion.claims_table(reports))
+    failing = companion.unreproduced_table(reports)
+    out = str(companion.results_table(reports))
     if failing.count("\n") > 1:  # the header and its rule: a row below them
         out += (
             "\n\nClaims not reproduced (and those reproduced with a smaller margin, tied or not comparable):\n\n"
@@ -96,10 +128,8 @@ def results_table_of(folders, claims: bool = False) -> str:
 def reproduce_table() -> str:
     """One line per registered experiment: name, paper, table/figure, what ``quick`` cuts and
     its measured wall time on the 2-core development CPU."""
-    from ..experiments import REGISTRY
-
     rows = [("name", "paper", "figure", "quick on 2 CPU cores", "what quick cuts")]
-    for name, exp in REGISTRY.items():
+    for name, exp in reproductions().REGISTRY.items():
         paper = exp.paper.citation if exp.paper else "- (structmc)"
         seconds = "-" if exp.quick_seconds is None else _duration(exp.quick_seconds)
         rows.append((name, paper, exp.figure or "-", seconds, exp.quick_cuts or "-"))
@@ -113,10 +143,8 @@ def _duration(seconds: float) -> str:
 
 def experiment_table() -> str:
     """One line per registered experiment: name, paper, table/figure, presets, data sets."""
-    from ..experiments import REGISTRY
-
     rows = [("name", "paper", "figure", "presets", "data sets")]
-    for name, exp in REGISTRY.items():
+    for name, exp in reproductions().REGISTRY.items():
         paper = f"{exp.paper.citation} {exp.paper.title}" if exp.paper else "- (structmc)"
         rows.append((name, paper, exp.figure or "-", ", ".join(exp.presets), ", ".join(exp.datasets) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

@@ -28,7 +28,11 @@ them keeps a run resumable. Bytecode differs between Python versions: each hashe
 ``code`` digest apart from its ``values`` digest, and a run written under another Python
 compares values only (with a warning). What cannot be hashed (a C function of an unknown
 extension, an opaque object) is listed under ``unfingerprintable`` and resuming warns that it
-was not checked. Version-1 fingerprints (structmc 0.1, a strided sample of 4,096 data elements
+was not checked. A package built on structmc declares its code to be identified by name too, and
+the name its objects were recorded under before it moved, with :func:`register_library` (:func:`recorded_name` maps a name so; the
+papers' reproductions, ``structmc_papers``, recorded as ``structmc.experiments``, their home
+until issue 38; ``structmc.hierarchical.HierarchicalEnergy`` is recorded as
+``structmc.priors.HierarchicalEnergy``, its first home). Version-1 fingerprints (structmc 0.1, a strided sample of 4,096 data elements
 and qualified names) are still compared, on what they recorded, with a warning.
 """
 
@@ -46,6 +50,8 @@ from .hashing import (
     _qualified,
     _same_builtin,
     _update_tensor,
+    recorded_name,
+    register_library,
     tensor_digest,
 )
 from .parts import (
@@ -105,6 +111,8 @@ for _obj in (
     legacy_data_fingerprint,
     legacy_energy_fingerprint,
     legacy_tensor_fingerprint,
+    recorded_name,
+    register_library,
 ):
     _obj.__module__ = __name__
 del _obj
@@ -126,4 +134,6 @@ __all__ = [
     "legacy_fingerprint",
     "legacy_data_fingerprint",
     "legacy_energy_fingerprint",
+    "register_library",
+    "recorded_name",
 ]

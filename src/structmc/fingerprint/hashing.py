@@ -37,6 +37,48 @@ _LIBRARIES = {
     "random",
     "statistics",
 }
+# Names recorded in place of the current ones (issue 38): a qualified-name prefix (a package, a
+# module or one object) -> the name it is recorded under, so that a run folder written before a
+# move still resumes (its fingerprint named the old home). Built in: HierarchicalEnergy, which
+# lived in structmc.priors when runs were first written; a companion package adds its own with
+# register_library (structmc_papers: the former structmc.experiments).
+_RECORDED_AS: dict[str, str] = {"structmc.hierarchical.HierarchicalEnergy": "structmc.priors.HierarchicalEnergy"}
+
+
+def register_library(package: str, recorded_as: str | None = None) -> None:
+    """Identify the code of ``package`` (a top-level package name, e.g. ``"structmc_papers"``)
+    by its qualified name, as structmc's own is, instead of hashing what it computes: upgrading
+    it keeps a run resumable. With ``recorded_as``, its names are recorded under that prefix in
+    place of ``package`` (``register_library("structmc_papers", recorded_as="structmc.experiments")``:
+    the package's former home), so that fingerprints written before it moved still match.
+
+    Public: the hook through which a package built on structmc (the papers' reproductions,
+    ``structmc_papers``) declares itself; structmc never imports such a package."""
+    if not package.isidentifier():
+        raise ValueError(f"register_library: {package!r} is not a top-level package name")
+    _LIBRARIES.add(package)
+    if recorded_as is not None:
+        if recorded_as.split(".")[0] not in _LIBRARIES:
+            raise ValueError(f"register_library: {recorded_as!r} is not under a library's name")
+        _RECORDED_AS[package] = recorded_as
+
+
+def recorded_name(name: str) -> str:
+    """A qualified name (``"structmc_papers._common.log_loss_metric"``) as run and tuning folders
+    record it: under the former name a package declared with :func:`register_library`
+    (``"structmc.experiments._common.log_loss_metric"``), else unchanged. What a folder records
+    by name (a tuning metric's function) goes through it, so that resuming compares like names."""
+    return _recorded(name)
+
+
+def _recorded(name: str) -> str:
+    """``name`` as fingerprints record it (:data:`_RECORDED_AS`, the longest matching prefix)."""
+    for current in sorted(_RECORDED_AS, key=len, reverse=True):
+        if name == current or name.startswith(current + "."):
+            return _RECORDED_AS[current] + name[len(current) :]
+    return name
+
+
 # attributes of structmc objects that are not part of the target: a bound prior's parameter
 # space (in the run's settings already) and the tensor a flat prior was bound "like" (a view of
 # the module's current parameters, which the chain overwrites); and whether a bound Normal uses
@@ -448,7 +490,7 @@ def _origin_module(obj) -> str | None:
 def _qualified(obj) -> str:
     mod = _origin_module(obj)
     qual = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
-    return f"{mod}.{qual}" if mod else str(qual)
+    return _recorded(f"{mod}.{qual}") if mod else str(qual)
 
 
 def _library_name(obj) -> str | None:

@@ -97,17 +97,5 @@ __all__ = [
     "Flat",
     "HalfCauchy",
     "GammaPrecision",
-    "HierarchicalEnergy",
     "as_prior",
 ]
-
-
-def __getattr__(name: str):
-    # HierarchicalEnergy is an energy (structmc.hierarchical, above the priors it uses); its old
-    # path structmc.priors.HierarchicalEnergy (and pickles naming it) still resolves, at call
-    # time like structmc.experiments, so that the priors do not import the energies
-    if name == "HierarchicalEnergy":
-        import importlib
-
-        return importlib.import_module("structmc.hierarchical").HierarchicalEnergy
-    raise AttributeError(f"module 'structmc.priors' has no attribute {name!r}")

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics.stein import fssd, fssd_optimize, ksd
+from ..fingerprint import recorded_name
 
 
 class KSD:
@@ -152,7 +153,9 @@ class FunctionMetric:
     def config(self) -> dict:
         return {
             "name": self.name,
-            "function": f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}",
+            # as folders record it: a function of a package that moved under its former name
+            # (structmc_papers' as structmc.experiments': issue 38), so older tunings resume
+            "function": recorded_name(f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', '?')}"),
         }
 
 

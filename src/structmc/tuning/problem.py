@@ -48,7 +48,7 @@ class Problem:
       which is only O(1/√N) wide, so for m ≪ N it ranks arms by their distance to the wrong
       centre (measured on the paper's logistic regression, N = 10⁵, m = 1 %: Kendall's τ
       −0.36 (KSD) / 0.08 (FSSD) against the full-data ranking of the step sizes, 0.67 / 0.71
-      per draw; :mod:`structmc.experiments.mamba_logreg`). Kept to reproduce earlier results.
+      per draw; ``structmc_papers.mamba_logreg`` (the papers' companion package)). Kept to reproduce earlier results.
 
     ``batching``: how arms draw minibatches (:mod:`structmc.batching`; the
     reference code draws with replacement). ``validation``: held-out ``(inputs..., targets)`` for user metrics.

@@ -121,15 +121,16 @@ from typing import Any
 
 import torch
 
-from .. import predictive, sample
-from ..data import DataError, noisy_xor_dataset
-from ..data.checksums import NOISY_XOR
-from ..data.files import ChecksumError, find
-from ..data.xor import load_noisy_xor
-from ..diagnostics import classification_metrics
-from ..gibbs import MetropolisWithinGibbs, acceptance
-from ..partitions import by_finer_nodes, by_neuron
-from ..zoo import energy_for
+from structmc import predictive, sample
+from structmc.data import DataError, noisy_xor_dataset
+from structmc.data.checksums import NOISY_XOR
+from structmc.data.files import ChecksumError, find
+from structmc.data.xor import load_noisy_xor
+from structmc.diagnostics import classification_metrics
+from structmc.gibbs import MetropolisWithinGibbs, acceptance
+from structmc.partitions import by_finer_nodes, by_neuron
+from structmc.zoo import energy_for
+
 from . import resolve_preset
 from ._report import binomial_se, row_comparison, seed_se, smallest_gap, write_rows_report
 from ._shared import default_data_dir, pyplot, restores_globals
@@ -1314,7 +1315,7 @@ def run(
     ``Config.checkpoint_every`` sweeps). ``resume=True`` continues every setting from its
     last checkpoint (a finished one is read back). ``data_dir``: where to look for the
     ``noisy-xor`` folder (default :func:`default_data_dir`); ``seed`` overrides the config's.
-    The report is in the common format of :mod:`structmc.experiments._report` (every number
+    The report is in the common format of :mod:`structmc_papers._report` (every number
     under ``numbers``)."""
     cfg, preset = resolve_preset(config, PRESETS, seed)
     if not 0 <= cfg.burn_in < cfg.num_steps or not 0 < cfg.predict_last <= cfg.num_steps:

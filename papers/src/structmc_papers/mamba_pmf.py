@@ -14,7 +14,7 @@ the files are absent (``data="auto"``) a simulated low-rank rating set of the sa
 used instead (:func:`simulated_ratings`) and the report says so.
 
 Methods, for each of SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV (see
-:mod:`structmc.experiments._mamba`): MAMBA-KSD over log10 h ∈ {−2, −2.5, ..., −7.5} × batch
+:mod:`structmc_papers._mamba`): MAMBA-KSD over log10 h ∈ {−2, −2.5, ..., −7.5} × batch
 {100, 10, 1} % (80,000 / 8,000 / 800 ratings) (× L ∈ {5, 10} for SGHMC): 36 arms (72), with
 R = 10 s for the surviving arm (T ≈ 83 s, ≈ 166 s for 72 arms); grid search over the same
 steps (× L) at batch 10 %, 2,000 iterations per arm from the MAP plus N(0, 1) noise, ranked
@@ -34,7 +34,7 @@ need far longer chains than the presets run). It is cached on disk, keyed by the
 and the chain settings (``$STRUCTMC_CACHE/mamba-reference``). ξ is therefore agreement with a
 long small-step chain, not with the exact posterior; the report says so.
 
-Verdicts compare orderings (see :mod:`~structmc.experiments._mamba`); magnitudes are
+Verdicts compare orderings (see :mod:`~structmc_papers._mamba`); magnitudes are
 comparable with Table 2 only in the ``full`` preset on the MovieLens files.
 
 Presets: ``tiny`` (a simulated 60 × 80 rating set, d = 4, 3 step sizes, iteration budgets;
@@ -58,10 +58,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import Budget, find_map
-from ..data.base import Dataset
-from ..tuning import Arm, FunctionMetric, Problem
-from ..zoo import energy_for
+from structmc import Budget, find_map
+from structmc.data.base import Dataset
+from structmc.tuning import Arm, FunctionMetric, Problem
+from structmc.zoo import energy_for
+
 from . import _mamba as M
 from . import resolve_preset
 from ._shared import default_data_dir, progress_log, restores_globals, save_cache
@@ -253,7 +254,7 @@ def simulated_ratings(
 def load_data(cfg: Config) -> tuple[Dataset, dict]:
     """``(dataset, source)``: MovieLens-100K from the local files when found (``cfg.data``
     "auto" / "files"), else the simulated stand-in; ``source`` says which and why."""
-    from ..data import DataError, load_movielens_100k
+    from structmc.data import DataError, load_movielens_100k
 
     if cfg.data not in ("auto", "files", "simulated"):
         raise ValueError(f"Config.data must be 'auto', 'files' or 'simulated', got {cfg.data!r}")
@@ -380,7 +381,7 @@ def run(
     resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
-    :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
+    :mod:`structmc_papers._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
     ``seed`` overrides the config's. Every tuner's outcome and evaluation run is saved under
     ``out_dir/units`` when it ends; ``resume=True`` reads back the finished ones of a run cut

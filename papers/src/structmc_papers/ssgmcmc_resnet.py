@@ -96,12 +96,13 @@ from typing import Any
 
 import torch
 
-from .. import PSGLD, DivergenceError, ModuleEnergy, Run, ScaleAdaptedSGHMC
-from ..diagnostics import ess_tfp, integrated_time
-from ..models.resnet import resnet20
-from ..partitions import round_robin
-from ..predictive import predictive
-from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
+from structmc import PSGLD, DivergenceError, ModuleEnergy, Run, ScaleAdaptedSGHMC
+from structmc.diagnostics import ess_tfp, integrated_time
+from structmc.models.resnet import resnet20
+from structmc.partitions import round_robin
+from structmc.predictive import predictive
+from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy
+
 from . import REGISTRY, resolve_preset
 from ._common import load_images
 from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, smallest_gap, write_report
@@ -645,7 +646,7 @@ def load_dataset(name: str, cfg: Config):
     """``(data, None)`` or ``(None, why)`` when a CIFAR-10 / SVHN set is neither in
     ``data_dir`` nor downloadable (``data="files"`` raises instead). Fashion-MNIST falls back
     to the synthetic stand-in as in the other MNIST experiments."""
-    from ..data import DataError, ImageData, load
+    from structmc.data import DataError, ImageData, load
 
     if name == "fashion-mnist":
         data = load_images(name, cfg)

@@ -25,14 +25,18 @@ ENV_NO_SHARED = "STRUCTMC_NO_SHARED_DATA"
 
 def checkout_data_dir() -> Path | None:
     """The project's reference copies, ``<checkout>/../shared/data``, when this package runs
-    from a source checkout (``<checkout>/src/structmc`` beside a ``pyproject.toml``) that has
-    them and ``$STRUCTMC_NO_SHARED_DATA`` is not set; else ``None`` (an installed package)."""
+    from a source checkout (``<checkout>/papers/src/structmc_papers``, the companion's folder
+    beside the library's ``pyproject.toml``; or ``<root>/src/structmc_papers`` beside a
+    ``pyproject.toml``) that has them and ``$STRUCTMC_NO_SHARED_DATA`` is not set; else
+    ``None`` (an installed package)."""
     if os.environ.get(ENV_NO_SHARED, "") not in ("", "0"):
         return None
-    package = Path(__file__).resolve().parents[1]  # .../structmc
+    package = Path(__file__).resolve().parents[0]  # .../structmc_papers
     checkout = package.parent.parent
     if package.parent.name != "src" or not (checkout / "pyproject.toml").is_file():
         return None
+    if checkout.name == "papers" and (checkout.parent / "pyproject.toml").is_file():
+        checkout = checkout.parent  # the repository that holds the library and its companion
     shared = checkout.parent / "shared" / "data"
     return shared if shared.is_dir() else None
 
@@ -49,7 +53,7 @@ def default_data_dir() -> Path:
     shared = checkout_data_dir()
     if shared is not None:
         return shared
-    from ..data.files import default_cache_dir
+    from structmc.data.files import default_cache_dir
 
     return default_cache_dir()
 
@@ -132,7 +136,7 @@ def restores_globals(run: Callable) -> Callable:
 
 def versions() -> dict:
     """Versions and machine facts for a report."""
-    from .. import __version__
+    from structmc import __version__
 
     out = {
         "python": sys.version.split()[0],
@@ -239,10 +243,10 @@ def resumable_iterate(
     is ``run.iterate(steps)``. ``progress``: a tqdm bar (``None``: when stderr is a terminal)
     labelled ``desc``.
     """
-    from ..checkpointing import Checkpointer
-    from ..recorders import Carry
-    from ..recording import Progress
-    from ..storage import RunFolder
+    from structmc.checkpointing import Checkpointer
+    from structmc.recorders import Carry
+    from structmc.recording import Progress
+    from structmc.storage import RunFolder
 
     carry = {} if carry is None else carry
     checkpointer = None
@@ -282,7 +286,7 @@ def resumable_iterate(
 def _drop_checkpoints(folder: Path) -> None:
     """A run starting afresh in ``folder``: remove the checkpoints and manifest of an earlier one
     (its result file, if any, is read only on resume)."""
-    from ..storage import MANIFEST
+    from structmc.storage import MANIFEST
 
     for f in folder.glob("checkpoint*.pt"):
         f.unlink()

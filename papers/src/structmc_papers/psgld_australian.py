@@ -46,9 +46,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import PSGLD, SGLD, LogDensityEnergy, sample
-from ..data import DataNotFoundError, load_australian
-from ..diagnostics import ess_bulk
+from structmc import PSGLD, SGLD, LogDensityEnergy, sample
+from structmc.data import DataNotFoundError, load_australian
+from structmc.diagnostics import ess_bulk
+
 from . import REGISTRY, resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, write_report

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import PSGLD, SGLD, ModuleEnergy
-from ..schedules import StepDecay
+from structmc import PSGLD, SGLD, ModuleEnergy
+from structmc.schedules import StepDecay
+
 from . import REGISTRY, resolve_preset
 from ._common import load_data, run_one
 from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, smallest_gap, write_report

@@ -70,10 +70,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import SGLD, sample
-from ..energy import EnergyBase
-from ..space import ParamSpace
-from ..structured import ChainHistory, StructuredEnergy, custom, fully_factorized, structured_optimum_gaussian
+from structmc import SGLD, sample
+from structmc.energy import EnergyBase
+from structmc.space import ParamSpace
+from structmc.structured import ChainHistory, StructuredEnergy, custom, fully_factorized, structured_optimum_gaussian
+
 from . import REGISTRY, resolve_preset
 from ._linreg import NAMES, TRUTH, paper_like_data
 from ._report import Claim, Comparison, write_report

@@ -68,10 +68,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import sample
-from ..gibbs import MetropolisWithinGibbs, acceptance
-from ..partitions import by_layer
-from ..zoo import energy_for
+from structmc import sample
+from structmc.gibbs import MetropolisWithinGibbs, acceptance
+from structmc.partitions import by_layer
+from structmc.zoo import energy_for
+
 from . import resolve_preset
 from ._common import (
     BLOCKS_NOTE,
@@ -579,7 +580,7 @@ def run(
     resume: bool | None = None,
 ) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of
-    :mod:`structmc.experiments._report`; every number under ``numbers``) and the figures to
+    :mod:`structmc_papers._report`; every number under ``numbers``) and the figures to
     ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
     ``resume`` (chains checkpoint under ``out_dir/chains`` every ``checkpoint_every`` sweeps,
     1,000 when the config has none)."""
@@ -693,7 +694,7 @@ def _run(cfg: Config, preset: str, out_dir: str | Path, progress: bool | None) -
 
 
 # ---------------------------------------------------------------------------------------
-# the common report format (structmc.experiments._report)
+# the common report format (structmc_papers._report)
 # ---------------------------------------------------------------------------------------
 PAPER_FIG5_TEXT = "chain scales decrease in deeper layers (θ_1005, layer 1, widest; θ_8107, output, narrowest)"
 OBSERVATION6 = (

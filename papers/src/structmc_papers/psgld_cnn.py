@@ -28,9 +28,10 @@ from typing import Any
 
 import torch
 
-from .. import PSGLD, SGLD, ModuleEnergy
-from ..models.cnn import ConvNet
-from ..schedules import StepDecay
+from structmc import PSGLD, SGLD, ModuleEnergy
+from structmc.models.cnn import ConvNet
+from structmc.schedules import StepDecay
+
 from . import REGISTRY, resolve_preset
 from ._common import load_data, run_one
 from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, write_report

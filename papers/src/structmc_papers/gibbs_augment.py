@@ -9,7 +9,7 @@ training set — one chain per (data set, transform), as the reference code does
 * ``blur``: with probability 0.9, a 9×9 Gaussian kernel with σ ~ U[1, 1.5];
 * ``inversion``: with probability 0.5, x ↦ 1 − x.
 
-Then FNBG exactly as :mod:`structmc.experiments.gibbs_mnist` (MLP(784, 10, 10, 10, 10), batch
+Then FNBG exactly as :mod:`structmc_papers.gibbs_mnist` (MLP(784, 10, 10, 10, 10), batch
 3,000, proposal variances 1e-2, 1e-4, 1e-4, 1e-5, class-stratified batches, prior start) and
 the accuracy on the untransformed test set, next to an untransformed chain of the same length
 (Table 4's first column, the paper's Table 2 values). The chains of one data set are paired: the
@@ -37,8 +37,9 @@ from pathlib import Path
 
 import torch
 
-from ..data.augment import TRANSFORMS
-from ..zoo import energy_for
+from structmc.data.augment import TRANSFORMS
+from structmc.zoo import energy_for
+
 from . import _common as fnbg
 from . import resolve_preset
 from ._common import CHANCE, DATASET_LABELS, PAPER_ACCURACY
@@ -118,7 +119,7 @@ def run(
     resume: bool | None = None,
 ) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` (the common format of
-    :mod:`structmc.experiments._report`; every number under ``numbers``) and the figures to
+    :mod:`structmc_papers._report`; every number under ``numbers``) and the figures to
     ``out_dir``; return the report. ``seed`` overrides the config's; ``resume`` its
     ``resume`` (chains checkpoint under ``out_dir/chains``, every 1,000 sweeps when the config
     sets no ``checkpoint_every``)."""

@@ -27,18 +27,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ModuleEnergy, predictive, sample
-from ..data import ImageData, load_image_subset
-from ..diagnostics import classification_metrics
-from ..gibbs import MetropolisWithinGibbs, acceptance
-from ..partitions import Partition, by_finer_nodes, by_neuron, custom
-from ..recorders import Trace
+from structmc import ModuleEnergy, predictive, sample
+from structmc.data import ImageData, load_image_subset
+from structmc.diagnostics import classification_metrics
+from structmc.gibbs import MetropolisWithinGibbs, acceptance
+from structmc.partitions import Partition, by_finer_nodes, by_neuron, custom
+from structmc.recorders import Trace
+
 from ._report import smallest_gap
 from ._shared import default_data_dir
 
 if TYPE_CHECKING:  # the MAMBA helpers import the tuning package when called, not the Gibbs experiments
-    from ..run import Budget
-    from ..tuning import Arm, Problem
+    from structmc.run import Budget
+    from structmc.tuning import Arm, Problem
 
 # ---------------------------------------------------------------------------------------
 # MNIST
@@ -124,8 +125,8 @@ def load_data(cfg, *, num_val: int = 0) -> MnistData:
 def mamba_budget(cfg, num_arms: int) -> Budget:
     """Total budget T such that the arm surviving every round samples for ``cfg.mamba_R``:
     ``T = R · rounds / Σᵢ 1/|Sᵢ|``."""
-    from ..run import Budget
-    from ..tuning import round_sizes
+    from structmc.run import Budget
+    from structmc.tuning import round_sizes
 
     sizes = round_sizes(num_arms, cfg.eta)
     total = cfg.mamba_R * len(sizes) / sum(1.0 / s for s in sizes)
@@ -139,7 +140,7 @@ def mamba_budget(cfg, num_arms: int) -> Budget:
 def log_loss_metric(samples: Tensor, problem) -> float:
     """Log-loss of the posterior predictive of ``samples`` on ``problem.validation`` (the
     grid search's criterion, App. B.1)."""
-    from ..diagnostics.calibration import nll
+    from structmc.diagnostics.calibration import nll
 
     x, y = problem.validation
     probs = predictive(problem.energy, samples, x)["probs"]
@@ -164,9 +165,9 @@ def evaluate_arm(
     fraction of the iterations, and score the posterior predictive of (at most
     ``max_draws``) kept draws on the test set. A divergence is recorded, and the draws kept
     before it are used if there are any."""
-    from ..recorders import ThinningKeeper
-    from ..run import DivergenceError
-    from ..tuning.task import evenly
+    from structmc.recorders import ThinningKeeper
+    from structmc.run import DivergenceError
+    from structmc.tuning.task import evenly
 
     run = problem.run(arm, seed=seed)
     keeper = ThinningKeeper(thin, max_draws)
@@ -274,7 +275,7 @@ def run_one(
     then the posterior-predictive test error at the end of every epoch (probabilities averaged
     over the draws so far) and the error of each epoch's last draw, reading one chunk of draws
     at a time."""
-    from ..storage import RunFolder
+    from structmc.storage import RunFolder
 
     x, y, x_test, y_test = data
     N = len(y)

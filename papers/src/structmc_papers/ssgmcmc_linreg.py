@@ -57,9 +57,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import SGLD, ModuleEnergy, sample
-from ..schedules import check_int
-from ..structured import (
+from structmc import SGLD, ModuleEnergy, sample
+from structmc.schedules import check_int
+from structmc.structured import (
     BernoulliMask,
     ChainHistory,
     StructuredEnergy,
@@ -68,6 +68,7 @@ from ..structured import (
     fully_joint,
     structured_optimum_gaussian,
 )
+
 from . import REGISTRY, resolve_preset
 
 # the data construction lives in ._linreg (shared with ssgmcmc-theorem1); importable from here too

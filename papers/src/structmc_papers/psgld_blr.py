@@ -95,9 +95,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import PSGLD, SGLD, LogDensityEnergy, sample
-from ..data import ChecksumError, DataError
-from ..data.adult import COLUMNS, NUMERIC, load_adult, read_adult
+from structmc import PSGLD, SGLD, LogDensityEnergy, sample
+from structmc.data import ChecksumError, DataError
+from structmc.data.adult import COLUMNS, NUMERIC, load_adult, read_adult
+
 from . import REGISTRY, resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
 from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, seed_se, write_report

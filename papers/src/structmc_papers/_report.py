@@ -570,12 +570,12 @@ def write_report(
     """Write ``report.json`` and ``report.md`` into ``out_dir`` and return the JSON dict.
 
     ``stand_in``: what stood in for the paper's data (only the ``tiny`` preset may run on a
-    stand-in; :func:`structmc.experiments.resolve_preset` makes the others refuse one): said at the top of report.md and in ``report["stand_in"]``.
+    stand-in; :func:`structmc_papers.resolve_preset` makes the others refuse one): said at the top of report.md and in ``report["stand_in"]``.
 
     ``wall_time_s`` is this call's; ``compute_time_s``, for a run resumed over several
     sittings, the seconds of work over all of them (this call's plus what it read back).
 
-    ``experiment`` is the registry record (:class:`~structmc.experiments.Experiment`);
+    ``experiment`` is the registry record (:class:`~structmc_papers.Experiment`);
     ``numbers`` every number the table/figure holds (nested dicts/lists); ``step_sizes`` the
     mapping of the paper's step sizes into the library's convention, one line each;
     ``reductions`` what a reduced preset cut and what that is expected to change (empty for
@@ -743,7 +743,7 @@ _BOOKKEEPING = ("verdicts", "reduced", "config", "preset", "seed", "versions", "
 def json_value(x):
     """:func:`._shared.jsonable`'s converter for reports: a :class:`~structmc.run.Budget` as
     its limits, a function or class by ``module.qualname`` (``NotImplemented`` otherwise)."""
-    from ..run import Budget
+    from structmc.run import Budget
 
     if isinstance(x, Budget):
         return {k: getattr(x, k) for k in ("iterations", "seconds", "grad_evals") if getattr(x, k) is not None}
@@ -772,7 +772,7 @@ def write_details_report(
     stand_in: str = "",
 ) -> dict:
     """:func:`write_report` for experiment ``name`` (a key of
-    :data:`~structmc.experiments.REGISTRY`) that builds its own record ``details`` (runs,
+    :data:`~structmc_papers.REGISTRY`) that builds its own record ``details`` (runs,
     tables, tuning, ...) and Markdown tables ``markdown``: ``details`` goes under ``numbers``
     without the keys the report holds at its top level (preset, config, seed, versions,
     reduced, figures, verdicts), its ``experiment`` (a description) renamed ``description``

@@ -64,12 +64,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..diagnostics.calibration import classification_metrics
-from ..predictive import predictive
-from ..run import Budget
-from ..tuning import Arm, Problem, mamba
-from ..tuning.metrics import KSD, FunctionMetric
-from ..zoo import energy_for
+from structmc.diagnostics.calibration import classification_metrics
+from structmc.predictive import predictive
+from structmc.run import Budget
+from structmc.tuning import Arm, Problem, mamba
+from structmc.tuning.metrics import KSD, FunctionMetric
+from structmc.zoo import energy_for
+
 from . import resolve_preset
 from ._common import evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import Units, resumed_phrase, set_wall_seconds
@@ -249,7 +250,7 @@ def run(
     resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json`` and ``report.md`` in the common report format
-    (structmc.experiments._report; this experiment's own record under ``numbers``), the
+    (structmc_papers._report; this experiment's own record under ``numbers``), the
     figures and MAMBA's trace (``tuning/trace.json``, ``tuning/metric_by_round.png``) to
     ``out_dir``. ``seed`` overrides the config's. MAMBA commits its progress every round and
     each evaluation run is saved under ``out_dir/units`` when it ends; ``resume=True``
@@ -404,7 +405,7 @@ def _run(cfg: Config, preset, out: Path, progress, units: Units | None = None) -
     N = len(data.y_train)
     energy = make_energy(cfg, N)
     dim = energy.space.dim
-    from ..optimize import find_map
+    from structmc.optimize import find_map
 
     t0 = time.perf_counter()
     b = max(1, int(cfg.map_batch * N))

@@ -1,20 +1,31 @@
-"""Experiments: a registry of records, each naming a module with ``Config``, ``PRESETS`` and
+"""The papers' reproductions: the companion package of :mod:`structmc` (issue 38), installed
+from ``papers/`` in the repository (``pip install -e ./papers``). ``structmc reproduce`` finds its
+registry through the entry point group ``structmc.reproductions``; the ``structmc`` wheel holds
+none of it, and the library never imports it.
+
+A registry of records, each naming a module with ``Config``, ``PRESETS`` and
 ``run(preset_or_config, out_dir, progress=None) -> report``.
 
 An :class:`Experiment` carries what the experiment reproduces — its :class:`Paper` (one of
-:data:`PAPERS`, or ``None`` for structmc's own demo), the table or figure, the numbers the
-paper publishes (``published``; empty where it gives none), the data sets it needs (names
-in :data:`structmc.data.DATASETS`) — and its presets (the module's ``PRESETS``).
+:data:`PAPERS`, or ``None`` for structmc's own demo, :mod:`structmc.demo`), the table or figure,
+the numbers the paper publishes (``published``; empty where it gives none), the data sets it
+needs (names in :data:`structmc.data.DATASETS`) — and its presets (the module's ``PRESETS``).
 
 ``get(name)`` returns the module (``get("demo").run("tiny", "runs/demo")``),
-``REGISTRY.get(name)`` the record; ``structmc experiment --list`` prints them. Add your own
+``REGISTRY.get(name)`` the record; ``structmc reproduce --list`` prints them. Add your own
 with ``REGISTRY.register("name", Experiment("name", "my.module", ...))``.
 
-Layout: each experiment module uses the library's public API and the common modules —
-``_common`` (what two experiments share), ``_mamba`` (the MAMBA harness), ``_report`` (the
-report format), ``_shared`` (run scaffolding) — never another experiment module, and resolves
-its presets with :func:`resolve_preset`; the library never imports this package (the import
-contracts in pyproject.toml's ``[tool.importlinter]``, checked by ``lint-imports``).
+Layout: each experiment module uses the library's public API only (the names listed in
+``docs/guides/papers-api.md``; the import contracts in pyproject.toml's ``[tool.importlinter]``
+and ``tests/release/test_layers.py`` check it) and the common modules — ``_common`` (what two
+experiments share), ``_mamba`` (the MAMBA harness), ``_report`` (the report format), ``_shared``
+(run scaffolding) — never another experiment module, and resolves its presets with
+:func:`resolve_preset`.
+
+Former names: this package was ``structmc.experiments`` until issue 38. Importing it installs
+:mod:`._aliases` (``import structmc.experiments.<module>`` and pickles naming it resolve to this
+package's modules) and declares it to :func:`structmc.fingerprint.register_library` under that
+name, so run folders written then resume unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +38,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ..registry import Registry
+from structmc.fingerprint import register_library
+from structmc.registry import Registry
+
+from . import _aliases
+
+# identified by name in fingerprints, as structmc.experiments was (its former home and name)
+register_library(__name__, recorded_as=_aliases.OLD)
+_aliases.install()
 
 
 @dataclass(frozen=True)
@@ -121,7 +139,7 @@ class Experiment:
 
 def _check(name: str, entry):
     if not isinstance(entry, Experiment):
-        raise TypeError(f"experiment {name!r} must be a structmc.experiments.Experiment, got {type(entry).__name__}")
+        raise TypeError(f"experiment {name!r} must be a structmc_papers.Experiment, got {type(entry).__name__}")
     return entry
 
 
@@ -130,7 +148,7 @@ REGISTRY: Registry[Experiment] = Registry(
     {
         "demo": Experiment(
             "demo",
-            "structmc.experiments.demo",
+            "structmc.demo",
             None,
             "",
             "Bayesian linear regression on scikit-learn's diabetes data, exact Gaussian posterior, "
@@ -139,7 +157,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "ssgmcmc-linreg": Experiment(
             "ssgmcmc-linreg",
-            "structmc.experiments.ssgmcmc_linreg",
+            "structmc_papers.ssgmcmc_linreg",
             PAPERS["structured-sgmcmc"],
             "Fig. 2",
             "SGLD vs S-SGLD vs Sd-SGLD on a 3-coefficient Bayesian linear regression with correlated covariates, "
@@ -154,7 +172,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "ssgmcmc-theorem1": Experiment(
             "ssgmcmc-theorem1",
-            "structmc.experiments.ssgmcmc_theorem1",
+            "structmc_papers.ssgmcmc_theorem1",
             PAPERS["structured-sgmcmc"],
             "Theorem 1",
             "S-SGLD's variances and corr(w1, w2) against the exact structured optimum (Theorem 1) as a function of "
@@ -169,7 +187,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "gibbs-xor": Experiment(
             "gibbs-xor",
-            "structmc.experiments.gibbs_xor",
+            "structmc_papers.gibbs_xor",
             PAPERS["blocked-gibbs"],
             "Figs. 3, 4, 7",
             "node-blocked Metropolis-within-Gibbs on noisy XOR: approximate (batch 100, var 0.04) vs exact "
@@ -196,7 +214,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "gibbs-mnist": Experiment(
             "gibbs-mnist",
-            "structmc.experiments.gibbs_mnist",
+            "structmc_papers.gibbs_mnist",
             PAPERS["blocked-gibbs"],
             "Tables 2, 3, 5, 6; Figs. 5, 8",
             "minibatch finer-node-blocked Gibbs (FNBG) on MLP(784,10,10,10,10) for MNIST and Fashion-MNIST: "
@@ -211,7 +229,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "gibbs-augment": Experiment(
             "gibbs-augment",
-            "structmc.experiments.gibbs_augment",
+            "structmc_papers.gibbs_augment",
             PAPERS["blocked-gibbs"],
             "Table 4 (Sect. 5.8)",
             "FNBG on MNIST / Fashion-MNIST training sets augmented by rotation (+-30 deg), Gaussian blur (9x9, "
@@ -226,7 +244,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "mamba-logreg": Experiment(
             "mamba-logreg",
-            "structmc.experiments.mamba_logreg",
+            "structmc_papers.mamba_logreg",
             PAPERS["mamba"],
             "Table 1 (Fig. 1, Tables 4, 5)",
             "simulated logistic regression (d = 10, N = 10^6 in full): SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, "
@@ -253,7 +271,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "mamba-pmf": Experiment(
             "mamba-pmf",
-            "structmc.experiments.mamba_pmf",
+            "structmc_papers.mamba_pmf",
             PAPERS["mamba"],
             "Table 2 (Fig. 2)",
             "probabilistic matrix factorisation on MovieLens-100K: six samplers tuned by MAMBA-KSD, grid search and "
@@ -277,7 +295,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "mamba-bnn": Experiment(
             "mamba-bnn",
-            "structmc.experiments.mamba_bnn",
+            "structmc_papers.mamba_bnn",
             PAPERS["mamba"],
             "Table 3 (Fig. 3)",
             "784-100-10 Bayesian neural network on MNIST: six samplers tuned by MAMBA-KSD, grid search and the "
@@ -301,7 +319,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "mamba-structured": Experiment(
             "mamba-structured",
-            "structmc.experiments.mamba_structured",
+            "structmc_papers.mamba_structured",
             PAPERS["mamba"],
             "beyond the paper",
             "MAMBA choosing rho, K and the number of groups of Sd-pSGLD (Alexos et al. 2022) on the MNIST MLP, "
@@ -313,7 +331,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "psgld-gaussian-2d": Experiment(
             "psgld-gaussian-2d",
-            "structmc.experiments.psgld_gaussian_2d",
+            "structmc_papers.psgld_gaussian_2d",
             PAPERS["psgld"],
             "Fig. 1",
             "SGLD vs pSGLD on N(0, diag(0.16, 1)) with gradient noise 0.1 N(0, I), step sizes 0.3 * 0.8^i, "
@@ -334,7 +352,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "psgld-blr": Experiment(
             "psgld-blr",
-            "structmc.experiments.psgld_blr",
+            "structmc_papers.psgld_blr",
             PAPERS["psgld"],
             "Table 1",
             "Bayesian logistic regression on Adult (a9a in the paper), batch 50, sigma^2 = 10, 15,000 iterations, "
@@ -351,7 +369,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "psgld-australian": Experiment(
             "psgld-australian",
-            "structmc.experiments.psgld_australian",
+            "structmc_papers.psgld_australian",
             PAPERS["psgld"],
             "Fig. 2",
             "Bayesian logistic regression on Statlog Australian (N = 690, D = 14), batch 5, sigma^2 = 100, 5,000 "
@@ -368,7 +386,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "psgld-fnn": Experiment(
             "psgld-fnn",
-            "structmc.experiments.psgld_fnn",
+            "structmc_papers.psgld_fnn",
             PAPERS["psgld"],
             "Table 2",
             "pSGLD (sigma^2 = 100 and 1) and SGLD on MNIST with two-layer ReLU networks 400-400, 800-800, 1200-1200: "
@@ -387,7 +405,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "psgld-cnn": Experiment(
             "psgld-cnn",
-            "structmc.experiments.psgld_cnn",
+            "structmc_papers.psgld_cnn",
             PAPERS["psgld"],
             "Table 3",
             "pSGLD vs SGD on MNIST with the paper's CNN (5x5 convolutions, 32 and 64 channels, max pooling, "
@@ -399,7 +417,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "ssgmcmc-mnist-groups": Experiment(
             "ssgmcmc-mnist-groups",
-            "structmc.experiments.ssgmcmc_mnist_groups",
+            "structmc_papers.ssgmcmc_mnist_groups",
             PAPERS["structured-sgmcmc"],
             "Fig. 3",
             "pSGLD vs S-pSGLD vs Sd-pSGLD (Bernoulli rho in {0.1, 0.3, 0.5}) on a 784-50-50-10 MNIST network (42,200 "
@@ -414,7 +432,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "ssgmcmc-resnet": Experiment(
             "ssgmcmc-resnet",
-            "structmc.experiments.ssgmcmc_resnet",
+            "structmc_papers.ssgmcmc_resnet",
             PAPERS["structured-sgmcmc"],
             "Tables 2, 5-8",
             "ResNet-20 on Fashion-MNIST, CIFAR-10 and SVHN: pSGLD and SGHMC (scale-adapted), their S variants (M = 2, "
@@ -450,7 +468,7 @@ REGISTRY: Registry[Experiment] = Registry(
         ),
         "ssgmcmc-uci": Experiment(
             "ssgmcmc-uci",
-            "structmc.experiments.ssgmcmc_uci",
+            "structmc_papers.ssgmcmc_uci",
             PAPERS["structured-sgmcmc"],
             "Tables 1, 3, 4",
             "2-layer 50-50 network, S-SGLD with the partitions random (M = 3), by layer, by neuron and fully "
@@ -537,4 +555,19 @@ def entry(name: str) -> Experiment:
     return REGISTRY.get(name)
 
 
-__all__ = ["Experiment", "Paper", "PAPERS", "REGISTRY", "get", "entry", "resolve_preset", "downloads_allowed"]
+# the report tables `structmc reproduce --table` prints (the entry point's module holds them)
+from ._report import claims_table, results_table, unreproduced_table  # noqa: E402
+
+__all__ = [
+    "Experiment",
+    "Paper",
+    "PAPERS",
+    "REGISTRY",
+    "get",
+    "entry",
+    "resolve_preset",
+    "downloads_allowed",
+    "results_table",
+    "unreproduced_table",
+    "claims_table",
+]

@@ -7,24 +7,28 @@ H = AᵀA/σ² + I/σ₀² (A = [X, 1]) and mean H⁻¹Aᵀy/σ². The report co
 posterior means and standard deviations with the exact ones and gives test RMSE / NLL of the
 posterior predictive. Features (s1, s2: total and LDL cholesterol) are strongly correlated, so
 the posterior is ill-conditioned (condition number ~400) — a realistic small test of mixing.
+
+The library's own demo (``structmc demo``; issue 38): it ships with the ``structmc`` wheel, not
+with the papers' reproductions (the companion package ``structmc_papers``, whose registry lists
+it as ``demo`` too). ``run(preset_or_config, out_dir)`` as an experiment's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from .. import PSGLD, SGHMC, SGLD, SGNHT, ControlVariate, ModuleEnergy, find_map, predictive, sample
-from ..data.sklearn_sets import load_builtin
-from ..diagnostics import regression_metrics
-from . import resolve_preset
-from ._shared import restores_globals
+from . import PSGLD, SGHMC, SGLD, SGNHT, ControlVariate, ModuleEnergy, find_map, predictive, sample
+from .data.sklearn_sets import load_builtin
+from .diagnostics import regression_metrics
 
 
 @dataclass
@@ -71,9 +75,77 @@ def _sampler(name: str, cfg: Config):
     }[name]()
 
 
-@restores_globals
+def _resolve_preset(config, seed: int | None = None) -> Config:
+    """A copy of ``PRESETS[name]`` for a preset name (a run never changes the presets), or the
+    config itself; ``seed`` overrides its seed in a copy (``structmc_papers.resolve_preset``'s
+    rules for a config without data files)."""
+    if isinstance(config, str):
+        if config not in PRESETS:
+            raise ValueError(f"unknown preset {config!r}; choose from {sorted(PRESETS)}")
+        config = replace(PRESETS[config])
+    return config if seed is None else replace(config, seed=int(seed))
+
+
+@contextlib.contextmanager
+def _restored_globals():
+    """torch's global RNG state (the demo seeds it to build its network), the thread count, the
+    default dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers and the
+    warnings filters as they were, on every way out (``structmc_papers._shared.restored_globals`` does the same for the experiments)."""
+    import signal
+    import threading
+    import warnings
+
+    signals = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    handlers = {s: signal.getsignal(s) for s in signals}
+    filters, showwarning = list(warnings.filters), warnings.showwarning
+    try:
+        yield
+    finally:
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        if torch.get_num_threads() != num_threads:
+            torch.set_num_threads(num_threads)
+        torch.set_default_dtype(dtype)
+        if (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        if threading.current_thread() is threading.main_thread():
+            for s, handler in handlers.items():
+                if handler is not None and signal.getsignal(s) != handler:
+                    signal.signal(s, handler)
+        if warnings.filters != filters:
+            warnings.filters[:] = filters
+            mutated = getattr(warnings, "_filters_mutated", None)
+            if mutated is not None:
+                mutated()
+        warnings.showwarning = showwarning
+
+
+def _restores_globals(run):
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        with _restored_globals():
+            return run(*args, **kwargs)
+
+    setattr(wrapper, "restores_globals", True)  # noqa: B010  (the experiments' mark, tests/experiments/test_shared.py)
+    return wrapper
+
+
+@_restores_globals
 def run(config: Config | str = "quick", out_dir: str | Path = "runs/demo", progress: bool | None = None) -> dict:
-    cfg, _ = resolve_preset(config, PRESETS)
+    """Sample the five samplers, compare them with the exact posterior, write ``report.json``,
+    ``report.md`` and ``demo.png`` under ``out_dir``; the report."""
+    cfg = _resolve_preset(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = load_builtin("diabetes", seed=cfg.seed)

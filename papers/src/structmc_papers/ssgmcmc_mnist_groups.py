@@ -108,10 +108,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .. import PSGLD, ModuleEnergy, Run, predictive
-from ..diagnostics import ess_tfp, integrated_time
-from ..partitions import Partition, round_robin
-from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
+from structmc import PSGLD, ModuleEnergy, Run, predictive
+from structmc.diagnostics import ess_tfp, integrated_time
+from structmc.partitions import Partition, round_robin
+from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy
+
 from . import REGISTRY, resolve_preset
 from ._common import load_data
 from ._report import Claim, Comparison, Ordering, WithinNoise, binomial_se, smallest_gap, write_report

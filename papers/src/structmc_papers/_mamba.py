@@ -1,7 +1,7 @@
 r"""Shared pieces of the MAMBA experiments (Coullon, South & Nemeth, "Efficient and
 generalizable tuning strategies for stochastic gradient MCMC", Sect. 4 and App. C).
 
-Used by :mod:`~structmc.experiments.mamba_logreg` (Table 1), :mod:`~structmc.experiments.mamba_pmf`
+Used by :mod:`~structmc_papers.mamba_logreg` (Table 1), :mod:`~structmc_papers.mamba_pmf`
 (Table 2) and the neural-network experiments; everything here is model-agnostic.
 
 **Samplers** (:data:`SAMPLERS`, App. D): SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV as
@@ -64,12 +64,13 @@ from typing import Any, overload
 import torch
 from torch import Tensor
 
-from ..diagnostics import ksd, ksd_curve
-from ..executors import as_executor
-from ..run import Budget, DivergenceError
-from ..storage import write_atomic
-from ..tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
-from ..tuning.task import evenly
+from structmc.diagnostics import ksd, ksd_curve
+from structmc.executors import as_executor
+from structmc.run import Budget, DivergenceError
+from structmc.storage import write_atomic
+from structmc.tuning import FSSD, KSD, Arm, Problem, grid_search, lr_from_paper, mamba, round_sizes
+from structmc.tuning.task import evenly
+
 from ._report import REPRODUCED, SMALLER_MARGIN, TIED, Ordering, WithinNoise, fmt_num, json_value
 from ._shared import json_floats, versions
 from ._shared import jsonable as _jsonable

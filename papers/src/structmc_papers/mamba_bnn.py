@@ -86,13 +86,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..diagnostics.calibration import classification_metrics
-from ..optimize import find_map
-from ..predictive import predictive
-from ..run import Budget
-from ..tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, mamba
-from ..tuning.metrics import KSD, FunctionMetric
-from ..zoo import energy_for
+from structmc.diagnostics.calibration import classification_metrics
+from structmc.optimize import find_map
+from structmc.predictive import predictive
+from structmc.run import Budget
+from structmc.tuning import Arm, Problem, grid, grid_search, heuristic, lr_from_paper, mamba
+from structmc.tuning.metrics import KSD, FunctionMetric
+from structmc.zoo import energy_for
+
 from . import resolve_preset
 from ._common import evaluate_arm, evaluate_configured_arm, load_data, log_loss_metric, mamba_budget
 from ._mamba import (
@@ -455,7 +456,7 @@ def run(
     resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
-    :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
+    :mod:`structmc_papers._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``, MAMBA's ``metric_by_round.png``)
     to ``out_dir``; return the report. ``seed`` overrides the config's. Every tuner's choice
     and every evaluation run is saved under ``out_dir/units`` when it ends; ``resume=True``
@@ -790,7 +791,7 @@ def calibration_noise(
     the default shapes), correct with that probability; ``reps`` simulations per shape. Returns
     ``{(a, b): {"accuracy", "ece_mean", "ece_sd", "mce_mean", "mce_sd"}}`` (measured with the
     defaults: ECE sd 0.12-0.14 pp, MCE sd 15-20 pp: :data:`NOISE_SOURCE`)."""
-    from ..diagnostics.calibration import ece, mce
+    from structmc.diagnostics.calibration import ece, mce
 
     out = {}
     with torch.random.fork_rng(devices=[]):  # the caller's random state untouched

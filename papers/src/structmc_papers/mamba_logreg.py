@@ -11,10 +11,10 @@ The MAP (Adam, lr 1e-2, batch 1 %, 5,000 steps) is the start of every run and th
 control-variate centre.
 
 Methods, for each of SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV (see
-:mod:`structmc.experiments._mamba`): MAMBA-KSD and MAMBA-FSSD over log10 h ∈ {−1, −1.5, ...,
+:mod:`structmc_papers._mamba`): MAMBA-KSD and MAMBA-FSSD over log10 h ∈ {−1, −1.5, ...,
 −7.5} × batch {100, 10, 1, 0.1} % (× L ∈ {5, 10} for SGHMC): 56 arms (112 for SGHMC),
 η = 3, budget T such that the arm surviving every round samples for R = 1 s
-(:func:`~structmc.experiments._mamba.total_budget`: T ≈ 12.5 s for 56 arms, ≈ 10.8 s for 112);
+(:func:`~structmc_papers._mamba.total_budget`: T ≈ 12.5 s for 56 arms, ≈ 10.8 s for 112);
 grid search over the same step sizes (× L) at batch 10 %, 5,000 iterations per arm from
 the MAP plus N(0, 0.2²) noise, ranked by the test log-loss (App. B.1, C.1.2); the
 heuristic h = 1/N at batch 10 % (L = 10). Each chosen arm then runs from the MAP for 10 s;
@@ -49,7 +49,7 @@ the same best arm), for the paper's estimator (a fresh minibatch per draw: the c
 library's ``Problem(score_data=m, score_batches="fixed")`` (one fixed subset, the library's
 only stochastic scores before ``score_batches="per_draw"`` became the default: a check).
 
-Verdicts compare orderings, not magnitudes (see :mod:`~structmc.experiments._mamba`): KSD
+Verdicts compare orderings, not magnitudes (see :mod:`~structmc_papers._mamba`): KSD
 grows with N (the scores do) and depends on the number of draws, so our magnitudes are
 comparable with Table 1 only in the ``full`` preset. The report also gives the tuner's own
 wall-time split (sampling, scores, metric, set-up, overhead) against T for every MAMBA run;
@@ -77,9 +77,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import Budget, LogDensityEnergy, find_map, sample
-from ..data.synthetic import logistic_regression_data
-from ..tuning import FunctionMetric, Problem
+from structmc import Budget, LogDensityEnergy, find_map, sample
+from structmc.data.synthetic import logistic_regression_data
+from structmc.tuning import FunctionMetric, Problem
+
 from . import _mamba as M
 from . import resolve_preset
 from ._common import GaussianLogPrior, logistic_log_likelihood
@@ -322,9 +323,9 @@ class WhitenedLogPrior:
 
 
 def _reference_mala(cfg: Config, theta_map: Tensor, x: Tensor, y: Tensor) -> dict:
-    from ..diagnostics import ess
-    from ..gibbs import Adapt, MetropolisWithinGibbs
-    from ..partitions import fully_joint
+    from structmc.diagnostics import ess
+    from structmc.gibbs import Adapt, MetropolisWithinGibbs
+    from structmc.partitions import fully_joint
 
     m = posterior_mode(cfg, theta_map, x, y)
     H = laplace(cfg, m, x, y)
@@ -417,7 +418,7 @@ def _reference_nuts(cfg: Config, backend: str, x: Tensor, y: Tensor) -> dict:  #
         mcmc.run(x, y)
         draws = mcmc.get_samples()["theta"].detach().to(torch.float64).numpy()
     t = torch.from_numpy(draws)
-    from ..diagnostics import ess
+    from structmc.diagnostics import ess
 
     e = ess(t.unsqueeze(0).to(torch.float32))
     return {
@@ -487,7 +488,7 @@ def run(
     resume: bool = False,
 ) -> dict:
     """Run the experiment; write ``report.json``, ``report.md`` (the common format of
-    :mod:`structmc.experiments._report`; every number under ``numbers``), the figures and the
+    :mod:`structmc_papers._report`; every number under ``numbers``), the figures and the
     tuning traces (``tuning/<sampler>/<method>/trace.json``) to ``out_dir``; return the report.
     ``seed`` overrides the config's. Every tuner's outcome, evaluation run and the App. B.2
     check is saved under ``out_dir/units`` when it ends; ``resume=True`` reads back the finished
@@ -544,9 +545,9 @@ def stein_ranking(cfg: Config, energy, theta_map: Tensor, data: tuple, log=None)
     gives the KSD and the FSSD-opt of the tuner (:class:`structmc.tuning.KSD`, ``FSSD``: the same
     draws, the same seed). Returns ``{"labels", "m", "values": {estimator: {"ksd", "fssd": [per arm]}},
     "iterations", "errors", "seconds"}``; an arm whose run diverged has no value (ranks worst)."""
-    from ..run import DivergenceError
-    from ..tuning import FSSD, KSD
-    from ..tuning.task import evenly
+    from structmc.run import DivergenceError
+    from structmc.tuning import FSSD, KSD
+    from structmc.tuning.task import evenly
 
     t0 = time.perf_counter()
     x, y = data
@@ -991,7 +992,7 @@ def rejudge(report: dict) -> list:
     names = {f.name for f in fields(Config)}
     given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in report["config"].items()}
     cfg = Config(**{k: v for k, v in given.items() if k in names})
-    from ..tuning import Arm
+    from structmc.tuning import Arm
 
     num = report["numbers"]
     methods = [m for m in M.METHODS if m in cfg.methods]

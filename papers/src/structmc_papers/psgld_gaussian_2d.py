@@ -74,8 +74,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import PSGLD, SGLD, LogDensityEnergy, NoisyGradientEnergy, Run, sample
-from ..diagnostics import autocorrelation, integrated_time
+from structmc import PSGLD, SGLD, LogDensityEnergy, NoisyGradientEnergy, Run, sample
+from structmc.diagnostics import autocorrelation, integrated_time
+
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, Ordering, WithinNoise, write_report
 from ._shared import progress_log, pyplot, restores_globals, threads

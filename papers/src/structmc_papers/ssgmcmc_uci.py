@@ -134,13 +134,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .. import SGLD, ModuleEnergy, predictive, sample
-from ..data.files import DataError
-from ..data.uci import ALIASES, SETS, load_uci
-from ..partitions import Partition, by_layer, by_neuron, fully_factorized, fully_joint, random_partition
-from ..recorders import Recorder
-from ..run import DivergenceError
-from ..structured import BernoulliMask, ChainHistory, StructuredEnergy
+from structmc import SGLD, ModuleEnergy, predictive, sample
+from structmc.data.files import DataError
+from structmc.data.uci import ALIASES, SETS, load_uci
+from structmc.partitions import Partition, by_layer, by_neuron, fully_factorized, fully_joint, random_partition
+from structmc.recorders import Recorder
+from structmc.run import DivergenceError
+from structmc.structured import BernoulliMask, ChainHistory, StructuredEnergy
+
 from . import REGISTRY, resolve_preset
 from ._report import Claim, Comparison, WithinNoise, seed_se, smallest_gap, write_report
 from ._shared import (
