@@ -15,7 +15,6 @@ it as ``demo`` too). ``run(preset_or_config, out_dir)`` as an experiment's.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -29,6 +28,7 @@ from torch import nn
 from . import PSGLD, SGHMC, SGLD, SGNHT, ControlVariate, ModuleEnergy, find_map, predictive, sample
 from .data.sklearn_sets import load_builtin
 from .diagnostics import regression_metrics
+from .run import restored_globals
 
 
 @dataclass
@@ -86,55 +86,10 @@ def _resolve_preset(config, seed: int | None = None) -> Config:
     return config if seed is None else replace(config, seed=int(seed))
 
 
-@contextlib.contextmanager
-def _restored_globals():
-    """torch's global RNG state (the demo seeds it to build its network), the thread count, the
-    default dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers and the
-    warnings filters as they were, on every way out (``structmc_papers._shared.restored_globals`` does the same for the experiments)."""
-    import signal
-    import threading
-    import warnings
-
-    signals = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
-    rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    deterministic = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    handlers = {s: signal.getsignal(s) for s in signals}
-    filters, showwarning = list(warnings.filters), warnings.showwarning
-    try:
-        yield
-    finally:
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
-        if torch.get_num_threads() != num_threads:
-            torch.set_num_threads(num_threads)
-        torch.set_default_dtype(dtype)
-        if (
-            torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled(),
-        ) != deterministic:
-            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
-        if threading.current_thread() is threading.main_thread():
-            for s, handler in handlers.items():
-                if handler is not None and signal.getsignal(s) != handler:
-                    signal.signal(s, handler)
-        if warnings.filters != filters:
-            warnings.filters[:] = filters
-            mutated = getattr(warnings, "_filters_mutated", None)
-            if mutated is not None:
-                mutated()
-        warnings.showwarning = showwarning
-
-
 def _restores_globals(run):
     @functools.wraps(run)
     def wrapper(*args, **kwargs):
-        with _restored_globals():
+        with restored_globals():
             return run(*args, **kwargs)
 
     setattr(wrapper, "restores_globals", True)  # noqa: B010  (the experiments' mark, tests/experiments/test_shared.py)

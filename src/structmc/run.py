@@ -6,12 +6,16 @@ watch, a callback) and, with a run folder, one :class:`~structmc.checkpointing.C
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from .chain import Chain
@@ -431,6 +435,56 @@ def _chain_buffers(energy, num_chains: int):
     return [{k: v.detach().clone() for k, v in base.chain_buffers(c).items()} for c in range(num_chains)]
 
 
+def _signals() -> tuple:
+    return tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def restored_globals():
+    """Process-wide state restored on every way out (return, exception, ``KeyboardInterrupt``):
+    torch's global RNG (CPU, and CUDA where initialised: experiments seed it with
+    ``torch.manual_seed`` to build their networks), the intra-op thread count, the default
+    dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers (``sample`` installs
+    one for a clean Ctrl-C) and the warnings filters. Nothing is changed on entry, so the draws
+    inside are those of the bare code. Around a whole experiment or demo (``structmc demo``, the
+    papers' reproductions): a run that fails midway leaves nothing changed behind it."""
+    import warnings
+
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    handlers = {s: signal.getsignal(s) for s in _signals()}
+    filters, showwarning = list(warnings.filters), warnings.showwarning
+    try:
+        yield
+    finally:
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        if torch.get_num_threads() != num_threads:
+            torch.set_num_threads(num_threads)
+        torch.set_default_dtype(dtype)
+        if (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+            for s, handler in handlers.items():
+                if handler is not None and signal.getsignal(s) != handler:
+                    signal.signal(s, handler)
+        if warnings.filters != filters:
+            warnings.filters[:] = filters
+            mutated = getattr(warnings, "_filters_mutated", None)  # invalidates the "once" caches
+            if mutated is not None:
+                mutated()
+        warnings.showwarning = showwarning
+
+
 def iterate(
     target: Energy | Callable,
     init: Tensor | None,
@@ -444,4 +498,4 @@ def iterate(
     return Run(target, init, sampler, **run_options).iterate(budget, until=until)
 
 
-__all__ = ["Budget", "DivergenceError", "Run", "iterate", "sample", "check_resume_compatible"]
+__all__ = ["Budget", "DivergenceError", "Run", "iterate", "sample", "check_resume_compatible", "restored_globals"]

@@ -8,15 +8,15 @@ import functools
 import math
 import os
 import platform
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 from torch import Tensor
+
+from structmc.run import restored_globals  # (defined here until it moved into the library)
 
 #: set (to anything but ``""`` / ``"0"``) to ignore a source checkout's ``../shared/data``, as on a
 #: fresh clone (CI runs the data-touching tests so, to prove they skip or use stand-ins)
@@ -69,55 +69,6 @@ def threads(n: int | None):
     finally:
         if n is not None:
             torch.set_num_threads(before)
-
-
-def _signals() -> tuple:
-    return tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
-
-
-@contextlib.contextmanager
-def restored_globals():
-    """Process-wide state restored on every way out (return, exception, ``KeyboardInterrupt``):
-    torch's global RNG (CPU, and CUDA where initialised: experiments seed it with
-    ``torch.manual_seed`` to build their networks), the intra-op thread count, the default
-    dtype, the deterministic-algorithms mode, the SIGINT / SIGTERM handlers (``sample`` installs
-    one for a clean Ctrl-C) and the warnings filters. Nothing is changed on entry, so the draws
-    inside are those of the bare code. Experiments do not change ``os.environ``."""
-    import warnings
-
-    rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    num_threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    deterministic = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    handlers = {s: signal.getsignal(s) for s in _signals()}
-    filters, showwarning = list(warnings.filters), warnings.showwarning
-    try:
-        yield
-    finally:
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
-        if torch.get_num_threads() != num_threads:
-            torch.set_num_threads(num_threads)
-        torch.set_default_dtype(dtype)
-        if (
-            torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled(),
-        ) != deterministic:
-            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
-        if threading.current_thread() is threading.main_thread():  # signal.signal works there only
-            for s, handler in handlers.items():
-                if handler is not None and signal.getsignal(s) != handler:
-                    signal.signal(s, handler)
-        if warnings.filters != filters:
-            warnings.filters[:] = filters
-            mutated = getattr(warnings, "_filters_mutated", None)  # invalidates the "once" caches
-            if mutated is not None:
-                mutated()
-        warnings.showwarning = showwarning
 
 
 def restores_globals(run: Callable) -> Callable:
