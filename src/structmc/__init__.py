@@ -26,7 +26,7 @@ from .executors import run_chains
 from .gradients import ControlVariate, Minibatch
 from .optimize import find_map
 from .oracle import Oracle
-from .predictive import predictive
+from .predictive import PosteriorPredictive, draw_module, predictive
 from .run import Budget, DivergenceError, Run, iterate, sample
 from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSGHMC
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
@@ -58,6 +58,8 @@ __all__ = [
     "Oracle",
     "find_map",
     "predictive",
+    "PosteriorPredictive",
+    "draw_module",
     "evaluate",
     "Budget",
     "DivergenceError",

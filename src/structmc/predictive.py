@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
 
 from .chain import Chain
 from .energy import Energy
@@ -30,6 +32,9 @@ class Predictor(Protocol):
 
     @property
     def likelihood(self) -> Likelihood: ...
+
+    @property
+    def module(self) -> nn.Module: ...
 
     @property
     def has_buffers(self) -> bool: ...
@@ -300,3 +305,117 @@ def _check_count(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
+
+
+# -- draws as networks -------------------------------------------------------------------------
+def _network(energy, who: str):
+    """The predicting energy and a copy of its module (eval mode, gradients off): the network that
+    draws are loaded into. The energy's own module is never changed."""
+    model = predictive_energy(energy, who)
+    module = copy.deepcopy(model.module).eval()
+    for p in module.parameters():
+        p.grad = None
+        p.requires_grad_(False)
+    return model, module
+
+
+def _module_values(space: ParamSpace, module: nn.Module, flat: Tensor) -> dict[str, Tensor]:
+    """A draw ``[P]`` as the module's tensors by name (coordinates that are not the module's, a
+    hierarchical model's scales, are left out)."""
+    names = dict(module.named_parameters())
+    return {k: v for k, v in space.unflatten(flat).items() if k in names}
+
+
+def draw_module(energy: Energy, draws: Chain | Tensor, draw: int = -1, *, chain: int = 0) -> nn.Module:
+    """One posterior draw as a network: a copy of the energy's module, in eval mode, whose
+    parameters are draw ``draw`` of chain ``chain`` (for ``[S, P]`` draws, row ``draw``) and whose
+    buffers, for a module with BatchNorm statistics, are that chain's. Neither the energy nor the
+    draws are changed; the copy is an ordinary module (``state_dict``, ``torch.save``,
+    ``torch.export``). ``draw=-1``: the last draw."""
+    model, module = _network(energy, "draw_module")
+    groups = _draw_groups(model, draws, chain if _chains_of(draws) else None)
+    samples, buffers = groups[0]
+    if not -samples.shape[0] <= draw < samples.shape[0]:
+        raise IndexError(f"draw_module: draw {draw} of {samples.shape[0]} draws")
+    theta = samples[draw]
+    _finite_draws(theta.unsqueeze(0))
+    with torch.no_grad():
+        own = dict(module.named_parameters())
+        for name, value in _module_values(model.space, module, theta).items():
+            own[name].copy_(value.to(own[name]))
+        if buffers is not None:
+            live = dict(module.named_buffers())
+            for name, value in buffers.items():
+                live[name].copy_(value.to(live[name].device))
+    return module
+
+
+def _chains_of(draws: Chain | Tensor) -> bool:
+    """Whether the draws come in chains (a Chain, or ``[C, D, P]``)."""
+    return isinstance(draws, Chain) or (isinstance(draws, Tensor) and draws.dim() == 3)
+
+
+class PosteriorPredictive(nn.Module):
+    r"""The posterior predictive as a network: ``forward(*inputs)`` averages the module's
+    predictions over the draws, as :func:`predictive` does, and returns the same dict
+    (classification ``{"probs"}``: p(y | x) = (1/S) Σ_s softmax f_{θ_s}(x); regression ``{"mean",
+    "var"}`` with var = Var_s f_{θ_s}(x) + σ²).
+
+    It holds what it needs and nothing else: a copy of the energy's module, the draws and, for a
+    module with BatchNorm statistics, each chain's buffers, as buffers of its own (``state_dict``,
+    ``.to(device)``, ``torch.save``), and the likelihood's summary. The draws are evaluated
+    ``draws_per_call`` at a time with ``torch.func.vmap``; the module stays in eval mode.
+    ``chain=c``: chain ``c``'s draws only. Built from a finished chain, for inference on new data
+    and for ``torch.export`` where the module allows (an MLP does; see the tests).
+    """
+
+    def __init__(self, energy: Energy, draws: Chain | Tensor, *, chain: int | None = None, draws_per_call: int = 64):
+        super().__init__()
+        self.draws_per_call = _check_count("draws_per_call", draws_per_call)
+        model, self.module = _network(energy, "PosteriorPredictive")
+        groups = _draw_groups(model, draws, chain)
+        if sum(s.shape[0] for s, _ in groups) == 0:
+            raise ValueError("PosteriorPredictive: no draws to average over")
+        samples = draws.samples if isinstance(draws, Chain) else draws
+        _finite_draws(samples[chain] if chain is not None and samples.dim() == 3 else samples)
+        self.likelihood = model.likelihood
+        # each group's draws reduced to the module's own tensors [S, ...], and its buffers
+        self._groups: list[tuple[list[tuple[str, str]], list[tuple[str, str]]]] = []
+        for g, (group, buffers) in enumerate(groups):
+            stacked = _module_values(model.space, self.module, group.detach().to(self._device()))
+            params = []
+            for name, value in stacked.items():
+                slot = f"draws_{g}_{name.replace('.', '_')}"
+                self.register_buffer(slot, value.contiguous())  # [S, *shape]
+                params.append((name, slot))
+            kept = []
+            for name, value in (buffers or {}).items():
+                slot = f"state_{g}_{name.replace('.', '_')}"
+                self.register_buffer(slot, value.detach().clone().to(self._device()))
+                kept.append((name, slot))
+            self._groups.append((params, kept))
+
+    def _device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    def train(self, mode: bool = True) -> PosteriorPredictive:
+        super().train(mode)
+        self.module.eval()  # the draws are evaluated with the running statistics, as predictive() does
+        return self
+
+    @property
+    def num_draws(self) -> int:
+        return sum(int(getattr(self, params[0][1]).shape[0]) for params, _ in self._groups)
+
+    def forward(self, *inputs: Tensor) -> dict[str, Tensor]:
+        outputs = []
+        for params, kept in self._groups:
+            stacked = {name: getattr(self, slot) for name, slot in params}
+            state = {name: getattr(self, slot) for name, slot in kept}
+            S = next(iter(stacked.values())).shape[0]
+            for lo in range(0, S, self.draws_per_call):
+                chunk = {k: v[lo : lo + self.draws_per_call] for k, v in stacked.items()}
+                outputs.append(
+                    vmap(lambda values, state=state: functional_call(self.module, {**values, **state}, inputs))(chunk)
+                )
+        return self.likelihood.predict(torch.cat(outputs))

@@ -234,7 +234,7 @@ class ParamSpace:
         if theta.shape[-1] != self.dim:
             raise ValueError(f"expected last dimension {self.dim}, got shape {tuple(theta.shape)}")
         lead = theta.shape[:-1]
-        return {i.name: theta[..., i.slice].view(*lead, *i.shape) for i in self.params}
+        return {i.name: theta[..., i.slice].view((*lead, *i.shape)) for i in self.params}  # () for a scalar
 
     def flatten(self, tensors: Mapping[str, Tensor] | nn.Module) -> Tensor:
         """Concatenate named tensors (or a module's parameters) into one flat vector."""

@@ -120,3 +120,62 @@ def test_find_map_max_seconds_stops_early_on_the_unbounded_path():
     assert full["steps"] == 30 and not full["stopped_early"]
     with pytest.raises(ValueError, match="max_seconds must be > 0"):
         sm.find_map(energy, init, data=(X, y), max_seconds=0)
+
+
+def test_a_draw_as_a_module_and_the_posterior_predictive_as_a_module():
+    """Issue 39 §3: ``draw_module`` is a copy of the network holding one draw (the energy's own
+    module untouched); ``PosteriorPredictive`` is the posterior predictive as an ``nn.Module``,
+    equal to ``predictive()`` (classification and regression), exportable with ``torch.export``,
+    restorable from its ``state_dict``, through a hierarchical model's network part."""
+    energy, (X, y) = mlp_energy()
+    chain = sm.sample(energy, None, sm.SGLD(1e-3), 40, data=(X, y), batch_size=16, num_chains=2, thin=4, progress=False)
+    before = [p.detach().clone() for p in energy.module.parameters()]
+    net = sm.draw_module(energy, chain, 3, chain=1)
+    assert not net.training and not any(p.requires_grad for p in net.parameters())
+    assert torch.equal(nn.utils.parameters_to_vector(net.parameters()), chain.samples[1, 3])
+    manual = torch.func.functional_call(energy.module, energy.space.unflatten(chain.samples[1, 3]), (X,))
+    assert torch.equal(net(X), manual)
+    assert all(torch.equal(a, b) for a, b in zip(before, energy.module.parameters()))  # the energy's own is not changed
+    assert torch.equal(nn.utils.parameters_to_vector(sm.draw_module(energy, chain.flat_draws(), 0).parameters()),
+                       chain.samples[0, 0])  # fmt: skip
+    with pytest.raises(IndexError, match="draw 10 of 10"):
+        sm.draw_module(energy, chain, 10)
+
+    pp = sm.PosteriorPredictive(energy, chain, draws_per_call=3)
+    assert pp.num_draws == 20
+    out = pp(X)
+    assert torch.equal(out["probs"], sm.predictive(energy, chain, X, draws_per_call=3)["probs"])
+    assert torch.equal(sm.PosteriorPredictive(energy, chain, chain=1)(X)["probs"],
+                       sm.predictive(energy, chain, X, chain=1)["probs"])  # fmt: skip
+    exported = torch.export.export(pp, (X[:8],))
+    assert torch.equal(exported.module()(X[:8])["probs"], pp(X[:8])["probs"])
+    fresh = sm.PosteriorPredictive(energy, torch.zeros_like(chain.samples), draws_per_call=3)
+    fresh.load_state_dict(pp.state_dict())
+    assert torch.equal(fresh(X)["probs"], out["probs"])
+
+    from structmc.priors import HierarchicalEnergy
+
+    h = HierarchicalEnergy(energy, "layer")
+    hd = torch.cat([chain.samples, torch.zeros(2, 10, h.num_groups)], -1)  # the network part, then log σ_g
+    assert torch.equal(sm.PosteriorPredictive(h, hd)(X)["probs"], sm.predictive(energy, chain, X)["probs"])
+    assert torch.equal(sm.draw_module(h, hd, 3, chain=1)(X), manual)
+
+    lin = sm.ModuleEnergy(nn.Linear(2, 1), "gaussian", noise_std=0.5)
+    Xr = torch.randn(30, 2)
+    ch = sm.sample(lin, None, sm.SGLD(1e-3), 30, data=(Xr, Xr.sum(1)), num_chains=2, progress=False)
+    pred, mine = sm.predictive(lin, ch, Xr), sm.PosteriorPredictive(lin, ch)(Xr)
+    assert torch.equal(mine["mean"], pred["mean"]) and torch.equal(mine["var"], pred["var"])
+
+
+def test_draws_as_modules_refuse_what_they_cannot_hold():
+    energy, (X, _) = mlp_energy()
+    bad = torch.zeros(5, energy.space.dim)
+    bad[2, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        sm.PosteriorPredictive(energy, bad)
+    with pytest.raises(ValueError, match="must be \\[S"):
+        sm.draw_module(energy, torch.zeros(5, 3))
+    with pytest.raises(TypeError, match="needs a ModuleEnergy"):
+        sm.PosteriorPredictive(sm.LogDensityEnergy(lambda t, b: -t.square().sum(), 3), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="draws_per_call"):
+        sm.PosteriorPredictive(energy, torch.zeros(2, energy.space.dim), draws_per_call=0)
