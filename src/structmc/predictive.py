@@ -405,9 +405,11 @@ class PosteriorPredictive(nn.Module):
 
     @property
     def num_draws(self) -> int:
+        """The number of draws averaged over (all chains', or ``chain``'s)."""
         return sum(int(getattr(self, params[0][1]).shape[0]) for params, _ in self._groups)
 
     def forward(self, *inputs: Tensor) -> dict[str, Tensor]:
+        """The posterior predictive at ``inputs`` (each ``[n, ...]``): :func:`predictive`'s dict."""
         outputs = []
         for params, kept in self._groups:
             stacked = {name: getattr(self, slot) for name, slot in params}
