@@ -26,7 +26,7 @@ from torch import Tensor
 
 from .batching import DataSource
 from .chain import Chain
-from .diagnostics.calibration import classification_metrics
+from .diagnostics.calibration import auroc, classification_metrics
 from .predictive import (
     _check_count,
     _check_inputs,
@@ -51,6 +51,7 @@ def evaluate(
     num_bins: int = 10,
     levels: Sequence[float] = (0.5, 0.9, 0.95),
     per_chain: bool = True,
+    ood=None,
 ) -> dict:
     """Predictive metrics of ``draws`` (a :class:`~structmc.chain.Chain`, ``[C, D, P]`` or
     ``[S, P]``) of ``energy`` (a :class:`~structmc.energy.ModuleEnergy`, a
@@ -65,7 +66,14 @@ def evaluate(
     Returns ``{"task", "pooled": {metric: float}, "per_chain": [{metric: float}] (Chain or
     [C, D, P] draws with ``per_chain``), "num_draws", "num_inputs"}`` plus, per input,
     ``"probs"``, ``"entropy"``, ``"mutual_information"`` (classification) or ``"mean"``,
-    ``"std"`` (regression). See the module docstring for the definitions."""
+    ``"std"`` (regression). See the module docstring for the definitions.
+
+    ``ood``: out-of-distribution inputs (a tensor, or a tuple of input tensors, ``[m, ...]``;
+    classification only). Then ``"pooled"`` (and each ``"per_chain"`` entry) also holds
+    ``ood_auroc_entropy`` and ``ood_auroc_mutual_information``: how well the predictive entropy
+    and the mutual information tell the ``ood`` inputs from ``data``'s
+    (:func:`~structmc.diagnostics.auroc`, the OOD inputs as positives; 0.5 is no separation), and
+    ``"ood"`` holds their per-input ``entropy`` and ``mutual_information``."""
     energy = predictive_energy(energy, "evaluate")
     lik = energy.likelihood
     if lik.name not in ("categorical", "bernoulli", "gaussian"):
@@ -91,6 +99,9 @@ def evaluate(
     first = tensors if tensors is not None else next(iter(batches()))
     _check_inputs(energy, groups[0], first[:-1], "evaluate", first[-1])
     task = "regression" if lik.name == "gaussian" else "classification"
+    ood_batches = _ood_batches(ood, task, len(first) - 1, batch_size)
+    if ood_batches is not None:
+        _check_inputs(energy, groups[0], next(iter(ood_batches()))[:-1], "evaluate (ood)")
     accs, targets = _accumulate(energy, groups, batches, draws_per_call, check_rows=tensors is None)
     pooled = _pool(accs)
     _finite_predictions(pooled["probs_sum" if task == "classification" else "f_sum"], "evaluate")
@@ -104,6 +115,14 @@ def evaluate(
         out["mutual_information"] = out["entropy"] - pooled["draw_entropy_sum"] / pooled["S"]
         if chains is not None:
             out["per_chain"] = [_classification(a, y, num_bins) for a in accs]
+        if ood_batches is not None:
+            ood_accs, _ = _accumulate(energy, groups, ood_batches, draws_per_call, check_rows=True)
+            ood_pooled = _pool(ood_accs)
+            _finite_predictions(ood_pooled["probs_sum"], "evaluate (ood)")
+            out["ood"] = _uncertainty(ood_pooled)
+            out["pooled"].update(_separation(_uncertainty(pooled), out["ood"]))
+            for entry, a, o in zip(out.get("per_chain", ()), accs, ood_accs):
+                entry.update(_separation(_uncertainty(a), _uncertainty(o)))
     else:
         sigma = float(lik.noise_std)
         out["pooled"] = _regression(pooled, y, sigma, levels)
@@ -113,6 +132,39 @@ def evaluate(
         if chains is not None:
             out["per_chain"] = [_regression(a, y, sigma, levels) for a in accs]
     return out
+
+
+def _ood_batches(ood, task: str, num_inputs: int, batch_size: int):
+    """The out-of-distribution inputs as ``(inputs..., dummy labels)`` batches (the labels are
+    never scored), checked before any compute; ``None`` without them."""
+    if ood is None:
+        return None
+    if task != "classification":
+        raise ValueError("evaluate(ood=...): out-of-distribution scores need a classification likelihood")
+    inputs = (ood,) if isinstance(ood, Tensor) else tuple(ood)
+    if len(inputs) != num_inputs or not all(isinstance(t, Tensor) and t.dim() > 0 for t in inputs):
+        raise ValueError(
+            f"evaluate(ood=...): give the out-of-distribution inputs as {num_inputs} tensor(s) [m, ...], like "
+            "data's inputs (no targets)"
+        )
+    m = int(inputs[0].shape[0])
+    if m == 0 or any(int(t.shape[0]) != m for t in inputs):
+        raise ValueError("evaluate(ood=...): the inputs need at least one row, the same number in each tensor")
+    labels = torch.zeros(m, dtype=torch.long, device=inputs[0].device)
+    tensors = (*inputs, labels)
+    return lambda: (tuple(t[lo : lo + batch_size] for t in tensors) for lo in range(0, m, batch_size))
+
+
+def _uncertainty(acc: dict) -> dict[str, Tensor]:
+    """Per input: the predictive entropy and the mutual information (the module docstring)."""
+    entropy = _entropy(acc["probs_sum"] / acc["S"])
+    return {"entropy": entropy, "mutual_information": entropy - acc["draw_entropy_sum"] / acc["S"]}
+
+
+def _separation(inside: dict[str, Tensor], outside: dict[str, Tensor]) -> dict[str, float]:
+    """AUROC of each uncertainty telling the out-of-distribution inputs (positives) from the
+    in-distribution ones."""
+    return {f"ood_auroc_{k}": float(auroc(inside[k], outside[k])) for k in ("entropy", "mutual_information")}
 
 
 def _batches(data, batch_size: int):

@@ -122,3 +122,51 @@ def test_evaluate_takes_the_datasets_that_sample_takes():
         sm.evaluate(e, draws, sm.DataSource(Items(x, y), collate_fn=lambda items: torch.stack([a for a, _ in items])))
     with pytest.raises(ValueError, match="empty"):
         sm.evaluate(e, draws, Items(x[:0], y[:0]))
+
+
+def test_auroc_is_the_mann_whitney_probability_with_ties_as_halves():
+    g = torch.Generator().manual_seed(3)
+    for _ in range(4):
+        neg = torch.randint(0, 5, (31,), generator=g).float()
+        pos = torch.randint(0, 6, (17,), generator=g).float()
+        brute = sum(1.0 if b > a else 0.5 if b == a else 0.0 for a in neg.tolist() for b in pos.tolist()) / (31 * 17)
+        assert abs(float(sm.diagnostics.auroc(neg, pos)) - brute) < 1e-12
+    assert float(sm.diagnostics.auroc(torch.zeros(3), torch.ones(2))) == 1.0
+    assert float(sm.diagnostics.auroc(torch.ones(3), torch.zeros(2))) == 0.0
+    assert float(sm.diagnostics.auroc(torch.ones(3), torch.ones(2))) == 0.5  # constant scores: no separation
+    with pytest.raises(ValueError, match="NaN"):
+        sm.diagnostics.auroc(torch.tensor([0.0, float("nan")]), torch.ones(2))
+    with pytest.raises(ValueError, match="both sides"):
+        sm.diagnostics.auroc(torch.zeros(0), torch.ones(2))
+
+
+def test_evaluate_scores_out_of_distribution_inputs_by_entropy_and_mutual_information():
+    """Issue 39 §4: ``evaluate(..., ood=inputs)`` adds the AUROC of the predictive entropy and
+    of the mutual information telling the OOD inputs from the test inputs, pooled and per chain,
+    equal to the AUROC of the per-input values computed from each draw's predictive."""
+    from support.runs import mlp_energy
+
+    energy, (X, y) = mlp_energy()
+    chain = sm.sample(energy, None, sm.SGLD(1e-3), 60, data=(X, y), batch_size=16, num_chains=2, thin=5, progress=False)
+    far = 20 * X[:30]
+    out = sm.evaluate(energy, chain, (X, y), ood=far, batch_size=7, draws_per_call=5)
+
+    def uncertainty(inputs, c=None):
+        probs = sm.predictive(energy, chain, inputs, per_draw=True, chain=c)["probs"].reshape(-1, inputs.shape[0], 3)
+        mean = probs.mean(0)
+        entropy = -(mean * mean.log()).sum(-1)
+        return entropy, entropy + (probs * probs.log()).sum(-1).mean(0)
+
+    (h_in, mi_in), (h_out, mi_out) = uncertainty(X), uncertainty(far)
+    torch.testing.assert_close(out["ood"]["entropy"].to(h_out), h_out, rtol=1e-4, atol=1e-5)
+    for key, inside, outside in (("entropy", h_in, h_out), ("mutual_information", mi_in, mi_out)):
+        assert abs(out["pooled"][f"ood_auroc_{key}"] - float(sm.diagnostics.auroc(inside, outside))) < 1e-9
+    (h1_in, _), (h1_out, _) = uncertainty(X, 1), uncertainty(far, 1)
+    assert abs(out["per_chain"][1]["ood_auroc_entropy"] - float(sm.diagnostics.auroc(h1_in, h1_out))) < 1e-9
+    same = sm.evaluate(energy, chain, (X, y), ood=X)["pooled"]
+    assert same["ood_auroc_entropy"] == same["ood_auroc_mutual_information"] == 0.5  # the same inputs: no separation
+    with pytest.raises(ValueError, match="1 tensor"):
+        sm.evaluate(energy, chain, (X, y), ood=(far, far))
+    lin = sm.ModuleEnergy(torch.nn.Linear(2, 1), "gaussian", noise_std=0.5)
+    with pytest.raises(ValueError, match="classification"):
+        sm.evaluate(lin, torch.zeros(2, 3), (torch.randn(5, 2), torch.randn(5)), ood=torch.randn(4, 2))

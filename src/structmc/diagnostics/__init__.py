@@ -10,6 +10,7 @@ Plotting needs matplotlib and ``to_arviz`` needs arviz; both are imported lazily
 from .autocorr import autocorrelation, autocovariance, integrated_time
 from .calibration import (
     accuracy,
+    auroc,
     brier,
     calibration_bins,
     classification_metrics,
@@ -52,6 +53,7 @@ from .stein import (
 from .summary import Summary, mixing, param_labels, select_draws, select_random, select_top_variance, summary
 
 __all__ = [
+    "auroc",
     "ConvergenceWarning",
     "energy_stationarity",
     "function_space",

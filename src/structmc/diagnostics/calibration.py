@@ -111,6 +111,28 @@ def classification_metrics(probs, labels, num_bins: int = 10) -> dict[str, float
     }
 
 
+def auroc(negative, positive) -> Tensor:
+    """Area under the ROC curve of telling ``positive`` scores from ``negative`` ones (e.g. the
+    predictive entropy of out-of-distribution inputs against in-distribution ones): the
+    probability that a positive scores higher than a negative, ties counting one half (the
+    Mann-Whitney U statistic over ``n_pos · n_neg``), from average ranks. 0.5: no separation;
+    1: every positive above every negative. NaN scores are refused."""
+    neg = torch.as_tensor(negative).reshape(-1).double()
+    pos = torch.as_tensor(positive).reshape(-1).double()
+    if neg.numel() == 0 or pos.numel() == 0:
+        raise ValueError(f"auroc needs scores on both sides, got {neg.numel()} negative and {pos.numel()} positive")
+    if bool(torch.isnan(neg).any()) or bool(torch.isnan(pos).any()):
+        raise ValueError("auroc: the scores hold NaN")
+    scores = torch.cat([neg, pos.to(neg.device)])
+    values, inverse, counts = torch.unique(scores, sorted=True, return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).double()
+    average_rank = ends - (counts.double() - 1) / 2  # 1-based ranks, a tie's average
+    ranks = average_rank[inverse]
+    n_neg, n_pos = neg.numel(), pos.numel()
+    u = ranks[n_neg:].sum() - n_pos * (n_pos + 1) / 2
+    return u / (n_pos * n_neg)
+
+
 def _reg(mean, y) -> tuple[Tensor, Tensor]:
     m = mean if isinstance(mean, Tensor) else torch.as_tensor(mean)
     if not m.is_floating_point():
