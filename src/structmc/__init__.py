@@ -28,7 +28,7 @@ from .optimize import find_map
 from .oracle import Oracle
 from .predictive import PosteriorPredictive, draw_module, predictive
 from .run import Budget, DivergenceError, Run, iterate, sample
-from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSGHMC
+from .samplers import PSGLD, SGHMC, SGLD, SGNHT, Kernel, Sampler, ScaleAdaptedSGHMC, WindowAdaptation
 from .schedules import Constant, Cyclical, Polynomial, StepDecay, steps_per_epoch
 from .space import ParamSpace
 from .storage import load_chain, save_chain
@@ -71,6 +71,7 @@ __all__ = [
     "load_chain",
     "save_chain",
     "SGLD",
+    "WindowAdaptation",
     "PSGLD",
     "SGHMC",
     "SGNHT",

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..registry import Registry
+from .adaptation import WindowAdaptation
 from .kernel import Kernel
 from .psgld import PSGLD, PSGLDState
 from .sampler import Sampler
@@ -111,6 +112,7 @@ def sampler_from_config(cfg: Mapping[str, Any]) -> Sampler:
 
 
 __all__ = [
+    "WindowAdaptation",
     "Kernel",
     "Sampler",
     "SGLD",

@@ -4,15 +4,21 @@ r"""Stochastic gradient Langevin dynamics (Welling & Teh 2011, eq. 4).
            \quad \xi_t \sim \mathcal N(0, I)
 
 ``lr`` is ε, ``temperature`` is T (1 samples the posterior, 0 is SGD with step ε/2).
+
+With ``preconditioner=WindowAdaptation(steps)`` the update is preconditioned by a diagonal
+inverse mass M per chain, θ ← θ − (ε/2) M ∇Û + √(εTM) ξ, M estimated in Stan's burn-in windows
+and frozen after ``steps`` updates (:mod:`structmc.samplers.adaptation`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from torch import Tensor
 
+from .adaptation import WindowAdaptation, WindowState, adapt, as_adaptation
 from .sampler import Sampler
 
 
@@ -20,21 +26,62 @@ from .sampler import Sampler
 class SGLDState:
     theta: Tensor  # [C, P]
     step: int = 0
+    window: WindowState | None = None  # a preconditioner's M and its window's sums
 
 
 class SGLD(Sampler):
     name = "sgld"
     State = SGLDState
 
-    def __init__(self, lr, temperature: float = 1.0):
+    def __init__(self, lr, temperature: float = 1.0, preconditioner: WindowAdaptation | None = None):
         super().__init__(lr, temperature)
+        # private, so that config() (and the settings of run folders written before it existed)
+        # names it only when it is used
+        self._preconditioner = as_adaptation(preconditioner)
+        self._layout = None if self._preconditioner is None else self._preconditioner.layout()
+
+    @property
+    def preconditioner(self) -> WindowAdaptation | None:
+        return self._preconditioner
+
+    def config(self) -> dict:
+        out = super().config()
+        if self._preconditioner is not None:
+            out["preconditioner"] = {**dataclasses.asdict(self._preconditioner), "kind": "WindowAdaptation"}
+        return out
+
+    def compile_blocker(self) -> str:
+        if self._preconditioner is not None:
+            return "the preconditioner's adaptation branches on the update count (not traced)"
+        return ""
 
     def init(self, theta: Tensor, generator=None) -> SGLDState:
-        return SGLDState(theta.detach().clone())
+        theta = theta.detach().clone()
+        return SGLDState(theta, window=None if self._preconditioner is None else WindowState.start(theta))
 
     def update(self, state: SGLDState, grad: Tensor, lr: float, generator) -> SGLDState:
-        state.theta.add_(grad, alpha=-0.5 * lr)
-        if self.temperature > 0:
-            state.theta.add_(self._noise(state.theta, generator), alpha=math.sqrt(lr * self.temperature))
+        window = state.window
+        if window is None:
+            state.theta.add_(grad, alpha=-0.5 * lr)
+            if self.temperature > 0:
+                state.theta.add_(self._noise(state.theta, generator), alpha=math.sqrt(lr * self.temperature))
+        else:
+            assert self._preconditioner is not None
+            M = window.inverse_mass
+            state.theta.addcmul_(grad, M, value=-0.5 * lr)
+            if self.temperature > 0:
+                noise = self._noise(state.theta, generator)
+                state.theta.addcmul_(noise, M.sqrt(), value=math.sqrt(lr * self.temperature))
+            adapt(self._preconditioner, self._layout, window, state.step, state.theta, grad)
         state.step += 1
         return state
+
+    def state_dict(self, state: SGLDState) -> dict:
+        d = {"theta": state.theta, "step": state.step}
+        if state.window is not None:  # flat, as checkpoints hold tensors and numbers
+            d.update({f"window_{k}": v for k, v in state.window.as_dict().items()})
+        return d
+
+    def load_state(self, d: dict) -> SGLDState:
+        window = {k[len("window_") :]: v for k, v in d.items() if k.startswith("window_")}
+        return SGLDState(d["theta"], d.get("step", 0), WindowState(**window) if window else None)
