@@ -98,3 +98,36 @@ def test_adaptation_resumes_exactly_and_its_config_round_trips(tmp_path):
         warnings.simplefilter("always")
         sm.sample(_gaussian(), start, sampler, 3, execution="compiled", progress=False)
     assert any("preconditioner" in str(w.message) for w in caught)
+
+
+def _sghmc_stationary_variance(lr, friction, M, var):
+    """Var θ of preconditioned SGHMC at a frozen M on N(0, diag(var)): SGHMC on φ = M^{-1/2}θ,
+    whose (φ, v) recursion x' = A x + b ξ has the stationary covariance Σ = AΣAᵀ + bbᵀ
+    (iterated to its fixed point), and Var θ = M·Σ_φφ."""
+    s = var / M  # Var φ under the target
+    a11, a12, a21, a22 = 1 - lr / s, torch.full_like(s, 1 - friction), -lr / s, torch.full_like(s, 1 - friction)
+    c2 = 2 * friction * lr
+    pp, pv, vv = torch.zeros_like(s), torch.zeros_like(s), torch.zeros_like(s)
+    for _ in range(20000):
+        pp, pv, vv = (
+            a11 * a11 * pp + 2 * a11 * a12 * pv + a12 * a12 * vv + c2,
+            a11 * a21 * pp + (a11 * a22 + a12 * a21) * pv + a12 * a22 * vv + c2,
+            a21 * a21 * pp + 2 * a21 * a22 * pv + a22 * a22 * vv + c2,
+        )
+    return M * pp
+
+
+def test_preconditioned_sghmc_has_the_exact_law_once_frozen():
+    """SGHMC with the same windows: the frozen chain is SGHMC on φ = M^{-1/2}θ; 2,000 chains, each
+    coordinate's θ² over that law's exact variance has mean 1 within 5 standard errors. The
+    momentum is rescaled when M changes, so that v_φ is continuous."""
+    chains, lr, friction = 2000, 0.005, 0.1
+    run = _run(sm.SGHMC(lr, friction=friction, preconditioner=WindowAdaptation(400)), 1400, chains)
+    M = run.state.window.inverse_mass
+    ratio = (M / VAR).median(0).values
+    assert bool(((ratio > 0.7) & (ratio < 1.3)).all()), ratio
+    exact = _sghmc_stationary_variance(lr, friction, M, VAR.expand_as(M))
+    z2 = (run.state.theta**2 / exact).mean(0)
+    assert bool(((z2 - 1).abs() < 5 * math.sqrt(2 / chains)).all()), z2
+    assert "preconditioner" in sm.SGHMC(lr, preconditioner=WindowAdaptation(50)).config()
+    assert "preconditioner" not in sm.SGHMC(lr).config()

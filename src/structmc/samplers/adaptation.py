@@ -107,28 +107,34 @@ class WindowState:
         return {k: getattr(self, k) for k in ("inverse_mass", "mean", "m2", "grad_mean", "grad_m2", "count")}
 
 
-def adapt(adaptation: WindowAdaptation, layout, window: WindowState, update: int, theta: Tensor, grad: Tensor) -> None:
+def adapt(
+    adaptation: WindowAdaptation, layout, window: WindowState, update: int, theta: Tensor, grad: Tensor
+) -> Tensor | None:
     """After update number ``update`` (0-based, at position ``theta`` with gradient ``grad``):
     accumulate inside the slow windows; at a window's end set ``M`` (regularised as Stan does,
-    n/(n+5)·m̂ + 10⁻³·5/(n+5)) and start the next window afresh."""
+    n/(n+5)·m̂ + 10⁻³·5/(n+5)), start the next window afresh and return the previous ``M``
+    (``None`` where ``M`` did not change)."""
     initial, ends = layout
     if not ends or not initial <= update < ends[-1]:
-        return
+        return None
     window.count += 1
     for x, mean, m2 in ((theta, window.mean, window.m2), (grad, window.grad_mean, window.grad_m2)):
         delta = x - mean
         mean.add_(delta, alpha=1.0 / window.count)
         m2.addcmul_(delta, x - mean)
-    if update + 1 in ends:
-        n = window.count
-        if adaptation.estimator == "variance":
-            estimate = window.m2 / max(n - 1, 1)
-        else:  # a quadratic energy has g = H(θ - μ): std(θ)/std(g) = 1/H, however far the chain has moved
-            estimate = (window.m2 / window.grad_m2.clamp_min(torch.finfo(theta.dtype).tiny)).sqrt()
-        window.inverse_mass.copy_(estimate * (n / (n + 5.0)) + 1e-3 * (5.0 / (n + 5.0)))
-        window.count = 0
-        for t in (window.mean, window.m2, window.grad_mean, window.grad_m2):
-            t.zero_()
+    if update + 1 not in ends:
+        return None
+    previous = window.inverse_mass.clone()
+    n = window.count
+    if adaptation.estimator == "variance":
+        estimate = window.m2 / max(n - 1, 1)
+    else:  # a quadratic energy has g = H(θ - μ): std(θ)/std(g) = 1/H, however far the chain has moved
+        estimate = (window.m2 / window.grad_m2.clamp_min(torch.finfo(theta.dtype).tiny)).sqrt()
+    window.inverse_mass.copy_(estimate * (n / (n + 5.0)) + 1e-3 * (5.0 / (n + 5.0)))
+    window.count = 0
+    for t in (window.mean, window.m2, window.grad_mean, window.grad_m2):
+        t.zero_()
+    return previous
 
 
 def as_adaptation(value) -> WindowAdaptation | None:

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ..schedules import Schedule, as_schedule, check_int, check_number
+from .adaptation import WindowAdaptation, WindowState, as_adaptation
 
 StepInfo = dict  # {"energy": [C] tensor, ...}: one iteration's records
 
@@ -122,6 +123,19 @@ class Sampler:
 
     name = "sampler"
     State: type
+    # a diagonal preconditioner adapted in burn-in windows (structmc.samplers.adaptation): private,
+    # so that config() names it only when it is used (run folders written before it resume)
+    _preconditioner: WindowAdaptation | None = None
+    _layout: tuple | None = None
+
+    def _set_preconditioner(self, value) -> None:
+        self._preconditioner = as_adaptation(value)
+        self._layout = None if self._preconditioner is None else self._preconditioner.layout()
+
+    @property
+    def preconditioner(self) -> WindowAdaptation | None:
+        """The adapted diagonal preconditioner, or ``None``."""
+        return self._preconditioner
 
     def __init__(self, lr: float | Schedule, temperature: float = 1.0, num_leapfrog: int = 1):
         self.lr = as_schedule(lr)
@@ -156,6 +170,8 @@ class Sampler:
 
     def compile_blocker(self) -> str:
         """Why this sampler's update cannot be traced into a compiled step ("" when it can)."""
+        if self._preconditioner is not None:
+            return "the preconditioner's adaptation branches on the update count (not traced)"
         return ""
 
     def step(self, state, oracle, lr: float, generator: torch.Generator | None):
@@ -188,9 +204,17 @@ class Sampler:
 
     # -- saving -------------------------------------------------------------------------------
     def state_dict(self, state) -> dict[str, Any]:
-        return state_to_dict(state)
+        d = state_to_dict(state)
+        window = d.pop("window", None)  # a preconditioner's state, flat (checkpoints hold tensors and numbers)
+        if window is not None:
+            d.update({f"window_{k}": v for k, v in window.as_dict().items()})
+        return d
 
     def load_state(self, d: dict[str, Any]):
+        window = {k[len("window_") :]: v for k, v in d.items() if k.startswith("window_")}
+        d = {k: v for k, v in d.items() if not k.startswith("window_")}
+        if window:
+            d["window"] = WindowState(**window)
         return self.State(**d)
 
     def config(self) -> dict[str, Any]:
@@ -203,6 +227,8 @@ class Sampler:
                 out[k] = dataclasses.asdict(v) | {"kind": type(v).__name__}
             else:
                 out[k] = v
+        if self._preconditioner is not None:
+            out["preconditioner"] = dataclasses.asdict(self._preconditioner) | {"kind": "WindowAdaptation"}
         return out
 
     def __repr__(self) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .adaptation import WindowAdaptation, WindowState, adapt
 from .sampler import Sampler, check_int, check_nonnegative, check_number, check_positive, normal_like
 
 
@@ -27,6 +28,7 @@ class SGHMCState:
     theta: Tensor  # [C, P]
     momentum: Tensor  # v, [C, P]
     step: int = 0
+    window: WindowState | None = None  # a preconditioner's M and its window's sums
 
 
 class SGHMC(Sampler):
@@ -42,8 +44,10 @@ class SGHMC(Sampler):
         num_leapfrog: int = 1,
         resample_momentum: bool = False,
         temperature: float = 1.0,
+        preconditioner: WindowAdaptation | None = None,
     ):
         super().__init__(lr, temperature, num_leapfrog)
+        self._set_preconditioner(preconditioner)
         self.friction = check_number("friction", friction)
         self.beta_hat = check_nonnegative("beta_hat", beta_hat)
         if not 0 < self.friction <= 1:
@@ -58,7 +62,8 @@ class SGHMC(Sampler):
     def init(self, theta: Tensor, generator=None) -> SGHMCState:
         theta = theta.detach().clone()
         lr0 = self.lr(0)
-        return SGHMCState(theta, self._fresh_momentum(theta, lr0, generator))
+        window = None if self._preconditioner is None else WindowState.start(theta)
+        return SGHMCState(theta, self._fresh_momentum(theta, lr0, generator), window=window)
 
     def begin(self, state: SGHMCState, lr: float, generator) -> SGHMCState:
         if self.resample_momentum and state.step > 0:
@@ -72,12 +77,26 @@ class SGHMC(Sampler):
         return 2 * (self.friction - self.beta_hat) * lr * self.temperature > 0
 
     def update(self, state: SGHMCState, grad: Tensor, lr: float, generator) -> SGHMCState:
-        v = state.momentum
-        v.mul_(1 - self.friction).add_(grad, alpha=-lr)
+        v, window = state.momentum, state.window
         noise_var = 2 * (self.friction - self.beta_hat) * lr * self.temperature
-        if noise_var > 0:
-            v.add_(self._noise(v, generator), alpha=math.sqrt(noise_var))
-        state.theta.add_(v)
+        if window is None:
+            v.mul_(1 - self.friction).add_(grad, alpha=-lr)
+            if noise_var > 0:
+                v.add_(self._noise(v, generator), alpha=math.sqrt(noise_var))
+            state.theta.add_(v)
+        else:
+            # SGHMC on φ = M^{-1/2} θ (a linear change of variables, so the invariant law is kept
+            # while M is constant), written for θ and v = M^{1/2} v_φ:
+            # v ← (1−α)v − ηM∇Û + M^{1/2}·N(0, 2(α−β̂)ηT), θ ← θ + v
+            M = window.inverse_mass
+            v.mul_(1 - self.friction).addcmul_(grad, M, value=-lr)
+            if noise_var > 0:
+                v.addcmul_(self._noise(v, generator), M.sqrt(), value=math.sqrt(noise_var))
+            state.theta.add_(v)
+            assert self._preconditioner is not None
+            previous = adapt(self._preconditioner, self._layout, window, state.step, state.theta, grad)
+            if previous is not None:  # a new M: the same v_φ, so v is rescaled by (M_new / M_old)^{1/2}
+                v.mul_((window.inverse_mass / previous).sqrt())
         state.step += 1
         return state
 

@@ -12,13 +12,12 @@ and frozen after ``steps`` updates (:mod:`structmc.samplers.adaptation`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 from torch import Tensor
 
-from .adaptation import WindowAdaptation, WindowState, adapt, as_adaptation
+from .adaptation import WindowAdaptation, WindowState, adapt
 from .sampler import Sampler
 
 
@@ -35,25 +34,7 @@ class SGLD(Sampler):
 
     def __init__(self, lr, temperature: float = 1.0, preconditioner: WindowAdaptation | None = None):
         super().__init__(lr, temperature)
-        # private, so that config() (and the settings of run folders written before it existed)
-        # names it only when it is used
-        self._preconditioner = as_adaptation(preconditioner)
-        self._layout = None if self._preconditioner is None else self._preconditioner.layout()
-
-    @property
-    def preconditioner(self) -> WindowAdaptation | None:
-        return self._preconditioner
-
-    def config(self) -> dict:
-        out = super().config()
-        if self._preconditioner is not None:
-            out["preconditioner"] = {**dataclasses.asdict(self._preconditioner), "kind": "WindowAdaptation"}
-        return out
-
-    def compile_blocker(self) -> str:
-        if self._preconditioner is not None:
-            return "the preconditioner's adaptation branches on the update count (not traced)"
-        return ""
+        self._set_preconditioner(preconditioner)
 
     def init(self, theta: Tensor, generator=None) -> SGLDState:
         theta = theta.detach().clone()
@@ -75,13 +56,3 @@ class SGLD(Sampler):
             adapt(self._preconditioner, self._layout, window, state.step, state.theta, grad)
         state.step += 1
         return state
-
-    def state_dict(self, state: SGLDState) -> dict:
-        d = {"theta": state.theta, "step": state.step}
-        if state.window is not None:  # flat, as checkpoints hold tensors and numbers
-            d.update({f"window_{k}": v for k, v in state.window.as_dict().items()})
-        return d
-
-    def load_state(self, d: dict) -> SGLDState:
-        window = {k[len("window_") :]: v for k, v in d.items() if k.startswith("window_")}
-        return SGLDState(d["theta"], d.get("step", 0), WindowState(**window) if window else None)
