@@ -29,7 +29,7 @@ from .checkpointing import (  # noqa: F401  (their old home)
     json_like,
 )
 from .distributed import Distributed
-from .energy import Energy
+from .energy import Energy, draw_space_of, to_draws_of
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
@@ -314,7 +314,7 @@ def _sample_into(
         if follow
         else RunRecords(
             run.num_chains,
-            run.energy.space.dim,
+            draw_space_of(run.energy).dim,
             num_draws,
             burn_in=burn_in,
             thin=thin,
@@ -324,6 +324,7 @@ def _sample_into(
             folder=folder,
             chunk_draws=chunk_draws,
             before_write=run.check_finite,
+            to_draws=to_draws_of(run.energy),
         )
     )
     if folder is not None and checkpointer is not None:
@@ -380,7 +381,7 @@ def _sample_into(
         checkpointer.save(run)
     if records is None:  # a follower: rank 0's chain arrives by broadcast
         return None
-    chain = records.chain(run.energy.space, run.config())
+    chain = records.chain(draw_space_of(run.energy), run.config())
     chain.buffers = _chain_buffers(run.energy, run.num_chains)
     _warn_unhealthy(chain, burn_in, run.sampler.name)
     return chain
@@ -421,7 +422,7 @@ def _keep_finite_records(err: DivergenceError, run: Run, records: RunRecords, fo
     if folder is not None:
         records.write()
         folder.mark_diverged(str(err), err.step)
-    err.chain = records.chain(run.energy.space, run.config())
+    err.chain = records.chain(draw_space_of(run.energy), run.config())
 
 
 def _chain_buffers(energy, num_chains: int):
