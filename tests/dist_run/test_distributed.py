@@ -94,6 +94,10 @@ def suite(tmp_path_factory):
         "unscaled": ("refused", {"what": "unscaled"}),
         "full run": ("folder_run", {"out_dir": str(tmp / "full"), "num_steps": 30}),
         "dataset runs": ("dataset_runs", {"names": DATASET_RUNS, "num_steps": DATASET_STEPS}),
+        "dataset folder": (
+            "dataset_folder_run",
+            {"name": DATASET_RUNS[0], "out_dir": str(tmp / "dataset"), "first_steps": 12, "num_steps": DATASET_STEPS},
+        ),
         **{what: ("refused_dataset", {"what": what}) for what in DATASET_REFUSALS},
     }
     results = ok(spawn(tmp, "many", jobs=jobs)[0])
@@ -361,6 +365,15 @@ def test_two_ranks_on_a_dataset_give_the_one_process_chain(suite, dataset_one_pr
         assert torch.equal(got["dataset"]["samples"], got["tensors"]["samples"]), f"rank {r}"
     assert torch.equal(runs[0]["dataset"]["samples"], runs[1]["dataset"]["samples"])
     assert not torch.equal(reference["samples"][:, 0], reference["samples"][:, -1]), "the chain did not move"
+
+
+def test_a_dataset_run_with_a_folder_resumes_to_the_uninterrupted_chain(suite, dataset_one_process):
+    """12 iterations written by rank 0, then extended to 25 by a resume: every rank returns the
+    one-process chain on the Dataset (the epoch order and the prefetch restart from the checkpoint)."""
+    reference = dataset_one_process[DATASET_RUNS[0]]["samples"]
+    for r, ranks in enumerate(suite["ranks"]):
+        torch.testing.assert_close(ranks["dataset folder"]["ok"], reference, rtol=1e-9, atol=1e-11, msg=f"rank {r}")
+    assert structmc.load_chain(suite["tmp"] / "dataset").samples.shape == reference.shape
 
 
 def _batches(reads: list[list[int]], size: int, skip: int) -> list[list[int]]:

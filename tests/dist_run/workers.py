@@ -130,14 +130,14 @@ DATASET_RUNS = {
 }
 
 
-def dataset_run(name: str, num_steps: int, distributed=True, data: str = "dataset"):
+def dataset_run(name: str, num_steps: int, distributed=True, data: str = "dataset", **extra):
     """``DATASET_RUNS[name]`` on a fresh :class:`RecordingItems` (``data="tensors"``: its tensors
     in memory): ``{"samples", "energy", "fetched"}``."""
     ds_options, options = DATASET_RUNS[name]
     ds = RecordingItems(batched=ds_options.get("batched", False))
     given = (ds.x, ds.y) if data == "tensors" else structmc.DataSource(ds) if ds_options.get("source") else ds
     chain = structmc.sample(
-        mlp_energy(), None, structmc.SGLD(1e-3), num_steps, data=given, distributed=distributed, **options
+        mlp_energy(), None, structmc.SGLD(1e-3), num_steps, data=given, distributed=distributed, **options, **extra
     )
     return {"samples": chain.samples, "energy": chain.info["energy"], "fetched": ds.fetched}
 
@@ -250,6 +250,13 @@ def dataset_runs(rank, world_size, names, num_steps):
     }
 
 
+def dataset_folder_run(rank, world_size, name, out_dir, first_steps, num_steps):
+    """``DATASET_RUNS[name]`` with a run folder: ``first_steps``, then extended to ``num_steps``
+    by a resume (rank 0 reads the checkpoint, the stream's epoch order included)."""
+    dataset_run(name, first_steps, out_dir=out_dir, checkpoint_every=5, progress=False)
+    return dataset_run(name, num_steps, out_dir=out_dir, checkpoint_every=5, progress=False, resume=True)["samples"]
+
+
 def refused_dataset(rank, world_size, what):
     if what == "dataset shorter than the world":  # one item for two ranks: the full batch is one row
         return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=RecordingItems(1), distributed=True)
@@ -293,5 +300,6 @@ TASKS = {
     "different_start": different_start,
     "refused": refused,
     "dataset_runs": dataset_runs,
+    "dataset_folder_run": dataset_folder_run,
     "refused_dataset": refused_dataset,
 }
