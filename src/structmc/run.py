@@ -127,8 +127,9 @@ def sample(
         same arguments, and the ranks compute each gradient estimate together, each on its
         share of the global minibatch of ``batch_size`` rows (one weighted all-reduce per
         estimate; see :mod:`structmc.distributed`): the chain of one process with the same
-        global batch, to float rounding. Rank 0 writes ``out_dir``; with ``out_dir`` every rank
-        returns rank 0's chain. Resume needs the same number of processes.
+        global batch, to float rounding. With a ``Dataset`` (or a ``DataSource`` over one) each
+        rank reads only the items of its share of each batch. Rank 0 writes ``out_dir``; with
+        ``out_dir`` every rank returns rank 0's chain. Resume needs the same number of processes.
     execution : how each iteration is computed (:mod:`structmc.execution`): ``"eager"`` (the
         default, op by op) or ``"compiled"`` (:class:`structmc.compiled.Compiled`: the iteration
         as one ``torch.compile`` graph, a CUDA graph on CUDA; the same random draws as the eager
