@@ -1,0 +1,201 @@
+"""SGMCMC against the usual baselines, scored by one function on the same data: a point
+estimate, SGHMC on the whole network, SGLD on the last layer, laplace-torch's last-layer
+Laplace and a deep ensemble.
+
+Data: an MNIST subset (training and test images); out-of-distribution inputs: Fashion-MNIST's
+test images (clothes, never seen in training). Model: MLP 784-200-200-10 (ReLU), categorical
+likelihood, prior N(0, 1). Methods:
+
+(a) MAP: ``find_map`` (Adam);
+(b) SGHMC on all parameters, 2 chains started at (a), constant step, half burn-in, thinned;
+(c) SGLD on the 2,010 last-layer parameters, prior centred at (a) (``examples/last_layer.py``);
+(d) laplace-torch (``pip install structmc[compare]``): last-layer Laplace at (a), Kronecker-
+    factored GGN, prior precision by marginal likelihood, 100 samples of its linearised (GLM)
+    predictive; skipped, with the reason, when ``import laplace`` fails;
+(e) a deep ensemble: (a) and M − 1 more MAP networks from other initialisations and batch orders.
+
+(a), (b), (c) and (e) are draws of one parameter space, scored by ``sm.evaluate``; (d)'s
+predictive probabilities go to ``sm.evaluate_probs``, the code ``evaluate`` scores with. Each
+row: accuracy, NLL, ECE, the AUROC of the predictive entropy (and of the mutual information,
+where there are several members) telling Fashion-MNIST from MNIST's test images, and the wall
+time of the method (including the MAP it starts from). The entropy histograms, in- and
+out-of-distribution, are ``compare_baselines.png``.
+
+    python examples/compare_baselines.py [--num-train N] [--members M] [--data-dir DIR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import structmc as sm
+from structmc.priors import Normal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import fashion_mnist_test, mnist  # noqa: E402
+
+LAPLACE = "(d) last-layer Laplace"
+
+
+def _mlp(seed: int) -> nn.Module:
+    torch.manual_seed(seed)  # the initialisation of member `seed`
+    return nn.Sequential(nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 200), nn.ReLU(), nn.Linear(200, 10))
+
+
+def laplace_members(net: nn.Module, x, y, xt, x_ood, batch: int, num_samples: int, seed: int):
+    """laplace-torch's last-layer Laplace around ``net``'s weights: ``(probs [S, n, K], ood
+    probs [S, m, K], prior precision)``, S samples of its GLM predictive; ``None`` and the
+    reason when laplace-torch is not installed."""
+    try:
+        from laplace import Laplace
+    except ImportError as err:
+        return None, f"laplace-torch is not importable ({err}); pip install 'structmc[compare]'"
+    from torch.utils.data import DataLoader, TensorDataset
+
+    net.requires_grad_(True)  # draw_module's copy is frozen; Laplace takes the trainable parameters
+    la = Laplace(net, "classification", subset_of_weights="last_layer", hessian_structure="kron")
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=batch))
+    la.optimize_prior_precision(pred_type="glm", method="marglik", link_approx="mc", n_samples=num_samples)
+    g = torch.Generator().manual_seed(seed)
+    sample = lambda inputs: la.predictive_samples(inputs, pred_type="glm", n_samples=num_samples, generator=g)  # noqa: E731
+    with torch.no_grad():
+        return (sample(xt), sample(x_ood), float(la.prior_precision.mean())), None
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-train", type=int, default=10_000)
+    p.add_argument("--num-test", type=int, default=5_000)
+    p.add_argument("--epochs", type=float, default=3, help="MAP training and each sampler's length, in epochs")
+    p.add_argument("--members", type=int, default=5, help="deep-ensemble size M")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default="runs/examples")
+    a = p.parse_args(argv)
+    if a.members < 2:
+        p.error("--members must be at least 2 (an ensemble)")
+    x, y, xt, yt, source = mnist(a.num_train, a.num_test, a.data_dir)
+    x_ood, ood_source = fashion_mnist_test(a.num_test, a.data_dir)
+    N, batch = len(y), 100
+    steps = max(20, int(a.epochs * N / batch))
+    test, rows, skipped = (xt, yt), {}, {}
+    whole = sm.ModuleEnergy(_mlp(0), "categorical", prior_std=1.0)
+    score = lambda energy, draws: sm.evaluate(energy, draws, test, ood=x_ood, per_chain=False)  # noqa: E731
+
+    t0 = time.perf_counter()  # (a) MAP
+    theta_map = sm.find_map(whole, whole.initial_position(), data=(x, y), batch_size=batch, num_steps=steps)
+    map_seconds = time.perf_counter() - t0
+    rows["(a) MAP"] = (score(whole, theta_map.unsqueeze(0)), map_seconds)
+
+    t0 = time.perf_counter()  # (b) SGHMC, all parameters: η·N ≈ an SGD step of 5e-3 with momentum 0.9
+    full = sm.sample(
+        whole,
+        theta_map,
+        sm.SGHMC(5e-3 / N, friction=0.1),
+        steps,
+        data=(x, y),
+        batch_size=batch,
+        num_chains=2,
+        burn_in=steps // 2,
+        thin=max(1, steps // 40),
+        seed=1,
+        progress=False,
+    )
+    rows["(b) SGHMC, all weights"] = (score(whole, full), map_seconds + time.perf_counter() - t0)
+
+    t0 = time.perf_counter()  # (c) SGLD on the last layer, its prior centred at the MAP
+    net = sm.draw_module(whole, theta_map.unsqueeze(0))
+    last = sm.ModuleEnergy(net, "categorical", sample="4.*", prior=Normal(loc=net.state_dict(), scale=0.1))
+    chain = sm.sample(
+        last,
+        None,
+        sm.SGLD(2e-6),
+        steps,
+        data=(x, y),
+        batch_size=batch,
+        num_chains=4,
+        burn_in=steps // 2,
+        thin=max(1, steps // 50),
+        seed=2,
+        progress=False,
+    )
+    rows["(c) SGLD, last layer"] = (score(last, chain), map_seconds + time.perf_counter() - t0)
+
+    t0 = time.perf_counter()  # (d) laplace-torch's last-layer Laplace at the MAP
+    found, reason = laplace_members(sm.draw_module(whole, theta_map.unsqueeze(0)), x, y, xt, x_ood, batch, 100, 3)
+    if found is None:
+        skipped[LAPLACE] = reason
+        print(f"{LAPLACE}: skipped, {reason}")
+    else:
+        probs, ood_probs, prior_precision = found
+        rows[LAPLACE] = (sm.evaluate_probs(probs, yt, ood_probs=ood_probs), map_seconds + time.perf_counter() - t0)
+
+    t0 = time.perf_counter()  # (e) deep ensemble: (a) and M − 1 more
+    members = [theta_map] + [
+        sm.find_map(
+            whole,
+            sm.ModuleEnergy(_mlp(m), "categorical").initial_position(),
+            data=(x, y),
+            batch_size=batch,
+            num_steps=steps,
+            seed=m,
+        )  # fmt: skip
+        for m in range(1, a.members)
+    ]
+    rows[f"(e) deep ensemble, M = {a.members}"] = (
+        score(whole, torch.stack(members)),
+        map_seconds + time.perf_counter() - t0,
+    )
+
+    header = f"{'method':28s} {'accuracy':>8s} {'NLL':>7s} {'ECE':>6s} {'AUROC H':>7s} {'AUROC MI':>8s} {'time s':>7s}"
+    print(f"{source}: {N} training, {len(yt)} test images; OOD: {len(x_ood)} {ood_source} test images")
+    print(header)
+    table = {}
+    for name, (result, seconds) in rows.items():
+        r = result["pooled"]
+        mi = f"{r['ood_auroc_mutual_information']:8.3f}" if result["num_draws"] > 1 else f"{'—':>8s}"
+        print(
+            f"{name:28s} {100 * r['accuracy']:7.2f}% {r['nll']:7.4f} {100 * r['ece']:5.2f}% "
+            f"{r['ood_auroc_entropy']:7.3f} {mi} {seconds:7.1f}"
+        )
+        table[name] = {**r, "seconds": seconds, "num_draws": result["num_draws"]}
+    png = _plot(rows, Path(a.out) / "compare_baselines.png", f"{source} (in) against {ood_source} (out)")
+    print(f"wrote {png}" if png else "no plot (matplotlib is not installed: pip install matplotlib)")
+    return {
+        "png": png,
+        "data": source,
+        "ood_data": ood_source,
+        "table": table,
+        "skipped": skipped,
+        "laplace_prior_precision": None if found is None else prior_precision,
+    }
+
+
+def _plot(rows: dict, path: Path, title: str) -> str | None:
+    """Per method, histograms of the predictive entropy of the test and the OOD inputs."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    from structmc.diagnostics import save_figure
+
+    fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 2.8), sharex=True, squeeze=False)
+    for ax, (name, (result, _)) in zip(axes[0], rows.items()):
+        bins = torch.linspace(0, float(torch.log(torch.tensor(10.0))), 31).tolist()
+        ax.hist(result["entropy"].cpu().numpy(), bins=bins, alpha=0.6, density=True, label="test (in)")
+        ax.hist(result["ood"]["entropy"].cpu().numpy(), bins=bins, alpha=0.6, density=True, label="OOD")
+        ax.set_title(f"{name}\nAUROC {result['pooled']['ood_auroc_entropy']:.3f}", fontsize=9)
+        ax.set_xlabel("predictive entropy (nats)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return str(save_figure(fig, path))
+
+
+if __name__ == "__main__":
+    main()
