@@ -21,7 +21,7 @@ where there are several members) telling Fashion-MNIST from MNIST's test images,
 time of the method (including the MAP it starts from). The entropy histograms, in- and
 out-of-distribution, are ``compare_baselines.png``.
 
-    python examples/compare_baselines.py [--num-train N] [--members M] [--data-dir DIR] [--out DIR]
+    python examples/compare_baselines.py [--num-train N] [--members M] [--seed S] [--data-dir DIR] [--out DIR]
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main(argv=None) -> dict:
     p.add_argument("--num-test", type=int, default=5_000)
     p.add_argument("--epochs", type=float, default=3, help="MAP training and each sampler's length, in epochs")
     p.add_argument("--members", type=int, default=5, help="deep-ensemble size M")
+    p.add_argument("--seed", type=int, default=0, help="the methods' randomness (the data subset stays)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="runs/examples")
     a = p.parse_args(argv)
@@ -84,11 +85,12 @@ def main(argv=None) -> dict:
     N, batch = len(y), 100
     steps = max(20, int(a.epochs * N / batch))
     test, rows, skipped = (xt, yt), {}, {}
-    whole = sm.ModuleEnergy(_mlp(0), "categorical", prior_std=1.0)
+    s = 100 * a.seed  # initialisations s + m, batch orders and chains s + 1, s + 2, ...
+    whole = sm.ModuleEnergy(_mlp(s), "categorical", prior_std=1.0)
     score = lambda energy, draws: sm.evaluate(energy, draws, test, ood=x_ood, per_chain=False)  # noqa: E731
 
     t0 = time.perf_counter()  # (a) MAP
-    theta_map = sm.find_map(whole, whole.initial_position(), data=(x, y), batch_size=batch, num_steps=steps)
+    theta_map = sm.find_map(whole, whole.initial_position(), data=(x, y), batch_size=batch, num_steps=steps, seed=s)
     map_seconds = time.perf_counter() - t0
     rows["(a) MAP"] = (score(whole, theta_map.unsqueeze(0)), map_seconds)
 
@@ -103,7 +105,7 @@ def main(argv=None) -> dict:
         num_chains=2,
         burn_in=steps // 2,
         thin=max(1, steps // 40),
-        seed=1,
+        seed=s + 1,
         progress=False,
     )
     rows["(b) SGHMC, all weights"] = (score(whole, full), map_seconds + time.perf_counter() - t0)
@@ -121,13 +123,13 @@ def main(argv=None) -> dict:
         num_chains=4,
         burn_in=steps // 2,
         thin=max(1, steps // 50),
-        seed=2,
+        seed=s + 2,
         progress=False,
     )
     rows["(c) SGLD, last layer"] = (score(last, chain), map_seconds + time.perf_counter() - t0)
 
     t0 = time.perf_counter()  # (d) laplace-torch's last-layer Laplace at the MAP
-    found, reason = laplace_members(sm.draw_module(whole, theta_map.unsqueeze(0)), x, y, xt, x_ood, batch, 100, 3)
+    found, reason = laplace_members(sm.draw_module(whole, theta_map.unsqueeze(0)), x, y, xt, x_ood, batch, 100, s + 3)
     if found is None:
         skipped[LAPLACE] = reason
         print(f"{LAPLACE}: skipped, {reason}")
@@ -139,12 +141,12 @@ def main(argv=None) -> dict:
     members = [theta_map] + [
         sm.find_map(
             whole,
-            sm.ModuleEnergy(_mlp(m), "categorical").initial_position(),
+            sm.ModuleEnergy(_mlp(s + m), "categorical").initial_position(),
             data=(x, y),
             batch_size=batch,
             num_steps=steps,
-            seed=m,
-        )  # fmt: skip
+            seed=s + m,
+        )
         for m in range(1, a.members)
     ]
     rows[f"(e) deep ensemble, M = {a.members}"] = (
@@ -153,7 +155,7 @@ def main(argv=None) -> dict:
     )
 
     header = f"{'method':28s} {'accuracy':>8s} {'NLL':>7s} {'ECE':>6s} {'AUROC H':>7s} {'AUROC MI':>8s} {'time s':>7s}"
-    print(f"{source}: {N} training, {len(yt)} test images; OOD: {len(x_ood)} {ood_source} test images")
+    print(f"{source}: {N} training, {len(yt)} test images; OOD: {len(x_ood)} {ood_source} test images; seed {a.seed}")
     print(header)
     table = {}
     for name, (result, seconds) in rows.items():
