@@ -1,6 +1,7 @@
-"""MNIST for the examples: from ``--data-dir`` / ``$STRUCTMC_DATA`` (the IDX files under
-``mnist/``), else downloaded (checksummed) into the cache, else — offline with no files — a
-small synthetic stand-in, said loudly (the numbers then mean nothing)."""
+"""MNIST (and Fashion-MNIST, as out-of-distribution inputs) for the examples: from
+``--data-dir`` / ``$STRUCTMC_DATA`` (the IDX files under ``mnist/``, ``fashion-mnist/``), else
+downloaded (checksummed) into the cache, else — offline with no files — a small synthetic
+stand-in, said loudly (the numbers then mean nothing)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,24 @@ def mnist(num_train: int | None, num_test: int | None, data_dir: str | None = No
     if num_test is not None and num_test < len(yt):
         xt, yt = xt[:num_test], yt[:num_test]
     return x.float(), y.long(), xt.float(), yt.long(), source
+
+
+def fashion_mnist_test(num: int | None, data_dir: str | None = None, seed: int = 1):
+    """``(x [num, 784] in [0, 1], source)``: Fashion-MNIST's test images (clothes, not digits:
+    out-of-distribution inputs for a network trained on MNIST), or offline a synthetic stand-in
+    made like :func:`mnist`'s from other prototypes."""
+    import structmc
+
+    data_dir = data_dir or default_data_dir()
+    try:
+        x, source = (
+            structmc.data.load("fashion-mnist", data_dir=data_dir, download=True, flatten=True).x_test,
+            "Fashion-MNIST",
+        )
+    except Exception as err:  # noqa: BLE001 - offline with no files: say so and go on
+        print(f"Fashion-MNIST not available ({type(err).__name__}: {err}); using a synthetic stand-in", file=sys.stderr)
+        g = torch.Generator().manual_seed(seed)
+        protos = torch.rand(10, 784, generator=g)
+        x = (protos[torch.randint(0, 10, (1000,), generator=g)] + 0.8 * torch.rand(1000, 784, generator=g)).clamp(0, 1)
+        source = "synthetic stand-in"
+    return (x if num is None else x[:num]).float(), source

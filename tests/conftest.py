@@ -202,3 +202,11 @@ def mnist_data(tmp_path):
 def fashion_mnist_data(tmp_path):
     with files_or_standins(tmp_path, "fashion-mnist") as which:
         yield which
+
+
+@pytest.fixture
+def mnist_and_fashion_data(tmp_path):
+    """Both sets at once (one folder of files or stand-ins: the MNIST example with Fashion-MNIST
+    as its out-of-distribution inputs)."""
+    with files_or_standins(tmp_path, "mnist", "fashion-mnist") as which:
+        yield which

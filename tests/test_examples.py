@@ -17,6 +17,7 @@ SMALL = {
     "last_layer": ["--num-train", "1000", "--epochs", "1"],
     "custom_prior": ["--steps", "400"],
     "distributed_sgld": ["--steps", "200"],  # one process here; under torchrun below
+    "compare_baselines": ["--num-train", "1000", "--num-test", "400", "--epochs", "1", "--members", "2"],
 }
 
 
@@ -40,10 +41,13 @@ MNIST_EXAMPLES = ("mnist_calibration", "last_layer")
 
 
 @pytest.mark.parametrize("name", list(SMALL))
-def test_example_runs(name, tmp_path, capsys, request):
+def test_example_runs(name, tmp_path, capsys, request, monkeypatch):
     pytest.importorskip("matplotlib")
     if name in MNIST_EXAMPLES:  # the MNIST files, or a stand-in in their IDX format (never a download)
         request.getfixturevalue("mnist_data")
+    if name == "compare_baselines":  # and Fashion-MNIST's, its out-of-distribution inputs; the
+        request.getfixturevalue("mnist_and_fashion_data")  # Laplace row: test_comparison_with_laplace
+        monkeypatch.setitem(sys.modules, "laplace", None)  # `import laplace` fails: the row is skipped
     result = _load(name).main(SMALL[name] + ["--out", str(tmp_path)])
     png = Path(result["png"])
     assert png.exists() and png.stat().st_size > 10_000 and png.parent == tmp_path
@@ -66,6 +70,41 @@ def test_example_runs(name, tmp_path, capsys, request):
         assert result[key]["accuracy"] > 0.5  # far above chance (10%) even in the small setting
     if name == "custom_prior":
         assert 0 < result["sigma_quantiles"][0] < result["sigma_quantiles"][2]
+    if name == "compare_baselines":
+        _check_comparison(result, laplace=False)
+
+
+def _check_comparison(result, laplace: bool):
+    """Every method on the same split, scored by the same code: each far above chance (10%),
+    an NLL below the uniform predictive's log 10, an entropy AUROC above 0.5 on Fashion-MNIST
+    (clothes against digits: clearly different); the Laplace row there when laplace-torch
+    imports, else skipped with the reason."""
+    assert (result["data"], result["ood_data"]) == ("MNIST", "Fashion-MNIST")  # the files or their stand-ins
+    table = result["table"]
+    expected = {"(a) MAP", "(b) SGHMC, all weights", "(c) SGLD, last layer", "(e) deep ensemble, M = 2"}
+    assert set(table) == expected | ({"(d) last-layer Laplace"} if laplace else set())
+    if not laplace:
+        reason = result["skipped"]["(d) last-layer Laplace"]
+        assert "not importable" in reason and "structmc[compare]" in reason
+    for name, row in table.items():
+        assert row["accuracy"] > 0.5, name
+        assert 0 < row["nll"] < math.log(10), name
+        assert 0.5 < row["ood_auroc_entropy"] <= 1, name
+        assert 0 <= row["ood_auroc_mutual_information"] <= 1, name
+        assert row["wall_seconds"] > 0 and row["cpu_seconds"] > 0
+    assert table["(a) MAP"]["num_draws"] == 1 and table["(e) deep ensemble, M = 2"]["num_draws"] == 2
+    assert table["(b) SGHMC, all weights"]["num_draws"] > 2 and table["(c) SGLD, last layer"]["num_draws"] > 2
+    if laplace:
+        assert table["(d) last-layer Laplace"]["num_draws"] == 100 and result["laplace_prior_precision"] > 0
+
+
+def test_comparison_with_laplace(tmp_path, mnist_and_fashion_data):
+    """examples/compare_baselines.py with its laplace-torch row (the `compare` extra; .ci/run
+    installs it for this test)."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("laplace", reason="laplace-torch is not installed (pip install 'structmc[compare]')")
+    result = _load("compare_baselines").main(SMALL["compare_baselines"] + ["--out", str(tmp_path)])
+    _check_comparison(result, laplace=True)
 
 
 @pytest.mark.parametrize("dataset", [False, True], ids=["tensors", "dataset"])

@@ -21,7 +21,7 @@ from .energy import (
     full_data_value_and_grad,
     make_likelihood,
 )
-from .evaluation import evaluate
+from .evaluation import evaluate, evaluate_probs
 from .executors import run_chains
 from .gradients import ControlVariate, Minibatch
 from .optimize import find_map
@@ -61,6 +61,7 @@ __all__ = [
     "PosteriorPredictive",
     "draw_module",
     "evaluate",
+    "evaluate_probs",
     "Budget",
     "DivergenceError",
     "DataSource",

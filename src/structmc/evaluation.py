@@ -37,7 +37,7 @@ from .predictive import (
     predictive_energy,
 )
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "evaluate_probs"]
 
 
 @torch.no_grad()
@@ -108,20 +108,15 @@ def evaluate(
     out = {"task": task, "num_draws": pooled["S"], "num_inputs": n}
     y = targets.to(pooled["device"])
     if task == "classification":
-        out["pooled"] = _classification(pooled, y, num_bins)
-        probs = pooled["probs_sum"] / pooled["S"]
-        out["probs"] = probs
-        out["entropy"] = _entropy(probs)
-        out["mutual_information"] = out["entropy"] - pooled["draw_entropy_sum"] / pooled["S"]
-        if chains is not None:
-            out["per_chain"] = [_classification(a, y, num_bins) for a in accs]
+        ood_accs, ood_pooled = None, None
         if ood_batches is not None:
             ood_accs, _ = _accumulate(energy, groups, ood_batches, draws_per_call, check_rows=True)
             ood_pooled = _pool(ood_accs)
             _finite_predictions(ood_pooled["probs_sum"], "evaluate (ood)")
-            out["ood"] = _uncertainty(ood_pooled)
-            out["pooled"].update(_separation(_uncertainty(pooled), out["ood"]))
-            for entry, a, o in zip(out.get("per_chain", ()), accs, ood_accs):
+        out.update(_classification_result(pooled, y, num_bins, ood_pooled))  # evaluate_probs's code
+        if chains is not None:
+            out["per_chain"] = [_classification(a, y, num_bins) for a in accs]
+            for entry, a, o in zip(out["per_chain"], accs, ood_accs or ()):
                 entry.update(_separation(_uncertainty(a), _uncertainty(o)))
     else:
         sigma = float(lik.noise_std)
@@ -131,6 +126,94 @@ def evaluate(
         out["std"] = (pooled["f2_sum"] / pooled["S"] - mean.square()).clamp_min(0).add(sigma**2).sqrt()
         if chains is not None:
             out["per_chain"] = [_regression(a, y, sigma, levels) for a in accs]
+    return out
+
+
+@torch.no_grad()
+def evaluate_probs(probs: Tensor, labels: Tensor, *, ood_probs: Tensor | None = None, num_bins: int = 10) -> dict:
+    r"""The classification metrics of :func:`evaluate` for any model given by its predictive
+    probabilities: a deep ensemble, a Laplace approximation, a point estimate, or draws scored
+    elsewhere. :func:`evaluate` computes its own classification results with this code, so
+    every method is scored the same way.
+
+    ``probs``: ``[M, n, K]``, the class probabilities of M members (draws, ensemble members,
+    samples of an approximate posterior) at the n test inputs, or ``[n, K]``, one predictive
+    (then M = 1 and the mutual information is 0). The scored predictive is the members'
+    average p̄(y|x) = (1/M) Σ_m p_m(y|x); per input, the predictive entropy H[p̄] and the mutual
+    information H[p̄] − (1/M) Σ_m H[p_m] (the members' disagreement). ``labels``: ``[n]``
+    integer classes in ``[0, K)``. ``ood_probs``: the same for out-of-distribution inputs
+    (``[M, m, K]`` or ``[m, K]``, the same M and K); then ``"pooled"`` also holds
+    ``ood_auroc_entropy`` and ``ood_auroc_mutual_information``
+    (:func:`~structmc.diagnostics.auroc`, the OOD inputs as positives; 0.5 is no separation).
+
+    Returns ``{"task": "classification", "pooled": {accuracy, nll, brier, ece, mce[,
+    ood_auroc_entropy, ood_auroc_mutual_information]}, "num_draws": M, "num_inputs": n, "probs",
+    "entropy", "mutual_information"[, "ood": {"entropy", "mutual_information"}]}``, the keys of
+    :func:`evaluate`'s result without ``per_chain``. Computed in float64."""
+    _check_count("num_bins", num_bins)
+    members = _members(probs, "probs")
+    if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.dtype.is_floating_point or labels.is_complex():
+        raise ValueError(f"evaluate_probs: labels must be an integer tensor [n], got {_describe(labels)}")
+    M, n, K = members.shape
+    if labels.shape[0] != n:
+        raise ValueError(f"evaluate_probs: {n} inputs in probs but {labels.shape[0]} labels")
+    if n and (int(labels.min()) < 0 or int(labels.max()) >= K):
+        raise ValueError(f"evaluate_probs: labels must lie in [0, {K - 1}] (K = {K} classes in probs)")
+    ood = None
+    if ood_probs is not None:
+        ood = _members(ood_probs, "ood_probs")
+        if ood.shape[0] != M or ood.shape[2] != K:
+            raise ValueError(
+                f"evaluate_probs: ood_probs must have probs' {M} member(s) and {K} classes, got {tuple(ood.shape)}"
+            )
+    y = labels.to(members.device)
+    out = {"task": "classification", "num_draws": M, "num_inputs": n}
+    out.update(_classification_result(_member_sums(members), y, num_bins, None if ood is None else _member_sums(ood)))
+    return out
+
+
+def _describe(x) -> str:
+    return f"{tuple(x.shape)} {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+
+
+def _members(probs, name: str) -> Tensor:
+    """``probs`` as ``[M, n, K]`` float64, checked: probabilities (finite, in [0, 1], rows
+    summing to 1 within 1e-4), at least one member, input and class."""
+    if not isinstance(probs, Tensor) or probs.dim() not in (2, 3) or not probs.is_floating_point():
+        raise ValueError(
+            f"evaluate_probs: {name} must be a float tensor [M, n, K] (members) or [n, K], got {_describe(probs)}"
+        )
+    p = (probs.unsqueeze(0) if probs.dim() == 2 else probs).to(torch.float64)
+    if min(p.shape) == 0 or p.shape[-1] < 2:
+        raise ValueError(f"evaluate_probs: {name} needs a member, an input and 2 classes or more, got {tuple(p.shape)}")
+    if not bool(torch.isfinite(p).all()) or bool((p < 0).any()) or bool((p > 1).any()):
+        raise ValueError(f"evaluate_probs: {name} must hold probabilities in [0, 1] (no NaN/Inf)")
+    worst = float((p.sum(-1) - 1).abs().max())
+    if worst > 1e-4:
+        raise ValueError(
+            f"evaluate_probs: the rows of {name} must sum to 1 over the classes (off by up to {worst:.3g}); "
+            "give probabilities (softmax of the logits), not logits"
+        )
+    return p
+
+
+def _member_sums(members: Tensor) -> dict:
+    """The per-input sums :func:`_accumulate` keeps, from each member's probabilities ``[S, n, K]``."""
+    return {"probs_sum": members.sum(0), "draw_entropy_sum": _entropy(members).sum(0), "S": members.shape[0]}
+
+
+def _classification_result(pooled: dict, y: Tensor, num_bins: int, ood_pooled: dict | None) -> dict:
+    """The classification results from the per-input sums over all draws (``pooled``) and
+    over the same draws at the out-of-distribution inputs: the metrics of the average
+    predictive, per input its entropy and mutual information, the OOD AUROCs."""
+    out: dict = {"pooled": _classification(pooled, y, num_bins)}
+    inside = _uncertainty(pooled)
+    out["probs"] = pooled["probs_sum"] / pooled["S"]
+    out["entropy"] = inside["entropy"]
+    out["mutual_information"] = inside["mutual_information"]
+    if ood_pooled is not None:
+        out["ood"] = _uncertainty(ood_pooled)
+        out["pooled"].update(_separation(inside, out["ood"]))
     return out
 
 
@@ -280,7 +363,9 @@ def _chunk_sums(lik, out: Tensor, y: Tensor) -> dict[str, Tensor]:
         probs = torch.stack([1 - p1, p1], -1)  # [s, b, 2]
     else:
         probs = out.to(torch.float64).softmax(-1)
-    return {"probs_sum": probs.sum(0), "draw_entropy_sum": _entropy(probs).sum(0)}
+    sums = _member_sums(probs)
+    del sums["S"]
+    return sums
 
 
 def _entropy(p: Tensor) -> Tensor:

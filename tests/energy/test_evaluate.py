@@ -170,3 +170,55 @@ def test_evaluate_scores_out_of_distribution_inputs_by_entropy_and_mutual_inform
     lin = sm.ModuleEnergy(torch.nn.Linear(2, 1), "gaussian", noise_std=0.5)
     with pytest.raises(ValueError, match="classification"):
         sm.evaluate(lin, torch.zeros(2, 3), (torch.randn(5, 2), torch.randn(5)), ood=torch.randn(4, 2))
+
+
+def test_evaluate_probs_is_evaluate_on_the_members_probabilities():
+    """Issue 39 §4: ``evaluate_probs(members [M, n, K], y, ood_probs=...)`` scores any model by
+    its probabilities (an ensemble, a Laplace approximation) with evaluate's own code: on a
+    chain's per-draw probabilities it returns evaluate's pooled metrics, per-input entropy and
+    mutual information and OOD AUROCs; the AUROCs equal auroc() of the hand-computed
+    uncertainties; one predictive [n, K] is one member (mutual information 0)."""
+    from support.runs import mlp_energy
+
+    energy, (X, y) = mlp_energy()
+    chain = sm.sample(energy, None, sm.SGLD(1e-3), 60, data=(X, y), batch_size=16, num_chains=2, thin=5, progress=False)
+    far = 20 * X[:30]
+    ref = sm.evaluate(energy, chain, (X, y), ood=far)
+    members = sm.predictive(energy, chain, X, per_draw=True)["probs"].reshape(-1, X.shape[0], 3)
+    ood_members = sm.predictive(energy, chain, far, per_draw=True)["probs"].reshape(-1, far.shape[0], 3)
+    out = sm.evaluate_probs(members, y, ood_probs=ood_members)
+    assert out["num_draws"] == ref["num_draws"] == members.shape[0] and out["num_inputs"] == 90
+    assert set(out) == set(ref) - {"per_chain"}
+    assert out["pooled"] == pytest.approx(ref["pooled"], rel=1e-5, abs=1e-6)  # float32 draws: rounding only
+    for key in ("probs", "entropy", "mutual_information"):
+        torch.testing.assert_close(out[key], ref[key].to(out[key]), rtol=1e-4, atol=1e-6)
+    m = members.double()
+    ent = lambda p: -(p * p.log()).sum(-1)  # noqa: E731
+    h_in, h_out = ent(m.mean(0)), ent(ood_members.double().mean(0))
+    mi_out = h_out - ent(ood_members.double()).mean(0)
+    torch.testing.assert_close(out["ood"]["mutual_information"], mi_out)
+    assert out["pooled"]["ood_auroc_entropy"] == pytest.approx(float(sm.diagnostics.auroc(h_in, h_out)), abs=1e-12)
+    assert out["pooled"] == pytest.approx({**classification_metrics(m.mean(0), y, 10), **out["pooled"]})
+    one = sm.evaluate_probs(m.mean(0), y, ood_probs=ood_members.double().mean(0))
+    assert one["num_draws"] == 1 and float(one["mutual_information"].abs().max()) < 1e-12
+    assert one["pooled"]["ood_auroc_mutual_information"] == 0.5  # all zero on both sides: no separation
+    assert {k: one["pooled"][k] for k in ("accuracy", "nll", "ece")} == pytest.approx(
+        {k: out["pooled"][k] for k in ("accuracy", "nll", "ece")}, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("probs", "labels", "ood", "match"),
+    [
+        (torch.randn(4, 3), torch.zeros(4, dtype=torch.long), None, "probabilities in"),  # logits, not probabilities
+        (torch.full((4, 3), 0.5), torch.zeros(4, dtype=torch.long), None, "sum to 1"),
+        (torch.full((2, 4, 3), 1 / 3), torch.zeros(5, dtype=torch.long), None, "4 inputs in probs but 5 labels"),
+        (torch.full((4, 3), 1 / 3), torch.full((4,), 3), None, r"labels must lie in \[0, 2\]"),
+        (torch.full((4, 3), 1 / 3), torch.zeros(4), None, "integer tensor"),
+        (torch.full((2, 4, 3), 1 / 3), torch.zeros(4, dtype=torch.long), torch.full((3, 5, 3), 1 / 3), "2 member"),
+        (torch.full((4,), 0.5), torch.zeros(4, dtype=torch.long), None, r"\[M, n, K\]"),
+    ],
+)
+def test_evaluate_probs_refuses_what_is_not_probabilities_of_the_labels(probs, labels, ood, match):
+    with pytest.raises(ValueError, match=match):
+        sm.evaluate_probs(probs, labels, ood_probs=ood)
