@@ -137,6 +137,25 @@ def adapt(
     return previous
 
 
+def window_to_flat(d: dict) -> dict:
+    """A state dict with its ``window`` (a :class:`WindowState` or ``None``) written as flat
+    ``window_*`` entries (checkpoints hold tensors and numbers); without a window, unchanged."""
+    d = dict(d)
+    window = d.pop("window", None)
+    if window is not None:
+        d.update({f"window_{k}": v for k, v in window.as_dict().items()})
+    return d
+
+
+def window_from_flat(d: dict) -> dict:
+    """The inverse of :func:`window_to_flat`: ``window_*`` entries back into ``window``."""
+    window = {k[len("window_") :]: v for k, v in d.items() if k.startswith("window_")}
+    d = {k: v for k, v in d.items() if not k.startswith("window_")}
+    if window:
+        d["window"] = WindowState(**window)
+    return d
+
+
 def as_adaptation(value) -> WindowAdaptation | None:
     """``None``, a :class:`WindowAdaptation`, or its config (``Sampler.config()`` writes one)."""
     if value is None or isinstance(value, WindowAdaptation):
@@ -149,4 +168,12 @@ def as_adaptation(value) -> WindowAdaptation | None:
     raise TypeError(f"preconditioner must be None or a WindowAdaptation, got {type(value).__name__}")
 
 
-__all__ = ["WindowAdaptation", "WindowState", "adapt", "as_adaptation", "ESTIMATORS"]
+__all__ = [
+    "WindowAdaptation",
+    "WindowState",
+    "adapt",
+    "as_adaptation",
+    "window_to_flat",
+    "window_from_flat",
+    "ESTIMATORS",
+]
