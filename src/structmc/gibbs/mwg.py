@@ -229,6 +229,11 @@ class MetropolisWithinGibbs:
                 "preconditioner=WindowAdaptation(...) needs mala=True: M is estimated from the gradients the MALA "
                 "sweep computes, which a random-walk sweep does not (tune random-walk scales with adapt=Adapt(...))"
             )
+        if self._preconditioner is not None and self._preconditioner.dense:
+            raise ValueError(
+                "MetropolisWithinGibbs takes a diagonal preconditioner only (WindowAdaptation(dense=False)); a dense "
+                "M is offered for SGLD and SGHMC"
+            )
         self._layout = None if self._preconditioner is None else self._preconditioner.layout()
         self.lr = None  # no step size: σ² per block is the proposal's scale
         self.partition, self.proposal_var = partition, proposal_var
