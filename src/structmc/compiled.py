@@ -406,8 +406,9 @@ def blocker(run) -> str:
     energy: Energy = run.energy
     if not isinstance(sampler, (Sampler, SweepSampler)):
         return f"{type(sampler).__name__} is neither a gradient sampler nor a sweep (SweepSampler)"
-    if isinstance(sampler, Sampler) and sampler.compile_blocker():
-        return f"{type(sampler).__name__}: {sampler.compile_blocker()}"
+    why_not = getattr(sampler, "compile_blocker", None)  # a gradient sampler's, or a sweep's that has one
+    if why_not is not None and why_not():
+        return f"{type(sampler).__name__}: {why_not()}"
     if isinstance(sampler, Sampler) and sampler.lr is not None and not sampler.lr.piecewise_constant:
         return (
             f"the step size {type(sampler.lr).__name__} changes every iteration, and a graph is compiled per "

@@ -33,6 +33,21 @@ Options beyond the paper:
   the per-sweep ``proposal_sd`` record.
 * ``mala=True``: a gradient-informed block move (MALA within Gibbs),
   θ'_b ~ N(θ_b + (σ_b²/2)∇_b log π, σ_b² I), with the reverse-proposal correction in α.
+* ``preconditioner=WindowAdaptation(steps)`` (with ``mala=True``): a diagonal inverse mass M per
+  chain (:mod:`structmc.samplers.adaptation`), the block move preconditioned by it,
+
+  .. math::
+      \theta'_b = \theta_b - \frac{\sigma_b^2}{2} M_b \nabla_b U(\theta) + \sigma_b M_b^{1/2} z, \qquad
+      q(\theta'_b \mid \theta) = \mathcal N\big(\theta_b - \tfrac{\sigma_b^2}{2} M_b \nabla_b U(\theta),\ \sigma_b^2 M_b\big),
+
+  with that proposal density (and its reverse) in α, so that every block step is an exact
+  Metropolis-Hastings step of the target for any fixed M. M is estimated in Stan's burn-in
+  windows of sweeps from the positions and the gradients at the end of each sweep — gradients the
+  MALA sweep has already computed, so no evaluation is added — and frozen after ``steps`` sweeps
+  (keep ``burn_in >= steps``): the chain is then MALA-within-Gibbs with a constant
+  preconditioner. Random-walk proposals take none: the default estimate (the ratio of the
+  positions' and the gradients' spreads) needs the gradients, which a random-walk sweep does not
+  compute.
 
 A compatibility option, off by default, reproduces the reference sampler's defect:
 
@@ -76,6 +91,7 @@ what lies downstream — the same chain, much faster.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +100,7 @@ import torch
 from torch import Tensor
 
 from ..partitions import Partition, contiguous_index
+from ..samplers.adaptation import WindowAdaptation, WindowState, adapt, as_adaptation, window_from_flat, window_to_flat
 from ..samplers.sampler import state_to_dict
 from .proposals import _jsonable, _resolve_var, acceptance  # noqa: F401  (acceptance: its old home)
 
@@ -118,6 +135,7 @@ class MWGState:
     theta: Tensor  # [C, P]
     log_sd: Tensor  # [C, M] proposal log standard deviation per block
     step: int = 0
+    window: WindowState | None = None  # a preconditioner's M and its window's sums
 
 
 def _why_not_proposal_vector(inc) -> str | None:
@@ -149,6 +167,9 @@ class MetropolisWithinGibbs:
         energy, whose target is the posterior: use it unless you reproduce the paper).
     adapt : an :class:`Adapt` to tune σ during the first sweeps, or ``None``.
     mala : gradient-informed block proposals (one gradient evaluation per block).
+    preconditioner : a :class:`~structmc.samplers.WindowAdaptation` (or its config), with
+        ``mala=True``: the MALA block moves preconditioned by a diagonal inverse mass adapted
+        in burn-in windows of sweeps, then frozen (see the module docstring); ``None`` (default).
     evaluator : ``"auto"`` (incremental where the model and blocks allow it), ``"incremental"``
         (an error if they do not), or ``"generic"`` (full forward per block).
     record : ``"block"`` stores ``accept [C, M]`` per sweep; ``"layer"`` the per-layer rates
@@ -180,6 +201,7 @@ class MetropolisWithinGibbs:
         scaling: str = "none",
         adapt: Adapt | None = None,
         mala: bool = False,
+        preconditioner: WindowAdaptation | None = None,
         evaluator: str = "auto",
         record: str = "block",
         reference_defect: bool = False,
@@ -201,6 +223,18 @@ class MetropolisWithinGibbs:
                 "reference_defect=True reproduces the reference code's random-walk sweep, which has no "
                 "gradient moves: use mala=False with it"
             )
+        self._preconditioner = as_adaptation(preconditioner)
+        if self._preconditioner is not None and not mala:
+            raise ValueError(
+                "preconditioner=WindowAdaptation(...) needs mala=True: M is estimated from the gradients the MALA "
+                "sweep computes, which a random-walk sweep does not (tune random-walk scales with adapt=Adapt(...))"
+            )
+        if self._preconditioner is not None and self._preconditioner.dense:
+            raise ValueError(
+                "MetropolisWithinGibbs takes a diagonal preconditioner only (WindowAdaptation(dense=False)); a dense "
+                "M is offered for SGLD and SGHMC"
+            )
+        self._layout = None if self._preconditioner is None else self._preconditioner.layout()
         self.lr = None  # no step size: σ² per block is the proposal's scale
         self.partition, self.proposal_var = partition, proposal_var
         self.scaling, self.adapt, self.mala = scaling, adapt, bool(mala)
@@ -212,6 +246,17 @@ class MetropolisWithinGibbs:
         if record == "layer" and (partition.layer is None or bool((partition.layer < 0).any())):
             raise ValueError("record='layer' needs blocks that each lie in one layer")
         self._incremental = None
+
+    @property
+    def preconditioner(self) -> WindowAdaptation | None:
+        """The adapted diagonal preconditioner of the MALA moves, or ``None``."""
+        return self._preconditioner
+
+    def compile_blocker(self) -> str:
+        """Why a sweep cannot be traced into a compiled step ("" when it can)."""
+        if self._preconditioner is not None:
+            return "the preconditioner's adaptation branches on the sweep count (not traced)"
+        return ""
 
     @property
     def full_data_step(self) -> bool:
@@ -259,18 +304,20 @@ class MetropolisWithinGibbs:
         self._group_ids = self.partition.group_ids.to(theta.device)
         self._index = [i.to(theta.device) if isinstance(i, Tensor) else i for i in self._index]
         var = self.block_var.to(device=theta.device, dtype=theta.dtype)
-        return MWGState(theta, (0.5 * var.log()).expand(theta.shape[0], -1).clone())
+        window = None if self._preconditioner is None else WindowState.start(theta)
+        return MWGState(theta, (0.5 * var.log()).expand(theta.shape[0], -1).clone(), window=window)
 
     def state_dict(self, state: MWGState) -> dict:
-        return state_to_dict(state)
+        return window_to_flat(state_to_dict(state))  # without a preconditioner: as before
 
     def load_state(self, d: dict) -> MWGState:
-        return MWGState(**d)
+        return MWGState(**window_from_flat(d))
 
     def __repr__(self) -> str:
         return (
             f"MetropolisWithinGibbs({self.partition.kind}, {self.partition.num_groups} blocks, "
             f"scaling={self.scaling!r}, mala={self.mala}, evaluator={self.evaluator!r}"
+            + (f", preconditioner={self._preconditioner!r}" if self._preconditioner is not None else "")
             + (", reference_defect=True)" if self.reference_defect else ")")
         )
 
@@ -287,6 +334,8 @@ class MetropolisWithinGibbs:
         }
         if self.reference_defect:  # only when on: configs (and checkpoints) of correct runs are unchanged
             out["reference_defect"] = True
+        if self._preconditioner is not None:  # only when used: configs of other runs are unchanged
+            out["preconditioner"] = dataclasses.asdict(self._preconditioner) | {"kind": "WindowAdaptation"}
         if self.adapt is not None:
             out["adapt"] = vars(self.adapt) if hasattr(self.adapt, "__dict__") else dict(self.adapt.__dict__)
         return out
@@ -325,7 +374,13 @@ class MetropolisWithinGibbs:
             energy = oracle.value(theta)
         sd = state.log_sd.exp()
         if self.mala:
-            return self._mala_sweep(theta, energy, grad, noise, sd, log_u, oracle)
+            window = state.window
+            inverse_mass = None if window is None else window.inverse_mass
+            energy, accept, grad = self._mala_sweep(theta, energy, grad, noise, sd, log_u, oracle, inverse_mass)
+            if window is not None:  # the sweep's end: its position and the gradient there, already computed
+                assert self._preconditioner is not None
+                adapt(self._preconditioner, self._layout, window, state.step, theta, grad)
+            return energy, accept
         steps = noise * sd[:, self._group_ids]  # σ_b z for every parameter, in one product
         if inc is not None:
             inc.set_steps(steps)
@@ -398,27 +453,37 @@ class MetropolisWithinGibbs:
                 self._incremental.commit(True if defect else ok)  # defect: its caches follow the proposal vector
         return theta.new_tensor([e_cur]), torch.tensor([accept])
 
-    def _mala_sweep(self, theta, energy, grad, noise, sd, log_u, oracle):
+    def _mala_sweep(self, theta, energy, grad, noise, sd, log_u, oracle, inverse_mass=None):
         """Gradient-informed block moves: θ'_b ~ N(θ_b − (σ²/2)∇_bU, σ² I), with the reverse
-        proposal in the acceptance ratio."""
+        proposal in the acceptance ratio; with a diagonal ``inverse_mass`` M ``[C, P]``,
+        θ'_b ~ N(θ_b − (σ²/2)M_b∇_bU, σ² M_b). Returns the energy, the acceptances and the
+        gradient at the final state."""
         accept = torch.empty(log_u.shape, dtype=torch.bool, device=theta.device)
         for b, idx in enumerate(self._index):
             current, z = theta[:, idx], noise[:, idx]
             step_sd = sd[:, b : b + 1]
             var = step_sd.square()
-            proposal = current - 0.5 * var * grad[:, idx] + step_sd * z
+            if inverse_mass is None:
+                proposal = current - 0.5 * var * grad[:, idx] + step_sd * z
+            else:
+                m = inverse_mass[:, idx]
+                proposal = current - 0.5 * var * m * grad[:, idx] + step_sd * m.sqrt() * z
             trial = theta.clone()
             trial[:, idx] = proposal
             energy_new, grad_new = oracle.value_and_grad(trial)
-            mean_rev = proposal - 0.5 * var * grad_new[:, idx]
-            # log q(θ|θ') − log q(θ'|θ), both N(mean, σ² I); the forward residual is σz
-            log_q = 0.5 * z.square().sum(1) - 0.5 * (current - mean_rev).square().sum(1) / var[:, 0]
+            if inverse_mass is None:
+                mean_rev = proposal - 0.5 * var * grad_new[:, idx]
+                # log q(θ|θ') − log q(θ'|θ), both N(mean, σ² I); the forward residual is σz
+                log_q = 0.5 * z.square().sum(1) - 0.5 * (current - mean_rev).square().sum(1) / var[:, 0]
+            else:  # both N(mean, σ² M_b): the forward residual is σ M_b^{1/2} z (the determinants cancel)
+                mean_rev = proposal - 0.5 * var * m * grad_new[:, idx]
+                log_q = 0.5 * z.square().sum(1) - 0.5 * ((current - mean_rev).square() / m).sum(1) / var[:, 0]
             ok = (log_u[:, b] < energy - energy_new + log_q) & torch.isfinite(energy_new)
             accept[:, b] = ok
             theta[:, idx] = torch.where(ok.unsqueeze(1), proposal, current)
             energy = torch.where(ok, energy_new, energy)
             grad = torch.where(ok.unsqueeze(1), grad_new, grad)
-        return energy, accept
+        return energy, accept, grad
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _per_layer(self, accept: Tensor) -> Tensor:

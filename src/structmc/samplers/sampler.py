@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..schedules import Schedule, as_schedule, check_int, check_number
-from .adaptation import WindowAdaptation, WindowState, as_adaptation
+from .adaptation import WindowAdaptation, as_adaptation, window_from_flat, window_to_flat
 
 StepInfo = dict  # {"energy": [C] tensor, ...}: one iteration's records
 
@@ -204,18 +204,10 @@ class Sampler:
 
     # -- saving -------------------------------------------------------------------------------
     def state_dict(self, state) -> dict[str, Any]:
-        d = state_to_dict(state)
-        window = d.pop("window", None)  # a preconditioner's state, flat (checkpoints hold tensors and numbers)
-        if window is not None:
-            d.update({f"window_{k}": v for k, v in window.as_dict().items()})
-        return d
+        return window_to_flat(state_to_dict(state))  # a preconditioner's state, flat
 
     def load_state(self, d: dict[str, Any]):
-        window = {k[len("window_") :]: v for k, v in d.items() if k.startswith("window_")}
-        d = {k: v for k, v in d.items() if not k.startswith("window_")}
-        if window:
-            d["window"] = WindowState(**window)
-        return self.State(**d)
+        return self.State(**window_from_flat(d))
 
     def config(self) -> dict[str, Any]:
         """Hyperparameters, for reports and run folders."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .adaptation import WindowAdaptation, WindowState, adapt
+from .adaptation import WindowAdaptation, WindowState, adapt, rescale_momentum
 from .sampler import Sampler, check_int, check_nonnegative, check_number, check_positive, normal_like
 
 
@@ -62,7 +62,7 @@ class SGHMC(Sampler):
     def init(self, theta: Tensor, generator=None) -> SGHMCState:
         theta = theta.detach().clone()
         lr0 = self.lr(0)
-        window = None if self._preconditioner is None else WindowState.start(theta)
+        window = None if self._preconditioner is None else WindowState.start(theta, self._preconditioner)
         return SGHMCState(theta, self._fresh_momentum(theta, lr0, generator), window=window)
 
     def begin(self, state: SGHMCState, lr: float, generator) -> SGHMCState:
@@ -88,15 +88,21 @@ class SGHMC(Sampler):
             # SGHMC on φ = M^{-1/2} θ (a linear change of variables, so the invariant law is kept
             # while M is constant), written for θ and v = M^{1/2} v_φ:
             # v ← (1−α)v − ηM∇Û + M^{1/2}·N(0, 2(α−β̂)ηT), θ ← θ + v
+            # (dense: M^{1/2} is M's Cholesky factor L, φ = L⁻¹θ)
             M = window.inverse_mass
-            v.mul_(1 - self.friction).addcmul_(grad, M, value=-lr)
-            if noise_var > 0:
-                v.addcmul_(self._noise(v, generator), M.sqrt(), value=math.sqrt(noise_var))
+            if window.dense:
+                v.mul_(1 - self.friction).add_(window.times_inverse_mass(grad), alpha=-lr)
+                if noise_var > 0:
+                    v.add_(window.times_cholesky(self._noise(v, generator)), alpha=math.sqrt(noise_var))
+            else:
+                v.mul_(1 - self.friction).addcmul_(grad, M, value=-lr)
+                if noise_var > 0:
+                    v.addcmul_(self._noise(v, generator), M.sqrt(), value=math.sqrt(noise_var))
             state.theta.add_(v)
             assert self._preconditioner is not None
             previous = adapt(self._preconditioner, self._layout, window, state.step, state.theta, grad)
-            if previous is not None:  # a new M: the same v_φ, so v is rescaled by (M_new / M_old)^{1/2}
-                v.mul_((window.inverse_mass / previous).sqrt())
+            if previous is not None:  # a new M: the same v_φ, so v = M^{1/2} v_φ is rescaled
+                rescale_momentum(window, previous, v)
         state.step += 1
         return state
 

@@ -7,7 +7,9 @@ r"""Stochastic gradient Langevin dynamics (Welling & Teh 2011, eq. 4).
 
 With ``preconditioner=WindowAdaptation(steps)`` the update is preconditioned by a diagonal
 inverse mass M per chain, θ ← θ − (ε/2) M ∇Û + √(εTM) ξ, M estimated in Stan's burn-in windows
-and frozen after ``steps`` updates (:mod:`structmc.samplers.adaptation`).
+and frozen after ``steps`` updates (:mod:`structmc.samplers.adaptation`). With
+``WindowAdaptation(steps, dense=True)`` M is a dense ``[P, P]`` matrix per chain with Cholesky
+factor L (M = LLᵀ, factorised when M is set, not per update): θ ← θ − (ε/2) M∇Û + √(εT) Lξ.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class SGLD(Sampler):
 
     def init(self, theta: Tensor, generator=None) -> SGLDState:
         theta = theta.detach().clone()
-        return SGLDState(theta, window=None if self._preconditioner is None else WindowState.start(theta))
+        pre = self._preconditioner
+        return SGLDState(theta, window=None if pre is None else WindowState.start(theta, pre))
 
     def update(self, state: SGLDState, grad: Tensor, lr: float, generator) -> SGLDState:
         window = state.window
@@ -46,6 +49,13 @@ class SGLD(Sampler):
             state.theta.add_(grad, alpha=-0.5 * lr)
             if self.temperature > 0:
                 state.theta.add_(self._noise(state.theta, generator), alpha=math.sqrt(lr * self.temperature))
+        elif window.dense:
+            assert self._preconditioner is not None
+            state.theta.add_(window.times_inverse_mass(grad), alpha=-0.5 * lr)
+            if self.temperature > 0:
+                noise = window.times_cholesky(self._noise(state.theta, generator))
+                state.theta.add_(noise, alpha=math.sqrt(lr * self.temperature))
+            adapt(self._preconditioner, self._layout, window, state.step, state.theta, grad)
         else:
             assert self._preconditioner is not None
             M = window.inverse_mass
