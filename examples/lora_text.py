@@ -73,6 +73,7 @@ def tiny_lora_bert(seed: int = 0):
         num_labels=2,
         hidden_dropout_prob=0.0,  # no dropout: a draw's forward is deterministic
         attention_probs_dropout_prob=0.0,
+        initializer_range=0.3,  # a random body whose [CLS] output depends on the words (0.02: nearly constant)
     )
     torch.manual_seed(seed)  # the frozen random body and the adapters' initial values
     base = BertForSequenceClassification(config)
@@ -86,6 +87,8 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=400, help="SGHMC steps per chain (half burn-in)")
     p.add_argument("--map-steps", type=int, default=200)
+    p.add_argument("--map-lr", type=float, default=3e-2)
+    p.add_argument("--lr", type=float, default=3e-5, help="SGHMC step size")
     p.add_argument("--chains", type=int, default=2)
     p.add_argument("--num-train", type=int, default=256)
     p.add_argument("--out", default="runs/examples")
@@ -104,12 +107,12 @@ def main(argv=None) -> dict:
     )
     start = energy.initial_position()
     untrained = sm.evaluate(energy, start.unsqueeze(0), (xt, yt))
-    point = sm.find_map(energy, start, data=(x, y), batch_size=32, num_steps=a.map_steps, lr=1e-2)
+    point = sm.find_map(energy, start, data=(x, y), batch_size=32, num_steps=a.map_steps, lr=a.map_lr)
     at_map = sm.evaluate(energy, point.unsqueeze(0), (xt, yt))
     chain = sm.sample(
         energy,
         point.expand(a.chains, -1),
-        sm.SGHMC(2e-4, friction=0.1),
+        sm.SGHMC(a.lr, friction=0.1),
         a.steps,
         data=(x, y),
         batch_size=32,
