@@ -70,7 +70,7 @@ class _ModuleEvaluation:
         args, kwargs = keyword_call(self.input_keys, inputs)
         return read_output(self.module(*args, **kwargs), self.output)
 
-    def _functional(self, module: nn.Module, tensors: Mapping[str, Tensor], inputs: Sequence[Tensor]):
+    def _functional(self, module: nn.Module, tensors: dict[str, Tensor], inputs: Sequence[Tensor]):
         """``functional_call(module, tensors, ...)`` on the batch's input tensors, positional or as
         the keyword inputs ``input_keys``, its output read by ``output``."""
         if self.input_keys is None and self.output is None:
