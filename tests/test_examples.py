@@ -18,6 +18,7 @@ SMALL = {
     "custom_prior": ["--steps", "400"],
     "distributed_sgld": ["--steps", "200"],  # one process here; under torchrun below
     "compare_baselines": ["--num-train", "1000", "--num-test", "400", "--epochs", "1", "--members", "2"],
+    "lora_text": ["--steps", "100", "--map-steps", "150"],  # a tiny BERT built from a config, no download
 }
 
 
@@ -43,6 +44,9 @@ MNIST_EXAMPLES = ("mnist_calibration", "last_layer")
 @pytest.mark.parametrize("name", list(SMALL))
 def test_example_runs(name, tmp_path, capsys, request, monkeypatch):
     pytest.importorskip("matplotlib")
+    if name == "lora_text":
+        pytest.importorskip("transformers", reason="examples/lora_text.py needs transformers (structmc[hf])")
+        pytest.importorskip("peft", reason="examples/lora_text.py needs peft (structmc[hf])")
     if name in MNIST_EXAMPLES:  # the MNIST files, or a stand-in in their IDX format (never a download)
         request.getfixturevalue("mnist_data")
     if name == "compare_baselines":  # and Fashion-MNIST's, its out-of-distribution inputs; the
@@ -68,6 +72,11 @@ def test_example_runs(name, tmp_path, capsys, request, monkeypatch):
         # read from the files (or their stand-in), not the examples' own offline fallback
         assert result["data"] == "MNIST"
         assert result[key]["accuracy"] > 0.5  # far above chance (10%) even in the small setting
+    if name == "lora_text":  # the adapters learn the sentiment words; untrained they are at chance
+        assert result["untrained"]["accuracy"] < 0.7
+        assert result["map"]["accuracy"] > 0.9 and result["bayes"]["accuracy"] > 0.9
+        assert result["bayes"]["nll"] < 0.3 < result["untrained"]["nll"]
+        assert result["sampled_parameters"] < result["total_parameters"] / 10
     if name == "custom_prior":
         assert 0 < result["sigma_quantiles"][0] < result["sigma_quantiles"][2]
     if name == "compare_baselines":

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
 #: tensors found finite: id -> (a weak reference, version counter, data pointer, shape). A data set
 #: passed to ``sample()`` again is not scanned again (3.8 ms for 10,000 x 784 floats, most of a
@@ -131,9 +130,9 @@ def probe(energy, inputs: Sequence[Tensor], rows: int = 4) -> Tensor:
     buffers = {k: v.detach().clone() for k, v in energy.module.named_buffers()}
     with torch.no_grad():
         if not buffers:  # the module's parameters are views of the flat vector: the module itself
-            return energy.module(*xs)
+            return energy._forward(xs)  # its call: positional or keyword inputs, the output read
         params = energy.space.unflatten(energy._flat.detach())
-        return functional_call(energy.module, {**params, **buffers}, xs)
+        return energy._functional(energy.module, {**params, **buffers}, xs)
 
 
 _SEEDS = (12345, 54321)  # the global seeds of check_deterministic's two forwards

@@ -19,7 +19,7 @@ equally). What it returns depends on the energy's likelihood:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -27,6 +27,7 @@ from torch import Tensor
 from .batching import DataSource
 from .chain import Chain
 from .diagnostics.calibration import auroc, classification_metrics
+from .module_binding import flat_data, flat_inputs
 from .predictive import (
     _check_count,
     _check_inputs,
@@ -75,6 +76,10 @@ def evaluate(
     (:func:`~structmc.diagnostics.auroc`, the OOD inputs as positives; 0.5 is no separation), and
     ``"ood"`` holds their per-input ``entropy`` and ``mutual_information``."""
     energy = predictive_energy(energy, "evaluate")
+    keys = getattr(energy, "input_keys", None)  # a module called with keyword inputs: data may hold a dict
+    data = flat_data(keys, data, "evaluate")
+    if isinstance(ood, Mapping):
+        ood = flat_inputs(keys, (ood,), "evaluate(ood=...)")
     lik = energy.likelihood
     if lik.name not in ("categorical", "bernoulli", "gaussian"):
         raise ValueError(f"evaluate knows the categorical, bernoulli and gaussian likelihoods, not {lik.name!r}")

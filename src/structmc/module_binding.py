@@ -16,6 +16,8 @@ store together (a run's checkpoint: the running statistics are part of where a c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
 
@@ -97,3 +99,108 @@ def load_buffer_state(module: nn.Module, store: dict, state: dict) -> None:
         store.pop("chains", None)
     else:
         store["chains"] = [{k: v.to(live[k]).clone() for k, v in c.items()} for c in chains]
+
+
+# -- keyword inputs and structured outputs (Hugging Face models) ---------------------------------
+
+
+def check_input_keys(input_keys) -> tuple[str, ...] | None:
+    """``ModuleEnergy(input_keys=...)`` as a tuple of distinct names (``None``: positional inputs)."""
+    if input_keys is None:
+        return None
+    keys = (input_keys,) if isinstance(input_keys, str) else tuple(input_keys)
+    if not keys or not all(isinstance(k, str) and k for k in keys) or len(set(keys)) != len(keys):
+        raise ValueError(
+            f"input_keys must be distinct keyword names of the module's forward, e.g. ('input_ids', "
+            f"'attention_mask'), got {input_keys!r}"
+        )
+    return keys
+
+
+def flat_inputs(input_keys: tuple[str, ...] | None, inputs, who: str) -> tuple:
+    """The model's inputs as the tuple of tensors the batches carry.
+
+    ``inputs`` is a tuple of the model's inputs; a dict of tensors among them (``{"input_ids":
+    [N, L], "attention_mask": [N, L]}``) stands for the keyword inputs ``input_keys`` and becomes
+    their tensors in that order, so that minibatches index every tensor of the dict with the same
+    rows (the batching code sees tensors only). Its keys must be ``input_keys`` exactly and its
+    tensors must have the same number of rows (``ValueError`` naming the key, before any compute).
+    Tuples without a dict are returned as they are."""
+    if not any(isinstance(x, Mapping) for x in inputs):
+        return tuple(inputs)
+    if len(inputs) != 1 or not isinstance(inputs[0], Mapping):
+        raise ValueError(
+            f"{who}: keyword inputs are one dict of tensors (the model's inputs), then the targets; got "
+            f"{len(inputs)} inputs, {', '.join(type(x).__name__ for x in inputs)}"
+        )
+    given = inputs[0]
+    if input_keys is None:
+        raise ValueError(
+            f"{who}: the inputs are a dict with keys {list(given)} but the energy takes positional inputs: "
+            f"build it with ModuleEnergy(module, ..., input_keys={tuple(given)!r}) to call module(**inputs)"
+        )
+    if set(given) != set(input_keys):
+        missing = [k for k in input_keys if k not in given]
+        extra = [k for k in given if k not in input_keys]
+        raise ValueError(
+            f"{who}: the inputs' keys {list(given)} are not the energy's input_keys {list(input_keys)}"
+            f"{f' (missing {missing})' if missing else ''}{f' (not declared {extra})' if extra else ''}"
+        )
+    tensors = tuple(given[k] for k in input_keys)
+    for k, t in zip(input_keys, tensors):
+        if not isinstance(t, Tensor) or t.dim() == 0:
+            what = f"shape {list(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{who}: input {k!r} must be a tensor [n, ...], got {what}")
+    rows = {k: int(t.shape[0]) for k, t in zip(input_keys, tensors)}
+    if len(set(rows.values())) > 1:
+        first = input_keys[0]
+        odd = next(k for k in input_keys if rows[k] != rows[first])
+        raise ValueError(
+            f"{who}: every tensor of the inputs needs the same number of rows: {first!r} has {rows[first]}, "
+            f"{odd!r} has {rows[odd]} (rows {rows})"
+        )
+    return tensors
+
+
+def flat_data(input_keys: tuple[str, ...] | None, data, who: str):
+    """``(inputs..., targets)`` with a dict of keyword inputs replaced by its tensors
+    (:func:`flat_inputs`); any other ``data`` (tensors, a Dataset) is returned as it is."""
+    if isinstance(data, (tuple, list)) and len(data) >= 2 and any(isinstance(x, Mapping) for x in data[:-1]):
+        return (*flat_inputs(input_keys, tuple(data[:-1]), who), data[-1])
+    return data
+
+
+def energy_input_keys(energy) -> tuple[str, ...] | None:
+    """The ``input_keys`` of the module through which ``energy`` predicts (its declared
+    ``predictive_energy``: a :class:`~structmc.energy.ModuleEnergy` is its own), or ``None``."""
+    return getattr(getattr(energy, "predictive_energy", None), "input_keys", None)
+
+
+def keyword_call(input_keys: tuple[str, ...] | None, inputs) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` of the module's call on the batch's input tensors: positional, or
+    ``{key: tensor}`` in ``input_keys`` order (``module(**inputs)``)."""
+    if input_keys is None:
+        return tuple(inputs), {}
+    return (), dict(zip(input_keys, inputs))
+
+
+def read_output(out, output):
+    r"""The tensor the likelihood reads from the module's output.
+
+    ``output=None``: a tensor as it is; a mapping with a ``"logits"`` entry — a dict or a
+    ``transformers`` ``ModelOutput`` (an ``OrderedDict`` subclass: read as a mapping, no attribute
+    probing) — gives its logits; anything else as it is (a custom likelihood may take it).
+    ``output="key"``: that entry of a mapping output; a callable: ``output(out)``."""
+    if output is None:
+        if isinstance(out, Mapping) and not isinstance(out, Tensor) and "logits" in out:
+            return out["logits"]
+        return out
+    if callable(output):
+        return output(out)
+    if not isinstance(out, Mapping) or output not in out:
+        keys = list(out) if isinstance(out, Mapping) else None
+        raise ValueError(
+            f"output={output!r}: the module returned {type(out).__name__}"
+            f"{f' with keys {keys}' if keys is not None else ', not a mapping'}"
+        )
+    return out[output]

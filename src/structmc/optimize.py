@@ -9,7 +9,12 @@ import torch
 from torch import Tensor
 
 from .batching import MinibatchStream
+<<<<<<< HEAD
 from .energy import Energy, as_energy, from_draws_of, to_draws_of
+=======
+from .energy import Energy, as_energy
+from .module_binding import energy_input_keys, flat_data
+>>>>>>> i39-hf
 
 
 def find_map(
@@ -34,13 +39,18 @@ def find_map(
     The energy is the N/n-scaled minibatch energy, divided by N so the step size does not
     depend on the data size. ``max_seconds``: stop after the step that passes this wall time
     (fewer than ``num_steps``; the steps taken are those of an unbounded run). ``info``: a dict
-    filled with ``steps`` (taken), ``seconds`` and ``stopped_early``.
+    filled with ``steps`` (taken), ``seconds`` and ``stopped_early``. ``data`` may hold the
+    inputs as one dict of tensors (``ModuleEnergy(..., input_keys=...)``).
     """
     if max_seconds is not None and not float(max_seconds) > 0:
         raise ValueError(f"max_seconds must be > 0 or None, got {max_seconds!r}")
     init = torch.as_tensor(init).detach()
     energy = as_energy(target, init.shape[-1])
+<<<<<<< HEAD
     init = from_draws_of(energy, init.reshape(-1))
+=======
+    data = flat_data(energy_input_keys(energy), data, "find_map")  # a dict of keyword inputs: its tensors
+>>>>>>> i39-hf
     if data is not None and energy.num_data is None:
         energy = energy.with_num_data(int(data[0].shape[0]))
     scale = 1.0 / (energy.num_data or 1)

@@ -16,6 +16,7 @@ from .chain import Chain
 from .energy import Energy
 from .energy_checks import _all_finite, _first_layer
 from .likelihoods import Likelihood
+from .module_binding import flat_inputs, keyword_call, read_output
 from .space import ParamSpace
 
 
@@ -261,7 +262,8 @@ def predictive(
     if not isinstance(per_draw, bool):
         raise TypeError(f"per_draw must be True or False, got {per_draw!r}")
     model = predictive_energy(energy, "predictive")
-    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    inputs = (inputs,) if isinstance(inputs, (Tensor, Mapping)) else tuple(inputs)
+    inputs = flat_inputs(getattr(model, "input_keys", None), inputs, "predictive")
     if not inputs or not all(isinstance(t, Tensor) for t in inputs):
         raise TypeError("inputs must be a tensor or a sequence of tensors [n, ...]")
     if (
@@ -379,6 +381,10 @@ class PosteriorPredictive(nn.Module):
         samples = draws.samples if isinstance(draws, Chain) else draws
         _finite_draws(samples[chain] if chain is not None and samples.dim() == 3 else samples)
         self.likelihood = model.likelihood
+        # the module's call (ModuleEnergy(input_keys=..., output=...)): keyword inputs, the output read
+        self.input_keys = getattr(model, "input_keys", None)
+        self.output = getattr(model, "output", None)
+        self._vmap_failed = bool(getattr(model, "_vmap_failed", False))
         # each group's draws reduced to the module's own tensors [S, ...], and its buffers
         self._groups: list[tuple[list[tuple[str, str]], list[tuple[str, str]]]] = []
         for g, (group, buffers) in enumerate(groups):
@@ -408,8 +414,20 @@ class PosteriorPredictive(nn.Module):
         """The number of draws averaged over (all chains', or ``chain``'s)."""
         return sum(int(getattr(self, params[0][1]).shape[0]) for params, _ in self._groups)
 
-    def forward(self, *inputs: Tensor) -> dict[str, Tensor]:
-        """The posterior predictive at ``inputs`` (each ``[n, ...]``): :func:`predictive`'s dict."""
+    def forward(self, *inputs: Tensor, **keyword_inputs: Tensor) -> dict[str, Tensor]:
+        """The posterior predictive at ``inputs`` (each ``[n, ...]``): :func:`predictive`'s dict.
+        A module called with keyword inputs (``ModuleEnergy(..., input_keys=...)``) takes them as
+        keywords, ``bayes(input_ids=..., attention_mask=...)``, or as one dict."""
+        if keyword_inputs:
+            if inputs:
+                raise TypeError("PosteriorPredictive: give the inputs positionally or as keywords, not both")
+            inputs = (keyword_inputs,)  # type: ignore[assignment]
+        inputs = flat_inputs(self.input_keys, inputs, "PosteriorPredictive")
+        args, kwargs = keyword_call(self.input_keys, inputs)
+
+        def draw_forward(values, state):
+            return read_output(functional_call(self.module, {**values, **state}, args, kwargs), self.output)
+
         outputs = []
         for params, kept in self._groups:
             stacked = {name: getattr(self, slot) for name, slot in params}
@@ -417,7 +435,22 @@ class PosteriorPredictive(nn.Module):
             S = next(iter(stacked.values())).shape[0]
             for lo in range(0, S, self.draws_per_call):
                 chunk = {k: v[lo : lo + self.draws_per_call] for k, v in stacked.items()}
+                if not self._vmap_failed:
+                    try:
+                        outputs.append(vmap(lambda values, state=state: draw_forward(values, state))(chunk))
+                        continue
+                    except RuntimeError as err:
+                        if "vmap" not in str(err):
+                            raise
+                        self._vmap_failed = True  # e.g. transformers' attention masks: draws one by one
+                        warnings.warn(
+                            f"PosteriorPredictive: the module's forward cannot be vmapped over draws "
+                            f"({str(err).splitlines()[0][:200]}); evaluating the draws one after another",
+                            UserWarning,
+                            stacklevel=2,
+                        )
+                count = next(iter(chunk.values())).shape[0]
                 outputs.append(
-                    vmap(lambda values, state=state: functional_call(self.module, {**values, **state}, inputs))(chunk)
+                    torch.stack([draw_forward({k: v[i] for k, v in chunk.items()}, state) for i in range(count)])
                 )
         return self.likelihood.predict(torch.cat(outputs))

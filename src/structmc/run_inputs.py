@@ -16,6 +16,7 @@ from torch import Tensor
 from .batching import DataSource
 from .energy import Energy, draw_space_of, from_draws_of
 from .execution import Execution
+from .module_binding import energy_input_keys, flat_data
 
 
 @dataclass(frozen=True)
@@ -259,6 +260,15 @@ class PreparedTarget:
         return self.given_data, self.source, self.probe
 
 
+def _flat_keyword_data(target, data):
+    """``(inputs_dict, targets)`` for a module called with keyword inputs (``ModuleEnergy(...,
+    input_keys=...)``, or an energy that predicts through one): the dict's tensors in
+    ``input_keys`` order (:func:`structmc.module_binding.flat_data`); other data as it is."""
+    if not isinstance(data, (tuple, list)) or not any(isinstance(x, Mapping) for x in data[:-1]):
+        return data
+    return flat_data(energy_input_keys(target), data, "sample")
+
+
 def prepared_target(target, init, data, batch_size, batching, num_chains, check) -> PreparedTarget:
     """The run's energy (``num_data`` set to the data's length when ``None``; a stateful one
     replaced by a fresh copy) and initial positions, refused before any compute where the data,
@@ -266,6 +276,7 @@ def prepared_target(target, init, data, batch_size, batching, num_chains, check)
     :meth:`~structmc.energy.Energy.check`."""
     from .energy import StatefulEnergy, as_energy
 
+    data = _flat_keyword_data(target, data)
     source, data = as_source(data)  # a Dataset (or a per-batch transform): DataSource; tensors: data
     on_dataset = source is not None and source.dataset is not None
     probe = source.probe() if on_dataset else None

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ..module_binding import energy_input_keys, flat_data
 from .log_density import LogDensityEnergy
 from .protocols import Batch, Energy
 
@@ -82,8 +83,11 @@ def full_data_value_and_grad(energy: Energy, theta: Tensor, data: Sequence[Tenso
     """Exact full-data energy and gradient, accumulated over contiguous chunks of ``data``.
 
     Each chunk's N/n-scaled energy is weighted by n_k/N, so the likelihood sums exactly once
-    and the prior (present in every chunk) gets total weight one.
+    and the prior (present in every chunk) gets total weight one. ``data`` may hold the inputs
+    as one dict of tensors (a module called with keyword inputs: ``ModuleEnergy(...,
+    input_keys=...)``).
     """
+    data = flat_data(energy_input_keys(energy), data, "full_data_value_and_grad")
     n_total = int(data[0].shape[0])
     if energy.num_data is None and n_total > chunk_size:
         raise ValueError("full-data evaluation in chunks needs energy.num_data (the N/n scaling)")

@@ -14,7 +14,15 @@ from torch import Tensor, nn
 from .. import fingerprint
 from ..energy_checks import _refuse_dropout, _refuse_meta, check_deterministic, check_module_data, probe
 from ..likelihoods import Likelihood, make_likelihood
-from ..module_binding import bind_flat, buffer_chains, buffer_state, chain_buffers, load_buffer_state
+from ..module_binding import (
+    bind_flat,
+    buffer_chains,
+    buffer_state,
+    chain_buffers,
+    check_input_keys,
+    flat_data,
+    load_buffer_state,
+)
 from ..space import ParamSpace
 from .bases import EnergyBase, _as_num_data, _described
 from .paths import _ModuleEvaluation
@@ -78,6 +86,20 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
     96 ms against about 20 ms a step, see docs/performance.md). The values agree to float
     rounding; the choice is not part of the run's fingerprint.
     The module is evaluated in the train/eval mode it was given in.
+
+    Keyword inputs and structured outputs (e.g. a ``transformers`` model): ``input_keys=
+    ("input_ids", "attention_mask")`` calls ``module(**{key: tensor})``; ``sm.sample``,
+    :func:`~structmc.energy.full_data_value_and_grad`, ``check_data``, ``predictive``,
+    ``PosteriorPredictive`` and ``evaluate`` then take the inputs as one dict of tensors
+    ``(inputs_dict, targets)`` (or those tensors positionally, in ``input_keys`` order).
+    Minibatches index every tensor of the dict with the same rows; a key missing or
+    undeclared, or tensors with different numbers of rows, is a ``ValueError`` naming the key
+    before any compute. ``output`` says what the likelihood reads from the module's output:
+    ``None`` (default) takes a tensor as it is and the ``"logits"`` entry of a mapping output
+    (a dict, or ``transformers``' ``ModelOutput``, an ``OrderedDict``); ``"key"`` another entry;
+    a callable ``output(out) -> Tensor`` anything else. A forward that ``vmap`` refuses
+    (transformers' attention masks branch on the data) evaluates several chains one after
+    another, with a warning, as ``chain_evaluation="loop"`` does.
     """
 
     _prior_spec: Prior | None  # set by _set_prior (None: prior_std's Normal)
@@ -94,8 +116,15 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         prior=None,
         sample: str | Sequence[str] | Callable[[str, Tensor], bool] | None = None,
         chain_evaluation: str = "vmap",
+        input_keys: str | Sequence[str] | None = None,
+        output: str | Callable | None = None,
     ):
         _refuse_meta(module)
+        self.input_keys = check_input_keys(input_keys)
+        if output is not None and not (isinstance(output, str) or callable(output)):
+            raise TypeError(f"output must be None, an entry name such as 'logits' or a callable, got {output!r}")
+        self.output = output
+        self._vmap_failed = False  # set when vmap refuses the forward: chains then run in a loop
         if chain_evaluation not in ("vmap", "loop"):
             raise ValueError(f"chain_evaluation must be 'vmap' or 'loop', got {chain_evaluation!r}")
         self.module = copy.deepcopy(module)
@@ -167,6 +196,8 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         # the forward never reads and return the prior's gradient alone. Bind them again.
         self.__dict__.update(state)
         self.__dict__.setdefault("chain_evaluation", "vmap")  # pickled before the option existed
+        for name, default in (("input_keys", None), ("output", None), ("_vmap_failed", False)):
+            self.__dict__.setdefault(name, default)  # pickled before keyword inputs existed
         if self._prior_spec is None and not self.prior._fused:  # pickled before the fused forms moved
             self.prior.fuse()  # into the bound Normal (issue 23): the same rounding as when it was written
         self._bind()
@@ -273,7 +304,7 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         says when they concern a Dataset's items), then :meth:`check_init` on ``init``."""
         if data is not None:
             try:
-                self.check_data(data)
+                self.check_data(self.flat_data(data))
             except (ValueError, TypeError) as err:
                 setattr(err, "about_data", True)  # noqa: B010  (an attribute the built-in errors do not declare)
                 raise
@@ -286,6 +317,11 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         sampled ones are the chain's state), the likelihood and the prior (every tensor it holds)."""
         module, state, unchecked = fingerprint.module_fingerprint(self.module, {i.name for i in self.space.params})
         parts = {"module": module, "module_state": state}
+        if self.input_keys is not None or self.output is not None:  # other energies' fingerprints unchanged
+            parts["call"], missing = fingerprint.value_fingerprint(
+                {"input_keys": self.input_keys, "output": self.output}, "the module's call"
+            )
+            unchecked += missing
         for key, obj, label in (
             ("likelihood", self.likelihood, "the likelihood"),
             ("prior", {"prior_std": self.prior_std, "spec": self._prior_spec, "bound": self.prior}, "the prior"),
@@ -353,7 +389,14 @@ class ModuleEnergy(EnergyBase, _ModuleEvaluation):
         row matching the output's); no NaN/Inf in floating data; a deterministic forward
         (:func:`structmc.energy_checks.check_module_data`).
         """
-        check_module_data(self, data)
+        check_module_data(self, self.flat_data(data))
+
+    def flat_data(self, data):
+        """``(inputs_dict, targets)`` as the tensors the batches carry: the dict's tensors in
+        ``input_keys`` order, then the targets (``ValueError`` for keys that are not
+        ``input_keys``, or tensors with different numbers of rows, naming the key); other data as
+        it is (:func:`structmc.module_binding.flat_data`)."""
+        return flat_data(self.input_keys, data, "ModuleEnergy")
 
     def _check_target(self, out: Tensor, target: Tensor, rows: int) -> None:
         self.likelihood.check_target(out, target, rows)

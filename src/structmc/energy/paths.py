@@ -7,7 +7,8 @@ class costs what one defined on the class does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,7 +18,7 @@ from torch.func import functional_call
 from .._vmap import vmap  # torch.func.vmap, immune to tensordict's patches (issue 22 §3)
 from ..autodiff import hutchinson_diag, traced_value_and_grad
 from ..energy_checks import _check_batch_layout, _check_theta
-from ..module_binding import swap_buffers
+from ..module_binding import keyword_call, read_output, swap_buffers
 from .protocols import Batch
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class _ModuleEvaluation:
     _hot_batch: tuple[Sequence[Tensor], list[Tensor], Tensor] | None  # (batch, chain-0 inputs, chain-0 target)
     _randomness_checked: bool
     _has_buffers: bool
+    input_keys: tuple[str, ...] | None
+    output: str | Callable | None
+    _vmap_failed: bool
 
     if TYPE_CHECKING:  # ModuleEnergy's, which these paths call
 
@@ -58,20 +62,36 @@ class _ModuleEvaluation:
 
         def _check_deterministic(self, inputs: Sequence[Tensor]) -> None: ...
 
+    def _forward(self, inputs: Sequence[Tensor]):
+        """The bound module on the batch's input tensors (``module(*inputs)``, or
+        ``module(**{key: tensor})`` with ``input_keys``), its output read by ``output``."""
+        if self.input_keys is None and self.output is None:  # the plain path: no per-call work
+            return self.module(*inputs)
+        args, kwargs = keyword_call(self.input_keys, inputs)
+        return read_output(self.module(*args, **kwargs), self.output)
+
+    def _functional(self, module: nn.Module, tensors: dict[str, Tensor], inputs: Sequence[Tensor]):
+        """``functional_call(module, tensors, ...)`` on the batch's input tensors, positional or as
+        the keyword inputs ``input_keys``, its output read by ``output``."""
+        if self.input_keys is None and self.output is None:
+            return functional_call(module, tensors, tuple(inputs))
+        args, kwargs = keyword_call(self.input_keys, inputs)
+        return read_output(functional_call(module, tensors, args, kwargs), self.output)
+
     def _single(self, theta1: Tensor, inputs: Sequence[Tensor], target: Tensor, scale: float, grad: bool):
         """One chain through the bound module; returns (negative scaled log-lik, grad)."""
         if theta1.data_ptr() != self._flat.data_ptr():
             self._flat.copy_(theta1)
         if not grad:
             with torch.no_grad():
-                return -scale * self.likelihood.log_lik(self.module(*inputs), target), None
+                return -scale * self.likelihood.log_lik(self._forward(inputs), target), None
         self._grad.zero_()
         if torch.is_grad_enabled():  # the usual case: skip the context manager's cost
-            nll = -scale * self.likelihood.log_lik(self.module(*inputs), target)
+            nll = -scale * self.likelihood.log_lik(self._forward(inputs), target)
             nll.backward()
         else:
             with torch.enable_grad():
-                nll = -scale * self.likelihood.log_lik(self.module(*inputs), target)
+                nll = -scale * self.likelihood.log_lik(self._forward(inputs), target)
                 nll.backward()
         return nll.detach(), self._grad
 
@@ -96,7 +116,7 @@ class _ModuleEvaluation:
         module, space, lik = self.module, self.space, self.likelihood
 
         def chain_forward(params, *inputs):
-            return functional_call(module, params, inputs)
+            return self._functional(module, params, inputs)
 
         def log_lik(params):  # the forward vmapped, the likelihood batched where it can be
             out = vmap(chain_forward)(params, *batch[:-1])
@@ -139,7 +159,7 @@ class _ModuleEvaluation:
         def nll_of(*xs):  # the parameters, then the buffers (updated in place: passed in)
             tensors = {i.name: x.view(i.shape) for i, x in zip(space.params, xs[:n])}
             tensors.update(zip(names, xs[n:]))
-            return -scale * lik.log_lik(functional_call(module, tensors, inputs), target)
+            return -scale * lik.log_lik(self._functional(module, tensors, inputs), target)
 
         chunks = tuple(theta[chain, i.slice] for i in space.params)
         if not grad:
@@ -186,8 +206,23 @@ class _ModuleEvaluation:
             g = None if g is None else g.unsqueeze(0)
         elif self._has_buffers or self.chain_evaluation == "loop":
             nll, g = self._looped(theta, batch, scale, grad)
+        elif self._vmap_failed:
+            nll, g = self._looped(theta, batch, scale, grad)
         else:
-            nll, g = self._vmapped(theta, batch, scale, grad)
+            try:
+                nll, g = self._vmapped(theta, batch, scale, grad)
+            except RuntimeError as err:
+                if "vmap" not in str(err):  # not vmap's refusal: the forward itself fails
+                    raise
+                self._vmap_failed = True  # e.g. transformers' attention masks (data-dependent branches)
+                warnings.warn(
+                    f"ModuleEnergy: {type(self.module).__name__}'s forward cannot be vmapped over chains "
+                    f"({str(err).splitlines()[0][:200]}); evaluating the chains one after another (the same "
+                    "values; pass chain_evaluation='loop' to choose this and silence the warning)",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                nll, g = self._looped(theta, batch, scale, grad)
         energy = nll + self.prior_energy(theta)
         return energy, (None if g is None else self._add_prior_grad(g, theta))
 
@@ -202,7 +237,7 @@ class _ModuleEvaluation:
         buffers = {k: v.detach().clone() for k, v in module.named_buffers()}
 
         def chain_log_lik(flat, *b):
-            out = functional_call(module, {**space.unflatten(flat), **buffers}, tuple(b[:-1]))
+            out = self._functional(module, {**space.unflatten(flat), **buffers}, b[:-1])
             return lik.log_lik(out, b[-1])
 
         if buffers:
@@ -223,7 +258,7 @@ class _ModuleEvaluation:
         for c in range(theta.shape[0]):
             leaf = theta[c].detach().clone().requires_grad_(True)
             with torch.enable_grad():
-                out = functional_call(self.module, self.space.unflatten(leaf), tuple(t[c] for t in batch[:-1]))
+                out = self._functional(self.module, self.space.unflatten(leaf), [t[c] for t in batch[:-1]])
                 log_prior = -self.prior.energy(leaf.unsqueeze(0))[0]
                 u = -scale * self.likelihood.log_lik(out, batch[-1][c]) - log_prior
                 (g,) = torch.autograd.grad(u, leaf)
@@ -250,15 +285,27 @@ class _ModuleEvaluation:
         extra = {} if buffers is None else {k: v.to(self.device) for k, v in buffers.items()}
         try:
             outs = []
+
+            def draw_forward(flat):
+                return self._functional(self.module, {**self.space.unflatten(flat), **extra}, inputs)
+
             for s0 in range(0, samples.shape[0], draws_per_call):
                 chunk = samples[s0 : s0 + draws_per_call].to(self._flat)
-                outs.append(
-                    vmap(
-                        lambda flat: functional_call(
-                            self.module, {**self.space.unflatten(flat), **extra}, tuple(inputs)
+                if not self._vmap_failed:
+                    try:
+                        outs.append(vmap(draw_forward)(chunk))
+                        continue
+                    except RuntimeError as err:
+                        if "vmap" not in str(err):
+                            raise
+                        self._vmap_failed = True
+                        warnings.warn(
+                            f"ModuleEnergy: {type(self.module).__name__}'s forward cannot be vmapped over draws "
+                            f"({str(err).splitlines()[0][:200]}); evaluating the draws one after another",
+                            UserWarning,
+                            stacklevel=3,
                         )
-                    )(chunk)
-                )
+                outs.append(torch.stack([draw_forward(flat) for flat in chunk]))
             return torch.cat(outs)
         finally:
             self.module.train(was_training)

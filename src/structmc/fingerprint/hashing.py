@@ -36,6 +36,15 @@ _LIBRARIES = {
     "_abc",
     "random",
     "statistics",
+    # Hugging Face models (ModuleEnergy(input_keys=...)): installed libraries, identified by name
+    # as torch is. Hashed by what they compute, a transformers model's code graph is followed at
+    # every reference, 8 levels deep: a tiny BERT's run fingerprint had not finished after minutes
+    "transformers",
+    "peft",
+    "accelerate",
+    "huggingface_hub",
+    "safetensors",
+    "tokenizers",
 }
 # Names recorded in place of the current ones (issue 38): a qualified-name prefix (a package, a
 # module or one object) -> the name it is recorded under, so that a run folder written before a
