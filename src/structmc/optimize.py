@@ -9,12 +9,8 @@ import torch
 from torch import Tensor
 
 from .batching import MinibatchStream
-<<<<<<< HEAD
 from .energy import Energy, as_energy, from_draws_of, to_draws_of
-=======
-from .energy import Energy, as_energy
 from .module_binding import energy_input_keys, flat_data
->>>>>>> i39-hf
 
 
 def find_map(
@@ -46,11 +42,8 @@ def find_map(
         raise ValueError(f"max_seconds must be > 0 or None, got {max_seconds!r}")
     init = torch.as_tensor(init).detach()
     energy = as_energy(target, init.shape[-1])
-<<<<<<< HEAD
     init = from_draws_of(energy, init.reshape(-1))
-=======
     data = flat_data(energy_input_keys(energy), data, "find_map")  # a dict of keyword inputs: its tensors
->>>>>>> i39-hf
     if data is not None and energy.num_data is None:
         energy = energy.with_num_data(int(data[0].shape[0]))
     scale = 1.0 / (energy.num_data or 1)
