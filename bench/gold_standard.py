@@ -377,9 +377,7 @@ def mix_log_density(p, d):
     comp = normal_lpdf(y[:, None], mu[..., None, :], sigma[..., None, :])  # B + (N, 2)
     log_weight = torch.log(torch.stack([theta, 1 - theta], -1))[..., None, :]
     mix = torch.logsumexp(comp + log_weight, dim=-1).sum(-1)
-    return (
-        normal_lpdf(mu, 0.0, 2.0).sum(-1) + normal_lpdf(sigma, 0.0, 2.0).sum(-1) + beta_lpdf(theta, 5.0, 5.0) + mix
-    )
+    return normal_lpdf(mu, 0.0, 2.0).sum(-1) + normal_lpdf(sigma, 0.0, 2.0).sum(-1) + beta_lpdf(theta, 5.0, 5.0) + mix
 
 
 MIXTURE = Posterior(
@@ -440,7 +438,9 @@ def constrained_log_density_energy(
     Elementwise constraints only (real, positive, intervals). ``jacobian=False`` leaves the
     Jacobian out: a wrong posterior, which the tests use to show their checks can fail."""
     if set(params) != set(constraints):
-        raise ValueError(f"params and constraints must name the same parameters: {sorted(params)} vs {sorted(constraints)}")
+        raise ValueError(
+            f"params and constraints must name the same parameters: {sorted(params)} vs {sorted(constraints)}"
+        )
     transforms, slices, start = {}, {}, 0
     for name, shape in params.items():
         t = biject_to(constraints[name])
@@ -563,7 +563,9 @@ def run_sampler(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence warnings: the table is the verdict
         if kind == "MALA":
-            u, accept = _whitened_mala(target, lap, settings, z0, chains=chains, burn_in=burn_in, draws=draws, seed=seed)
+            u, accept = _whitened_mala(
+                target, lap, settings, z0, chains=chains, burn_in=burn_in, draws=draws, seed=seed
+            )
             facts = {"accept": accept}
         else:
             init = lap.mode + z0 @ lap.chol_cov.T
@@ -575,7 +577,9 @@ def run_sampler(
                 sampler = sm.PSGLD(settings["lr"], num_data=settings["num_data"])
             else:
                 raise ValueError(kind)
-            chain = sm.sample(target.energy, init, sampler, steps, burn_in=burn_in, seed=seed, num_chains=chains, progress=False)
+            chain = sm.sample(
+                target.energy, init, sampler, steps, burn_in=burn_in, seed=seed, num_chains=chains, progress=False
+            )
             u = chain.samples
             facts = {}
     facts["seconds"] = time.perf_counter() - t0
@@ -657,11 +661,19 @@ class PosteriorDB:
             raise FileNotFoundError(f"{path}: neither a posteriordb checkout nor a bare git repository of it")
 
     def _read(self, rel: str) -> bytes:
+        """A file under ``posterior_database/`` (``../NAME``: the repository's top level)."""
         if self.git:
+            spec = rel[3:] if rel.startswith("../") else f"posterior_database/{rel}"
             return subprocess.run(
-                ["git", "-C", str(self.root), "show", f"HEAD:posterior_database/{rel}"], check=True, capture_output=True
+                ["git", "-C", str(self.root), "show", f"HEAD:{spec}"], check=True, capture_output=True
             ).stdout
         return (self.root / rel).read_bytes()
+
+    def licence(self) -> str:
+        try:
+            return self._read("../LICENCE.md").decode()
+        except (FileNotFoundError, subprocess.CalledProcessError):
+            return "BSD 3-Clause License, Copyright (c) 2011-2024, Stan Developers and their Assignees (LICENCE.md not found)"
 
     def _json(self, rel: str):
         if rel.endswith(".zip"):
@@ -676,7 +688,9 @@ class PosteriorDB:
     def commit(self) -> str:
         if not self.git:
             return "unknown (a plain folder)"
-        out = subprocess.run(["git", "-C", str(self.root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "-C", str(self.root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
         return out.stdout.strip()
 
     def posterior(self, name: str) -> dict:
@@ -764,9 +778,14 @@ def write_fixtures(db: PosteriorDB, path: Path) -> None:
             "<posterior>.json.zip; reference mean and sd (N - 1) over all 10 chains x 1,000 reference draws, per quantity; "
             "written by bench/gold_standard.py --write-fixtures"
         ),
+        "licence": db.licence(),
+        "data_sources": (
+            "eight schools: Rubin (1981), J. Educational Statistics 6(4); earnings: Gelman & Hill (2007), "
+            "Data Analysis Using Regression and Multilevel/Hierarchical Models, as distributed by posteriordb"
+        ),
         "posteriors": {},
     }
-    for post in (EIGHT_SCHOOLS, BLR):
+    for post in (EIGHT_SCHOOLS, EARNINGS):
         means, sds, info = db.reference(post.name)
         out["posteriors"][post.name] = {
             "data_file": f"posterior_database/data/data/{db.posterior(post.name)['data_name']}.json.zip",
@@ -779,12 +798,16 @@ def write_fixtures(db: PosteriorDB, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--posteriordb", default=os.environ.get("STRUCTMC_POSTERIORDB"), help="posteriordb checkout or bare git repo")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--posteriordb", default=os.environ.get("STRUCTMC_POSTERIORDB"), help="posteriordb checkout or bare git repo"
+    )
     ap.add_argument("--only", nargs="*", help="posterior names (default: all eight)")
     ap.add_argument("--chains", type=int, default=8)
-    ap.add_argument("--burn-in", type=int, default=1000)
-    ap.add_argument("--draws", type=int, default=3000)
+    ap.add_argument("--burn-in", type=int, default=500)
+    ap.add_argument("--draws", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", help="write the results as JSON here")
@@ -809,18 +832,34 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
         ).stdout.strip(),
         "machine": f"{platform.machine()} {platform.processor() or ''} torch {torch.__version__}, {args.threads} thread(s)",
-        "protocol": {"temperature": 1.0, "chains": args.chains, "burn_in": args.burn_in, "draws": args.draws, "seed": args.seed},
+        "protocol": {
+            "temperature": 1.0,
+            "chains": args.chains,
+            "burn_in": args.burn_in,
+            "draws": args.draws,
+            "seed": args.seed,
+        },
         "posteriors": {},
     }
     print(HEADER)
-    for k, name in enumerate(names):
+    for name in names:
+        k = list(POSTERIORS).index(name)  # the seed follows the posterior, not the order of --only
         post = POSTERIORS[name]
         data = post.prepare(db.data(name))
         means, sds, _ = db.reference(name)
         ref_mean, ref_sd = reference_for(post, data, means, sds)
         results["posteriors"][name] = run_posterior(
-            post, data, ref_mean, ref_sd, chains=args.chains, burn_in=args.burn_in, draws=args.draws, seed=args.seed + 10 * k
+            post,
+            data,
+            ref_mean,
+            ref_sd,
+            chains=args.chains,
+            burn_in=args.burn_in,
+            draws=args.draws,
+            seed=args.seed + 10 * k,
         )
+        if args.out:  # after each posterior: a long run interrupted keeps what it finished
+            Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     results["seconds"] = time.perf_counter() - t0
     results["cpu_seconds"] = time.process_time()
     print(f"total {results['seconds']:.0f} s wall, {results['cpu_seconds']:.0f} s CPU")
