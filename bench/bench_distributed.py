@@ -13,6 +13,8 @@ one run:
   included: on one device that is where load imbalance shows) and ``compute`` the rest;
 * ``all-reduce alone``: the collective on a tensor of the gradient's size ``[C, P]``, repeated,
   without the model (the floor of ``comm``);
+* with ``--dataset``, structmc's runs read the rows from a map-style Dataset (``__getitems__``,
+  each rank its share of each batch) instead of tensors; the hand loop keeps the tensors;
 * ``hand loop``: the data-parallel SGLD loop a careful PyTorch user writes (:class:`HandLoop`:
   the rank's share of each global batch, one ``all_reduce`` of the flattened gradients, foreach
   updates), timed in the same rounds; ``structmc / hand loop`` is the ratio of the two
@@ -60,6 +62,23 @@ def make_problem(model: str, num_data: int, device: str):
         x = torch.randn(num_data, 784, generator=g)
     y = torch.randint(0, 10, (num_data,), generator=g)
     return energy.to(device), (x.to(device), y.to(device))
+
+
+class Items(torch.utils.data.Dataset):
+    """``--dataset``: the same rows as a map-style Dataset read with ``__getitems__`` (one call a
+    batch, the rows collated), so each rank reads only its share of each batch."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x.cpu(), y.cpu()
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+    def __getitems__(self, indices):
+        return [(self.x[i], self.y[i]) for i in indices]
 
 
 def _sync(device: str) -> None:
@@ -124,7 +143,7 @@ def measure(args, distributed: bool, device: str) -> dict:
         energy,
         init,
         structmc.SGLD(1e-6),
-        data=data,
+        data=Items(*data) if args.dataset else data,
         batch_size=args.batch,
         num_chains=args.chains,
         seed=0,
@@ -217,6 +236,7 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--dataset", action="store_true", help="structmc reads the rows from a map-style Dataset")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args(argv)
     worlds = [int(w) for w in args.world_sizes.split(",") if w]
@@ -230,6 +250,7 @@ def main(argv=None) -> dict:
     print(
         f"\n{args.model} (P = {rows['one process']['dim']:,}), {args.chains} chain(s), global batch {args.batch}, "
         f"{dev}; gradient all-reduce {rows['one process']['gradient_mb']:.2f} MiB per step"
+        + ("; structmc reads a Dataset (each rank its share; the hand loop: tensors)" if args.dataset else "")
     )
     print(
         "| run | ms / step | comm ms / step | compute ms / step | comm share | all-reduce alone ms | speed-up "

@@ -68,15 +68,19 @@ def test_example_runs(name, tmp_path, capsys, request):
         assert 0 < result["sigma_quantiles"][0] < result["sigma_quantiles"][2]
 
 
-def test_distributed_example_under_torchrun_gives_the_one_process_chain(tmp_path):
+@pytest.mark.parametrize("dataset", [False, True], ids=["tensors", "dataset"])
+def test_distributed_example_under_torchrun_gives_the_one_process_chain(tmp_path, dataset):
     """`torchrun --nproc-per-node 2 examples/distributed_sgld.py`: two gloo ranks on this CPU
-    compute one chain, which rank 0 compares with the same chain on one process."""
+    compute one chain, which rank 0 compares with the same chain on one process; with
+    `--dataset` the data is a map-style Dataset of which each rank reads only its share."""
     import re
     import subprocess
 
     pytest.importorskip("matplotlib")
+    steps = 60 if dataset else 300
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    cmd += [str(EXAMPLES / "distributed_sgld.py"), "--steps", "300", "--out", str(tmp_path)]
+    cmd += [str(EXAMPLES / "distributed_sgld.py"), "--steps", str(steps), "--out", str(tmp_path)]
+    cmd += ["--dataset"] if dataset else []
     done = subprocess.run(
         cmd, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}
     )
@@ -86,3 +90,7 @@ def test_distributed_example_under_torchrun_gives_the_one_process_chain(tmp_path
     assert float(found.group(1)) < 1e-10  # float rounding (float64), not another chain
     assert (tmp_path / "distributed_sgld.png").stat().st_size > 10_000
     assert (tmp_path / "distributed_sgld-2-ranks" / "manifest.json").exists()  # rank 0's run folder
+    if dataset:  # 2 chains × 100 rows (its half of the 200) a step, one batch read ahead, the
+        # first 8 items twice (the checks) and the 4,000 items hashed once for the run folder
+        read = int(re.search(r"rank 0 read (\d+) items", done.stdout).group(1))
+        assert steps * 200 <= read - 16 - 4_000 <= (steps + 1) * 200, read

@@ -266,15 +266,25 @@ class DatasetStream(MinibatchStream):
             whole = self._fetch(torch.arange(self.num_data).unsqueeze(0))
             self._full_batch = tuple(t.expand(num_chains, *t.shape[1:]) for t in whole)
         if mode == "stratified":
-            labels = source.labels if source.labels is not None else getattr(source.dataset, "targets", None)
-            if labels is None:
-                raise ValueError(
-                    "stratified batching over a Dataset needs its class labels: DataSource(dataset, "
-                    "labels=...) or a dataset with a 'targets' attribute"
-                )
-            which = "DataSource(labels=...)" if source.labels is not None else "the dataset's 'targets'"
-            labels = source._check_labels(torch.as_tensor(labels), which)
-            self._strata = _strata(labels.to(self.device), self.batch_size)
+            self._stratify()
+
+    def _stratify(self) -> None:
+        """The class strata of ``batching="stratified"``, from the dataset's labels."""
+        source = self.source
+        labels = source.labels if source.labels is not None else getattr(source.dataset, "targets", None)
+        if labels is None:
+            raise ValueError(
+                "stratified batching over a Dataset needs its class labels: DataSource(dataset, "
+                "labels=...) or a dataset with a 'targets' attribute"
+            )
+        which = "DataSource(labels=...)" if source.labels is not None else "the dataset's 'targets'"
+        labels = source._check_labels(torch.as_tensor(labels), which)
+        self._strata = _strata(labels.to(self.device), self.batch_size)
+
+    def _selected(self, idx: Tensor) -> Tensor:
+        """The columns of a batch's ``[C, n]`` indices this stream fetches: all of them (a
+        distributed run's stream fetches only its rank's share)."""
+        return idx
 
     def _fetch(self, idx: Tensor) -> tuple[Tensor, ...]:
         C, n = idx.shape
@@ -291,7 +301,7 @@ class DatasetStream(MinibatchStream):
         if self.full:
             batch = self._full_batch
         else:
-            idx = self._next_indices()
+            idx = self._selected(self._next_indices())
             pending, self._pending = self._pending, None
             if pending is not None and pending[0].shape == idx.shape and torch.equal(pending[0], idx):
                 batch = pending[1].result()
@@ -299,6 +309,7 @@ class DatasetStream(MinibatchStream):
                 batch = self._fetch(idx)
             upcoming = self._upcoming_indices() if self.source.prefetch else None
             if upcoming is not None:
+                upcoming = self._selected(upcoming)
                 if self._pool is None:
                     from concurrent.futures import ThreadPoolExecutor
 

@@ -36,14 +36,25 @@ How a step works
     chain equals the single-process chain with the same global batch to float rounding (the
     sum is split differently), not bit for bit.
 
+Data past one machine's memory
+    With a map-style ``Dataset`` (or a :class:`~structmc.batching.DataSource` over one) no rank
+    holds the data: every rank draws the same global indices ``[C, B]`` and reads from the
+    Dataset only the items of its share, ``C·b_r`` per batch (:class:`DatasetShareStream`:
+    ``dataset[i]`` per index or one ``__getitems__`` call, collated as in one process; a full
+    batch reads its share of the items once). Before any compute the ranks compare the
+    Dataset's class, length and first items, not every item. The run reads the Dataset in
+    full nowhere: a control variate's full-data gradient is refused on a Dataset (in one
+    process too) and a divergence at the first iteration is explained on the first items.
+
 What it refuses, before any compute
     Kernels that are not gradient samplers, except the one-block MALA step (the blocked Gibbs
     sweep stays single-process: its per-block accept/reject would need one latency-bound
     reduction per block, hundreds per sweep); an unscaled minibatch energy
-    (``MetropolisWithinGibbs(scaling="none")``: the shares' estimates are averaged); energies with module buffers (BatchNorm's batch statistics are per share); a
-    ``DataSource`` (a ``Dataset`` or a per-batch transform: a transform's random numbers
-    depend on the share) and ``split_batch=True`` structured energies; a global batch smaller
-    than the world size; ranks whose settings, data or initial positions differ.
+    (``MetropolisWithinGibbs(scaling="none")``: the shares' estimates are averaged); energies
+    with module buffers (BatchNorm's batch statistics are per share); a per-batch transform
+    (``DataSource(transform=...)``: its random numbers depend on the share) and
+    ``split_batch=True`` structured energies; a global batch smaller than the world size;
+    ranks whose settings, data or initial positions differ.
 
 Run folders
     Rank 0 writes the run folder, checkpoints and draws; the others write nothing. On resume
@@ -72,7 +83,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .batching import MinibatchStream
+from .batching import DatasetStream, MinibatchStream
 from .energy import Energy, full_data_value_and_grad
 from .execution import Execution
 from .gradients import ControlVariate
@@ -337,6 +348,14 @@ def digest(t: Tensor) -> str:
     return h.hexdigest()
 
 
+def _check_global_batch(batch_size: int, world_size: int) -> None:
+    if batch_size < world_size:
+        raise ValueError(
+            f"distributed run: the global batch ({batch_size} rows) is smaller than the world size "
+            f"({world_size}): every rank needs at least one row; raise batch_size or use fewer processes"
+        )
+
+
 class ShareStream(MinibatchStream):
     """The run's minibatch law over the whole data set — the same global index draws ``[C, B]``
     on every rank, from the same generator — gathering only this rank's contiguous share of
@@ -345,11 +364,7 @@ class ShareStream(MinibatchStream):
     def __init__(self, data, batch_size, num_chains, generator, mode, world_size: int, rank: int):
         self.data = tuple(data)
         self._init_law(int(self.data[0].shape[0]), batch_size, num_chains, generator, mode, self.data[0].device)
-        if self.batch_size < world_size:
-            raise ValueError(
-                f"distributed run: the global batch ({self.batch_size} rows) is smaller than the world size "
-                f"({world_size}): every rank needs at least one row; raise batch_size or use fewer processes"
-            )
+        _check_global_batch(self.batch_size, world_size)
         self.share = share_bounds(self.batch_size, world_size, rank)
         self.weight = (self.share[1] - self.share[0]) / self.batch_size
         n = self.share[1] - self.share[0]
@@ -368,6 +383,36 @@ class ShareStream(MinibatchStream):
             return self._full_batch
         lo, hi = self.share
         return self._gather(self._next_indices()[:, lo:hi])
+
+
+class DatasetShareStream(DatasetStream):
+    """:class:`ShareStream` over a map-style Dataset (:class:`~structmc.batching.DataSource`):
+    the same global index draws ``[C, B]`` on every rank, from the same generator, and this
+    rank reads from the Dataset only the items of its contiguous share ``[lo, hi)`` of each
+    batch's columns (``dataset[i]`` per index, or one ``__getitems__`` call), collated as the
+    one-process :class:`~structmc.batching.DatasetStream` collates them. No rank holds more
+    than ``C·b_r`` items of a batch; a full batch (``batch_size=None``) is its share of the
+    Dataset's items, read once. The next share is prefetched as the one-process stream
+    prefetches the next batch (``batching="epoch"`` inside an epoch)."""
+
+    def __init__(self, source, batch_size, num_chains, generator, mode, device, world_size: int, rank: int):
+        self.source = source
+        self._init_law(len(source), batch_size, num_chains, generator, mode, device)
+        _check_global_batch(self.batch_size, world_size)
+        self.share = share_bounds(self.batch_size, world_size, rank)
+        self.weight = (self.share[1] - self.share[0]) / self.batch_size
+        self._pin = self.device.type == "cuda"
+        self._pool = None
+        self._pending = None
+        if self.full:
+            mine = self._fetch(torch.arange(*self.share).unsqueeze(0))
+            self._full_batch = tuple(t.expand(num_chains, *t.shape[1:]) for t in mine)
+        if mode == "stratified":
+            self._stratify()
+
+    def _selected(self, idx: Tensor) -> Tensor:
+        lo, hi = self.share
+        return idx[:, lo:hi]
 
 
 class DistributedOracle(Oracle):
@@ -411,7 +456,15 @@ def full_data_grad(context: Context, energy: Energy, centre: Tensor, data: Seque
     return grad
 
 
-__all__ = ["Distributed", "DistributedError", "DistributedOracle", "ShareStream", "init", "share_bounds"]
+__all__ = [
+    "DatasetShareStream",
+    "Distributed",
+    "DistributedError",
+    "DistributedOracle",
+    "ShareStream",
+    "init",
+    "share_bounds",
+]
 
 
 def _distributed_context(options: Distributed, sampler, energy, source, data) -> Context:
@@ -428,12 +481,15 @@ def _distributed_context(options: Distributed, sampler, energy, source, data) ->
             "the blocked Gibbs sweep stays single-process (its per-block accept/reject would need one latency-bound "
             "reduction per block); run independent chains on several processes with structmc.run_chains instead"
         )
-    if source is not None:
+    if source is not None and source.transform is not None:
         raise ValueError(
-            "distributed=True needs the data as in-memory tensors: a Dataset or a per-batch transform "
-            "(DataSource) is not split across ranks yet (a transform's random numbers depend on the share)"
+            "distributed=True with a per-batch transform (DataSource(transform=...)): the transform draws its "
+            "random numbers for the batch it is given, so each rank's share would get other numbers than the "
+            "one-process batch (and ranks with shares of different sizes would draw different amounts from "
+            "the shared generator); apply the transform in the Dataset's __getitem__ with a per-index seed, "
+            "or run without distributed=True"
         )
-    if data is None:
+    if data is None and (source is None or source.dataset is None):
         raise ValueError("distributed=True splits the minibatch across ranks and needs data=(inputs..., targets)")
     if energy.has_buffers:  # a declared capability: BatchNorm's batch statistics are per share
         raise ValueError(
@@ -451,9 +507,23 @@ def _distributed_context(options: Distributed, sampler, energy, source, data) ->
     return Context(options)
 
 
-def _distributed_setup(context: Context, energy, sampler, estimator, theta0, data, seed, batch_size, batching) -> None:
+def _dataset_description(source) -> dict:
+    """What the ranks compare of a Dataset before any compute: its class, length and first
+    items (each rank reads only those few: the whole Dataset is never read for the comparison)."""
+    ds = source.dataset
+    return {
+        "dataset": f"{type(ds).__module__}.{type(ds).__qualname__}",
+        "len": len(source),
+        "first items": [digest(t) for t in source.probe()],
+    }
+
+
+def _distributed_setup(
+    context: Context, energy, sampler, estimator, theta0, data, seed, batch_size, batching, source=None
+) -> None:
     """Refuse ranks that would not run the same chains (settings, data, start), then compute a
-    control variate's centre gradient once, each rank on its rows, reduced."""
+    control variate's centre gradient once, each rank on its rows, reduced. ``data`` is
+    ``None`` for a Dataset (``source``): the ranks compare its class, length and first items."""
     from .checkpointing import json_like
 
     if context.backend == "nccl" and theta0.device.type != "cuda":
@@ -472,10 +542,10 @@ def _distributed_setup(context: Context, energy, sampler, estimator, theta0, dat
             "batch_size": batch_size,
             "batching": batching,
             "initial positions": digest(theta0),
-            "data": [digest(t) for t in data],
+            "data": [digest(t) for t in data] if data is not None else _dataset_description(source),
         }
     )
-    if isinstance(estimator, ControlVariate) and estimator.centre_grad is None:
+    if isinstance(estimator, ControlVariate) and estimator.centre_grad is None and data is not None:
         centre = estimator.centre.unsqueeze(0) if estimator.centre.dim() == 1 else estimator.centre
         if centre.shape[-1] == theta0.shape[-1]:  # else prepare() refuses the centre's shape
             centre = centre.to(theta0)
@@ -494,16 +564,23 @@ class DistributedExecution(Execution):
     def __init__(self, options: Distributed):
         self.options = options
         self.context: Context | None = None
+        self._source = None  # a Dataset's DataSource (the data is not in memory)
         self._sync_every = 0
 
     def check(self, sampler, energy, source, data) -> None:
         self.context = _distributed_context(self.options, sampler, energy, source, data)
+        self._source = source if data is None else None  # a Dataset: read by shares (DatasetShareStream)
 
     def stream(self, data, batch_size, num_chains, generator, batching):
-        assert self.context is not None and data is not None  # check() refused a run without tensors
-        return ShareStream(
-            data, batch_size, num_chains, generator, batching, self.context.world_size, self.context.rank
-        )
+        context = self.context
+        assert context is not None  # set by check()
+        if data is None:
+            assert self._source is not None  # check() refused a run without data
+            return DatasetShareStream(
+                self._source, batch_size, num_chains, generator, batching, generator.device, context.world_size,
+                context.rank,
+            )  # fmt: skip
+        return ShareStream(data, batch_size, num_chains, generator, batching, context.world_size, context.rank)
 
     def setup(self, energy, sampler, estimator, theta0, data, seed, batch_size, batching) -> None:
         assert self.context is not None  # set by check()
@@ -513,7 +590,9 @@ class DistributedExecution(Execution):
                 "the unscaled minibatch energy (MetropolisWithinGibbs(scaling='none')): use scaling='N/n' (with the "
                 "full data, batch_size=None, the two are the same target)"
             )
-        _distributed_setup(self.context, energy, sampler, estimator, theta0, data, seed, batch_size, batching)
+        _distributed_setup(
+            self.context, energy, sampler, estimator, theta0, data, seed, batch_size, batching, self._source
+        )
 
     def oracle(self, energy, estimator, stream, generator) -> Oracle:
         assert self.context is not None

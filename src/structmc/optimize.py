@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from .batching import MinibatchStream
-from .energy import Energy, as_energy
+from .energy import Energy, as_energy, from_draws_of, to_draws_of
 
 
 def find_map(
@@ -26,6 +26,11 @@ def find_map(
 ) -> Tensor:
     """Minimise the energy with Adam on minibatches (MAMBA: lr 1e-2, batch 1%); returns ``[P]``.
 
+    A constrained log density (``LogDensityEnergy(constraints=...)``) takes ``init`` and returns
+    the mode in its draws' space; the mode is the unconstrained density's (its log-Jacobian
+    included: Stan's ``jacobian=True``), a start point for sampling rather than the MAP of the
+    constrained parameters.
+
     The energy is the N/n-scaled minibatch energy, divided by N so the step size does not
     depend on the data size. ``max_seconds``: stop after the step that passes this wall time
     (fewer than ``num_steps``; the steps taken are those of an unbounded run). ``info``: a dict
@@ -35,6 +40,7 @@ def find_map(
         raise ValueError(f"max_seconds must be > 0 or None, got {max_seconds!r}")
     init = torch.as_tensor(init).detach()
     energy = as_energy(target, init.shape[-1])
+    init = from_draws_of(energy, init.reshape(-1))
     if data is not None and energy.num_data is None:
         energy = energy.with_num_data(int(data[0].shape[0]))
     scale = 1.0 / (energy.num_data or 1)
@@ -58,4 +64,5 @@ def find_map(
     out = theta.detach()[0]
     if not bool(torch.isfinite(out).all()):
         raise FloatingPointError("find_map diverged; lower lr")
-    return out
+    to_draws = to_draws_of(energy)
+    return out if to_draws is None else to_draws(out)

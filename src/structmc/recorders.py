@@ -61,7 +61,9 @@ class RunRecords(Recorder):
     """The draws a run keeps (after iteration ``burn_in``, every ``thin``-th: iterations
     ``burn_in + thin·k``) and every iteration's info, in memory (``keep_in_memory``) and/or in
     ``folder``'s chunks. Its checkpoint entries are ``draws`` and ``info`` (the layout of
-    checkpoint format 2, so checkpoints written before the recorder seam resume)."""
+    checkpoint format 2, so checkpoints written before the recorder seam resume). ``dim`` and
+    ``to_draws``: the draws' size and the map from θ to a draw (an energy's draw space,
+    :func:`~structmc.energy.to_draws_of`)."""
 
     def __init__(
         self,
@@ -77,8 +79,10 @@ class RunRecords(Recorder):
         folder=None,
         chunk_draws: int = 1000,
         before_write: Callable[[], None] | None = None,
+        to_draws: Callable[[Tensor], Tensor] | None = None,
     ):
         self.burn_in, self.thin = int(burn_in), int(thin)
+        self.to_draws = to_draws  # θ -> the kept draw (a constrained log density's values; None: θ)
         self.draws = DrawRecorder(
             num_chains,
             dim,
@@ -95,7 +99,7 @@ class RunRecords(Recorder):
     def on_step(self, iteration: int, state, info: dict) -> None:
         self.log.append(info)
         if iteration > self.burn_in and (iteration - self.burn_in) % self.thin == 0:
-            self.draws.add(state.theta, iteration)
+            self.draws.add(state.theta if self.to_draws is None else self.to_draws(state.theta), iteration)
 
     def flush(self) -> None:
         self.draws.flush()

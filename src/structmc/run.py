@@ -29,7 +29,7 @@ from .checkpointing import (  # noqa: F401  (their old home)
     json_like,
 )
 from .distributed import Distributed
-from .energy import Energy
+from .energy import Energy, draw_space_of, to_draws_of
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch
 from .recorders import BlowupWatch, Callback, Recorder, RunRecords
@@ -127,8 +127,9 @@ def sample(
         same arguments, and the ranks compute each gradient estimate together, each on its
         share of the global minibatch of ``batch_size`` rows (one weighted all-reduce per
         estimate; see :mod:`structmc.distributed`): the chain of one process with the same
-        global batch, to float rounding. Rank 0 writes ``out_dir``; with ``out_dir`` every rank
-        returns rank 0's chain. Resume needs the same number of processes.
+        global batch, to float rounding. With a ``Dataset`` (or a ``DataSource`` over one) each
+        rank reads only the items of its share of each batch. Rank 0 writes ``out_dir``; with
+        ``out_dir`` every rank returns rank 0's chain. Resume needs the same number of processes.
     execution : how each iteration is computed (:mod:`structmc.execution`): ``"eager"`` (the
         default, op by op) or ``"compiled"`` (:class:`structmc.compiled.Compiled`: the iteration
         as one ``torch.compile`` graph, a CUDA graph on CUDA; the same random draws as the eager
@@ -314,7 +315,7 @@ def _sample_into(
         if follow
         else RunRecords(
             run.num_chains,
-            run.energy.space.dim,
+            draw_space_of(run.energy).dim,
             num_draws,
             burn_in=burn_in,
             thin=thin,
@@ -324,6 +325,7 @@ def _sample_into(
             folder=folder,
             chunk_draws=chunk_draws,
             before_write=run.check_finite,
+            to_draws=to_draws_of(run.energy),
         )
     )
     if folder is not None and checkpointer is not None:
@@ -380,7 +382,7 @@ def _sample_into(
         checkpointer.save(run)
     if records is None:  # a follower: rank 0's chain arrives by broadcast
         return None
-    chain = records.chain(run.energy.space, run.config())
+    chain = records.chain(draw_space_of(run.energy), run.config())
     chain.buffers = _chain_buffers(run.energy, run.num_chains)
     _warn_unhealthy(chain, burn_in, run.sampler.name)
     return chain
@@ -421,7 +423,7 @@ def _keep_finite_records(err: DivergenceError, run: Run, records: RunRecords, fo
     if folder is not None:
         records.write()
         folder.mark_diverged(str(err), err.step)
-    err.chain = records.chain(run.energy.space, run.config())
+    err.chain = records.chain(draw_space_of(run.energy), run.config())
 
 
 def _chain_buffers(energy, num_chains: int):

@@ -7,13 +7,14 @@ import copy
 import math
 import numbers
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .batching import DataSource
-from .energy import Energy
+from .energy import Energy, draw_space_of, from_draws_of
 from .execution import Execution
 
 
@@ -118,7 +119,24 @@ def as_data(data) -> tuple[Tensor, ...] | None:
     return data
 
 
+def init_width(init) -> int | None:
+    """The width of a flat ``init`` (a bare log density's ``dim``); ``None`` for none or a
+    mapping of named values."""
+    return None if init is None or isinstance(init, Mapping) else torch.as_tensor(init).shape[-1]
+
+
 def initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
+    """θ ``[num_chains, P]`` from ``init``: ``[P]`` or ``[num_chains, P]`` in the draws' space
+    (a constrained log density's: mapped to θ through its bijections), a mapping
+    ``{name: value}`` over that space's parameters, or ``None`` for the energy's
+    ``initial_position()``."""
+    space = draw_space_of(energy)
+    if isinstance(init, Mapping):
+        missing = [n for n in space.names if n not in init]
+        unknown = [n for n in init if n not in space.names]
+        if missing or unknown:
+            raise ValueError(f"init names the parameters {space.names}: missing {missing}, unknown {unknown}")
+        init = space.flatten({n: torch.as_tensor(init[n], dtype=torch.get_default_dtype()) for n in space.names})
     if init is None:
         if not hasattr(energy, "initial_position"):
             raise ValueError(f"init is required: {type(energy).__name__} has no initial_position()")
@@ -133,11 +151,12 @@ def initial_positions(energy: Energy, init, num_chains: int) -> Tensor:
     if not init.is_floating_point():
         init = init.to(torch.get_default_dtype())
     init = init.to(device=energy.device or init.device, dtype=energy.dtype or init.dtype)
-    P = energy.space.dim
+    P = space.dim
     if init.dim() == 1 and init.shape[0] == P:
-        return init.detach().unsqueeze(0).expand(num_chains, P).clone()
+        theta = from_draws_of(energy, init.detach())
+        return theta.unsqueeze(0).expand(num_chains, theta.shape[0]).clone()
     if init.dim() == 2 and init.shape == (num_chains, P):
-        return init.detach().clone()
+        return from_draws_of(energy, init.detach()).clone()
     raise ValueError(
         f"init must have shape [{P}] or [{num_chains}, {P}] (num_chains={num_chains}), got {tuple(init.shape)}"
     )
@@ -152,7 +171,7 @@ _check_int, _check_draws, _as_source, _as_data, _initial_positions = (
     initial_positions,
 )
 
-__all__ = ["Budget", "check_int", "check_draws", "as_source", "as_data", "initial_positions"]
+__all__ = ["Budget", "check_int", "check_draws", "as_source", "as_data", "initial_positions", "init_width"]
 
 Budget.__module__ = "structmc.run"  # its documented home
 
@@ -254,7 +273,7 @@ def prepared_target(target, init, data, batch_size, batching, num_chains, check)
         None if data is None and source is None else (len(source) if source is not None else int(data[0].shape[0]))
     )
     batch_size = check_batch_size(batch_size, num_points)
-    energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
+    energy = as_energy(target, init_width(init))
     if num_points is not None and energy.num_data is None:
         energy = energy.with_num_data(num_points)
     elif isinstance(energy, StatefulEnergy):
@@ -287,8 +306,9 @@ def run_settings(energy, sampler, estimator, theta0: Tensor, seed: int, batch_si
         "num_data": energy.num_data,
         "dim": energy.space.dim,
         "dtype": str(theta0.dtype).replace("torch.", ""),
-        "space": [(i.name, list(i.shape)) for i in energy.space.params],
-        "layers": energy.space.to_config()["layers"],
+        # the layout of the draws (run folders hold them): a constrained log density's draw space
+        "space": [(i.name, list(i.shape)) for i in draw_space_of(energy).params],
+        "layers": draw_space_of(energy).to_config()["layers"],
         "config": {"sampler": sampler.config(), "gradient": estimator.config()},
         "target": None,
     }

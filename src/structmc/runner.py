@@ -23,7 +23,7 @@ from . import checkpointing, fingerprint
 from .batching import default_stream
 from .chain import Chain
 from .divergence import DivergenceError, divergence_error  # noqa: F401  (its home for `from .runner import`)
-from .energy import Energy, StatefulEnergy
+from .energy import Energy, StatefulEnergy, draw_space_of, to_draws_of
 from .energy_checks import warn_below_resolution
 from .execution import Execution
 from .gradients import ControlVariate, Minibatch, as_estimator
@@ -242,20 +242,20 @@ class Run:
         if segment is None:
             raise TypeError("Run.sample needs a budget (a Budget or a number of iterations)")
         bar = Progress(progress, segment.iterations or 0, 0, self.sampler.name)
+        to_draws, draw_space = to_draws_of(self.energy), draw_space_of(self.energy)
         try:
             for t, state, info in self.iterate(segment):
                 log.append(info)
                 k = t - start - burn_in
                 if k > 0 and k % thin == 0:
-                    draws.append(state.theta.detach().clone())
+                    theta = state.theta.detach()
+                    draws.append(theta.clone() if to_draws is None else to_draws(theta))
                     steps.append(t)
                 bar.update(t, info)
         finally:
             bar.close()
-        samples = (
-            torch.stack(draws, 1) if draws else self.state.theta.new_empty(self.num_chains, 0, self.energy.space.dim)
-        )
-        return Chain(samples, self.energy.space, torch.tensor(steps, dtype=torch.long), log.upto(), self.config())
+        samples = torch.stack(draws, 1) if draws else self.state.theta.new_empty(self.num_chains, 0, draw_space.dim)
+        return Chain(samples, draw_space, torch.tensor(steps, dtype=torch.long), log.upto(), self.config())
 
     # -- description and checkpoints -----------------------------------------------------------
     def config(self) -> dict:

@@ -14,6 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import structmc
+from structmc.distributed import share_bounds
 
 from . import workers
 
@@ -64,6 +65,16 @@ STEPS = 25
 LAW = {"chains": 400, "draws": 1500, "seed": 7}
 
 
+DATASET_RUNS = list(workers.DATASET_RUNS)
+DATASET_STEPS = 25
+DATASET_REFUSALS = {
+    "dataset shorter than the world": "the global batch (1 rows) is smaller than the world size (2)",
+    "dataset transform": "per-batch transform",
+    "dataset control variate": "a control variate needs the full-data gradient",
+    "other dataset": "rank 1's data differ from rank 0's",
+}
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """One 2-rank job running most of the checks below (a spawn costs seconds)."""
@@ -82,6 +93,12 @@ def suite(tmp_path_factory):
         "batch too small": ("refused", {"what": "batch-too-small"}),
         "unscaled": ("refused", {"what": "unscaled"}),
         "full run": ("folder_run", {"out_dir": str(tmp / "full"), "num_steps": 30}),
+        "dataset runs": ("dataset_runs", {"names": DATASET_RUNS, "num_steps": DATASET_STEPS}),
+        "dataset folder": (
+            "dataset_folder_run",
+            {"name": DATASET_RUNS[0], "out_dir": str(tmp / "dataset"), "first_steps": 12, "num_steps": DATASET_STEPS},
+        ),
+        **{what: ("refused_dataset", {"what": what}) for what in DATASET_REFUSALS},
     }
     results = ok(spawn(tmp, "many", jobs=jobs)[0])
     return {"ranks": results, "burn_in": burn, "tmp": tmp}
@@ -325,3 +342,93 @@ def test_the_command_line_refuses_distributed_outside_torchrun_and_with_an_execu
         assert err.value.code == 2 and phrase in capsys.readouterr().err
     out = tmp_path.glob("**/run.json")
     assert not list(out)  # refused before any compute
+
+
+# -- a map-style Dataset: every rank reads only its share -------------------------------------
+PROBE = 8  # the first items the set-up checks read (the energy's checks; the ranks' comparison)
+
+
+@pytest.fixture(scope="module")
+def dataset_one_process():
+    return {name: workers.dataset_run(name, DATASET_STEPS, distributed=None) for name in DATASET_RUNS}
+
+
+@pytest.mark.parametrize("name", DATASET_RUNS)
+def test_two_ranks_on_a_dataset_give_the_one_process_chain(suite, dataset_one_process, name):
+    """The 2-rank chain reading a Dataset is the one-process chain on the same Dataset, to the
+    tolerance of the tensor path above, and the 2-rank chain on its tensors bit for bit."""
+    reference = dataset_one_process[name]
+    runs = [ranks["dataset runs"]["ok"][name] for ranks in suite["ranks"]]
+    for r, got in enumerate(runs):
+        torch.testing.assert_close(got["dataset"]["samples"], reference["samples"], rtol=1e-9, atol=1e-11)
+        torch.testing.assert_close(got["dataset"]["energy"], reference["energy"], rtol=1e-9, atol=1e-9)
+        assert torch.equal(got["dataset"]["samples"], got["tensors"]["samples"]), f"rank {r}"
+    assert torch.equal(runs[0]["dataset"]["samples"], runs[1]["dataset"]["samples"])
+    assert not torch.equal(reference["samples"][:, 0], reference["samples"][:, -1]), "the chain did not move"
+
+
+def test_a_dataset_run_with_a_folder_resumes_to_the_uninterrupted_chain(suite, dataset_one_process):
+    """12 iterations written by rank 0, then extended to 25 by a resume: every rank returns the
+    one-process chain on the Dataset (the epoch order and the prefetch restart from the checkpoint)."""
+    reference = dataset_one_process[DATASET_RUNS[0]]["samples"]
+    for r, ranks in enumerate(suite["ranks"]):
+        torch.testing.assert_close(ranks["dataset folder"]["ok"], reference, rtol=1e-9, atol=1e-11, msg=f"rank {r}")
+    assert structmc.load_chain(suite["tmp"] / "dataset").samples.shape == reference.shape
+
+
+def _batches(reads: list[list[int]], size: int, skip: int) -> list[list[int]]:
+    """The items read after the first ``skip``, cut into batches of ``size`` (a Dataset without
+    ``__getitems__`` is read one item per call)."""
+    flat = [i for read in reads for i in read][skip:]
+    assert len(flat) % size == 0, (len(flat), size)
+    return [flat[k : k + size] for k in range(0, len(flat), size)]
+
+
+@pytest.mark.parametrize("name", DATASET_RUNS)
+def test_each_rank_reads_only_its_share_of_every_batch(suite, dataset_one_process, name):
+    """Set-up reads the first items (the checks: once in one process, twice on a rank, which
+    also compares them with rank 0's) and, for a full batch, the rank's share of the items,
+    nothing else; then each batch is read as this rank's share of the one-process run's global
+    batch (C·b_r items), in the same order, in one call where the Dataset has ``__getitems__``.
+    Per step the ranks' reads side by side are the global batch: their union is the batch and
+    no item of it is read by two ranks."""
+    ds_options, options = workers.DATASET_RUNS[name]
+    C = options.get("num_chains", 1)
+    N = len(workers.RecordingItems())
+    full = options["batch_size"] is None
+    B = N if full else options["batch_size"]
+    reference = dataset_one_process[name]["fetched"]
+    if full:  # the one-process run reads the whole Dataset once
+        assert [i for read in reference for i in read] == [*range(PROBE), *range(N)]
+        global_batches = [list(range(N))]
+    else:
+        assert [i for read in reference for i in read][:PROBE] == list(range(PROBE))
+        global_batches = _batches(reference, C * B, PROBE)
+        assert len(global_batches) >= DATASET_STEPS
+    per_rank = []
+    for r, ranks in enumerate(suite["ranks"]):
+        reads = ranks["dataset runs"]["ok"][name]["dataset"]["fetched"]
+        lo, hi = share_bounds(B, 2, r)
+        rows = 1 if full else C
+        mine = [torch.tensor(g).view(rows, B)[:, lo:hi].reshape(-1).tolist() for g in global_batches]
+        flat = [i for read in reads for i in read]
+        if full:  # probe, its share of the items (the stream), probe (the ranks' comparison)
+            assert flat == [*range(PROBE), *mine[0], *range(PROBE)], f"rank {r}"
+            assert hi - lo < N
+            continue
+        assert flat[: 2 * PROBE] == [*range(PROBE)] * 2, f"rank {r}"
+        got = _batches(reads, C * (hi - lo), 2 * PROBE)
+        assert got == mine, f"rank {r}: not exactly its share of each global batch"
+        if ds_options.get("batched"):  # one __getitems__ call per batch, each of this rank's C·b_r items
+            assert [len(read) for read in reads[2:]] == [C * (hi - lo)] * len(got), f"rank {r}"
+        per_rank.append(got)
+    for k, g in enumerate(global_batches if not full else []):
+        side_by_side = torch.cat([torch.tensor(p[k]).view(C, -1) for p in per_rank], 1)
+        assert torch.equal(side_by_side, torch.tensor(g).view(C, B)), f"batch {k}"
+
+
+@pytest.mark.parametrize("what", list(DATASET_REFUSALS))
+def test_what_cannot_run_on_a_dataset_is_refused_before_any_compute(suite, what):
+    for ranks in suite["ranks"]:
+        got = ranks[what]
+        assert got.get("type") == "ValueError" and DATASET_REFUSALS[what] in got["message"], got

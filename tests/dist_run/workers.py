@@ -93,6 +93,55 @@ def configurations():
     }
 
 
+class RecordingItems(torch.utils.data.Dataset):
+    """The items ``(x_i, y_i)`` of :func:`classification_data` as a map-style Dataset (not a
+    TensorDataset, which structmc reads as tensors) that records every read: ``fetched`` is one
+    list of indices per read (one ``__getitems__`` call, or one ``dataset[i]``). ``targets``:
+    the labels stratified batching reads."""
+
+    def __init__(self, n: int = 37, batched: bool = False):
+        self.x, self.y = classification_data(n)
+        self.targets = self.y
+        self.fetched: list[list[int]] = []
+        if batched:  # the batched read torch's DataLoader also uses
+            self.__getitems__ = self._getitems
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        self.fetched.append([int(i)])
+        return self.x[i], self.y[i]
+
+    def _getitems(self, indices):
+        self.fetched.append([int(i) for i in indices])
+        return [(self.x[i], self.y[i]) for i in indices]
+
+
+DATASET_RUNS = {
+    # name -> (Dataset options, sample() options); the sampler is SGLD(1e-3) on mlp_energy()
+    "epoch, dataset[i], prefetch": ({}, {"batch_size": 9, "seed": 3, "num_chains": 2}),
+    "without replacement, __getitems__, DataSource": (
+        {"batched": True, "source": True},
+        {"batch_size": 9, "seed": 5, "batching": "without_replacement"},
+    ),
+    "stratified": ({"batched": True}, {"batch_size": 10, "seed": 6, "batching": "stratified", "num_chains": 2}),
+    "full batch": ({"batched": True}, {"batch_size": None, "seed": 7, "num_chains": 3}),
+}
+
+
+def dataset_run(name: str, num_steps: int, distributed=True, data: str = "dataset", **extra):
+    """``DATASET_RUNS[name]`` on a fresh :class:`RecordingItems` (``data="tensors"``: its tensors
+    in memory): ``{"samples", "energy", "fetched"}``."""
+    ds_options, options = DATASET_RUNS[name]
+    ds = RecordingItems(batched=ds_options.get("batched", False))
+    given = (ds.x, ds.y) if data == "tensors" else structmc.DataSource(ds) if ds_options.get("source") else ds
+    chain = structmc.sample(
+        mlp_energy(), None, structmc.SGLD(1e-3), num_steps, data=given, distributed=distributed, **options, **extra
+    )
+    return {"samples": chain.samples, "energy": chain.info["energy"], "fetched": ds.fetched}
+
+
 def run_configuration(name: str, num_steps: int = 25, distributed=True, **extra):
     make_energy, make_sampler, options = configurations()[name]
     chain = structmc.sample(make_energy(), None, make_sampler(), num_steps, distributed=distributed, **options, **extra)
@@ -193,6 +242,41 @@ def refused(rank, world_size, what):
     raise ValueError(what)
 
 
+def dataset_runs(rank, world_size, names, num_steps):
+    """Every :data:`DATASET_RUNS` run on the Dataset and on its tensors, over the process group."""
+    return {
+        name: {"dataset": dataset_run(name, num_steps), "tensors": dataset_run(name, num_steps, data="tensors")}
+        for name in names
+    }
+
+
+def dataset_folder_run(rank, world_size, name, out_dir, first_steps, num_steps):
+    """``DATASET_RUNS[name]`` with a run folder: ``first_steps``, then extended to ``num_steps``
+    by a resume (rank 0 reads the checkpoint, the stream's epoch order included)."""
+    dataset_run(name, first_steps, out_dir=out_dir, checkpoint_every=5, progress=False)
+    return dataset_run(name, num_steps, out_dir=out_dir, checkpoint_every=5, progress=False, resume=True)["samples"]
+
+
+def refused_dataset(rank, world_size, what):
+    if what == "dataset shorter than the world":  # one item for two ranks: the full batch is one row
+        return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=RecordingItems(1), distributed=True)
+    if what == "dataset transform":
+        source = structmc.DataSource(RecordingItems(), transform=lambda batch, generator: batch)
+        return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=source, batch_size=4, distributed=True)
+    if what == "dataset control variate":
+        centre = mlp_energy().initial_position().detach()
+        return structmc.sample(
+            mlp_energy(), None, structmc.SGLD(1e-3), 5, data=RecordingItems(), batch_size=4, distributed=True,
+            gradient=structmc.ControlVariate(centre),
+        )  # fmt: skip
+    if what == "other dataset":  # rank 1's Dataset has other items
+        ds = RecordingItems()
+        if rank == 1:
+            ds.x = ds.x + 1
+        return structmc.sample(mlp_energy(), None, structmc.SGLD(1e-3), 5, data=ds, batch_size=4, distributed=True)
+    raise ValueError(what)
+
+
 def many(rank, world_size, jobs):
     """Several tasks in one job (one spawn, one process-group set-up): ``{key: (task, args)}`` ->
     ``{key: {"ok": result} or {"type", "message"}}``. Each task fails the same way on every rank,
@@ -215,4 +299,7 @@ TASKS = {
     "drifting": drifting,
     "different_start": different_start,
     "refused": refused,
+    "dataset_runs": dataset_runs,
+    "dataset_folder_run": dataset_folder_run,
+    "refused_dataset": refused_dataset,
 }

@@ -60,13 +60,26 @@ from .log_density import DensityShapeError, LogDensityEnergy, _chain_slice, _che
 from .module_energy import ModuleEnergy, _select_sampled
 from .noisy import NoisyGradientEnergy
 from .paths import _ModuleEvaluation
-from .protocols import Batch, Energy, HessianDiagEnergy, StatefulEnergy
+from .protocols import (
+    Batch,
+    DrawSpaceEnergy,
+    Energy,
+    HessianDiagEnergy,
+    StatefulEnergy,
+    draw_space_of,
+    from_draws_of,
+    to_draws_of,
+)
 
 __all__ = [
     "Batch",
     "Energy",
     "HessianDiagEnergy",
     "StatefulEnergy",
+    "DrawSpaceEnergy",
+    "draw_space_of",
+    "to_draws_of",
+    "from_draws_of",
     "EnergyBase",
     "WrappedEnergy",
     "LogDensityEnergy",

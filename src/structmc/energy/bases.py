@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .. import fingerprint
 from ..space import ParamSpace
-from .protocols import Batch, BufferedEnergy, CompilableEnergy, Energy
+from .protocols import Batch, BufferedEnergy, CompilableEnergy, DrawSpaceEnergy, Energy, draw_space_of, from_draws_of
 
 
 class EnergyBase:
@@ -61,6 +61,17 @@ class EnergyBase:
     @property
     def cv_base(self: Energy) -> Energy:
         return self
+
+    # the draws are θ itself (DrawSpaceEnergy: a constrained log density's differ)
+    @property
+    def draw_space(self) -> ParamSpace:
+        return cast(ParamSpace, getattr(self, "space"))  # noqa: B009  (every subclass defines space)
+
+    def to_draws(self, theta: Tensor) -> Tensor:
+        return theta
+
+    def from_draws(self, x: Tensor, what: str = "init") -> Tensor:
+        return x
 
     def chain_buffers(self, chain: int) -> dict[str, Tensor]:
         raise ValueError(f"{type(self).__name__} keeps no per-chain buffers (has_buffers is False)")
@@ -140,6 +151,21 @@ class WrappedEnergy(EnergyBase):
     @property
     def num_data(self) -> int | None:
         return self.base.num_data
+
+    # the base's draws where the wrapper keeps its space (override both with ``space``)
+    @property
+    def draw_space(self) -> ParamSpace:
+        return draw_space_of(self.base) if self.space is self.base.space else self.space
+
+    def to_draws(self, theta: Tensor) -> Tensor:
+        if self.space is not self.base.space or not isinstance(self.base, DrawSpaceEnergy):
+            return theta
+        return self.base.to_draws(theta)
+
+    def from_draws(self, x: Tensor, what: str = "init") -> Tensor:
+        if self.space is not self.base.space:
+            return x
+        return from_draws_of(self.base, x, what)
 
     @property
     def device(self) -> torch.device | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -15,6 +16,7 @@ from ..autodiff import hutchinson_diag, traced_value_and_grad
 from ..energy_checks import _check_theta
 from ..space import ParamSpace
 from .bases import EnergyBase, _as_num_data, _described
+from .constraints import Constraints
 from .protocols import Batch
 
 
@@ -49,6 +51,19 @@ class LogDensityEnergy(EnergyBase):
       ``log_likelihood(theta [P], batch) -> scalar`` summed over the minibatch and
       ``log_prior(theta [P]) -> scalar``; ``num_data=None`` means no scaling.
 
+    **Named and constrained parameters.** With ``params={name: shape}`` instead of ``dim`` the
+    functions take the named values ``{name: tensor of that shape}`` in place of the flat
+    vector (``()`` is a scalar). ``constraints={name: constraint}`` gives a parameter a support —
+    a ``torch.distributions.constraints`` object (``positive``, ``interval(-1, 1)``,
+    ``simplex``, ``lower_cholesky``, ...) or a bijective ``Transform`` onto it: the sampler then
+    moves θ = T⁻¹(x) in the unconstrained space with the bijection T of
+    ``torch.distributions.biject_to`` and the density of θ is
+    ``log p(T(θ)) + log|det ∂T/∂θ|`` (Stan's constraint transforms); the functions still see
+    the constrained values. Draws (:class:`~structmc.chain.Chain`, run folders), ``init`` and
+    :meth:`initial_position` are in the constrained space (:attr:`draw_space`); the sampler's
+    state, step sizes and preconditioners are in the unconstrained one (:attr:`space`). With
+    ``dim``, ``constraints`` is one constraint for the whole vector (e.g. a simplex).
+
     ``batch`` is the chain's minibatch (a tuple of ``[n, ...]`` tensors) or ``None``. Chains
     are evaluated with ``torch.func.vmap``; if the function cannot be vmapped we fall back
     to a loop over chains (with a warning). With ``vectorized=True`` the function itself
@@ -69,6 +84,8 @@ class LogDensityEnergy(EnergyBase):
         log_prob: Callable | None = None,
         dim: int | None = None,
         *,
+        params=None,
+        constraints=None,
         vectorized: bool = False,
         num_data: int | None = None,
         log_likelihood: Callable | None = None,
@@ -82,12 +99,21 @@ class LogDensityEnergy(EnergyBase):
             raise TypeError("log_likelihood and log_prior must both be callables")
         if not parts and not callable(log_prob):
             raise TypeError("log_prob must be callable")
-        if dim is None or isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
-            raise ValueError(f"dim must be a positive integer, got {dim}")
+        if params is not None:
+            if dim is not None:
+                raise TypeError("give dim (a flat vector) or params (named parameters), not both")
+            self._constraints: Constraints | None = Constraints(params, constraints)
+        else:
+            if dim is None or isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
+                raise ValueError(f"dim must be a positive integer, got {dim}")
+            self._constraints = (
+                None if constraints is None else Constraints({"theta": (int(dim),)}, {"theta": constraints})
+            )
+        self._named = params is not None
         num_data = _as_num_data(num_data)
         self.log_prob = log_prob
         self.log_likelihood, self.log_prior = log_likelihood, log_prior
-        self.space = ParamSpace.flat(int(dim))
+        self.space = ParamSpace.flat(int(cast(int, dim))) if self._constraints is None else self._constraints.space
         self.vectorized = vectorized
         self.num_data = num_data
         self.model = model
@@ -112,6 +138,8 @@ class LogDensityEnergy(EnergyBase):
                     {"fn": f, "vectorized": bool(self.vectorized)}, f"the {key.replace('_', ' ')} function"
                 )
                 unchecked += missing
+        if self._constraints is not None:  # absent otherwise: earlier fingerprints unchanged
+            parts["parameters"] = {"named": self._named, **self._constraints.describe()}
         return _described(self, parts, unchecked)
 
     def describe_v1(self) -> dict:
@@ -126,8 +154,50 @@ class LogDensityEnergy(EnergyBase):
             if f is not None
         }
 
+    # -- the two spaces ------------------------------------------------------------------------
+    @property
+    def draw_space(self) -> ParamSpace:
+        """The layout of the draws: the constrained parameters' (``space`` without constraints)."""
+        return self.space if self._constraints is None else self._constraints.draw_space
+
+    def to_draws(self, theta: Tensor) -> Tensor:
+        """θ ``[..., P]`` -> the draws ``[..., draw_space.dim]`` (each constrained parameter
+        through its bijection)."""
+        return theta if self._constraints is None else self._constraints.to_draws(theta)
+
+    def from_draws(self, x: Tensor, what: str = "init") -> Tensor:
+        """Draws ``[..., draw_space.dim]`` -> θ; a value outside its support is refused."""
+        return x if self._constraints is None else self._constraints.from_draws(x, what)
+
+    def initial_position(self) -> Tensor:
+        """With ``params`` or ``constraints``: the image of θ = 0 (every unconstrained coordinate
+        0: 1 for a positive scale, the middle of an interval, the uniform simplex), in the
+        draws' space like ``init``. A flat unconstrained density has no natural start."""
+        if self._constraints is None:
+            raise ValueError(
+                "init is required: a LogDensityEnergy over a flat vector (dim=...) has no natural starting "
+                "point; pass init=torch.zeros(dim) or the like"
+            )
+        return self.to_draws(torch.zeros(self.space.dim, dtype=torch.get_default_dtype()))
+
+    def _arguments(self, theta: Tensor):
+        """What the user functions take (θ, its named values, or the constrained ones) and the
+        log-Jacobian of the constraint transforms (0 without)."""
+        if self._constraints is None:
+            return (self.space.unflatten(theta) if self._named else theta), 0.0
+        values, log_det = self._constraints.constrain(theta)
+        return (values if self._named else values["theta"]), log_det
+
     def _log_density(self, theta: Tensor, batch) -> Tensor:
-        """Log density of one chain (or of ``[C, P]`` when vectorized)."""
+        """Log density of one chain (or of ``[C, P]`` when vectorized), in θ's space: the
+        constrained density plus the transforms' log-Jacobian."""
+        if self._constraints is None and not self._named:
+            return self._user_log_density(theta, batch)
+        args, log_det = self._arguments(theta)
+        return self._user_log_density(args, batch) + log_det
+
+    def _user_log_density(self, theta, batch) -> Tensor:
+        """The user's log density at ``theta`` (flat, or named values)."""
         if self.vectorized:  # shapes are checked on the [C] result
             if self.log_prob is not None:
                 return self.log_prob(theta, batch)

@@ -150,6 +150,41 @@ class HessianDiagEnergy(Protocol):
 
 
 @runtime_checkable
+class DrawSpaceEnergy(Protocol):
+    """An energy whose draws may live in another space than θ (a constrained parameter's
+    value rather than its unconstrained image: :class:`~structmc.energy.LogDensityEnergy`
+    with ``constraints``): ``draw_space`` (the draws' :class:`~structmc.space.ParamSpace`),
+    ``to_draws(theta)`` and ``from_draws(x, what)`` (``init`` is given in the draws' space).
+    :class:`~structmc.energy.EnergyBase` declares the identity (``draw_space`` is ``space``);
+    :func:`draw_space_of` / :func:`to_draws_of` / :func:`from_draws_of` read an energy that
+    does not declare them as the identity too."""
+
+    @property
+    def draw_space(self) -> ParamSpace: ...
+
+    def to_draws(self, theta: Tensor) -> Tensor: ...
+
+    def from_draws(self, x: Tensor, what: str = "init") -> Tensor: ...
+
+
+def draw_space_of(energy: Energy) -> ParamSpace:
+    """The layout of ``energy``'s draws (its ``space`` unless it declares a ``draw_space``)."""
+    return energy.draw_space if isinstance(energy, DrawSpaceEnergy) else energy.space
+
+
+def to_draws_of(energy: Energy):
+    """θ -> draws for ``energy`` (``None`` for the identity, so a run copies θ as is)."""
+    if isinstance(energy, DrawSpaceEnergy) and energy.draw_space is not energy.space:
+        return energy.to_draws
+    return None
+
+
+def from_draws_of(energy: Energy, x: Tensor, what: str = "init") -> Tensor:
+    """A position in the draws' space (``init``) -> θ."""
+    return energy.from_draws(x, what) if isinstance(energy, DrawSpaceEnergy) else x
+
+
+@runtime_checkable
 class CompilableEnergy(Protocol):
     """An energy that says whether its ``value_and_grad`` traces into one ``torch.compile``
     graph (the compiled step, :mod:`structmc.compiled`): ``compilable`` (EnergyBase: ``False``;

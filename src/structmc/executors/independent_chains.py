@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -92,8 +92,8 @@ def _sample_one_chain(problem, init, sampler, num_steps: int, seed: int, options
 
 
 def _chain_inits(init, num_chains: int) -> list:
-    if init is None:
-        return [None] * num_chains
+    if init is None or isinstance(init, Mapping):  # named values: the same start for every chain
+        return [init] * num_chains
     init = torch.as_tensor(init)
     if init.dim() == 1:
         return [init] * num_chains

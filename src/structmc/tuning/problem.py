@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..energy import Energy, as_energy, full_data_value_and_grad
 from ..gradients import ControlVariate, Minibatch
-from ..run_inputs import as_data, check_int, initial_positions
+from ..run_inputs import as_data, check_int, init_width, initial_positions
 from .arms import Arm, structured_energy
 
 SCORE_BATCHES = ("per_draw", "fixed")  # Problem(score_batches=...): how score_data=m draws its rows
@@ -90,7 +90,7 @@ class Problem:
             score_data = check_int("score_data", score_data, 1)
         data = as_data(data)
         num_chains = check_int("num_chains", num_chains, 1)
-        energy = as_energy(target, None if init is None else torch.as_tensor(init).shape[-1])
+        energy = as_energy(target, init_width(init))
         if data is not None and energy.num_data is None:
             energy = energy.with_num_data(int(data[0].shape[0]))
         theta0 = initial_positions(energy, init, num_chains)
