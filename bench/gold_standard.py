@@ -759,6 +759,8 @@ def _row(name: str, kind: str, s: dict, kappa: float) -> str:
     # is too short for that sampler; beyond, the sampler is biased (or has not mixed at all)
     if s["max_abs_err"] <= 0.1:
         ok = "yes"
+    elif s["sd_ratio_min"] < 0.5:  # started 0.1 posterior sd around the mode, still that narrow
+        ok = "**no: not mixed**"
     elif s["max_abs_err"] <= 3 * s["mcse_max"]:
         ok = "no: MC noise"
     else:
@@ -778,14 +780,16 @@ HEADER = (
 
 def render(paths: list[str]) -> str:
     """The markdown table of one or several results files (runs split over processes by --only)."""
-    rows, protocols = [HEADER], set()
+    found, protocols = {}, set()
     for path in paths:
         res = json.loads(Path(path).read_text())
         protocols.add(json.dumps(res["protocol"], sort_keys=True))
-        for name, post in res["posteriors"].items():
-            rows += [_row(name, kind, s, post["kappa"]) for kind, s in post["samplers"].items()]
+        found.update(res["posteriors"])
     if len(protocols) != 1:
         raise ValueError(f"the files ran different protocols: {protocols}")
+    rows = [HEADER]
+    for name in sorted(found, key=lambda n: list(POSTERIORS).index(n) if n in POSTERIORS else len(POSTERIORS)):
+        rows += [_row(name, kind, s, found[name]["kappa"]) for kind, s in found[name]["samplers"].items()]
     return "\n".join(rows)
 
 
