@@ -14,7 +14,8 @@ earnings-logearn_interaction_z (regression on 1,192 rows, σ > 0).
   ``4·MCSE + 0.03`` reference sds of the reference means and sds within ``4·MCSE_sd + 0.05``
   of them (MCSE from the bulk ESS of the run; 0.03 sd covers the reference's own Monte Carlo
   error, ≈ 1/√10,000 = 0.01 sd, and 0.05 SGLD's O(ε) variance inflation, ≤ 6.7% in variance at
-  ε = 0.25/λ_max). SGLD is not run on eight schools: its κ ≈ 300 makes SGLD's relaxation
+  ε = 0.25/λ_max). SGLD's tolerance is wide (an ESS of a few hundred in a test's budget, 4·MCSE ≈ 0.25 sd);
+  the bench's extended earnings run puts it within 0.064 sd. SGLD is not run on eight schools: its κ ≈ 300 makes SGLD's relaxation
   time ≈ 8κ ≈ 2,400 iterations, beyond a test's budget (the bench runs it).
 * The check fails a wrong posterior: eight schools with τ ~ half-normal(0, 5) in place of
   Stan's half-Cauchy(0, 5) is rejected.
@@ -152,6 +153,7 @@ def _mala(name, log_density=None, chains=32, burn_in=300, draws=500, seed=0):
     return post.quantities(draws_c, data), ref_mean, ref_sd
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [SCHOOLS, EARNINGS])
 def test_mala_matches_the_reference_posterior(name):
     quantities, ref_mean, ref_sd = _mala(name)
@@ -159,6 +161,7 @@ def test_mala_matches_the_reference_posterior(name):
     assert ok, detail
 
 
+@pytest.mark.slow
 def test_the_check_rejects_a_wrong_posterior():
     # a half-normal(0, 5) prior on τ in place of the half-Cauchy(0, 5): lighter tail, smaller τ
     quantities, ref_mean, ref_sd = _mala(SCHOOLS, log_density=_schools_with_half_normal_tau)
@@ -167,6 +170,7 @@ def test_the_check_rejects_a_wrong_posterior():
     assert detail["tau"][0] < 0, detail
 
 
+@pytest.mark.slow
 def test_sgld_at_the_small_step_matches_the_reference_posterior():
     post, data, ref_mean, ref_sd = _posterior(EARNINGS)
     target = gs.make_target(post, data)
