@@ -144,6 +144,10 @@ class DaskExecutor(_Adapter):
                 )
                 address = self._cluster
             client = distributed.Client(address)
+            if self._cluster is not None:
+                # every worker up before the first share(): broadcast reaches them all, so no worker
+                # fetches the problem from another, which may be serialising it mid-evaluation
+                client.wait_for_workers(n)
         self.client = client
         self.slots = max(1, sum(client.nthreads().values()))
 
