@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 from torch.distributions import biject_to, constraints
-from torch.distributions.transforms import Transform
+from torch.distributions.transforms import ComposeTransform, Transform
 
 from ..space import ParamSpace
 
@@ -71,8 +71,6 @@ def as_transform(name: str, spec) -> Transform:
 def describe_transform(t: Transform) -> str:
     """A text that changes when the bijection does (class names and their numeric members),
     for the energy's fingerprint: a resume with another constraint is refused."""
-    from torch.distributions.transforms import ComposeTransform
-
     if isinstance(t, ComposeTransform):
         return "Compose(" + ", ".join(describe_transform(p) for p in t.parts) + ")"
     members = []

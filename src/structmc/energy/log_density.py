@@ -183,8 +183,8 @@ class LogDensityEnergy(EnergyBase):
     def _arguments(self, theta: Tensor):
         """What the user functions take (θ, its named values, or the constrained ones) and the
         log-Jacobian of the constraint transforms (0 without)."""
-        if self._constraints is None:
-            return (self.space.unflatten(theta) if self._named else theta), 0.0
+        if self._constraints is None:  # a flat vector (params= always builds Constraints)
+            return theta, 0.0
         values, log_det = self._constraints.constrain(theta)
         return (values if self._named else values["theta"]), log_det
 
